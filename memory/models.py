@@ -1,0 +1,210 @@
+"""Memory banks, memories, their canonical-query keys and the embedding cache (DESIGN.md "Domain model")."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinLengthValidator, MinValueValidator
+from django.db import models
+from django.db.models.functions import Length
+from pgvector.django import HnswIndex, VectorField
+
+EMBEDDING_DIM = settings.EMBEDDING_DIM
+MAX_CONTENT_CHARS = 10_000
+
+
+class MemoryBankQuerySet(models.QuerySet):
+    def owned_by(self, user):
+        if user is None or not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(owner=user)
+
+
+class MemoryBank(models.Model):
+    """One isolated space of memories; every query is scoped to one bank."""
+
+    class SeedStatus(models.TextChoices):
+        IDLE = "idle"
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    name = models.CharField(max_length=200)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="memory_banks"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    seed_status = models.CharField(max_length=10, choices=SeedStatus.choices, default=SeedStatus.IDLE)
+    seed_done = models.PositiveIntegerField(default=0)
+    seed_total = models.PositiveIntegerField(default=0)
+    seed_error = models.TextField(blank=True)
+
+    objects = MemoryBankQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def seed_percent(self) -> int:
+        if self.seed_status == self.SeedStatus.DONE:
+            return 100
+        if not self.seed_total:
+            return 0
+        return max(0, min(100, int(100 * self.seed_done / self.seed_total)))
+
+
+class MemoryQuerySet(models.QuerySet):
+    def in_bank(self, bank):
+        return self.filter(bank=bank)
+
+    def for_agent(self, name: str):
+        return self.filter(agent=name)
+
+    def of_kind(self, *kinds: str):
+        return self.filter(kind__in=kinds)
+
+    def in_category(self, *categories: str):
+        return self.filter(category__in=categories)
+
+    def active(self):
+        return self.filter(status=Memory.Status.ACTIVE)
+
+    def gifted(self):
+        return self.filter(source=Memory.Source.GIFTED)
+
+    def before_turn(self, n: int):
+        """Memories that existed before turn n: gifted ones (no turn) and those of earlier turns."""
+        return self.filter(models.Q(turn__isnull=True) | models.Q(turn__lt=n))
+
+    def about(self, name: str):
+        return self.filter(about__iexact=name)
+
+
+class Memory(models.Model):
+    class Kind(models.TextChoices):
+        CHARACTER = "character"
+        SCENE = "scene"
+        CHARACTER_KNOWLEDGE = "character_knowledge"
+        EPISODIC = "episodic"
+        SEMANTIC = "semantic"
+        PROCEDURAL = "procedural"
+        EMOTIONAL = "emotional"
+        OBSERVATION = "observation"
+        ACTION = "action"
+        REFLECTION = "reflection"
+        PLAN = "plan"
+
+    class Source(models.TextChoices):
+        GIFTED = "gifted"
+        EARNED = "earned"
+        REFLECTION = "reflection"
+        CONSOLIDATION = "consolidation"
+        WRITER = "writer"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        ARCHIVED = "archived"
+        CONSOLIDATED = "consolidated"
+
+    bank = models.ForeignKey(MemoryBank, on_delete=models.CASCADE, related_name="memories")
+    agent = models.CharField(max_length=100, blank=True, help_text="Blank: shared (scene) memory.")
+    kind = models.CharField(max_length=32, choices=Kind.choices, default=Kind.SEMANTIC)
+    category = models.CharField(max_length=50, blank=True)
+    about = models.CharField(max_length=100, blank=True, help_text="The other character this memory is about.")
+    turn = models.IntegerField(null=True, blank=True, help_text="Simulation turn; blank for gifted memories.")
+    speaker = models.CharField(max_length=100, blank=True)
+    content = models.TextField(
+        validators=[MinLengthValidator(1), MaxLengthValidator(MAX_CONTENT_CHARS)],
+        help_text=f"1 to {MAX_CONTENT_CHARS:,} characters.",
+    )
+    embedding = VectorField(dimensions=EMBEDDING_DIM)
+    importance = models.FloatField(default=5.0, validators=[MinValueValidator(0), MaxValueValidator(10)])
+    emotional_valence = models.FloatField(default=0.0, validators=[MinValueValidator(-1), MaxValueValidator(1)])
+    participants = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    location = models.CharField(max_length=200, blank=True)
+    tags = ArrayField(models.CharField(max_length=50), default=list, blank=True)
+    related_goals = ArrayField(models.CharField(max_length=300), default=list, blank=True)
+    access_count = models.PositiveIntegerField(default=0)
+    last_accessed_turn = models.IntegerField(null=True, blank=True)
+    decay_rate = models.FloatField(default=0.01, validators=[MinValueValidator(0)])
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.WRITER)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    evidence = models.ManyToManyField("self", symmetrical=False, blank=True, related_name="derived")
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = MemoryQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["bank", "turn", "id"]
+        verbose_name_plural = "memories"
+        indexes = [
+            HnswIndex(
+                name="memory_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            models.Index(fields=["bank", "agent", "kind", "category"], name="memory_bank_agent_kind_cat"),
+            models.Index(fields=["bank", "kind", "category"], name="memory_bank_kind_cat"),
+            models.Index(fields=["bank", "turn"], name="memory_bank_turn"),
+            models.Index(fields=["bank", "about"], name="memory_bank_about"),
+            models.Index(fields=["bank", "source", "status"], name="memory_bank_source_status"),
+            GinIndex(fields=["tags"], name="memory_tags_gin"),
+        ]
+        constraints = [
+            # Refused by the database too, not only by full_clean(): no path stores an empty or huge memory.
+            models.CheckConstraint(
+                condition=models.lookups.GreaterThanOrEqual(Length("content"), 1)
+                & models.lookups.LessThanOrEqual(Length("content"), MAX_CONTENT_CHARS),
+                name="memory_content_length",
+            ),
+            models.CheckConstraint(condition=models.Q(importance__gte=0, importance__lte=10), name="memory_importance_0_10"),
+            models.CheckConstraint(
+                condition=models.Q(emotional_valence__gte=-1, emotional_valence__lte=1), name="memory_valence_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        who = self.agent or "scene"
+        return f"[{who}/{self.kind}/{self.category or '-'}] {self.content[:60]}"
+
+
+class MemoryKey(models.Model):
+    """A canonical query ("who am I?") that also leads to its memory: stored once, found many ways."""
+
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="keys")
+    query = models.CharField(max_length=300)
+    embedding = VectorField(dimensions=EMBEDDING_DIM)
+
+    class Meta:
+        ordering = ["memory", "id"]
+        indexes = [
+            HnswIndex(
+                name="memorykey_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+        constraints = [models.UniqueConstraint(fields=["memory", "query"], name="memorykey_unique_query")]
+
+    def __str__(self) -> str:
+        return self.query
+
+
+class EmbeddingCache(models.Model):
+    """(model, sha256(text)) → vector: re-seeding and canonical queries cost no model call."""
+
+    model = models.CharField(max_length=200)
+    sha256 = models.CharField(max_length=64)
+    vector = VectorField(dimensions=EMBEDDING_DIM)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model", "sha256"], name="embeddingcache_unique_model_sha")]
+
+    def __str__(self) -> str:
+        return f"{self.model}:{self.sha256[:12]}"
