@@ -1,0 +1,242 @@
+"""Filtered, scored retrieval over a bank: exact below EXACT_LIMIT candidates, HNSW above.
+
+A memory's similarity is its best match over its content embedding and its canonical-query keys
+(MemoryKey); the result says which key matched. Scores and their components are computed in SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from django.db import connection, transaction
+from pgvector import Vector
+
+from memory.models import Memory
+
+EXACT_LIMIT = 10_000        # up to this many matching memories the scan is exact (identical top k)
+HNSW_EF_SEARCH = 200        # candidate list per index probe
+HNSW_FETCH = 200            # over-fetch from the index before the exact re-rank
+RECENCY_DECAY = 0.1         # per turn: recency = exp(-0.1 · turns ago), a half-life of ~7 turns
+
+SCORING_PRESETS: dict[str, dict[str, float]] = {
+    "similarity": {"similarity": 1.0, "recency": 0.0, "importance": 0.0},   # seed 000
+    "hybrid": {"similarity": 0.6, "recency": 0.2, "importance": 0.2},       # seed 002
+    "decayed": {"similarity": 0.6, "recency": 0.1, "importance": 0.3},      # seed 004: importance decays, access boosts
+}
+
+
+@dataclass
+class MemoryFilter:
+    agent: str | None = None
+    kinds: list[str] | None = None
+    categories: list[str] | None = None
+    about: str | None = None
+    min_turn: int | None = None
+    max_turn: int | None = None
+    min_importance: float | None = None
+    tags: list[str] | None = None
+    tags_mode: str = "any"  # "any" | "all"
+    sources: list[str] | None = None
+    statuses: list[str] = field(default_factory=lambda: ["active"])
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "MemoryFilter":
+        return cls(**{k: v for k, v in (data or {}).items() if k in cls.__dataclass_fields__})
+
+    def where(self, bank_id: int) -> tuple[str, list]:
+        """SQL over alias m, and its parameters. A max_turn keeps gifted memories (they have no turn)."""
+        clauses, params = ["m.bank_id = %s"], [bank_id]
+        if self.agent is not None:
+            clauses.append("m.agent = %s"); params.append(self.agent)
+        if self.kinds:
+            clauses.append("m.kind = ANY(%s)"); params.append(list(self.kinds))
+        if self.categories:
+            clauses.append("m.category = ANY(%s)"); params.append(list(self.categories))
+        if self.about:
+            clauses.append("lower(m.about) = lower(%s)"); params.append(self.about)
+        if self.min_turn is not None:
+            clauses.append("m.turn >= %s"); params.append(int(self.min_turn))
+        if self.max_turn is not None:
+            clauses.append("(m.turn IS NULL OR m.turn <= %s)"); params.append(int(self.max_turn))
+        if self.min_importance is not None:
+            clauses.append("m.importance >= %s"); params.append(float(self.min_importance))
+        if self.tags:
+            op = "@>" if self.tags_mode == "all" else "&&"
+            clauses.append(f"m.tags {op} %s::varchar(50)[]"); params.append(list(self.tags))
+        if self.sources:
+            clauses.append("m.source = ANY(%s)"); params.append(list(self.sources))
+        if self.statuses:
+            clauses.append("m.status = ANY(%s)"); params.append(list(self.statuses))
+        return " AND ".join(clauses), params
+
+
+@dataclass
+class RecallResult:
+    memory: Memory
+    rank: int
+    score: float
+    components: dict[str, float]
+    matched_key: str | None
+
+    def snapshot(self) -> dict:
+        m = self.memory
+        return {
+            "memory_id": m.pk, "content": m.content, "agent": m.agent, "kind": m.kind, "category": m.category,
+            "turn": m.turn, "speaker": m.speaker, "rank": self.rank, "score": round(self.score, 6),
+            "components": {k: round(v, 6) for k, v in self.components.items()}, "matched_key": self.matched_key,
+        }
+
+
+def resolve_weights(scoring: str, weights: dict | None) -> dict[str, float]:
+    if scoring not in SCORING_PRESETS:
+        raise ValueError(f"unknown scoring {scoring!r}: use one of {', '.join(SCORING_PRESETS)}")
+    resolved = dict(SCORING_PRESETS[scoring])
+    for key, value in (weights or {}).items():
+        if key not in resolved:
+            raise ValueError(f"unknown weight {key!r}: use similarity, recency or importance")
+        resolved[key] = float(value)
+    return resolved
+
+
+_COLUMNS = [f.column for f in Memory._meta.concrete_fields if f.name != "embedding"]
+_SELECT = ", ".join(f"m.{c}" for c in _COLUMNS)
+
+
+def _score_sql(scoring: str) -> str:
+    """Components over alias m and best-match row b; %(turn)s is the current turn."""
+    age = "GREATEST(%(turn)s - COALESCE(m.turn, 0), 0)"
+    recency = f"exp(-{RECENCY_DECAY} * {age})"
+    if scoring == "decayed":
+        # Seed 004: importance · exp(−decay·age) · (1 + 0.1·ln(accesses)), recent access boost ×1.1.
+        importance = (
+            f"LEAST(1.0, m.importance / 10.0 * exp(-m.decay_rate * {age})"
+            " * (1 + 0.1 * ln(GREATEST(m.access_count, 1)))"
+            " * (CASE WHEN m.last_accessed_turn IS NOT NULL AND %(turn)s - m.last_accessed_turn <= 1 THEN 1.1 ELSE 1 END))"
+        )
+    else:
+        importance = "m.importance / 10.0"
+    return f"b.sim AS c_similarity, {recency} AS c_recency, {importance} AS c_importance"
+
+
+def _count_candidates(where: str, params: list, limit: int) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM memory_memory m WHERE {where} LIMIT %s) s", [*params, limit])
+        return cursor.fetchone()[0]
+
+
+def _index_candidates(where: str, params: list, vector: Vector, fetch: int) -> list[int]:
+    """Approximate nearest ids through both HNSW indexes; iterative scans keep filtered results full."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, fetch)}")
+        cursor.execute("SET LOCAL hnsw.max_scan_tuples = 100000")
+        cursor.execute(
+            f"SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %s LIMIT %s",
+            [*params, vector, fetch],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        cursor.execute(
+            f"SELECT k.memory_id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
+            f"WHERE {where} ORDER BY k.embedding <=> %s LIMIT %s",
+            [*params, vector, fetch],
+        )
+        ids += [row[0] for row in cursor.fetchall()]
+    return list(dict.fromkeys(ids))
+
+
+def _ranked_sql(scoring: str, candidates_sql: str, has_vector: bool) -> str:
+    if has_vector:
+        best = f"""
+        cand AS MATERIALIZED ({candidates_sql}),
+        sims AS (
+            SELECT m.id, 1 - (m.embedding <=> %(vec)s) AS sim, NULL::varchar AS key
+              FROM memory_memory m JOIN cand c ON c.id = m.id
+            UNION ALL
+            SELECT k.memory_id, 1 - (k.embedding <=> %(vec)s), k.query
+              FROM memory_memorykey k JOIN cand c ON c.id = k.memory_id
+        ),
+        best AS (SELECT DISTINCT ON (id) id, sim, key FROM sims ORDER BY id, sim DESC, key NULLS FIRST)"""
+    else:
+        best = f"""
+        cand AS MATERIALIZED ({candidates_sql}),
+        best AS (SELECT id, 0.0::float8 AS sim, NULL::varchar AS key FROM cand)"""
+    return f"""
+        WITH {best},
+        scored AS (
+            SELECT {_SELECT}, b.key AS matched_key, {_score_sql(scoring)}
+              FROM best b JOIN memory_memory m ON m.id = b.id
+        )
+        SELECT *, %(ws)s * c_similarity + %(wr)s * c_recency + %(wi)s * c_importance AS score
+          FROM scored
+         ORDER BY score DESC, turn DESC NULLS LAST, id
+         LIMIT %(k)s"""
+
+
+def _pyformat(where: str, params: list) -> tuple[str, dict]:
+    """Turn positional %s placeholders into named ones so one dict feeds the whole statement."""
+    named: dict = {}
+    parts = where.split("%s")
+    out = parts[0]
+    for i, part in enumerate(parts[1:]):
+        named[f"p{i}"] = params[i]
+        out += f"%(p{i})s" + part
+    return out, named
+
+
+def recall(bank, query: str | None = None, *, agent: str | None = None, filter: MemoryFilter | None = None,
+           k: int = 5, scoring: str = "similarity", weights: dict | None = None, current_turn: int | None = None,
+           query_vector=None, touch: bool = True, exact: bool | None = None) -> list[RecallResult]:
+    """Top k memories of a bank for a query, honouring the filter exactly.
+
+    exact=None chooses: an exact scan while at most EXACT_LIMIT memories match, else the HNSW
+    indexes (iterative scan, over-fetch, exact re-rank). touch=True counts the access.
+    """
+    flt = MemoryFilter(**(filter.to_dict() if filter else {}))
+    if agent is not None:
+        flt.agent = agent
+    w = resolve_weights(scoring, weights)
+    k = int(k)
+    if k <= 0:
+        return []
+    if query_vector is None and query:
+        from memory.cache import embed_one
+
+        query_vector = embed_one(query)
+    bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
+    where, params = flt.where(bank_id)
+    has_vector = query_vector is not None
+    vector = Vector(np.asarray(query_vector, dtype=np.float32)) if has_vector else None
+
+    with transaction.atomic():
+        if exact is None:
+            exact = not has_vector or _count_candidates(where, params, EXACT_LIMIT + 1) <= EXACT_LIMIT
+        if exact:
+            named_where, named = _pyformat(where, params)
+            candidates_sql = f"SELECT m.id FROM memory_memory m WHERE {named_where}"
+        else:
+            ids = _index_candidates(where, params, vector, max(HNSW_FETCH, 4 * k))
+            candidates_sql, named = "SELECT unnest(%(ids)s::bigint[]) AS id", {"ids": ids}
+        named |= {"vec": vector, "turn": int(current_turn or 0), "ws": w["similarity"], "wr": w["recency"],
+                  "wi": w["importance"], "k": k}
+        rows = list(Memory.objects.raw(_ranked_sql(scoring, candidates_sql, has_vector), named))
+        if touch and rows:
+            # One statement for every result: access count and last-accessed turn.
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE memory_memory SET access_count = access_count + 1, last_accessed_turn = "
+                    "COALESCE(%s, last_accessed_turn) WHERE id = ANY(%s)",
+                    [current_turn, [r.pk for r in rows]],
+                )
+    return [
+        RecallResult(
+            memory=row, rank=i + 1, score=float(row.score),
+            components={"similarity": float(row.c_similarity), "recency": float(row.c_recency),
+                        "importance": float(row.c_importance)},
+            matched_key=row.matched_key,
+        )
+        for i, row in enumerate(rows)
+    ]

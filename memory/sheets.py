@@ -1,0 +1,74 @@
+"""Plain-data inputs for seeding (so `memory` never imports `chronicle`): JSON-serialisable dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+
+def _known(cls, data: dict) -> dict:
+    names = {f.name for f in fields(cls)}
+    return {key: value for key, value in (data or {}).items() if key in names}
+
+
+@dataclass
+class ExtraMemory:
+    """A free memory (e.g. a SillyTavern character_book entry); its keys become canonical queries."""
+
+    content: str
+    keys: list[str] = field(default_factory=list)
+    category: str = "lore"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ExtraMemory":
+        return cls(**_known(cls, data))
+
+
+@dataclass
+class CharacterSheet:
+    name: str
+    role: str = ""
+    archetype: str = ""
+    description: str = ""
+    background: str = ""
+    communication_style: str = ""
+    decision_style: str = ""
+    traits: list[str] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)
+    goals: list[str] = field(default_factory=list)
+    knowledge: dict[str, str] = field(default_factory=dict)  # other's name -> what THIS character knows of them
+    extra_memories: list[ExtraMemory] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CharacterSheet":
+        values = _known(cls, data)
+        values["extra_memories"] = [
+            item if isinstance(item, ExtraMemory) else ExtraMemory.from_dict(item)
+            for item in values.get("extra_memories") or []
+        ]
+        for name in ("traits", "skills", "values", "goals"):
+            values[name] = list(values.get(name) or [])
+        values["knowledge"] = dict(values.get("knowledge") or {})
+        return cls(**values)
+
+
+@dataclass
+class ScenarioSheet:
+    title: str
+    location: str = ""
+    atmosphere: str = ""
+    time_of_day: str = ""
+    description: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ScenarioSheet":
+        return cls(**_known(cls, data))

@@ -1,0 +1,28 @@
+"""Celery tasks: ids and plain JSON in, services do the work."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from memory.models import MemoryBank
+
+
+@shared_task(soft_time_limit=1800, time_limit=1900)
+def seed_bank_task(bank_id: int, payload: dict) -> dict:
+    """Seed (or re-seed) a bank from plain sheet dicts; a failure is written on the bank, readable."""
+    from memory.services import seed_bank
+    from memory.sheets import CharacterSheet, ScenarioSheet
+
+    bank = MemoryBank.objects.filter(pk=bank_id).first()
+    if bank is None:
+        return {"error": f"memory bank {bank_id} no longer exists"}
+    try:
+        characters = [CharacterSheet.from_dict(c) for c in payload.get("characters") or []]
+        scenario = ScenarioSheet.from_dict(payload["scenario"]) if payload.get("scenario") else None
+        return seed_bank(bank=bank, characters=characters, scenario=scenario)
+    except Exception as exc:
+        reason = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()) if hasattr(exc, "message_dict") else str(exc)
+        MemoryBank.objects.filter(pk=bank_id).update(
+            seed_status="failed", seed_error=f"Seeding failed: {type(exc).__name__}: {reason}"[:2000]
+        )
+        raise

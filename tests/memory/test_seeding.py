@@ -1,0 +1,130 @@
+from collections import Counter
+
+import pytest
+
+from memory.chunking import chunk_text
+from memory.models import Memory, MemoryKey
+from memory.services import seed_bank
+
+
+def _gifted(bank, **kw):
+    return Memory.objects.in_bank(bank).gifted().active().filter(**kw)
+
+
+def test_chunking_packs_sentences_under_300_chars():
+    from tests.memory.conftest import ALEX_BACKGROUND
+
+    chunks = chunk_text(ALEX_BACKGROUND, 300)
+    assert len(chunks) >= 2
+    assert all(len(c) <= 300 for c in chunks)
+    assert " ".join(chunks) == ALEX_BACKGROUND
+    assert all(c.endswith(".") for c in chunks)  # cut between sentences, never inside one
+    long = "word " * 200
+    assert all(len(c) <= 300 for c in chunk_text(long, 300))
+
+
+def test_seeding_a_full_character_yields_each_category_with_its_canonical_queries(seeded_bank, alex):
+    from tests.memory.conftest import ALEX_BACKGROUND
+
+    alex_memories = _gifted(seeded_bank, agent="Alex")
+    by_category = Counter(alex_memories.values_list("category", flat=True))
+    expected_chunks = len(chunk_text(ALEX_BACKGROUND, 300))
+    assert by_category == {
+        "identity": 1, "background": expected_chunks, "communication": 1, "decision_style": 1, "traits": 1,
+        "skills": 1, "values": 1, "goals": 1, "knowledge": 1, "health": 1,
+    }
+    identity = alex_memories.get(category="identity")
+    assert identity.kind == "character"
+    assert identity.content.startswith("You are Alex, project manager.")
+    assert "pragmatic, organised planner" in identity.content
+    assert sorted(identity.keys.values_list("query", flat=True)) == sorted(
+        ["who am I?", "what is my identity?", "describe myself"]
+    )
+    for chunk in alex_memories.filter(category="background"):
+        assert len(chunk.content) <= 300
+        assert set(chunk.keys.values_list("query", flat=True)) == {"what is my background?", "what is my history?"}
+    assert set(alex_memories.get(category="communication").keys.values_list("query", flat=True)) == {
+        "how do I communicate?", "how do I speak?", "what is my communication style?"
+    }
+    assert "organised, impatient, loyal" in alex_memories.get(category="traits").content
+    knowledge = alex_memories.get(kind="character_knowledge")
+    assert knowledge.about == "Jordan"
+    assert "chef" in knowledge.content and "roommate" in knowledge.content
+    assert set(knowledge.keys.values_list("query", flat=True)) == {
+        "who is Jordan?", "what do I know about Jordan?", "describe Jordan"
+    }
+    # The lore entry's keys became canonical queries.
+    assert set(alex_memories.get(category="health").keys.values_list("query", flat=True)) == {"allergy", "what can't I eat?"}
+
+
+def test_scene_is_seeded_once_and_shared(seeded_bank):
+    scene = _gifted(seeded_bank, kind="scene")
+    assert sorted(scene.values_list("category", flat=True)) == ["atmosphere", "context", "location", "time"]
+    assert set(scene.values_list("agent", flat=True)) == {""}
+    assert scene.get(category="location").content.startswith("Location: Alex's apartment")
+    assert set(scene.get(category="location").keys.values_list("query", flat=True)) == {
+        "where am I?", "what is the location?", "describe the scene"
+    }
+    # Jordan knows Alex too, without a knowledge entry on the sheet.
+    assert _gifted(seeded_bank, agent="Jordan", kind="character_knowledge", about="Alex").exists()
+
+
+def test_seeding_twice_changes_nothing(seeded_bank, alex, jordan, scenario):
+    before = sorted(Memory.objects.in_bank(seeded_bank).values_list("id", "content", "status"))
+    keys_before = MemoryKey.objects.filter(memory__bank=seeded_bank).count()
+    result = seed_bank(bank=seeded_bank, characters=[alex, jordan], scenario=scenario)
+    assert result["created"] == 0 and result["archived"] == 0
+    assert sorted(Memory.objects.in_bank(seeded_bank).values_list("id", "content", "status")) == before
+    assert MemoryKey.objects.filter(memory__bank=seeded_bank).count() == keys_before
+    seeded_bank.refresh_from_db()
+    assert seeded_bank.seed_status == "done" and seeded_bank.seed_percent == 100
+
+
+def test_an_edit_reseeds_only_that_character_and_keeps_earned_memories(seeded_bank, alex, jordan):
+    from memory.services import remember_utterance
+
+    earned = remember_utterance(bank=seeded_bank, speaker="Jordan", text="Pasta tonight?", turn=1, listeners=["Alex", "Jordan"])
+    jordan_before = sorted(_gifted(seeded_bank, agent="Jordan").values_list("id", flat=True))
+    scene_before = sorted(_gifted(seeded_bank, kind="scene").values_list("id", flat=True))
+    alex.communication_style = "Soft-spoken and careful; never raises a voice."
+    seed_bank(bank=seeded_bank, characters=[alex], scenario=None)
+
+    communication = _gifted(seeded_bank, agent="Alex", category="communication")
+    assert [m.content for m in communication] == ["Soft-spoken and careful; never raises a voice."]
+    assert Memory.objects.in_bank(seeded_bank).filter(agent="Alex", category="communication", status="archived").count() == 1
+    assert _gifted(seeded_bank, agent="Alex", category="identity").count() == 1  # no duplicates
+    assert sorted(_gifted(seeded_bank, agent="Jordan").values_list("id", flat=True)) == jordan_before
+    assert sorted(_gifted(seeded_bank, kind="scene").values_list("id", flat=True)) == scene_before
+    assert Memory.objects.filter(pk__in=[m.pk for m in earned], status="active").count() == 2
+
+
+def test_banks_are_isolated(seeded_bank, alex):
+    from memory.services import bank_create
+
+    other = bank_create(name="other")
+    seed_bank(bank=other, characters=[alex], scenario=None)
+    assert _gifted(other, agent="Jordan").count() == 0
+    assert _gifted(seeded_bank, agent="Jordan").count() > 0
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_seed_task_runs_on_a_real_worker_with_progress(celery_worker, alex, jordan, scenario, django_capture_on_commit_callbacks):
+    import time
+
+    from memory.models import MemoryBank
+    from memory.services import bank_create, bank_request_seed
+
+    bank = bank_create(name="worker bank")
+    bank = bank_request_seed(bank=bank, characters=[alex, jordan], scenario=scenario)
+    assert bank.seed_status == "pending" and bank.seed_total > 0 and bank.seed_percent == 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        bank.refresh_from_db()
+        if bank.seed_status in {"done", "failed"}:
+            break
+        time.sleep(0.3)
+    assert bank.seed_status == "done", bank.seed_error
+    assert bank.seed_percent == 100
+    assert _gifted(bank, agent="Alex", category="identity").count() == 1
+    MemoryBank.objects.filter(pk=bank.pk).delete()
