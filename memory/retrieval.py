@@ -37,6 +37,7 @@ class MemoryFilter:
     min_importance: float | None = None
     tags: list[str] | None = None
     tags_mode: str = "any"  # "any" | "all"
+    participant: str | None = None
     sources: list[str] | None = None
     statuses: list[str] = field(default_factory=lambda: ["active"])
 
@@ -67,6 +68,8 @@ class MemoryFilter:
         if self.tags:
             op = "@>" if self.tags_mode == "all" else "&&"
             clauses.append(f"m.tags {op} %s::varchar(50)[]"); params.append(list(self.tags))
+        if self.participant:
+            clauses.append("(%s = ANY(m.participants) OR m.speaker = %s)"); params += [self.participant, self.participant]
         if self.sources:
             clauses.append("m.source = ANY(%s)"); params.append(list(self.sources))
         if self.statuses:
@@ -128,20 +131,20 @@ def _count_candidates(where: str, params: list, limit: int) -> int:
         return cursor.fetchone()[0]
 
 
-def _index_candidates(where: str, params: list, vector: Vector, fetch: int) -> list[int]:
+def _index_candidates(where: str, params: list, vector: str, fetch: int) -> list[int]:
     """Approximate nearest ids through both HNSW indexes; iterative scans keep filtered results full."""
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         cursor.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, fetch)}")
         cursor.execute("SET LOCAL hnsw.max_scan_tuples = 100000")
         cursor.execute(
-            f"SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %s LIMIT %s",
+            f"SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %s::vector LIMIT %s",
             [*params, vector, fetch],
         )
         ids = [row[0] for row in cursor.fetchall()]
         cursor.execute(
             f"SELECT k.memory_id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
-            f"WHERE {where} ORDER BY k.embedding <=> %s LIMIT %s",
+            f"WHERE {where} ORDER BY k.embedding <=> %s::vector LIMIT %s",
             [*params, vector, fetch],
         )
         ids += [row[0] for row in cursor.fetchall()]
@@ -153,10 +156,10 @@ def _ranked_sql(scoring: str, candidates_sql: str, has_vector: bool) -> str:
         best = f"""
         cand AS MATERIALIZED ({candidates_sql}),
         sims AS (
-            SELECT m.id, 1 - (m.embedding <=> %(vec)s) AS sim, NULL::varchar AS key
+            SELECT m.id, 1 - (m.embedding <=> %(vec)s::vector) AS sim, NULL::varchar AS key
               FROM memory_memory m JOIN cand c ON c.id = m.id
             UNION ALL
-            SELECT k.memory_id, 1 - (k.embedding <=> %(vec)s), k.query
+            SELECT k.memory_id, 1 - (k.embedding <=> %(vec)s::vector), k.query
               FROM memory_memorykey k JOIN cand c ON c.id = k.memory_id
         ),
         best AS (SELECT DISTINCT ON (id) id, sim, key FROM sims ORDER BY id, sim DESC, key NULLS FIRST)"""
@@ -209,7 +212,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
     where, params = flt.where(bank_id)
     has_vector = query_vector is not None
-    vector = Vector(np.asarray(query_vector, dtype=np.float32)) if has_vector else None
+    vector = Vector(np.asarray(query_vector, dtype=np.float32)).to_text() if has_vector else None
 
     with transaction.atomic():
         if exact is None:

@@ -74,3 +74,13 @@ def seeded_bank(bank, alex, jordan, scenario):
 
     seed_bank(bank=bank, characters=[alex, jordan], scenario=scenario)
     return bank
+
+
+@pytest.fixture(autouse=True)
+def _fresh_local_embedding_cache():
+    """Each test rolls its database back; the in-process cache layer must not outlive those rows."""
+    from memory import cache
+
+    cache.clear_local()
+    yield
+    cache.clear_local()

@@ -1,0 +1,340 @@
+"""The agent tools (seed 000, then seed 001): one registry for OpenAI schemas, MCP and the engine.
+
+`call_tool` never raises: a bad call answers {"error": "..."} that the agent can read and correct.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from django.core.exceptions import ValidationError
+
+from memory.models import Memory
+from memory.retrieval import MemoryFilter, RecallResult, recall
+
+
+@dataclass
+class ToolContext:
+    bank: Any
+    agent: str
+    current_turn: int | None = None
+    scoring: str = "similarity"
+    weights: dict | None = None
+    known_characters: list[str] | None = None
+
+
+@dataclass
+class ToolCallResult:
+    name: str
+    arguments: dict
+    response: dict
+    query: str
+    filter: dict
+    results: list[RecallResult]
+    latency_ms: float
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "arguments": self.arguments, "response": self.response, "query": self.query,
+            "filter": self.filter, "results": [r.snapshot() for r in self.results],
+            "latency_ms": round(self.latency_ms, 3), "error": self.error,
+        }
+
+
+class ToolError(Exception):
+    """A mistake in the call, reported to the agent as {"error": message}."""
+
+
+@dataclass
+class Param:
+    type: str  # "string" | "integer" | "number" | "array"
+    description: str
+    required: bool = True
+    items: str | None = None
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    params: dict[str, Param]
+    run: Callable[[ToolContext, dict], tuple[dict, str, MemoryFilter | None, list[RecallResult]]]
+    group: str = "seed000"
+
+    def schema(self) -> dict:
+        props = {}
+        for pname, p in self.params.items():
+            prop: dict = {"type": p.type, "description": p.description}
+            if p.type == "array":
+                prop["items"] = {"type": p.items or "integer"}
+            props[pname] = prop
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object", "properties": props,
+                    "required": [n for n, p in self.params.items() if p.required], "additionalProperties": False,
+                },
+            },
+        }
+
+
+def _entries(results: list[RecallResult], *, with_turn: bool = False, extra: bool = False) -> list[dict]:
+    out = []
+    for r in results:
+        entry: dict = {"content": r.memory.content, "relevance": round(r.score, 4)}
+        if with_turn and r.memory.turn is not None:
+            entry["turn"] = str(r.memory.turn)  # seed 000 writes turns as strings
+        if extra:
+            m = r.memory
+            entry |= {"memory_id": m.pk, "importance": round(m.importance / 10, 3), "participants": m.participants,
+                      "location": m.location, "emotional_valence": m.emotional_valence,
+                      "related_goals": m.related_goals}
+        out.append(entry)
+    return out
+
+
+def _fixed(query: str, k: int, *, kinds: list[str], category: str | None = None, own: bool = True):
+    """A seed 000 fixed-query tool: canonical query (served from the cache), fixed filter, fixed k."""
+
+    def run(ctx: ToolContext, args: dict):
+        flt = MemoryFilter(agent=ctx.agent if own else None, kinds=kinds, categories=[category] if category else None)
+        results = recall(ctx.bank, query, filter=flt, k=k, scoring=ctx.scoring, weights=ctx.weights,
+                         current_turn=ctx.current_turn)
+        return {"memories": _entries(results)}, query, flt, results
+
+    return run
+
+
+def _known_characters(ctx: ToolContext) -> list[str]:
+    if ctx.known_characters is not None:
+        return [n for n in ctx.known_characters if n]
+    agents = Memory.objects.in_bank(ctx.bank).exclude(agent="").values_list("agent", flat=True).distinct()
+    abouts = (Memory.objects.in_bank(ctx.bank).filter(agent=ctx.agent).exclude(about="")
+              .values_list("about", flat=True).distinct())
+    return sorted(set(agents) | set(abouts))
+
+
+def _query_character(ctx: ToolContext, args: dict):
+    name = args["name"].strip()
+    known = {n.lower(): n for n in _known_characters(ctx) if n != ctx.agent}
+    if name.lower() not in known:
+        listing = ", ".join(sorted(known.values())) or "none"
+        raise ToolError(f"Unknown character {name!r}. Characters you can ask about: {listing}.")
+    name = known[name.lower()]
+    query = f"who is {name}?"
+    flt = MemoryFilter(agent=ctx.agent, kinds=["character_knowledge"], about=name)
+    results = recall(ctx.bank, query, filter=flt, k=3, scoring=ctx.scoring, weights=ctx.weights,
+                     current_turn=ctx.current_turn)
+    return {"memories": _entries(results)}, query, flt, results
+
+
+def _query_memory(ctx: ToolContext, args: dict):
+    query = args["query"].strip()
+    # Episodic memories are stored once per listener: the agent searches its own copies.
+    flt = MemoryFilter(agent=ctx.agent, kinds=["episodic"])
+    results = recall(ctx.bank, query, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
+                     current_turn=ctx.current_turn)
+    return {"query": query, "memories": _entries(results, with_turn=True)}, query, flt, results
+
+
+def _recall_episodes(ctx: ToolContext, args: dict):
+    query = args["query"].strip()
+    flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action"])
+    time_range = args.get("time_range")
+    if time_range is not None:
+        if len(time_range) != 2 or not all(isinstance(t, int) and not isinstance(t, bool) for t in time_range):
+            raise ToolError("time_range must be two turn numbers [from, to].")
+        flt.min_turn, flt.max_turn = min(time_range), max(time_range)
+    if args.get("importance_threshold") is not None:
+        threshold = float(args["importance_threshold"])
+        if not 0 <= threshold <= 10:
+            raise ToolError("importance_threshold must be between 0 and 10.")
+        flt.min_importance = threshold
+    results = recall(ctx.bank, query, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
+                     current_turn=ctx.current_turn)
+    ordered = sorted(results, key=lambda r: (r.memory.turn is None, r.memory.turn or 0))  # seed 001: in time order
+    return {"query": query, "memories": _entries(ordered, with_turn=True, extra=True)}, query, flt, results
+
+
+def _recall_facts(ctx: ToolContext, args: dict):
+    topic = args["topic"].strip()
+    flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection", "character"])
+    results = recall(ctx.bank, topic, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
+                     current_turn=ctx.current_turn)
+    facts = [{"content": r.memory.content, "confidence": round(max(0.0, r.components["similarity"]), 4),
+              "memory_id": r.memory.pk} for r in results]
+    return {"topic": topic, "facts": facts}, topic, flt, results
+
+
+def _recall_interactions(ctx: ToolContext, args: dict):
+    name = args["character_name"].strip()
+    known = {n.lower(): n for n in _known_characters(ctx) if n != ctx.agent}
+    if name.lower() not in known:
+        raise ToolError(f"Unknown character {name!r}. Characters you can ask about: {', '.join(sorted(known.values())) or 'none'}.")
+    name = known[name.lower()]
+    flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action"], participant=name)
+    query = f"my interactions with {name}"
+    results = recall(ctx.bank, query, filter=flt, k=10, scoring=ctx.scoring, weights=ctx.weights,
+                     current_turn=ctx.current_turn)
+    ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
+    return {"character": name, "memories": _entries(ordered, with_turn=True)}, query, flt, results
+
+
+def _check_similar(ctx: ToolContext, args: dict):
+    context = args["current_context"].strip()
+    flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action", "reflection", "procedural"])
+    results = recall(ctx.bank, context, filter=flt, k=5, scoring="similarity", current_turn=ctx.current_turn)
+    return {"memories": _entries(results, with_turn=True)}, context, flt, results
+
+
+FORMABLE_KINDS = ["episodic", "semantic", "procedural", "emotional", "observation", "reflection", "plan"]
+
+
+def _form_memory(ctx: ToolContext, args: dict):
+    from memory.services import memory_create
+
+    kind = args.get("type") or "semantic"
+    if kind not in FORMABLE_KINDS:
+        raise ToolError(f"type must be one of: {', '.join(FORMABLE_KINDS)}.")
+    importance = float(args["importance"])
+    if not 0 <= importance <= 10:
+        raise ToolError("importance must be between 0 and 10.")
+    memory = memory_create(bank=ctx.bank, content=args["content"], agent=ctx.agent, kind=kind, category="formed",
+                           importance=importance, source="earned", turn=ctx.current_turn)
+    return {"memory_id": memory.pk, "stored": True}, "", None, []
+
+
+def _own_memory(ctx: ToolContext, memory_id: int) -> Memory:
+    memory = Memory.objects.in_bank(ctx.bank).filter(pk=memory_id, agent__in=[ctx.agent, ""]).first()
+    if memory is None:
+        raise ToolError(f"No memory {memory_id} among your memories.")
+    return memory
+
+
+def _reinforce(ctx: ToolContext, args: dict):
+    from memory.services import memory_reinforce
+
+    memory = memory_reinforce(memory=_own_memory(ctx, args["memory_id"]), current_turn=ctx.current_turn)
+    return {"memory_id": memory.pk, "importance": memory.importance, "decay_rate": round(memory.decay_rate, 5),
+            "access_count": memory.access_count}, "", None, []
+
+
+def _associate(ctx: ToolContext, args: dict):
+    from memory.services import memory_associate
+
+    first, second = _own_memory(ctx, args["memory_id_1"]), _own_memory(ctx, args["memory_id_2"])
+    if first.pk == second.pk:
+        raise ToolError("A memory cannot be associated with itself.")
+    memory_associate(first=first, second=second)
+    return {"associated": [first.pk, second.pk]}, "", None, []
+
+
+_S, _I, _N = "string", "integer", "number"
+REGISTRY: dict[str, Tool] = {
+    t.name: t
+    for t in [
+        Tool("query_self", "Retrieve your core identity - who you are, your personality, background", {},
+             _fixed("who am I?", 5, kinds=["character"], category="identity")),
+        Tool("query_background", "Retrieve your personal history and background", {},
+             _fixed("what is my background?", 5, kinds=["character"], category="background")),
+        Tool("query_communication_style", "Learn how you communicate and interact with others", {},
+             _fixed("how do I communicate?", 3, kinds=["character"], category="communication")),
+        Tool("query_scene", "Understand where you are and the current atmosphere", {},
+             _fixed("where am I?", 5, kinds=["scene"], own=False)),
+        Tool("query_character", "Learn about another agent in the simulation",
+             {"name": Param(_S, "The other character's name")}, _query_character),
+        Tool("query_memory", "Search your memories of what has happened during the simulation",
+             {"query": Param(_S, "What to remember, e.g. \"what did Alice say about restaurants?\"")}, _query_memory),
+        Tool("recall_episodes", "Search specific events and experiences; results in time order",
+             {"query": Param(_S, "What happened"),
+              "time_range": Param("array", "Optional [from_turn, to_turn]", required=False, items="integer"),
+              "importance_threshold": Param(_N, "Optional minimum importance, 0-10", required=False)},
+             _recall_episodes, "seed001"),
+        Tool("recall_facts", "Retrieve learned information about a topic, with confidence",
+             {"topic": Param(_S, "The topic")}, _recall_facts, "seed001"),
+        Tool("recall_interactions", "Get your history with another character, in time order",
+             {"character_name": Param(_S, "The other character's name")}, _recall_interactions, "seed001"),
+        Tool("check_similar_situations", "Find analogous past experiences",
+             {"current_context": Param(_S, "The situation you are in now")}, _check_similar, "seed001"),
+        Tool("form_memory", "Explicitly create a new memory of something significant",
+             {"content": Param(_S, "What to remember (1-10,000 characters)"),
+              "importance": Param(_N, "How important, 0-10"),
+              "type": Param(_S, f"One of: {', '.join(FORMABLE_KINDS)}", required=False)},
+             _form_memory, "seed001"),
+        Tool("reinforce_memory", "Strengthen an important memory so it decays slower",
+             {"memory_id": Param(_I, "The memory's id")}, _reinforce, "seed001"),
+        Tool("associate_memories", "Create an explicit link between two of your memories",
+             {"memory_id_1": Param(_I, "First memory id"), "memory_id_2": Param(_I, "Second memory id")},
+             _associate, "seed001"),
+    ]
+}
+TOOL_NAMES = list(REGISTRY)
+SEED000_TOOLS = [n for n, t in REGISTRY.items() if t.group == "seed000"]
+
+
+def openai_tool_schemas(names: list[str] | None = None) -> list[dict]:
+    chosen = names if names is not None else TOOL_NAMES
+    return [REGISTRY[n].schema() for n in chosen if n in REGISTRY]
+
+
+_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "array": (list,)}
+
+
+def _check_arguments(tool: Tool, arguments) -> dict:
+    if arguments is None or arguments == "":
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError as exc:
+            raise ToolError(f"Arguments for {tool.name} are not valid JSON: {exc}.") from exc
+    if not isinstance(arguments, dict):
+        raise ToolError(f"Arguments for {tool.name} must be a JSON object.")
+    unexpected = set(arguments) - set(tool.params)
+    if unexpected:
+        allowed = ", ".join(tool.params) or "none"
+        raise ToolError(f"{tool.name} got unexpected argument(s): {', '.join(sorted(unexpected))}. Allowed: {allowed}.")
+    for pname, param in tool.params.items():
+        value = arguments.get(pname)
+        if value is None:
+            if param.required:
+                raise ToolError(f"{tool.name} needs the argument {pname!r} ({param.type}).")
+            continue
+        if isinstance(value, bool) or not isinstance(value, _TYPES[param.type]):
+            raise ToolError(f"{tool.name}: {pname!r} must be a {param.type}, not {type(value).__name__}.")
+        if param.type == "string" and not value.strip():
+            raise ToolError(f"{tool.name}: {pname!r} cannot be empty.")
+    return arguments
+
+
+def call_tool(name: str, arguments: dict | str | None, *, context: ToolContext) -> ToolCallResult:
+    """Run one tool call by name with JSON arguments; never raises."""
+    started = time.perf_counter()
+    raw_args = arguments if isinstance(arguments, dict) else {}
+    query, flt, results, error = "", None, [], ""
+    try:
+        tool = REGISTRY.get(name)
+        if tool is None:
+            raise ToolError(f"Unknown tool {name!r}. Available tools: {', '.join(TOOL_NAMES)}.")
+        raw_args = _check_arguments(tool, arguments)
+        response, query, flt, results = tool.run(context, raw_args)
+    except ToolError as exc:
+        error = str(exc)
+    except ValidationError as exc:
+        error = "; ".join(m for msgs in getattr(exc, "message_dict", {"": exc.messages}).values() for m in msgs)
+    except Exception as exc:  # the agent gets a readable error; the run goes on
+        error = f"{name} failed: {type(exc).__name__}: {exc}"
+    if error:
+        response = {"error": error}
+    return ToolCallResult(
+        name=name, arguments=raw_args, response=response, query=query,
+        filter=flt.to_dict() if flt else {}, results=results,
+        latency_ms=(time.perf_counter() - started) * 1000, error=error,
+    )

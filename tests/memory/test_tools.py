@@ -1,0 +1,123 @@
+import json
+
+import pytest
+
+from memory import cache
+from memory.tools import TOOL_NAMES, ToolContext, call_tool, openai_tool_schemas
+
+
+@pytest.fixture
+def ctx(seeded_bank):
+    return ToolContext(bank=seeded_bank, agent="Alex", current_turn=3)
+
+
+def _contents(result):
+    return [m["content"] for m in result.response["memories"]]
+
+
+def test_registry_gives_openai_schemas_for_every_tool():
+    schemas = openai_tool_schemas()
+    assert [s["function"]["name"] for s in schemas] == TOOL_NAMES
+    assert TOOL_NAMES[:6] == ["query_self", "query_background", "query_communication_style", "query_scene",
+                              "query_character", "query_memory"]
+    by_name = {s["function"]["name"]: s["function"] for s in schemas}
+    assert by_name["query_character"]["parameters"]["required"] == ["name"]
+    assert by_name["query_self"]["parameters"]["properties"] == {}
+    json.dumps(schemas)  # serialisable as sent to an LLM
+
+
+def test_query_self_answers_in_seed_000_format(ctx):
+    result = call_tool("query_self", {}, context=ctx)
+    assert result.error == ""
+    assert set(result.response) == {"memories"}
+    first = result.response["memories"][0]
+    assert set(first) == {"content", "relevance"}
+    assert first["content"].startswith("You are Alex")
+    assert 0 < first["relevance"] <= 1
+    assert result.query == "who am I?"
+    assert result.filter == {"agent": "Alex", "kinds": ["character"], "categories": ["identity"],
+                             "tags_mode": "any", "statuses": ["active"]}
+    assert result.results[0].matched_key == "who am I?"
+
+
+def test_fixed_tools_return_their_own_category_and_k(ctx):
+    background = call_tool("query_background", None, context=ctx)
+    assert 2 <= len(background.response["memories"]) <= 5
+    assert all(r.memory.category == "background" and r.memory.agent == "Alex" for r in background.results)
+    style = call_tool("query_communication_style", "{}", context=ctx)
+    assert len(style.response["memories"]) == 1 and "Direct and concise" in _contents(style)[0]
+    scene = call_tool("query_scene", {}, context=ctx)
+    assert len(scene.response["memories"]) == 4
+    assert _contents(scene)[0].startswith("Location: Alex's apartment")
+
+
+def test_query_character_finds_what_i_know_about_them(ctx):
+    result = call_tool("query_character", {"name": "jordan"}, context=ctx)
+    assert result.error == ""
+    assert len(result.response["memories"]) == 1
+    assert "roommate" in _contents(result)[0]
+    assert result.query == "who is Jordan?"
+
+
+def test_query_memory_returns_earlier_lines_with_turn_numbers(seeded_bank, ctx):
+    from memory.services import remember_utterance
+
+    remember_utterance(bank=seeded_bank, speaker="Jordan", text="I love Italian food, especially fresh pasta.", turn=1,
+                       listeners=["Alex", "Jordan"])
+    remember_utterance(bank=seeded_bank, speaker="Alex", text="We must book a table before seven.", turn=2,
+                       listeners=["Alex", "Jordan"])
+    result = call_tool("query_memory", {"query": "what did Jordan say about food?"}, context=ctx)
+    assert result.response["query"] == "what did Jordan say about food?"
+    top = result.response["memories"][0]
+    assert top == {"content": "Jordan said: I love Italian food, especially fresh pasta.",
+                   "relevance": top["relevance"], "turn": "1"}
+    assert [m["turn"] for m in result.response["memories"]] == ["1", "2"]  # only Alex's own copies, no gifted ones
+
+
+@pytest.mark.parametrize(
+    "name, arguments, message",
+    [
+        ("query_everything", {}, "Unknown tool 'query_everything'"),
+        ("query_character", {"name": "Zed"}, "Unknown character 'Zed'. Characters you can ask about: Jordan."),
+        ("query_character", {}, "needs the argument 'name'"),
+        ("query_memory", {"query": "   "}, "'query' cannot be empty"),
+        ("query_memory", {"query": 42}, "'query' must be a string, not int"),
+        ("query_memory", "{not json", "not valid JSON"),
+        ("query_memory", ["a"], "must be a JSON object"),
+        ("query_self", {"verbose": True}, "unexpected argument(s): verbose"),
+        ("form_memory", {"content": "", "importance": 5}, "'content' cannot be empty"),
+        ("form_memory", {"content": "x" * 10_001, "importance": 5}, "10,001 characters; the limit is 10,000"),
+        ("reinforce_memory", {"memory_id": 999999999}, "No memory 999999999"),
+    ],
+)
+def test_bad_calls_get_a_readable_error_and_never_raise(ctx, name, arguments, message):
+    result = call_tool(name, arguments, context=ctx)
+    assert set(result.response) == {"error"}
+    assert message in result.response["error"]
+    assert result.error == result.response["error"]
+
+
+def test_form_reinforce_and_associate_memories(ctx, seeded_bank):
+    formed = call_tool("form_memory", {"content": "Jordan hid the car keys.", "importance": 8, "type": "observation"}, context=ctx)
+    memory_id = formed.response["memory_id"]
+    found = call_tool("recall_episodes", {"query": "where are the car keys?"}, context=ctx)
+    assert found.response["memories"][0]["content"] == "Jordan hid the car keys."
+    reinforced = call_tool("reinforce_memory", {"memory_id": memory_id}, context=ctx)
+    assert reinforced.response["importance"] == 8.5
+    identity = call_tool("query_self", {}, context=ctx).results[0].memory.pk
+    linked = call_tool("associate_memories", {"memory_id_1": memory_id, "memory_id_2": identity}, context=ctx)
+    assert linked.response == {"associated": [memory_id, identity]}
+
+
+def test_a_cached_canonical_query_makes_no_model_call(ctx, monkeypatch):
+    call_tool("query_self", {}, context=ctx)  # warm (seeding already cached "who am I?")
+    cache.clear_local()  # the database layer alone must serve it
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was called for a canonical query")
+
+    monkeypatch.setattr("memory.embedding.encode", no_model)
+    for name in ["query_self", "query_background", "query_communication_style", "query_scene"]:
+        result = call_tool(name, {}, context=ctx)
+        assert result.error == "" and result.response["memories"]
+    assert call_tool("query_character", {"name": "Jordan"}, context=ctx).error == ""
