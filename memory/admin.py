@@ -1,0 +1,105 @@
+"""Memory inspection for staff: browse by bank/agent/kind, search content, see keys and vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+from django.contrib import admin, messages
+from django.utils.html import format_html
+
+from memory.models import EmbeddingCache, Memory, MemoryBank, MemoryKey
+from memory.services import memory_archive, memory_reembed
+
+
+def describe_vector(vector) -> str:
+    if vector is None:
+        return "—"
+    array = np.asarray(vector, dtype=np.float32)
+    head = ", ".join(f"{x:.4f}" for x in array[:6])
+    return f"dim {array.shape[0]} · norm {np.linalg.norm(array):.4f} · [{head}, …]"
+
+
+class MemoryKeyInline(admin.TabularInline):
+    model = MemoryKey
+    fields = ["query", "vector_summary"]
+    readonly_fields = ["query", "vector_summary"]
+    extra = 0
+    can_delete = False
+
+    @admin.display(description="embedding")
+    def vector_summary(self, obj):
+        return describe_vector(obj.embedding)
+
+    def has_add_permission(self, request, obj=None):
+        return False  # keys come from seeding (canonical queries), not hand-typed vectors
+
+
+@admin.register(MemoryBank)
+class MemoryBankAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "owner", "seed_status", "seed_percent", "memory_count", "created_at"]
+    list_filter = ["seed_status"]
+    search_fields = ["name"]
+    readonly_fields = ["seed_status", "seed_done", "seed_total", "seed_error", "created_at"]
+
+    @admin.display(description="memories")
+    def memory_count(self, obj):
+        return obj.memories.count()
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin):
+    list_display = ["id", "bank", "agent", "kind", "category", "importance", "turn", "source", "status", "short_content"]
+    list_filter = ["kind", "category", "source", "status", "bank", "agent"]
+    list_select_related = ["bank"]
+    search_fields = ["content", "agent", "about", "speaker"]
+    readonly_fields = ["embedding_summary", "access_count", "last_accessed_turn", "created_at", "updated_at"]
+    exclude = ["embedding"]
+    raw_id_fields = ["bank", "evidence"]
+    inlines = [MemoryKeyInline]
+    actions = ["reembed", "archive"]
+    list_per_page = 50
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("embedding")
+
+    @admin.display(description="content")
+    def short_content(self, obj):
+        return obj.content if len(obj.content) <= 90 else obj.content[:90] + "…"
+
+    @admin.display(description="embedding")
+    def embedding_summary(self, obj):
+        return format_html("<code>{}</code>", describe_vector(obj.embedding))
+
+    def save_model(self, request, obj, form, change):
+        # An edited content gets a fresh vector; the service keeps the rule in one place.
+        super().save_model(request, obj, form, change)
+        if change and "content" in form.changed_data:
+            memory_reembed(memory=obj)
+
+    @admin.action(description="Re-embed selected memories (content and keys)")
+    def reembed(self, request, queryset):
+        n = 0
+        for memory in queryset:
+            memory_reembed(memory=memory)
+            n += 1
+        self.message_user(request, f"Re-embedded {n} memories.", messages.SUCCESS)
+
+    @admin.action(description="Archive selected memories")
+    def archive(self, request, queryset):
+        n = 0
+        for memory in queryset.exclude(status=Memory.Status.ARCHIVED):
+            memory_archive(memory=memory)
+            n += 1
+        self.message_user(request, f"Archived {n} memories.", messages.SUCCESS)
+
+
+@admin.register(EmbeddingCache)
+class EmbeddingCacheAdmin(admin.ModelAdmin):
+    list_display = ["id", "model", "sha256", "created_at"]
+    list_filter = ["model"]
+    search_fields = ["sha256"]
+    exclude = ["vector"]
+    readonly_fields = ["model", "sha256", "vector_summary", "created_at"]
+
+    @admin.display(description="vector")
+    def vector_summary(self, obj):
+        return describe_vector(obj.vector)
