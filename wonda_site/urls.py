@@ -11,5 +11,6 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("memory/", include("memory.urls")),
+    path("simulations/", include("chronicle.simulation.urls")),
     path("", include("chronicle.urls")),
 ]

@@ -1,0 +1,249 @@
+"""One turn: build the prompt, run the tool loop, collect Retrievals, return the line.
+
+Nothing here writes to the database: `services.turn_finish` stores the outcome (turn, retrievals,
+episodic memories) in one transaction, so a worker killed mid-turn leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from chronicle.simulation.prompts import Section, full_definition_text, system_prompt, user_message
+from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints, estimate_tokens
+from memory.retrieval import MemoryFilter, recall
+from memory.sheets import CharacterSheet, ScenarioSheet
+from memory.tools import SEED000_TOOLS, ToolContext, call_tool, openai_tool_schemas
+
+MAX_UTTERANCE = 4000
+
+
+def _setting(name: str, env: str, default: float) -> float:
+    return float(getattr(settings, name, None) or os.environ.get(env) or default)
+
+
+def llm_retries() -> int:
+    return int(_setting("LLM_RETRIES", "WONDA_LLM_RETRIES", 2))
+
+
+def llm_backoff() -> float:
+    return _setting("LLM_BACKOFF", "WONDA_LLM_BACKOFF", 1.0)
+
+
+class TurnFailed(Exception):
+    def __init__(self, reason: str, *, outcome: "TurnOutcome"):
+        super().__init__(reason)
+        self.reason = reason
+        self.outcome = outcome
+
+
+@dataclass
+class TurnOutcome:
+    utterance: str = ""
+    messages: list[dict] = field(default_factory=list)
+    retrievals: list[dict] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    estimated: bool = False
+    full_definition_tokens: int = 0
+    notes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    tools_unsupported: bool = False
+
+    @property
+    def usage(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "calls": self.calls, "estimated": self.estimated}
+
+    def add_usage(self, result: ChatResult) -> None:
+        self.calls += 1
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+        self.estimated = self.estimated or result.estimated
+
+
+@dataclass
+class TurnInput:
+    bank: object
+    agent: str
+    index: int
+    cast: list[CharacterSheet]
+    scenario: ScenarioSheet | None
+    transcript: list[tuple[int, str, str]]  # done turns before this one: (number, speaker, text)
+    mode: str  # tools | prepopulate | both
+    scoring: str = "similarity"
+    weights: dict | None = None
+    max_tool_calls: int = 6
+
+    @property
+    def number(self) -> int:
+        return self.index + 1
+
+    @property
+    def others(self) -> list[str]:
+        return [c.name for c in self.cast if c.name != self.agent]
+
+    @property
+    def hints(self) -> TurnHints:
+        return TurnHints(agent=self.agent, others=self.others, index=self.index,
+                         first_turn_of_agent=all(speaker != self.agent for _n, speaker, _t in self.transcript),
+                         transcript=list(self.transcript))
+
+
+def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], None] = lambda: None,
+             sleep: Callable[[float], None] = time.sleep) -> TurnOutcome:
+    outcome = TurnOutcome()
+    sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
+    user = user_message(turn.agent, turn.transcript)
+    outcome.full_definition_tokens = estimate_tokens(full_definition_text(sheet, turn.scenario, turn.cast)) + estimate_tokens(user) + 8
+    try:
+        _converse(turn, provider, outcome, mode=turn.mode, user=user, heartbeat=heartbeat, sleep=sleep)
+    except ToolsUnsupported as exc:
+        # A model without function calling still gets its memories: injected before the turn.
+        outcome.tools_unsupported = True
+        outcome.notes.append(f"model has no tool calling ({exc}): fell back to prepopulate")
+        outcome.messages, outcome.retrievals = [], []
+        _converse(turn, provider, outcome, mode="prepopulate", user=user, heartbeat=heartbeat, sleep=sleep)
+    return outcome
+
+
+def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode: str, user: str,
+              heartbeat: Callable[[], None], sleep: Callable[[float], None]) -> None:
+    sections = prepopulate(turn, outcome) if mode in ("prepopulate", "both") else []
+    messages = [{"role": "system", "content": system_prompt(mode=mode, agent=turn.agent, sections=sections)},
+                {"role": "user", "content": user}]
+    outcome.messages = messages
+    # Seed 000's read-only tools: form_memory & co. would write outside the turn's one transaction,
+    # so a redone turn could leave their writes twice.
+    tools = openai_tool_schemas(SEED000_TOOLS) if mode in ("tools", "both") and turn.max_tool_calls > 0 else None
+    offered = {t["function"]["name"] for t in tools or []}
+    context = ToolContext(bank=turn.bank, agent=turn.agent, current_turn=turn.number, scoring=turn.scoring,
+                          weights=turn.weights or None, known_characters=[c.name for c in turn.cast])
+    calls_left = turn.max_tool_calls
+    hints = turn.hints
+    for _round in range(turn.max_tool_calls + 3):
+        result = _call(provider, messages, tools, calls_left > 0, hints, outcome, heartbeat, sleep)
+        outcome.add_usage(result)
+        message = result.message
+        tool_calls = message.get("tool_calls") or []
+        if tool_calls and tools:
+            messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": tool_calls})
+            for call in tool_calls:
+                response = _run_tool(call, offered, context, outcome, over_limit=calls_left <= 0, limit=turn.max_tool_calls)
+                calls_left -= 1
+                messages.append({"role": "tool", "tool_call_id": call.get("id") or "", "content": json.dumps(response)})
+            heartbeat()
+            continue
+        text = clean_utterance(message.get("content") or "", turn.agent)
+        if text:
+            messages.append({"role": "assistant", "content": message.get("content")})
+            outcome.utterance = text
+            return
+        if calls_left > 0 and tools:
+            calls_left = 0  # an empty answer: ask once more, this time for speech only
+            continue
+        break
+    raise TurnFailed("the model gave no line to say", outcome=outcome)
+
+
+def _call(provider, messages, tools, allow_tools, hints, outcome, heartbeat, sleep) -> ChatResult:
+    retries = llm_retries()
+    for attempt in range(retries + 1):
+        heartbeat()
+        try:
+            # A copy: the provider must see exactly what is recorded, not a list it could change.
+            return provider.chat([dict(m) for m in messages], tools=tools, allow_tools=allow_tools, hints=hints)
+        except ToolsUnsupported:
+            raise
+        except ProviderError as exc:
+            outcome.failures.append(f"call {outcome.calls + 1}, attempt {attempt + 1}: {exc}")
+            if not exc.retryable or attempt == retries:
+                raise TurnFailed(str(exc), outcome=outcome) from exc
+            sleep(llm_backoff() * (2 ** attempt))
+    raise AssertionError("unreachable")
+
+
+def _run_tool(call: dict, offered: set[str], context: ToolContext, outcome: TurnOutcome, *, over_limit: bool,
+              limit: int) -> dict:
+    function = call.get("function") or {}
+    name = str(function.get("name") or "")
+    raw = function.get("arguments")
+    row = {"agent": context.agent, "tool": name[:64] or "(no name)", "arguments": {}, "query": "", "filter": {},
+           "results": [], "response": {}, "latency_ms": 0.0, "error": "", "order": len(outcome.retrievals)}
+    error = ""
+    arguments: dict = {}
+    if over_limit:
+        error = f"tool call limit reached ({limit} per turn): answer with what you know now"
+    elif name not in offered:
+        error = f"unknown tool {name!r}: use one of {', '.join(sorted(offered))}"
+    else:
+        try:
+            parsed = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
+            if not isinstance(parsed, dict):
+                raise ValueError("arguments must be a JSON object")
+            arguments = parsed
+        except ValueError as exc:
+            row["arguments"] = {"raw": str(raw)[:2000]}
+            error = f"malformed arguments for {name}: {exc}. Send a JSON object, e.g. {{\"query\": \"...\"}}"
+    if error:
+        row.update(error=error, response={"error": error})
+        outcome.retrievals.append(row)
+        return row["response"]
+    result = call_tool(name, arguments, context=context)
+    row.update(arguments=result.arguments or arguments, query=result.query or "", filter=result.filter or {},
+               results=[r.snapshot() for r in result.results], response=result.response,
+               latency_ms=round(result.latency_ms, 2), error=result.error or "")
+    outcome.retrievals.append(row)
+    return result.response
+
+
+def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
+    """Seed 001's pre-population: who I am, the scene, the others present, recent important events."""
+    queries = [
+        ("Who you are", "who am I?", MemoryFilter(agent=turn.agent, kinds=["character"]), 5),
+        ("Where you are", "where am I?", MemoryFilter(kinds=["scene"]), 4),
+    ]
+    for other in turn.others:
+        queries.append(("The others present", f"who is {other}?",
+                        MemoryFilter(agent=turn.agent, kinds=["character_knowledge"], about=other), 1))
+    if turn.transcript:
+        last = turn.transcript[-1]
+        queries.append(("Recent events", f"{last[1]} said: {last[2]}",
+                        MemoryFilter(agent=turn.agent, kinds=["episodic"], max_turn=turn.index,
+                                     min_turn=max(1, turn.number - 8)), 5))
+    sections: dict[str, Section] = {}
+    for title, query, memory_filter, k in queries:
+        started = time.perf_counter()
+        error, results = "", []
+        try:
+            results = recall(turn.bank, query, agent=turn.agent, filter=memory_filter, k=k, scoring=turn.scoring,
+                             weights=turn.weights or None, current_turn=turn.number)
+        except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
+            error = f"{type(exc).__name__}: {exc}"
+        snapshots = [r.snapshot() for r in results]
+        outcome.retrievals.append({
+            "agent": turn.agent, "tool": "prepopulate", "arguments": {"section": title}, "query": query,
+            "filter": memory_filter.to_dict(), "results": snapshots, "response": {}, "error": error,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 2), "order": len(outcome.retrievals),
+        })
+        section = sections.setdefault(title, Section(title))
+        for snap in snapshots:
+            line = f"(turn {snap['turn']}) {snap['content']}" if snap.get("turn") else snap["content"]
+            if line not in section.lines:
+                section.lines.append(line)
+    return list(sections.values())
+
+
+def clean_utterance(text: str, agent: str) -> str:
+    text = re.sub(r"<think>.*?</think>", "", text or "", flags=re.DOTALL).strip()
+    text = re.sub(rf"^\s*(\[turn \d+\]\s*)?{re.escape(agent)}\s*:\s*", "", text)
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        text = text[1:-1].strip()
+    return text[:MAX_UTTERANCE]

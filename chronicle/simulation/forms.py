@@ -1,0 +1,78 @@
+"""The "New simulation" form: scenario, cast subset, turns, order, retrieval, scoring, provider."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.conf import settings
+
+from chronicle.models import Character, Scenario
+from chronicle.simulation.models import Simulation
+from memory.retrieval import SCORING_PRESETS
+
+SETTINGS = ("max_turns", "speaking_order", "retrieval_mode", "scoring", "provider", "base_url", "model",
+            "api_key", "temperature", "max_tokens", "seed", "max_tool_calls", "timeout_s", "pace_s")
+
+
+class SimulationForm(forms.ModelForm):
+    scenario = forms.ModelChoiceField(queryset=Scenario.objects.none(), empty_label=None)
+    cast = forms.ModelMultipleChoiceField(
+        queryset=Character.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="Who takes part: any of the scenario's cast. None ticked: the whole cast.")
+    scoring = forms.ChoiceField(choices=[(k, k) for k in SCORING_PRESETS], initial="similarity",
+                                help_text="similarity (seed 000) · hybrid 0.6/0.2/0.2 · decayed 0.6/0.1/0.3")
+    weight_similarity = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: similarity")
+    weight_recency = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: recency")
+    weight_importance = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: importance")
+    api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False),
+                              help_text="Stored for the workers; shown back only as its last four characters.")
+
+    class Meta:
+        model = Simulation
+        fields = ["title", *SETTINGS]
+        widgets = {"base_url": forms.TextInput(attrs={"placeholder": "http://127.0.0.1:11434/v1"})}
+        labels = {"max_turns": "Turns", "max_tool_calls": "Maximum tool calls per turn", "timeout_s": "Time-out (s)",
+                  "base_url": "Base URL",
+                  "pace_s": "Pace (seconds before each line)"}
+
+    def __init__(self, *args, owner, **kwargs):
+        initial = kwargs.setdefault("initial", {})
+        initial.setdefault("provider", settings.LLM_PROVIDER)
+        initial.setdefault("base_url", settings.LLM_BASE_URL)
+        initial.setdefault("model", settings.LLM_MODEL)
+        initial.setdefault("timeout_s", settings.LLM_TIMEOUT)
+        super().__init__(*args, **kwargs)
+        self.fields["scenario"].queryset = Scenario.objects.owned_by(owner).prefetch_related("cast")
+        self.fields["cast"].queryset = Character.objects.owned_by(owner)
+        self.fields["title"].required = False
+        self.fields["base_url"].required = False
+
+    def clean(self):
+        data = super().clean()
+        scenario = data.get("scenario")
+        if scenario is not None:
+            members = list(scenario.cast.all())
+            chosen = list(data.get("cast") or []) or members
+            outside = [c.name for c in chosen if c not in members]
+            if outside:
+                self.add_error("cast", f"Not in the cast of “{scenario.title}”: {', '.join(outside)}.")
+            elif not chosen:
+                self.add_error("scenario", "This scenario has no cast yet: add characters to it first.")
+            data["cast"] = chosen
+        if data.get("provider") == Simulation.Provider.OPENAI and not (data.get("base_url") and data.get("model")):
+            self.add_error("base_url", "An OpenAI-compatible server needs a base URL and a model name.")
+        data["weights"] = {name: data[f"weight_{name}"] for name in ("similarity", "recency", "importance")
+                           if data.get(f"weight_{name}") is not None}
+        return data
+
+    def simulation_settings(self) -> dict:
+        data = self.cleaned_data
+        values = {name: data.get(name) for name in ("title", *SETTINGS)}
+        values["weights"] = data["weights"]
+        values["title"] = values["title"] or ""
+        return values
+
+
+def weights_json(weights: dict) -> str:
+    return json.dumps(weights or {})

@@ -1,0 +1,204 @@
+"""Simulations, their turns and every retrieval an agent made (DESIGN.md "Domain model: chronicle")."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+__all__ = ["Simulation", "Turn", "Retrieval"]
+
+
+class SimulationQuerySet(models.QuerySet):
+    def owned_by(self, user):
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(owner=user)
+
+    def active(self):
+        return self.filter(status__in=Simulation.ACTIVE_STATUSES)
+
+
+class Simulation(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        SEEDING = "seeding"
+        RUNNING = "running"
+        PAUSED = "paused"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class SpeakingOrder(models.TextChoices):
+        ROUND_ROBIN = "round_robin", "Round-robin"
+        MODEL_PICKS = "model_picks", "The model picks who speaks next"
+
+    class RetrievalMode(models.TextChoices):
+        TOOLS = "tools", "Tools (agents query their memories)"
+        PREPOPULATE = "prepopulate", "Pre-populate (memories injected before each turn)"
+        BOTH = "both", "Both"
+
+    class Provider(models.TextChoices):
+        SCRIPTED = "scripted", "Scripted (dry run, offline)"
+        OPENAI = "openai", "OpenAI-compatible server"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.SEEDING, Status.RUNNING)
+    FINISHED_STATUSES = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="simulations")
+    title = models.CharField(max_length=200, blank=True)
+    scenario = models.ForeignKey("chronicle.Scenario", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="simulations")
+    # Taken at start so later edits to the scenario or its characters do not change a past run.
+    scenario_snapshot = models.JSONField(default=dict, blank=True)
+    cast_snapshot = models.JSONField(default=list, blank=True)
+    bank = models.ForeignKey("memory.MemoryBank", null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="simulations")
+
+    max_turns = models.PositiveIntegerField(default=6, validators=[MinValueValidator(1), MaxValueValidator(500)])
+    speaking_order = models.CharField(max_length=16, choices=SpeakingOrder.choices, default=SpeakingOrder.ROUND_ROBIN)
+    retrieval_mode = models.CharField(max_length=16, choices=RetrievalMode.choices, default=RetrievalMode.TOOLS)
+    scoring = models.CharField(max_length=16, default="similarity")
+    weights = models.JSONField(default=dict, blank=True)
+    provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.SCRIPTED)
+    base_url = models.URLField(max_length=500, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    # Stored so workers can call the server; pages only ever show `api_key_hint`.
+    api_key = models.CharField(max_length=500, blank=True)
+    temperature = models.FloatField(default=0.7, validators=[MinValueValidator(0), MaxValueValidator(2)])
+    max_tokens = models.PositiveIntegerField(default=300, validators=[MinValueValidator(16), MaxValueValidator(8000)])
+    seed = models.IntegerField(null=True, blank=True)
+    timeout_s = models.FloatField(default=60, validators=[MinValueValidator(1), MaxValueValidator(600)])
+    max_tool_calls = models.PositiveIntegerField(default=6, validators=[MaxValueValidator(20)])
+    # Seconds to wait before each line: lets a watcher follow a (fast) dry run as it unfolds.
+    pace_s = models.FloatField(default=0, validators=[MinValueValidator(0), MaxValueValidator(30)])
+    # Set when the model refused tool calling: later turns go straight to pre-populated memories.
+    tools_unsupported = models.BooleanField(default=False)
+
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    step_once = models.BooleanField(default=False)  # "one more turn" on a paused run: pause again after it
+    pause_reason = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    # Branches (issue 6): a run that continues another from one of its turns.
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="branches")
+    branch_turn = models.IntegerField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = SimulationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return self.title or f"Simulation #{self.pk}"
+
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("simulation_detail", args=[self.pk])
+
+    @property
+    def is_dry_run(self) -> bool:
+        return self.provider == self.Provider.SCRIPTED
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED_STATUSES
+
+    @property
+    def is_live(self) -> bool:
+        """Still changing on its own: the page keeps polling."""
+        return self.status in self.ACTIVE_STATUSES
+
+    @property
+    def api_key_hint(self) -> str:
+        if not self.api_key:
+            return ""
+        return f"{self.api_key[:3]}…{self.api_key[-4:]}" if len(self.api_key) > 8 else "…"
+
+    @property
+    def cast_names(self) -> list[str]:
+        return [c["name"] for c in self.cast_snapshot or []]
+
+
+class TurnQuerySet(models.QuerySet):
+    def done(self):
+        return self.filter(status=Turn.Status.DONE)
+
+
+class Turn(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    simulation = models.ForeignKey(Simulation, on_delete=models.CASCADE, related_name="turns")
+    index = models.PositiveIntegerField()
+    agent = models.CharField(max_length=100)
+    utterance = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    error = models.TextField(blank=True)
+    prompt_messages = models.JSONField(default=list, blank=True)  # exactly what was sent, tool rounds included
+    usage = models.JSONField(default=dict, blank=True)  # {"prompt_tokens", "completion_tokens", "calls", "estimated"}
+    full_definition_tokens = models.PositiveIntegerField(default=0)
+    note = models.TextField(blank=True)
+    # Which attempt owns the turn: a redone turn gets a new token, so a slow old attempt cannot write it.
+    claim = models.CharField(max_length=64, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)  # the Celery worker that ran (or runs) it
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    objects = TurnQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["simulation", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["simulation", "index"], name="turn_unique_index_per_simulation"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Turn {self.number}: {self.agent}"
+
+    @property
+    def number(self) -> int:
+        """Turn numbers as people (and episodic memories) count them: 1-based."""
+        return self.index + 1
+
+    @property
+    def prompt_tokens(self) -> int:
+        return int((self.usage or {}).get("prompt_tokens") or 0)
+
+    @property
+    def completion_tokens(self) -> int:
+        return int((self.usage or {}).get("completion_tokens") or 0)
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started and self.finished:
+            return (self.finished - self.started).total_seconds()
+        return None
+
+
+class Retrieval(models.Model):
+    """One tool call or pre-population query: what the agent asked, what came back and why."""
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="retrievals")
+    agent = models.CharField(max_length=100)
+    tool = models.CharField(max_length=64)
+    arguments = models.JSONField(default=dict, blank=True)
+    query = models.TextField(blank=True)
+    filter = models.JSONField(default=dict, blank=True)
+    results = models.JSONField(default=list, blank=True)  # RecallResult.snapshot() dicts
+    response = models.JSONField(default=dict, blank=True)  # what the agent read
+    latency_ms = models.FloatField(default=0)
+    error = models.TextField(blank=True)
+    order = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["turn", "order", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.agent}: {self.tool}"

@@ -1,0 +1,148 @@
+"""The `scripted` provider: deterministic and offline, it plays seed 000's "agent behaviour pattern".
+
+It answers through the same OpenAI-shaped tool-calling loop as a real model, one tool call per
+response: on an agent's first turn `query_self`, `query_scene` and `query_character` for each other
+agent present; later `query_memory` about what another agent said. Then it composes a line from
+what the tools returned (its name from its identity, the place from the scene, an earlier line
+quoted with its turn number), so a dry run shows whether retrieval actually worked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+from chronicle.simulation.providers.base import ChatResult, Provider, TurnHints, estimate_messages_tokens, estimate_tokens
+
+NAME_RE = re.compile(r"\b(?:You are|I am|I'm)\s+([A-Z][\w'\-]*(?:\s+[A-Z][\w'\-]*)?)")
+
+
+def _short(text: str, width: int = 110) -> str:
+    return textwrap.shorten(" ".join((text or "").split()), width=width, placeholder="…")
+
+
+def _strip_label(text: str) -> str:
+    return re.sub(r"^(Location|Atmosphere|Time|Situation):\s*", "", text or "").rstrip(".")
+
+
+class ScriptedProvider(Provider):
+    name = "scripted"
+
+    # ---- the conversation -------------------------------------------------------------------
+    def plan(self, hints: TurnHints) -> list[tuple[str, dict]]:
+        if hints.first_turn_of_agent:
+            return [("query_self", {}), ("query_scene", {})] + [("query_character", {"name": o}) for o in hints.others]
+        target = self._addressee(hints)
+        return [("query_memory", {"query": f"what did {target} say?"})]
+
+    @staticmethod
+    def _addressee(hints: TurnHints) -> str:
+        for _number, speaker, _text in reversed(hints.transcript):
+            if speaker != hints.agent:
+                return speaker
+        return hints.others[0] if hints.others else hints.agent
+
+    def chat(self, messages: list[dict], *, tools: list[dict] | None, allow_tools: bool = True,
+             hints: TurnHints) -> ChatResult:
+        called, results = self._tool_results(messages)
+        offered = {t["function"]["name"] for t in tools or []} if allow_tools else set()
+        if offered:
+            for position, (name, arguments) in enumerate(self.plan(hints)):
+                if position < len(called):
+                    continue
+                if name in offered:
+                    call = {"id": f"call_{hints.index}_{position}", "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(arguments)}}
+                    return self._result(messages, {"role": "assistant", "content": None, "tool_calls": [call]})
+        line = self.compose(hints, results, self._prepopulated(messages))
+        return self._result(messages, {"role": "assistant", "content": line})
+
+    @staticmethod
+    def _result(messages: list[dict], message: dict) -> ChatResult:
+        completion = estimate_messages_tokens([message])
+        return ChatResult(message=message, prompt_tokens=estimate_messages_tokens(messages),
+                          completion_tokens=completion, estimated=True)
+
+    @staticmethod
+    def _tool_results(messages: list[dict]) -> tuple[list[str], dict[str, list[dict]]]:
+        """The tools already called this turn and the memories each returned (in call order)."""
+        names: dict[str, str] = {}
+        called: list[str] = []
+        results: dict[str, list[dict]] = {}
+        for message in messages:
+            for call in message.get("tool_calls") or []:
+                names[call["id"]] = call["function"]["name"]
+                called.append(call["function"]["name"])
+            if message.get("role") == "tool":
+                name = names.get(message.get("tool_call_id"), "")
+                try:
+                    body = json.loads(message.get("content") or "{}")
+                except ValueError:
+                    body = {}
+                results.setdefault(name, []).extend(body.get("memories") or [])
+        return called, results
+
+    @staticmethod
+    def _prepopulated(messages: list[dict]) -> dict[str, list[str]]:
+        """Memories injected in a pre-populated system prompt, by section ("## Who you are" → lines)."""
+        sections: dict[str, list[str]] = {}
+        current = None
+        system = messages[0].get("content", "") if messages and messages[0].get("role") == "system" else ""
+        for raw in system.splitlines():
+            if raw.startswith("## "):
+                current = raw[3:].strip().lower()
+                sections[current] = []
+            elif current and raw.startswith("- "):
+                sections[current].append(raw[2:].strip())
+        return sections
+
+    def compose(self, hints: TurnHints, results: dict[str, list[dict]], injected: dict[str, list[str]]) -> str:
+        identity = [m["content"] for m in results.get("query_self", [])] + injected.get("who you are", [])
+        scene = [m["content"] for m in results.get("query_scene", [])] + injected.get("where you are", [])
+        episodes = list(results.get("query_memory", []))
+        for line in injected.get("recent events", []):
+            match = re.match(r"\(turn (\d+)\) (.*)", line)
+            if match:
+                episodes.append({"content": match.group(2), "turn": match.group(1)})
+        name = hints.agent
+        for text in identity:
+            match = NAME_RE.search(text)
+            if match:
+                name = match.group(1)
+                break
+        location = next((_strip_label(s) for s in scene if s.startswith("Location")), _strip_label(scene[0]) if scene else "")
+
+        # Quote the most relevant earlier line spoken by someone else, with its turn number.
+        quoted = next((m for m in episodes if m.get("turn") and not m["content"].startswith(f"{hints.agent} said:")), None)
+        if quoted:
+            speaker, _, said = quoted["content"].partition(" said: ")
+            return (f'{speaker}, on turn {quoted["turn"]} you said "{_short(said, 90)}" — '
+                    f"I'm {name}, and I have been thinking about that"
+                    + (f" here at {_short(location, 60)}." if location else "."))
+        if identity:
+            me = _short(re.sub(r"^You are [^,.]+[,.]?\s*", "", identity[0]), 100)
+            line = f"Hello, I'm {name}" + (f" — {me[0].lower() + me[1:]}" if me else ".")
+            if location:
+                line += f" So here we are: {_short(location, 80)}."
+            if hints.others:
+                line += f" {', '.join(hints.others)}, shall we begin?"
+            return line
+        return f"I'm {name}. I don't remember much yet, so tell me: where are we?"
+
+    def pick_speaker(self, *, candidates, transcript, hints_last=None):
+        """Deterministic "model picks": whoever the last line named, else whoever spoke least recently."""
+        last_speaker = transcript[-1][1] if transcript else None
+        pool = [c for c in candidates if c != last_speaker] or list(candidates)
+        if transcript:
+            for name in pool:
+                if re.search(rf"\b{re.escape(name)}\b", transcript[-1][2]):
+                    return name, None
+        last_seen = {c: -1 for c in pool}
+        for number, speaker, _text in transcript:
+            if speaker in last_seen:
+                last_seen[speaker] = number
+        return min(pool, key=lambda c: (last_seen[c], pool.index(c))), None
+
+
+__all__ = ["ScriptedProvider", "estimate_tokens"]

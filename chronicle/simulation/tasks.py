@@ -1,0 +1,100 @@
+"""Celery tasks: one per turn. Arguments are ids; bodies re-fetch and call services.
+
+`acks_late` + `reject_on_worker_lost`: a turn whose worker dies is delivered again rather than lost;
+the claim in `services.turn_claim` makes running it twice impossible.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from celery import shared_task
+from celery.signals import worker_ready
+from django.db import close_old_connections, connection
+
+from chronicle.simulation import services
+from chronicle.simulation.engine import TurnFailed, run_turn
+from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.providers import get_provider
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    """Stamps the turn every few seconds from a thread, so a live worker's slow LLM call is not 'stale'."""
+
+    def __init__(self, turn_id: int, token: str):
+        self.turn_id, self.token = turn_id, token
+        self.stop = threading.Event()
+        self.every = max(1.0, services.stale_after() / 4)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        try:
+            while not self.stop.wait(self.every):
+                services.turn_heartbeat(turn_id=self.turn_id, token=self.token)
+        finally:
+            connection.close()  # the thread's own connection
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=10)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=1800, time_limit=1900)
+def start_simulation_task(simulation_id: int) -> None:
+    services.simulation_seed(simulation_id=simulation_id)
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, soft_time_limit=1500, time_limit=1600)
+def run_turn_task(self, simulation_id: int, index: int) -> str:
+    simulation = Simulation.objects.filter(pk=simulation_id).first()
+    if simulation is None or simulation.status != Simulation.Status.RUNNING:
+        return "not running"
+    provider = get_provider(simulation)
+    existing = Turn.objects.filter(simulation=simulation, index=index).first()
+    agent = existing.agent if existing else services.choose_speaker(simulation=simulation, index=index, provider=provider)
+    claim = services.turn_claim(simulation_id=simulation_id, index=index, agent=agent,
+                                worker=self.request.hostname or "")
+    if claim.busy:
+        # Another worker holds a fresh claim: look again once it would have gone stale.
+        run_turn_task.apply_async((simulation_id, index), countdown=services.stale_after())
+        return "busy"
+    if claim.turn is None:
+        return "nothing to do"
+    turn = claim.turn
+    with Heartbeat(turn.pk, claim.token):
+        try:
+            if simulation.pace_s:
+                time.sleep(simulation.pace_s)
+            outcome = run_turn(services.turn_input(turn=turn), provider)
+        except TurnFailed as exc:
+            services.turn_fail(turn_id=turn.pk, token=claim.token, reason=exc.reason, outcome=exc.outcome)
+            return "failed"
+        except Exception as exc:  # a bug must still pause the run with a reason, not leave it hanging
+            log.exception("turn %s of simulation %s crashed", index, simulation_id)
+            close_old_connections()
+            services.turn_fail(turn_id=turn.pk, token=claim.token, reason=f"{type(exc).__name__}: {exc}", outcome=None)
+            return "failed"
+    services.turn_finish(turn_id=turn.pk, token=claim.token, outcome=outcome)
+    return "done"
+
+
+@shared_task
+def recover_simulations_task() -> list[int]:
+    return services.simulations_recover()
+
+
+@worker_ready.connect
+def _recover_on_worker_start(sender=None, **_kwargs) -> None:
+    # A worker that died mid-turn left a running turn with no one on it; a new worker picks it up.
+    try:
+        recover_simulations_task.delay()
+    except Exception:  # the broker being down must not stop the worker from starting
+        log.exception("could not queue simulation recovery")

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from chronicle.simulation import views
+
+urlpatterns = [
+    path("", views.simulation_list, name="simulation_list"),
+    path("new/", views.simulation_create, name="simulation_create"),
+    path("demo/", views.simulation_demo, name="simulation_demo"),
+    path("<int:pk>/", views.simulation_detail, name="simulation_detail"),
+    path("<int:pk>/turns/<int:index>/", views.turn_detail, name="simulation_turn"),
+]

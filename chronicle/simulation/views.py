@@ -1,0 +1,97 @@
+"""Simulation pages: list, new, live page (with its controls), one turn's memories and context."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+
+from chronicle.simulation import selectors, services
+from chronicle.simulation.forms import SimulationForm
+from chronicle.simulation.models import Simulation
+
+CONTROLS = {
+    "pause": services.simulation_pause,
+    "resume": services.simulation_resume,
+    "cancel": services.simulation_cancel,
+    "one_more": services.simulation_one_more_turn,
+}
+
+
+@login_required
+@require_GET
+def simulation_list(request: HttpRequest) -> HttpResponse:
+    simulations = Simulation.objects.owned_by(request.user).select_related("scenario")
+    return TemplateResponse(request, "chronicle/simulation_list.html", {"simulations": simulations})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def simulation_create(request: HttpRequest) -> HttpResponse:
+    form = SimulationForm(request.POST or None, owner=request.user,
+                          initial={"scenario": request.GET.get("scenario")} if request.GET.get("scenario") else None)
+    if request.method == "POST" and form.is_valid():
+        simulation = services.simulation_start(owner=request.user, scenario=form.cleaned_data["scenario"],
+                                               cast=form.cleaned_data["cast"], settings=form.simulation_settings())
+        return redirect("simulation_detail", pk=simulation.pk)
+    return TemplateResponse(request, "chronicle/simulation_create.html", {"form": form})
+
+
+@login_required
+@require_POST
+def simulation_demo(request: HttpRequest) -> HttpResponse:
+    try:
+        simulation = services.demo_simulation_start(owner=request.user)
+    except services.ControlError as exc:
+        messages.error(request, str(exc))
+        return redirect("simulation_list")
+    if request.htmx:
+        return HttpResponseClientRedirect(simulation.get_absolute_url())
+    return redirect(simulation)
+
+
+def _page_context(simulation: Simulation) -> dict:
+    turns = list(selectors.turns_for_page(simulation))
+    return {"simulation": simulation, "turns": turns, "tokens": selectors.token_summary(turns),
+            "progress": selectors.progress(simulation, turns)}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    simulation = get_object_or_404(Simulation.objects.owned_by(request.user).select_related("bank"), pk=pk)
+    if request.method == "POST":
+        action = next((name for name in CONTROLS if name in request.POST), None)
+        if action is None:
+            messages.error(request, "Unknown action.")
+        else:
+            try:
+                CONTROLS[action](simulation=simulation)
+            except services.ControlError as exc:
+                messages.error(request, str(exc))
+        return redirect(simulation)
+    context = _page_context(simulation)
+    if request.htmx:
+        html = render_to_string("chronicle/simulation_detail.html#live", context, request=request)
+        if not simulation.is_live:
+            return HttpResponseStopPolling(html)  # 286: htmx swaps this last version and stops polling
+        return HttpResponse(html)
+    return TemplateResponse(request, "chronicle/simulation_detail.html", context)
+
+
+@login_required
+@require_GET
+def turn_detail(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    simulation = get_object_or_404(Simulation.objects.owned_by(request.user), pk=pk)
+    turn = next((t for t in selectors.turns_for_page(simulation) if t.index == index), None)
+    if turn is None:
+        raise Http404("No such turn.")
+    template = "chronicle/simulation_turn.html"
+    if request.htmx:
+        template += "#turn-panel"
+    return TemplateResponse(request, template, {"simulation": simulation, "turn": turn})

@@ -1,0 +1,105 @@
+"""A scripted turn in-process: seed 000's behaviour pattern, Retrieval rows, episodic capture, tokens."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chronicle.simulation import services
+from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.tasks import run_turn_task
+from memory.models import Memory
+
+
+def start(user, scenario, **settings) -> Simulation:
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
+                                           settings={"max_turns": 6, **settings})
+    services.simulation_seed(simulation_id=simulation.pk)  # what the first task does (on_commit never fires here)
+    simulation.refresh_from_db()
+    return simulation
+
+
+def run(simulation: Simulation, index: int) -> str:
+    return run_turn_task.apply(args=(simulation.pk, index)).get()
+
+
+@pytest.mark.django_db
+def test_scripted_turns_discover_then_recall(user, dinner):
+    simulation = start(user, dinner)
+    assert simulation.status == "running" and simulation.bank.seed_status == "done"
+    for index in range(6):
+        assert run(simulation, index) == "done"
+    simulation.refresh_from_db()
+    turns = list(simulation.turns.order_by("index"))
+    assert [t.agent for t in turns] == ["Alex", "Jordan", "Sam"] * 2
+    first = turns[0]
+    tools = list(first.retrievals.values_list("tool", flat=True))
+    assert tools[:2] == ["query_self", "query_scene"]
+    assert set(tools[2:]) == {"query_character"}
+    # It named itself from what query_self returned, and the place from query_scene.
+    assert "I'm Alex" in first.utterance and "living room" in first.utterance
+    # Later turns: query_memory brings back earlier lines with their turn numbers.
+    fourth = turns[3]
+    (retrieval,) = fourth.retrievals.all()
+    assert retrieval.tool == "query_memory" and retrieval.query == "what did Sam say?"
+    turns_back = {int(r["turn"]) for r in retrieval.results}
+    assert turns_back <= {1, 2, 3} and 3 in turns_back
+    assert any(r["content"].startswith("Sam said: ") and r["turn"] == 3 for r in retrieval.results)
+    assert "on turn 3 you said" in fourth.utterance
+    for r in retrieval.results:
+        assert set(r) >= {"rank", "score", "components", "matched_key", "content"}
+    # The agent read seed 000's response format, turn numbers included.
+    tool_message = next(m for m in fourth.prompt_messages if m["role"] == "tool")
+    body = json.loads(tool_message["content"])
+    assert body["query"] == "what did Sam say?" and body["memories"][0]["turn"]
+    # Every tool call the model made has its Retrieval row.
+    for turn in turns:
+        calls = [c for m in turn.prompt_messages for c in m.get("tool_calls") or []]
+        assert len(calls) == turn.retrievals.count()
+    # Episodic memory: every agent heard every line, once.
+    episodic = Memory.objects.in_bank(simulation.bank).filter(kind="episodic")
+    assert episodic.count() == 6 * 3
+    assert simulation.status == "completed"
+    assert first.full_definition_tokens > 0 and first.prompt_tokens > 0
+
+
+@pytest.mark.django_db
+def test_tools_mode_prompt_does_not_declare_identity(user, dinner):
+    simulation = start(user, dinner, max_turns=1)
+    run(simulation, 0)
+    system = Turn.objects.get(simulation=simulation).prompt_messages[0]["content"]
+    assert system.startswith("You are an agent in a simulation. You have access to memory tools")
+    assert "project manager" not in system  # it must discover that through query_self
+
+
+@pytest.mark.django_db
+def test_prepopulate_mode_injects_memories_and_records_them(user, dinner):
+    simulation = start(user, dinner, retrieval_mode="prepopulate", max_turns=4)
+    for index in range(4):
+        run(simulation, index)
+    turn = simulation.turns.get(index=3)
+    system = turn.prompt_messages[0]["content"]
+    assert "## Who you are" in system and "You are Alex, a pragmatic project manager" in system
+    assert "## Where you are" in system and "## Recent events" in system
+    assert set(turn.retrievals.values_list("tool", flat=True)) == {"prepopulate"}
+    assert not any(m.get("tool_calls") for m in turn.prompt_messages)
+    assert "on turn" in turn.utterance
+
+
+@pytest.mark.django_db
+def test_model_picks_never_repeats_the_last_speaker(user, dinner):
+    simulation = start(user, dinner, speaking_order="model_picks", max_turns=5)
+    for index in range(5):
+        run(simulation, index)
+    agents = list(simulation.turns.order_by("index").values_list("agent", flat=True))
+    assert all(a != b for a, b in zip(agents, agents[1:]))
+
+
+@pytest.mark.django_db
+def test_a_duplicate_task_does_not_duplicate_a_turn(user, dinner):
+    simulation = start(user, dinner, max_turns=3)
+    assert run(simulation, 0) == "done"
+    assert run(simulation, 0) == "nothing to do"
+    assert simulation.turns.count() == 1
+    assert Retrieval.objects.filter(turn__simulation=simulation).count() == 4
