@@ -1,0 +1,99 @@
+"""A local OpenAI-compatible server for tests: real HTTP, scripted answers, every request recorded."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def completion(content: str | None = None, tool_calls: list[dict] | None = None, *, prompt_tokens: int = 100,
+               completion_tokens: int = 10) -> dict:
+    message: dict = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "fake-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens}}
+
+
+def tool_call(name: str, arguments: str | dict = "{}", call_id: str | None = None) -> dict:
+    if isinstance(arguments, dict):
+        arguments = json.dumps(arguments)
+    return {"id": call_id or f"call_{name}", "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+class Reply:
+    def __init__(self, body: dict, status: int = 200, delay: float = 0.0):
+        self.body, self.status, self.delay = body, status, delay
+
+
+def ok(*args, **kwargs) -> Reply:
+    return Reply(completion(*args, **kwargs))
+
+
+def error(status: int, message: str) -> Reply:
+    return Reply({"error": {"message": message, "type": "server_error", "code": status}}, status=status)
+
+
+def slow(seconds: float, reply: Reply | None = None) -> Reply:
+    reply = reply or ok("too late")
+    return Reply(reply.body, reply.status, delay=seconds)
+
+
+class FakeOpenAI:
+    """`server.script(reply, ...)` queues answers; `server.requests` holds each JSON body received."""
+
+    def __init__(self):
+        self.replies: list[Reply] = []
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with fake.lock:
+                    fake.requests.append(body)
+                    fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    reply = fake.replies.pop(0) if fake.replies else error(500, "no scripted reply left")
+                if not self.path.endswith("/chat/completions"):
+                    reply = error(404, f"unknown path {self.path}")
+                if reply.delay:
+                    time.sleep(reply.delay)
+                payload = json.dumps(reply.body).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a time-out test)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def script(self, *replies: Reply) -> None:
+        with self.lock:
+            self.replies.extend(replies)
+
+    def start(self) -> "FakeOpenAI":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,143 @@
+"""The `openai` provider against a local OpenAI-compatible server over real HTTP."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chronicle.simulation import services
+from chronicle.simulation.models import Simulation
+from chronicle.simulation.tasks import run_turn_task
+from tests.chronicle.simulation.fake_openai import FakeOpenAI, error, ok, slow, tool_call
+
+
+@pytest.fixture
+def server():
+    fake = FakeOpenAI().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(settings):
+    settings.LLM_RETRIES = 2
+    settings.LLM_BACKOFF = 0.01
+
+
+def start(user, scenario, server, **settings) -> Simulation:
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
+        "provider": "openai", "base_url": server.base_url, "model": "fake-model", "api_key": "sk-test-secret-abcd",
+        "temperature": 0.3, "seed": 7, "max_turns": 3, "timeout_s": 5, **settings})
+    services.simulation_seed(simulation_id=simulation.pk)
+    simulation.refresh_from_db()
+    return simulation
+
+
+def run(simulation, index=0) -> str:
+    return run_turn_task.apply(args=(simulation.pk, index)).get()
+
+
+@pytest.mark.django_db
+def test_tool_calls_run_and_line_is_stored(user, dinner, server):
+    server.script(ok(tool_calls=[tool_call("query_self")], prompt_tokens=120),
+                  ok(tool_calls=[tool_call("query_scene"), tool_call("query_character", {"name": "Jordan"}, "c3")],
+                     prompt_tokens=200),
+                  ok("Hi, I'm Alex. Shall we decide on dinner?", prompt_tokens=300, completion_tokens=12))
+    simulation = start(user, dinner, server)
+    assert run(simulation) == "done"
+    turn = simulation.turns.get(index=0)
+    assert turn.status == "done" and turn.utterance == "Hi, I'm Alex. Shall we decide on dinner?"
+    assert list(turn.retrievals.values_list("tool", flat=True)) == ["query_self", "query_scene", "query_character"]
+    self_call = turn.retrievals.get(tool="query_self")
+    assert self_call.results[0]["content"].startswith("You are Alex")
+    assert turn.usage == {"prompt_tokens": 620, "completion_tokens": 32, "calls": 3, "estimated": False}
+    # What went over the wire: tools, settings, the key, and the tool answers fed back.
+    first, _second, third = server.requests
+    assert {t["function"]["name"] for t in first["tools"]} >= {"query_self", "query_memory", "query_character"}
+    assert first["model"] == "fake-model" and first["temperature"] == 0.3 and first["seed"] == 7
+    assert server.headers[0]["authorization"] == "Bearer sk-test-secret-abcd"
+    tool_answers = [m for m in third["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_answers] == ["call_query_self", "call_query_scene", "c3"]
+    assert "Alex's apartment" in json.loads(tool_answers[1]["content"])["memories"][0]["content"]
+    # The stored context is exactly what the last call sent, plus the reply.
+    assert turn.prompt_messages[:-1] == third["messages"]
+
+
+@pytest.mark.django_db
+def test_malformed_tool_call_and_unknown_tool_get_tool_errors_the_model_can_read(user, dinner, server):
+    server.script(ok(tool_calls=[tool_call("query_memory", '{"query": "what did', "bad"),
+                                 tool_call("launch_rockets", "{}", "nope")]),
+                  ok(tool_calls=[tool_call("query_self", "{}", "good")]),
+                  ok("Right, I'm Alex."))
+    simulation = start(user, dinner, server)
+    assert run(simulation) == "done"
+    turn = simulation.turns.get(index=0)
+    bad, unknown, good = turn.retrievals.order_by("order")
+    assert "malformed arguments for query_memory" in bad.error and bad.arguments == {"raw": '{"query": "what did'}
+    assert "unknown tool 'launch_rockets'" in unknown.error
+    assert good.error == "" and good.results
+    answers = {m["tool_call_id"]: json.loads(m["content"]) for m in server.requests[1]["messages"] if m["role"] == "tool"}
+    assert "malformed arguments" in answers["bad"]["error"]
+    assert "unknown tool" in answers["nope"]["error"]
+    assert turn.utterance == "Right, I'm Alex."
+
+
+@pytest.mark.django_db
+def test_a_500_is_retried_and_recorded(user, dinner, server):
+    server.script(error(500, "model crashed"), ok("Hello all."))
+    simulation = start(user, dinner, server)
+    assert run(simulation) == "done"
+    turn = simulation.turns.get(index=0)
+    assert turn.utterance == "Hello all."
+    assert "500" in turn.note and "model crashed" in turn.note
+    assert len(server.requests) == 2
+
+
+@pytest.mark.django_db
+def test_time_outs_fail_the_turn_pause_the_run_and_resume_redoes_it(user, dinner, server, client_for):
+    server.script(*[slow(2.5) for _ in range(3)])
+    simulation = start(user, dinner, server, timeout_s=1)
+    assert run(simulation) == "failed"
+    simulation.refresh_from_db()
+    turn = simulation.turns.get(index=0)
+    assert turn.status == "failed" and "did not answer within 1s" in turn.error
+    assert turn.note.count("did not answer") == 3  # every attempt recorded
+    assert simulation.status == "paused" and "Turn 1 (Alex) failed" in simulation.pause_reason
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert "did not answer within 1s" in page and 'name="resume"' in page
+
+    server.script(ok("Sorry, I drifted off. I'm Alex."))
+    services.simulation_resume(simulation=simulation)
+    assert run(simulation) == "done"
+    turn = simulation.turns.get(index=0)
+    assert simulation.turns.count() == 1 and turn.attempts == 2 and turn.error == ""
+    assert turn.utterance == "Sorry, I drifted off. I'm Alex."
+
+
+@pytest.mark.django_db
+def test_a_model_without_tool_calling_falls_back_to_prepopulate(user, dinner, server, client_for):
+    server.script(error(400, "this model does not support tools"), ok("Hello, I'm Alex."), ok("Jordan here."))
+    simulation = start(user, dinner, server)
+    assert run(simulation) == "done"
+    turn = simulation.turns.get(index=0)
+    assert "fell back to prepopulate" in turn.note
+    retry = server.requests[1]
+    assert "tools" not in retry and "## Who you are" in retry["messages"][0]["content"]
+    assert set(turn.retrievals.values_list("tool", flat=True)) == {"prepopulate"}
+    simulation.refresh_from_db()
+    assert simulation.tools_unsupported
+    assert run(simulation, 1) == "done"  # later turns go straight to prepopulate
+    assert "tools" not in server.requests[2]
+    assert "fell back to prepopulate" in simulation.turns.get(index=1).note
+    assert "fell back to prepopulate" in client_for(user).get(simulation.get_absolute_url()).content.decode()
+
+
+@pytest.mark.django_db
+def test_a_4xx_is_not_retried(user, dinner, server):
+    server.script(error(401, "invalid api key"))
+    simulation = start(user, dinner, server)
+    assert run(simulation) == "failed"
+    assert len(server.requests) == 1
+    simulation.refresh_from_db()
+    assert "401" in simulation.pause_reason and "invalid api key" in simulation.pause_reason
