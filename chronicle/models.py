@@ -77,7 +77,8 @@ class Character(models.Model):
             decision_style=self.decision_style, traits=list(self.traits), skills=list(self.skills),
             values=list(self.values), goals=list(self.goals), knowledge=knowledge,
             extra_memories=[ExtraMemory(content=e["content"], keys=list(e.get("keys") or []))
-                            for e in (self.extra_memories or []) if e.get("content")],
+                            for e in (self.extra_memories or [])
+                            if e.get("content") and (e.get("card") or {}).get("enabled", True) is not False],
         )
 
 

@@ -1,0 +1,198 @@
+"""Forms for characters, scenarios and imports. Lists are edited as lists: one input per item."""
+
+from __future__ import annotations
+
+import re
+
+from django import forms
+
+from chronicle.models import ITEM_LIMIT, TEXT_LIMIT, Character, Scenario
+
+LIST_FIELDS = ("traits", "skills", "values", "goals")
+
+
+class ListWidget(forms.Widget):
+    """Many inputs sharing one name (rendered by chronicle/_list_input.html)."""
+
+    def value_from_datadict(self, data, files, name):
+        if hasattr(data, "getlist"):
+            return data.getlist(name)
+        value = data.get(name, [])
+        return value if isinstance(value, list) else [value]
+
+    def value_omitted_from_data(self, data, files, name):
+        return False  # no inputs left means an empty list, not "field not sent"
+
+
+class ListField(forms.Field):
+    widget = ListWidget
+
+    def __init__(self, *, item_max_length: int = ITEM_LIMIT, max_items: int = 50, **kwargs):
+        self.item_max_length, self.max_items = item_max_length, max_items
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+
+    def to_python(self, value) -> list[str]:
+        if value in (None, ""):
+            return []
+        if isinstance(value, str):
+            value = [value]
+        return [str(v).strip() for v in value if str(v).strip()]
+
+    def validate(self, value) -> None:
+        super().validate(value)
+        if len(value) > self.max_items:
+            raise forms.ValidationError(f"Keep it to {self.max_items} items or fewer.")
+        for item in value:
+            if len(item) > self.item_max_length:
+                raise forms.ValidationError(
+                    f"“{item[:30]}…” is longer than {self.item_max_length} characters; keep each item short.")
+
+    def has_changed(self, initial, data) -> bool:
+        return list(initial or []) != self.to_python(data)
+
+
+class KnowledgeWidget(forms.Widget):
+    """Rows of (who, what this character knows about them): inputs `<name>_name` and `<name>_text`."""
+
+    def value_from_datadict(self, data, files, name):
+        if not hasattr(data, "getlist"):
+            return data.get(name)
+        return list(zip(data.getlist(f"{name}_name"), data.getlist(f"{name}_text")))
+
+    def value_omitted_from_data(self, data, files, name):
+        return False
+
+
+class KnowledgeField(forms.Field):
+    widget = KnowledgeWidget
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+
+    def to_python(self, value) -> dict[str, str]:
+        if not value:
+            return {}
+        if isinstance(value, dict):
+            return value
+        knowledge: dict[str, str] = {}
+        for who, text in value:
+            who, text = who.strip(), text.strip()
+            if not who and not text:
+                continue
+            if not who:
+                raise forms.ValidationError("Each note needs the name of the character it is about.")
+            if not text:
+                raise forms.ValidationError(f"Write what this character knows about {who}, or remove the row.")
+            if len(text) > TEXT_LIMIT:
+                raise forms.ValidationError(f"The note about {who} is longer than {TEXT_LIMIT:,} characters.")
+            if who in knowledge:
+                raise forms.ValidationError(f"{who} appears twice; merge the two notes.")
+            knowledge[who] = text
+        return knowledge
+
+
+def knowledge_rows(value) -> list[tuple[str, str]]:
+    """Rows to render, from initial data (a dict) or a bound value (a list of pairs)."""
+    if isinstance(value, dict):
+        return list(value.items())
+    return [(a, b) for a, b in (value or [])]
+
+
+class CharacterForm(forms.ModelForm):
+    traits = ListField(help_text="Personality traits, one per item: “warm”, “impulsive”.")
+    skills = ListField(help_text="What the character is good at.")
+    values = ListField(help_text="What the character believes in.")
+    goals = ListField(help_text="What the character wants, in this story or in life.")
+    knowledge = KnowledgeField(help_text="What this character knows about other characters.")
+
+    class Meta:
+        model = Character
+        fields = ["name", "role", "archetype", "description", "background", "communication_style",
+                  "decision_style", "traits", "skills", "values", "goals", "knowledge"]
+        help_texts = {
+            "name": "How the character is called; unique among your characters.",
+            "role": "e.g. project manager, detective, innkeeper.",
+            "archetype": "e.g. the pragmatist, the mentor, the trickster.",
+            "description": "Who they are, in a few sentences: this becomes the “who am I?” memory.",
+            "background": "Their history. Split into memories of a sentence or two each.",
+            "communication_style": "How they talk.",
+            "decision_style": "How they make choices.",
+        }
+        widgets = {f: forms.Textarea(attrs={"rows": 3}) for f in
+                   ("description", "background", "communication_style", "decision_style")}
+
+    def __init__(self, *args, owner, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.owner = owner
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        if not name:
+            raise forms.ValidationError("Give the character a name.")
+        if re.search(r"[\x00-\x1f]", name):
+            raise forms.ValidationError("A name cannot contain control characters.")
+        taken = Character.objects.owned_by(self.owner).filter(name__iexact=name)
+        if self.instance.pk:
+            taken = taken.exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise forms.ValidationError(f"You already have a character named {name}.")
+        return name
+
+    def clean_knowledge(self) -> dict[str, str]:
+        knowledge = self.cleaned_data.get("knowledge") or {}
+        name = (self.cleaned_data.get("name") or self.data.get("name") or "").strip()
+        if name and name in knowledge:
+            raise forms.ValidationError("Self-knowledge belongs in the description; notes are about other characters.")
+        return knowledge
+
+
+class ScenarioForm(forms.ModelForm):
+    cast = forms.ModelMultipleChoiceField(queryset=Character.objects.none(), required=False,
+                                          widget=forms.CheckboxSelectMultiple,
+                                          help_text="Who takes part. Each one remembers the scene.")
+
+    class Meta:
+        model = Scenario
+        fields = ["title", "location", "atmosphere", "time_of_day", "description", "cast"]
+        help_texts = {
+            "title": "e.g. Friends deciding where to eat tonight.",
+            "location": "Where it happens.",
+            "atmosphere": "The mood of the place and the people.",
+            "time_of_day": "e.g. early evening.",
+            "description": "The situation: what is going on and what must be decided.",
+        }
+        widgets = {f: forms.Textarea(attrs={"rows": 3}) for f in ("location", "atmosphere", "description")}
+
+    def __init__(self, *args, owner, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.owner = owner
+        self.fields["cast"].queryset = Character.objects.owned_by(owner)
+
+    def pair_notes_from_data(self, cast) -> dict[str, dict[str, str]]:
+        """Read `pair-<knower id>-<about id>` inputs into {"Alex": {"Jordan": "..."}}."""
+        by_id = {str(c.pk): c.name for c in cast}
+        notes: dict[str, dict[str, str]] = {}
+        for key, text in self.data.items():
+            match = re.fullmatch(r"pair-(\d+)-(\d+)", key)
+            if not match or not str(text).strip():
+                continue
+            knower, about = by_id.get(match[1]), by_id.get(match[2])
+            if knower and about and knower != about:
+                notes.setdefault(knower, {})[about] = str(text).strip()
+        return notes
+
+    def clean(self):
+        cleaned = super().clean()
+        notes = self.pair_notes_from_data(cleaned.get("cast") or [])
+        for knower, row in notes.items():
+            for about, text in row.items():
+                if len(text) > TEXT_LIMIT:
+                    self.add_error(None, f"The note on what {knower} knows about {about} is longer than {TEXT_LIMIT:,} characters.")
+        cleaned["pair_notes"] = notes
+        return cleaned
+
+
+class ImportForm(forms.Form):
+    file = forms.FileField(help_text="A Wonda JSON export, or a Character Card V2 as .json or .png.")

@@ -1,0 +1,413 @@
+"""Import and export: Wonda's own JSON and SillyTavern Character Card V2 (JSON, or PNG with a `chara` chunk).
+
+Every import validates the whole file first and saves in one transaction, so a bad file saves nothing.
+Card V2 → Wonda mapping (README "Character cards"):
+  data.name → name; data.description → description; data.personality → traits (split on commas/
+  semicolons/new lines; kept verbatim in card_extras when it is prose); data.character_book.entries →
+  extra_memories (content + keys; the keys become canonical queries); data.extensions.wonda → the
+  Wonda fields a card has no place for (role, archetype, background, styles, skills, values, goals,
+  knowledge); everything else (first_mes, mes_example, scenario, creator_notes, system_prompt,
+  post_history_instructions, alternate_greetings, tags, creator, character_version, the other
+  extensions, character_book's own settings) → card_extras, and export gives it back unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from chronicle.models import ITEM_LIMIT, TEXT_LIMIT, Character, Scenario
+
+MAX_FILE_BYTES = 8 * 1024 * 1024
+CARD_SPEC = "chara_card_v2"
+WONDA_FORMAT = "wonda"
+TEXT_FIELDS = ("role", "archetype", "description", "background", "communication_style", "decision_style")
+LIST_FIELDS = ("traits", "skills", "values", "goals")
+SHORT_LIMITS = {"name": 100, "role": 200, "archetype": 200, "title": 200, "time_of_day": 200}
+# Card V2 string fields kept verbatim in card_extras (Wonda has no field of its own for them).
+CARD_EXTRA_TEXT = ("first_mes", "mes_example", "scenario", "creator_notes", "system_prompt",
+                   "post_history_instructions", "creator", "character_version")
+CARD_EXTRA_LISTS = ("alternate_greetings", "tags")
+
+
+class CardImportError(Exception):
+    """A file that cannot be imported; `errors` name each problem ("data.name is missing")."""
+
+    def __init__(self, errors: list[str]):
+        self.errors = errors
+        super().__init__("; ".join(errors))
+
+
+@dataclass
+class ImportResult:
+    characters: list[Character] = field(default_factory=list)
+    scenario: Scenario | None = None
+
+
+# --- checking plain JSON values ---------------------------------------------------------------
+
+class _Checker:
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def text(self, obj: dict, key: str, path: str, *, required: bool = False, limit: int = TEXT_LIMIT) -> str:
+        value = obj.get(key)
+        if value is None or value == "":
+            if required:
+                self.errors.append(f"{path}{key} is missing")
+            return ""
+        if not isinstance(value, str):
+            self.errors.append(f"{path}{key} must be text")
+            return ""
+        if len(value) > limit:
+            self.errors.append(f"{path}{key} is longer than {limit:,} characters")
+        return value
+
+    def items(self, obj: dict, key: str, path: str, *, limit: int = ITEM_LIMIT) -> list[str]:
+        value = obj.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.errors.append(f"{path}{key} must be a list of text")
+            return []
+        for i, item in enumerate(value):
+            if len(item) > limit:
+                self.errors.append(f"{path}{key}[{i}] is longer than {limit:,} characters")
+        return [v.strip() for v in value if v.strip()]
+
+    def mapping(self, obj: dict, key: str, path: str) -> dict[str, str]:
+        value = obj.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            self.errors.append(f"{path}{key} must map names to text")
+            return {}
+        for name, text in value.items():
+            if len(text) > TEXT_LIMIT:
+                self.errors.append(f"{path}{key}.{name} is longer than {TEXT_LIMIT:,} characters")
+        return {k.strip(): v for k, v in value.items() if k.strip() and v.strip()}
+
+    def memories(self, entries: Any, path: str) -> list[dict]:
+        if entries is None:
+            return []
+        if not isinstance(entries, list):
+            self.errors.append(f"{path} must be a list")
+            return []
+        out = []
+        for i, entry in enumerate(entries):
+            where = f"{path}[{i}]."
+            if not isinstance(entry, dict):
+                self.errors.append(f"{path}[{i}] must be an object")
+                continue
+            content = self.text(entry, "content", where, required=True)
+            keys = self.items(entry, "keys", where, limit=300)
+            # A Wonda export nests the card's own entry fields under "card"; a card has them inline.
+            card = entry["card"] if isinstance(entry.get("card"), dict) else {
+                k: v for k, v in entry.items() if k not in ("content", "keys")}
+            if content:
+                out.append({"content": content, "keys": keys, "card": card})
+        return out
+
+
+def _character_from_wonda(data: Any, path: str, check: _Checker) -> dict | None:
+    if not isinstance(data, dict):
+        check.errors.append(f"{path.rstrip('.')} must be an object")
+        return None
+    values: dict[str, Any] = {"name": check.text(data, "name", path, required=True, limit=100).strip()}
+    for key in TEXT_FIELDS:
+        values[key] = check.text(data, key, path, limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
+    for key in LIST_FIELDS:
+        values[key] = check.items(data, key, path)
+    values["knowledge"] = check.mapping(data, "knowledge", path)
+    values["extra_memories"] = check.memories(data.get("extra_memories"), f"{path}extra_memories")
+    extras = data.get("card_extras") or {}
+    if not isinstance(extras, dict):
+        check.errors.append(f"{path}card_extras must be an object")
+        extras = {}
+    values["card_extras"] = extras
+    return values
+
+
+# --- Card V2 ----------------------------------------------------------------------------------
+
+def _split_personality(text: str) -> list[str] | None:
+    """A comma/semicolon list of short traits, or None when the personality is prose."""
+    parts = [p.strip() for p in re.split(r"[,;\n]", text) if p.strip()]
+    if not parts or len(parts) > 40 or any(len(p) > 60 or p.endswith(".") and len(p) > 30 for p in parts):
+        return None
+    return parts
+
+
+def _character_from_card(card: Any, check: _Checker) -> dict | None:
+    if not isinstance(card, dict):
+        check.errors.append("the card must be a JSON object")
+        return None
+    if card.get("spec") != CARD_SPEC:
+        check.errors.append(f"spec must be {CARD_SPEC}" + (f" (it is {card.get('spec')!r})" if card.get("spec") else ""))
+        return None
+    data = card.get("data")
+    if not isinstance(data, dict):
+        check.errors.append("data is missing" if data is None else "data must be an object")
+        return None
+    values: dict[str, Any] = {
+        "name": check.text(data, "name", "data.", required=True, limit=100).strip(),
+        "description": check.text(data, "description", "data."),
+    }
+    extras: dict[str, Any] = {}
+    # Blank fields are not kept: export writes every V2 field anyway, blank when unset.
+    for key in CARD_EXTRA_TEXT:
+        if value := check.text(data, key, "data.", limit=TEXT_LIMIT * 5):
+            extras[key] = value
+    for key in CARD_EXTRA_LISTS:
+        if value := check.items(data, key, "data.", limit=TEXT_LIMIT):
+            extras[key] = value
+    extensions = data.get("extensions") or {}
+    if not isinstance(extensions, dict):
+        check.errors.append("data.extensions must be an object")
+        extensions = {}
+    wonda = extensions.get("wonda") if isinstance(extensions.get("wonda"), dict) else None
+    other_extensions = {k: v for k, v in extensions.items() if k != "wonda"}
+    if other_extensions:
+        extras["extensions"] = other_extensions
+
+    personality = check.text(data, "personality", "data.", limit=TEXT_LIMIT)
+    if wonda is not None:
+        path = "data.extensions.wonda."
+        for key in TEXT_FIELDS:
+            if key != "description":
+                values[key] = check.text(wonda, key, path, limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
+        for key in LIST_FIELDS:
+            values[key] = check.items(wonda, key, path)
+        values["knowledge"] = check.mapping(wonda, "knowledge", path)
+    if not values.get("traits") and personality:
+        values["traits"] = _split_personality(personality) or []
+    values.setdefault("traits", [])
+    if personality and personality != ", ".join(values["traits"]):
+        extras["personality"] = personality  # prose, or formatted its own way: give it back as written
+
+    book = data.get("character_book")
+    if book is not None:
+        if not isinstance(book, dict):
+            check.errors.append("data.character_book must be an object")
+        else:
+            memories = check.memories(book.get("entries"), "data.character_book.entries")
+            for i, memory in enumerate(memories):  # defaults that export adds back are not worth keeping
+                card = memory["card"]
+                for key, default in (("extensions", {}), ("enabled", True), ("insertion_order", i)):
+                    if key in card and card[key] == default:
+                        del card[key]
+            values["extra_memories"] = memories
+            settings = {k: v for k, v in book.items() if k != "entries" and not (k == "extensions" and v == {})}
+            if settings:
+                extras["character_book"] = settings
+    values["card_extras"] = extras
+    return values
+
+
+def character_to_card(character: Character) -> dict:
+    extras = dict(character.card_extras or {})
+    data: dict[str, Any] = {
+        "name": character.name,
+        "description": character.description,
+        "personality": extras.get("personality") or ", ".join(character.traits),
+    }
+    for key in CARD_EXTRA_TEXT:
+        data[key] = extras.get(key, "")
+    for key in CARD_EXTRA_LISTS:
+        data[key] = list(extras.get(key, []))
+    if character.extra_memories or "character_book" in extras:
+        entries = []
+        for i, memory in enumerate(character.extra_memories or []):
+            entry = {"extensions": {}, "enabled": True, "insertion_order": i, **(memory.get("card") or {})}
+            entry.update(keys=list(memory.get("keys") or []), content=memory["content"])
+            entries.append(entry)
+        data["character_book"] = {"extensions": {}, **extras.get("character_book", {}), "entries": entries}
+    data["extensions"] = {
+        **extras.get("extensions", {}),
+        "wonda": {
+            **{key: getattr(character, key) for key in TEXT_FIELDS if key != "description"},
+            **{key: list(getattr(character, key)) for key in LIST_FIELDS},
+            "knowledge": dict(character.knowledge or {}),
+        },
+    }
+    return {"spec": CARD_SPEC, "spec_version": "2.0", "data": data}
+
+
+def character_to_card_png(character: Character) -> bytes:
+    from PIL import Image, ImageDraw, ImageFont
+    from PIL.PngImagePlugin import PngInfo
+
+    image = Image.new("RGB", (400, 600), (91, 75, 196))
+    draw = ImageDraw.Draw(image)
+    draw.text((200, 280), character.name[:24], fill="white", anchor="mm", font=ImageFont.load_default(size=36))
+    draw.text((200, 330), (character.role or "Wonda character")[:40], fill=(236, 233, 251), anchor="mm",
+              font=ImageFont.load_default(size=18))
+    info = PngInfo()
+    payload = json.dumps(character_to_card(character), ensure_ascii=False).encode("utf-8")
+    info.add_text("chara", base64.b64encode(payload).decode("ascii"))
+    out = io.BytesIO()
+    image.save(out, format="PNG", pnginfo=info)
+    return out.getvalue()
+
+
+def _card_from_png(raw: bytes) -> Any:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        image = Image.open(io.BytesIO(raw))
+        image.load()
+        chunks = getattr(image, "text", None) or image.info
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise CardImportError([f"this file is not a readable PNG image ({exc})"]) from None
+    encoded = chunks.get("chara")
+    if not encoded:
+        raise CardImportError(["this PNG has no chara chunk (it is an image, not a character card)"])
+    try:
+        return json.loads(base64.b64decode(encoded, validate=False).decode("utf-8"))
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise CardImportError(["the PNG's chara chunk is not base64-encoded JSON"]) from None
+
+
+# --- Wonda JSON -------------------------------------------------------------------------------
+
+def character_to_wonda(character: Character) -> dict:
+    return {
+        "name": character.name,
+        **{key: getattr(character, key) for key in TEXT_FIELDS},
+        **{key: list(getattr(character, key)) for key in LIST_FIELDS},
+        "knowledge": dict(character.knowledge or {}),
+        "extra_memories": list(character.extra_memories or []),
+        "card_extras": dict(character.card_extras or {}),
+    }
+
+
+def character_export(character: Character) -> dict:
+    return {"format": WONDA_FORMAT, "version": 1, "character": character_to_wonda(character)}
+
+
+def scenario_export(scenario: Scenario) -> dict:
+    cast = list(scenario.cast.all())
+    return {
+        "format": WONDA_FORMAT, "version": 1,
+        "scenario": {
+            "title": scenario.title, "location": scenario.location, "atmosphere": scenario.atmosphere,
+            "time_of_day": scenario.time_of_day, "description": scenario.description,
+            "cast": [c.name for c in cast], "pair_notes": scenario.pair_notes or {},
+        },
+        "characters": [character_to_wonda(c) for c in cast],
+    }
+
+
+def _scenario_from_wonda(data: Any, check: _Checker, names: set[str]) -> dict | None:
+    if not isinstance(data, dict):
+        check.errors.append("scenario must be an object")
+        return None
+    values = {"title": check.text(data, "title", "scenario.", required=True, limit=200).strip()}
+    for key in ("location", "atmosphere", "time_of_day", "description"):
+        values[key] = check.text(data, key, "scenario.", limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
+    values["cast"] = check.items(data, "cast", "scenario.", limit=100)
+    for name in values["cast"]:
+        if name not in names:
+            check.errors.append(f"scenario.cast names {name}, who is not in characters")
+    notes = data.get("pair_notes") or {}
+    if not isinstance(notes, dict) or not all(isinstance(v, dict) for v in notes.values()):
+        check.errors.append("scenario.pair_notes must map names to {name: text}")
+        notes = {}
+    values["pair_notes"] = notes
+    return values
+
+
+# --- import -----------------------------------------------------------------------------------
+
+def _parse(raw: bytes) -> tuple[str, Any]:
+    if len(raw) > MAX_FILE_BYTES:
+        raise CardImportError([f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB"])
+    if not raw.strip():
+        raise CardImportError(["the file is empty"])
+    if raw.startswith(b"\x89PNG"):
+        return "card", _card_from_png(raw)
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise CardImportError(["this file is neither JSON nor a PNG image"]) from None
+    except json.JSONDecodeError as exc:
+        raise CardImportError([f"this file is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"]) from None
+    if isinstance(data, dict) and data.get("format") == WONDA_FORMAT:
+        return "wonda", data
+    if isinstance(data, dict) and ("spec" in data or "data" in data):
+        return "card", data
+    if isinstance(data, dict) and "name" in data and "description" in data:
+        raise CardImportError([f"spec must be {CARD_SPEC} (this looks like an older V1 card)"])
+    raise CardImportError(["this JSON is neither a Wonda export nor a Character Card V2 (no spec or format)"])
+
+
+def _build_characters(owner, rows: list[dict], check: _Checker) -> list[Character]:
+    seen: set[str] = set()
+    characters = []
+    for i, row in enumerate(rows):
+        label = row["name"] or f"character {i + 1}"
+        if row["name"] in seen:
+            check.errors.append(f"{label} appears twice in the file")
+        seen.add(row["name"])
+        character = Character(owner=owner, **row)
+        try:
+            character.full_clean()
+        except ValidationError as exc:
+            for key, messages in exc.message_dict.items():
+                where = "" if key == "__all__" else f"{key}: "
+                check.errors.extend(f"{label}: {where}{m}" for m in messages)
+        characters.append(character)
+    return characters
+
+
+def card_import(*, owner, raw: bytes) -> ImportResult:
+    """Import one file (Wonda JSON, Card V2 JSON or Card V2 PNG); all or nothing."""
+    kind, data = _parse(raw)
+    check = _Checker()
+    scenario_values = None
+    if kind == "card":
+        rows = [_character_from_card(data, check)]
+    elif "scenario" in data:
+        chars = data.get("characters") or []
+        if not isinstance(chars, list):
+            check.errors.append("characters must be a list")
+            chars = []
+        rows = [_character_from_wonda(c, f"characters[{i}].", check) for i, c in enumerate(chars)]
+        scenario_values = _scenario_from_wonda(data["scenario"], check, {r["name"] for r in rows if r})
+    elif "character" in data:
+        rows = [_character_from_wonda(data["character"], "character.", check)]
+    else:
+        raise CardImportError(["this Wonda file has neither a character nor a scenario"])
+    if check.errors:
+        raise CardImportError(check.errors)
+    characters = _build_characters(owner, [r for r in rows if r], check)
+    if check.errors:
+        raise CardImportError(check.errors)
+    return _save(owner=owner, characters=characters, scenario_values=scenario_values)
+
+
+@transaction.atomic
+def _save(*, owner, characters: list[Character], scenario_values: dict | None) -> ImportResult:
+    from chronicle.services.characters import character_request_preview
+    from chronicle.services.scenarios import scenario_create
+
+    for character in characters:
+        character.save()
+        character_request_preview(character=character)
+    result = ImportResult(characters=characters)
+    if scenario_values is not None:
+        by_name = {c.name: c for c in characters}
+        cast = [by_name[name] for name in scenario_values.pop("cast")]
+        try:
+            result.scenario = scenario_create(owner=owner, data=scenario_values, cast=cast)
+        except ValidationError as exc:  # leaving the atomic block by exception undoes the characters too
+            raise CardImportError([f"scenario.{k}: {m}" for k, ms in exc.message_dict.items() for m in ms]) from None
+    return result

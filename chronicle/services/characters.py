@@ -1,0 +1,57 @@
+"""Character writes. Saving a character re-seeds its preview bank in a worker once the save commits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from chronicle.models import Character
+
+FIELDS = ("name", "role", "archetype", "description", "background", "communication_style", "decision_style",
+          "traits", "skills", "values", "goals", "knowledge", "extra_memories", "card_extras")
+
+
+def _apply(character: Character, data: dict[str, Any]) -> None:
+    for field in FIELDS:
+        if field in data:
+            setattr(character, field, data[field])
+
+
+def character_request_preview(*, character: Character) -> Character:
+    """Seed (or re-seed) the character's own preview bank with just this character."""
+    from memory.services import bank_create, bank_request_seed
+
+    if character.preview_bank_id is None:
+        character.preview_bank = bank_create(name=f"Preview: {character.name}", owner=character.owner)
+        character.save(update_fields=["preview_bank", "updated"])
+    # bank_request_seed dispatches with delay_on_commit: the worker starts after our transaction commits.
+    bank_request_seed(bank=character.preview_bank, characters=[character.to_sheet()], scenario=None)
+    return character
+
+
+@transaction.atomic
+def character_create(*, owner, data: dict[str, Any], seed: bool = True) -> Character:
+    character = Character(owner=owner)
+    _apply(character, data)
+    character.full_clean()
+    character.save()
+    if seed:
+        character_request_preview(character=character)
+    return character
+
+
+@transaction.atomic
+def character_update(*, character: Character, data: dict[str, Any]) -> Character:
+    _apply(character, data)
+    character.full_clean()
+    character.save()
+    return character_request_preview(character=character)
+
+
+@transaction.atomic
+def character_delete(*, character: Character) -> None:
+    bank = character.preview_bank
+    character.delete()
+    if bank is not None:
+        bank.delete()  # the preview bank is the character's alone

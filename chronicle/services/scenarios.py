@@ -1,0 +1,71 @@
+"""Scenario writes. Saving seeds the scenario's preview bank with the scene and its whole cast."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from chronicle.models import Character, Scenario
+
+FIELDS = ("title", "location", "atmosphere", "time_of_day", "description", "pair_notes")
+
+
+def _clean_pair_notes(notes: dict, names: set[str]) -> dict[str, dict[str, str]]:
+    # Only notes between two cast members mean anything; blank notes are dropped.
+    clean: dict[str, dict[str, str]] = {}
+    for knower, about in (notes or {}).items():
+        if knower not in names or not isinstance(about, dict):
+            continue
+        row = {other: str(text).strip() for other, text in about.items()
+               if other in names and other != knower and str(text or "").strip()}
+        if row:
+            clean[knower] = row
+    return clean
+
+
+def scenario_request_preview(*, scenario: Scenario) -> Scenario:
+    from memory.services import bank_create, bank_request_seed
+
+    if scenario.preview_bank_id is None:
+        scenario.preview_bank = bank_create(name=f"Preview: {scenario.title}", owner=scenario.owner)
+        scenario.save(update_fields=["preview_bank", "updated"])
+    bank_request_seed(bank=scenario.preview_bank, characters=scenario.cast_sheets(), scenario=scenario.to_sheet())
+    return scenario
+
+
+def _save(scenario: Scenario, data: dict[str, Any], cast: Iterable[Character] | None) -> Scenario:
+    for field in FIELDS:
+        if field in data:
+            setattr(scenario, field, data[field])
+    cast_list = list(cast) if cast is not None else (list(scenario.cast.all()) if scenario.pk else [])
+    if any(c.owner_id != scenario.owner_id for c in cast_list):
+        raise ValidationError({"cast": "The cast can only include your own characters."})
+    scenario.pair_notes = _clean_pair_notes(scenario.pair_notes, {c.name for c in cast_list})
+    scenario.full_clean()
+    scenario.save()
+    if cast is not None:
+        scenario.cast.set(cast_list)
+    return scenario
+
+
+@transaction.atomic
+def scenario_create(*, owner, data: dict[str, Any], cast: Iterable[Character] = (), seed: bool = True) -> Scenario:
+    scenario = _save(Scenario(owner=owner), data, cast)
+    if seed:
+        scenario_request_preview(scenario=scenario)
+    return scenario
+
+
+@transaction.atomic
+def scenario_update(*, scenario: Scenario, data: dict[str, Any], cast: Iterable[Character] | None = None) -> Scenario:
+    return scenario_request_preview(scenario=_save(scenario, data, cast))
+
+
+@transaction.atomic
+def scenario_delete(*, scenario: Scenario) -> None:
+    bank = scenario.preview_bank
+    scenario.delete()
+    if bank is not None:
+        bank.delete()

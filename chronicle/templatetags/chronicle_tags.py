@@ -1,0 +1,29 @@
+from django import template
+
+from chronicle.forms import knowledge_rows as _knowledge_rows
+
+register = template.Library()
+
+SEED_BADGES = {"done": ("ok", "memories ready"), "failed": ("bad", "seeding failed"),
+               "pending": ("run", "seeding…"), "running": ("run", "seeding…"), "idle": ("", "not seeded")}
+
+
+@register.filter
+def knowledge_rows(value):
+    return _knowledge_rows(value)
+
+
+@register.filter
+def percent(value) -> int:
+    """A 0..1 score as a 0..100 bar width (clipped: some components can exceed 1)."""
+    try:
+        return max(0, min(100, round(float(value) * 100)))
+    except (TypeError, ValueError):
+        return 0
+
+
+@register.inclusion_tag("chronicle/_seed_badge.html")
+def seed_badge(bank):
+    status = bank.seed_status if bank is not None else "idle"
+    css, label = SEED_BADGES.get(status, ("", status))
+    return {"css": css, "label": label, "status": status}

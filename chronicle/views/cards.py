@@ -1,0 +1,76 @@
+"""Import a file (Wonda JSON, Card V2 JSON/PNG); export characters and scenarios."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.utils.text import slugify
+from django.views.decorators.http import require_GET, require_http_methods
+
+from chronicle.views.common import HtmxHttpRequest
+from chronicle.forms import ImportForm
+from chronicle.models import Character, Scenario
+from chronicle.services.cards import (MAX_FILE_BYTES, CardImportError, card_import, character_export as wonda_character,
+                                      character_to_card, character_to_card_png, scenario_export as wonda_scenario)
+
+
+def _download(content: bytes, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def _json(data: dict) -> bytes:
+    return json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
+
+
+@login_required
+@require_GET
+def character_export(request: HtmxHttpRequest, pk: int, fmt: str) -> HttpResponse:
+    character = get_object_or_404(Character.objects.owned_by(request.user), pk=pk)
+    stem = slugify(character.name) or f"character-{character.pk}"
+    if fmt == "json":
+        return _download(_json(wonda_character(character)), "application/json", f"{stem}.wonda.json")
+    if fmt == "card.json":
+        return _download(_json(character_to_card(character)), "application/json", f"{stem}.card.json")
+    if fmt == "card.png":
+        return _download(character_to_card_png(character), "image/png", f"{stem}.card.png")
+    raise Http404("Unknown export format")
+
+
+@login_required
+@require_GET
+def scenario_export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    scenario = get_object_or_404(Scenario.objects.owned_by(request.user), pk=pk)
+    stem = slugify(scenario.title) or f"scenario-{scenario.pk}"
+    return _download(_json(wonda_scenario(scenario)), "application/json", f"{stem}.wonda.json")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def import_page(request: HtmxHttpRequest) -> HttpResponse:
+    form = ImportForm(request.POST or None, request.FILES or None)
+    errors: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            if upload.size > MAX_FILE_BYTES:
+                raise CardImportError([f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB"])
+            result = card_import(owner=request.user, raw=upload.read())
+        except CardImportError as exc:
+            errors = exc.errors
+        else:
+            if result.scenario is not None:
+                names = ", ".join(c.name for c in result.characters)
+                messages.success(request, f"Imported {result.scenario.title} with {names}.")
+                return redirect("scenario_detail", pk=result.scenario.pk)
+            character = result.characters[0]
+            messages.success(request, f"Imported {character.name}. Wonda is seeding the preview memories.")
+            return redirect("character_detail", pk=character.pk)
+    status = 400 if (errors or form.errors) else 200
+    return TemplateResponse(request, "chronicle/import.html", {"form": form, "errors": errors}, status=status)

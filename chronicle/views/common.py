@@ -1,0 +1,37 @@
+"""Helpers shared by the character and scenario pages."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django_htmx.middleware import HtmxDetails
+from django_htmx.http import HttpResponseStopPolling
+
+FINISHED = ("done", "failed")
+
+
+class HtmxHttpRequest(HttpRequest):
+    """For type hints: the request that HtmxMiddleware has given `.htmx`."""
+
+    htmx: HtmxDetails
+
+
+def field_errors_response(request: HttpRequest, form) -> HttpResponse:
+    """The error partial for the one field the writer just changed (inline validation)."""
+    name = request.POST.get("_field", "")
+    form.is_valid()
+    errors = form.errors.get(name, []) if name in form.fields else []
+    if name == "pair_notes":
+        errors = form.non_field_errors()
+    return TemplateResponse(request, "chronicle/_field.html#field-errors", {"name": name, "errors": errors})
+
+
+def preview_response(request: HttpRequest, template: str, context: dict) -> HttpResponse:
+    """The preview partial; once seeding has finished, tell htmx to stop polling (status 286)."""
+    bank = context.get("bank")
+    response = TemplateResponse(request, template, context)
+    if request.htmx and (bank is None or bank.seed_status in FINISHED):
+        response.render()
+        stop = HttpResponseStopPolling(response.content)
+        return stop
+    return response

@@ -1,0 +1,162 @@
+"""Import/export round trips (Wonda JSON, Card V2 JSON, Card V2 PNG) and malformed files."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+from PIL import Image
+from PIL.PngImagePlugin import PngInfo
+
+from chronicle.models import Character, Scenario
+from chronicle.services.cards import CardImportError, card_import, character_to_card
+
+pytestmark = pytest.mark.django_db
+
+FIELDS = ["name", "role", "archetype", "description", "background", "communication_style", "decision_style",
+          "traits", "skills", "values", "goals", "knowledge", "extra_memories", "card_extras"]
+
+SILLY_CARD = {
+    "spec": "chara_card_v2", "spec_version": "2.0",
+    "data": {
+        "name": "Seraphina", "description": "A guardian of the forest glade.",
+        "personality": "kind, protective, curious",
+        "scenario": "You wake up in her glade.", "first_mes": "*She smiles.* You're awake!",
+        "mes_example": "<START>\n{{char}}: Rest now.", "creator_notes": "Keep her gentle.",
+        "system_prompt": "", "post_history_instructions": "", "alternate_greetings": ["Hello, traveller."],
+        "tags": ["fantasy", "guardian"], "creator": "someone", "character_version": "1.2",
+        "extensions": {"talkativeness": "0.5", "depth_prompt": {"prompt": "", "depth": 4}},
+        "character_book": {"name": "Glade lore", "scan_depth": 4, "extensions": {}, "entries": [
+            {"keys": ["glade", "forest"], "content": "The glade is protected by ancient magic.",
+             "extensions": {}, "enabled": True, "insertion_order": 0, "comment": "place"},
+            {"keys": ["Eldoria"], "content": "Eldoria is the kingdom beyond the forest.",
+             "extensions": {}, "enabled": True, "insertion_order": 1},
+        ]},
+    },
+}
+
+
+def _values(character: Character) -> dict:
+    return {f: getattr(character, f) for f in FIELDS}
+
+
+def _png(card: dict | None, *, chunk: str = "chara") -> bytes:
+    info = PngInfo()
+    if card is not None:
+        info.add_text(chunk, base64.b64encode(json.dumps(card).encode()).decode())
+    out = io.BytesIO()
+    Image.new("RGB", (8, 8), "white").save(out, format="PNG", pnginfo=info)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["json", "card.json", "card.png"])
+def test_character_export_then_import_gives_the_same_data(client_for, user, other_user, make_character, fmt):
+    alex = make_character(user, extra_memories=[{"content": "Alex once ran a marathon.", "keys": ["marathon"], "card": {}}],
+                          card_extras={"creator_notes": "demo", "first_mes": "Hi!", "extensions": {"x": 1}})
+    response = client_for(user).get(reverse("character_export", args=[alex.pk, fmt]))
+    assert response.status_code == 200 and "attachment" in response["Content-Disposition"]
+    result = card_import(owner=other_user, raw=response.content)
+    (copy,) = result.characters
+    expected, got = _values(alex), _values(copy)
+    assert got == expected
+    assert copy.preview_bank.seed_status == "pending"
+
+
+def test_silly_tavern_card_round_trip_keeps_unknown_fields(user):
+    (seraphina,) = card_import(owner=user, raw=json.dumps(SILLY_CARD).encode()).characters
+    assert seraphina.traits == ["kind", "protective", "curious"]
+    assert [m["keys"] for m in seraphina.extra_memories] == [["glade", "forest"], ["Eldoria"]]
+    sheet = seraphina.to_sheet()
+    assert sheet.extra_memories[0].content == "The glade is protected by ancient magic."
+    assert sheet.extra_memories[0].keys == ["glade", "forest"]
+    back = character_to_card(seraphina)["data"]
+    original = SILLY_CARD["data"]
+    for key in ("name", "description", "personality", "scenario", "first_mes", "mes_example", "creator_notes",
+                "alternate_greetings", "tags", "creator", "character_version"):
+        assert back[key] == original[key], key
+    assert {k: v for k, v in back["extensions"].items() if k != "wonda"} == original["extensions"]
+    assert back["character_book"] == original["character_book"]
+
+
+def test_png_card_round_trip_through_the_pages(client_for, user):
+    client = client_for(user)
+    response = client.post(reverse("import"), {"file": SimpleUploadedFile("s.png", _png(SILLY_CARD), "image/png")})
+    seraphina = Character.objects.get(owner=user, name="Seraphina")
+    assert response.status_code == 302 and response["Location"] == reverse("character_detail", args=[seraphina.pk])
+    png = client.get(reverse("character_export", args=[seraphina.pk, "card.png"])).content
+    image = Image.open(io.BytesIO(png))
+    card = json.loads(base64.b64decode(image.text["chara"]))
+    assert card["spec"] == "chara_card_v2" and card["data"]["name"] == "Seraphina"
+    assert card["data"]["creator_notes"] == "Keep her gentle."
+    assert card["data"]["extensions"]["talkativeness"] == "0.5"
+
+
+def test_scenario_export_then_import_gives_the_same_scenario_and_cast(client_for, user, other_user, make_character, make_scenario):
+    alex = make_character(user)
+    jordan = make_character(user, name="Jordan", knowledge={"Alex": "Old flatmate."})
+    scenario = make_scenario(user, cast=[alex, jordan], pair_notes={"Alex": {"Jordan": "wants Italian"}})
+    raw = client_for(user).get(reverse("scenario_export", args=[scenario.pk])).content
+    result = card_import(owner=other_user, raw=raw)
+    copy = result.scenario
+    assert {c.name: _values(c) for c in copy.cast.all()} == {c.name: _values(c) for c in (alex, jordan)}
+    for field in ("title", "location", "atmosphere", "time_of_day", "description", "pair_notes"):
+        assert getattr(copy, field) == getattr(scenario, field)
+    assert copy.owner == other_user and copy.preview_bank.seed_status == "pending"
+
+
+MALFORMED = [
+    (b"{not json", "not valid JSON"),
+    (json.dumps({"spec": "chara_card_v3", "data": {"name": "X"}}).encode(), "spec must be chara_card_v2"),
+    (json.dumps({"spec": "chara_card_v2", "data": {"description": "nameless"}}).encode(), "data.name is missing"),
+    (json.dumps({"name": "Old", "description": "v1 card"}).encode(), "spec must be chara_card_v2"),
+    (json.dumps({"spec": "chara_card_v2", "data": {"name": "Big", "description": "x" * 10_001}}).encode(),
+     "description is longer than 10,000 characters"),
+    (json.dumps({"spec": "chara_card_v2", "data": {"name": "Book", "character_book": {"entries": [{"keys": ["k"]}]}}}).encode(),
+     "data.character_book.entries[0].content is missing"),
+    (json.dumps({"format": "wonda", "version": 1, "character": {"name": "A", "traits": "not a list"}}).encode(),
+     "character.traits must be a list of text"),
+    (_png(None), "this PNG has no chara chunk"),
+    (b"\x89PNG\r\n\x1a\nbroken", "not a readable PNG"),
+    (b"", "the file is empty"),
+]
+
+
+@pytest.mark.parametrize("raw,message", MALFORMED)
+def test_malformed_files_are_refused_and_nothing_is_saved(client_for, user, raw, message):
+    from memory.models import MemoryBank
+
+    response = client_for(user).post(reverse("import"), {"file": SimpleUploadedFile("card.json", raw)})
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert "Nothing was imported" in html or "The submitted file is empty" in html
+    if raw:
+        assert message in html.replace("&#x27;", "'")
+    assert not Character.objects.exists() and not Scenario.objects.exists() and not MemoryBank.objects.exists()
+
+
+def test_scenario_file_with_one_bad_character_saves_nothing(user):
+    data = {"format": "wonda", "version": 1,
+            "scenario": {"title": "Dinner", "cast": ["Alex", "Jordan"]},
+            "characters": [{"name": "Alex"}, {"name": "Jordan", "background": "y" * 10_001}]}
+    with pytest.raises(CardImportError) as info:
+        card_import(owner=user, raw=json.dumps(data).encode())
+    assert "characters[1].background is longer than 10,000 characters" in info.value.errors
+    assert not Character.objects.exists() and not Scenario.objects.exists()
+
+
+def test_import_refuses_a_name_the_writer_already_uses(user, make_character):
+    make_character(user)
+    card = {"spec": "chara_card_v2", "data": {"name": "Alex", "description": "another Alex"}}
+    with pytest.raises(CardImportError) as info:
+        card_import(owner=user, raw=json.dumps(card).encode())
+    assert any("already have a character" in e for e in info.value.errors)
+    assert Character.objects.get(owner=user).description.startswith("Alex is a pragmatic")
+
+
+def test_import_page_renders(client_for, user):
+    html = client_for(user).get(reverse("import")).content.decode()
+    assert 'enctype="multipart/form-data"' in html and "Character Card V2" in html
