@@ -16,7 +16,7 @@ from django.conf import settings
 from memory import embedding
 from memory.models import EmbeddingCache
 
-_LOCAL_MAX = 8192
+_LOCAL_MAX = 20_000  # ~30 MB of vectors; more than one seeding step needs
 _local: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 _local_lock = threading.Lock()
 stats = {"model_calls": 0, "texts_encoded": 0}  # read by tests and the benchmark

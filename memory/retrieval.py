@@ -110,7 +110,7 @@ _SELECT = ", ".join(f"m.{c}" for c in _COLUMNS)
 
 
 def _score_sql(scoring: str) -> str:
-    """Components over alias m and best-match row b; %(turn)s is the current turn."""
+    """Components over alias m (a candidate row carrying sim); %(turn)s is the current turn."""
     age = "GREATEST(%(turn)s - COALESCE(m.turn, 0), 0)"
     recency = f"exp(-{RECENCY_DECAY} * {age})"
     if scoring == "decayed":
@@ -122,7 +122,7 @@ def _score_sql(scoring: str) -> str:
         )
     else:
         importance = "m.importance / 10.0"
-    return f"b.sim AS c_similarity, {recency} AS c_recency, {importance} AS c_importance"
+    return f"m.sim AS c_similarity, {recency}::float8 AS c_recency, {importance}::float8 AS c_importance"
 
 
 def _count_candidates(where: str, params: list, limit: int) -> int:
@@ -151,32 +151,40 @@ def _index_candidates(where: str, params: list, vector: str, fetch: int) -> list
     return list(dict.fromkeys(ids))
 
 
-def _ranked_sql(scoring: str, candidates_sql: str, has_vector: bool) -> str:
-    if has_vector:
-        best = f"""
-        cand AS MATERIALIZED ({candidates_sql}),
-        sims AS (
-            SELECT m.id, 1 - (m.embedding <=> %(vec)s::vector) AS sim, NULL::varchar AS key
-              FROM memory_memory m JOIN cand c ON c.id = m.id
-            UNION ALL
-            SELECT k.memory_id, 1 - (k.embedding <=> %(vec)s::vector), k.query
-              FROM memory_memorykey k JOIN cand c ON c.id = k.memory_id
-        ),
-        best AS (SELECT DISTINCT ON (id) id, sim, key FROM sims ORDER BY id, sim DESC, key NULLS FIRST)"""
-    else:
-        best = f"""
-        cand AS MATERIALIZED ({candidates_sql}),
-        best AS (SELECT id, 0.0::float8 AS sim, NULL::varchar AS key FROM cand)"""
+def _ranked_sql(scoring: str, where_sql: str, has_vector: bool) -> str:
+    """One pass over the candidates: content similarity, best key per memory, score, top k; then
+    the full rows of those k only. Ordering by an expression over a CTE keeps the HNSW index out:
+    this scan is exact."""
+    content_sim = "1 - (m.embedding <=> %(vec)s::vector)" if has_vector else "0.0::float8"
+    keys = (
+        """kb AS (
+            SELECT DISTINCT ON (k.memory_id) k.memory_id AS id, 1 - (k.embedding <=> %(vec)s::vector) AS sim_k, k.query
+              FROM memory_memorykey k JOIN c ON c.id = k.memory_id
+             ORDER BY k.memory_id, sim_k DESC, k.id
+        )"""
+        if has_vector
+        else "kb AS (SELECT NULL::bigint AS id, NULL::float8 AS sim_k, NULL::varchar AS query WHERE false)"
+    )
     return f"""
-        WITH {best},
-        scored AS (
-            SELECT {_SELECT}, b.key AS matched_key, {_score_sql(scoring)}
-              FROM best b JOIN memory_memory m ON m.id = b.id
+        WITH c AS MATERIALIZED (
+            SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
+                   m.last_accessed_turn
+              FROM memory_memory m WHERE {where_sql}
+        ),
+        {keys},
+        best AS (
+            SELECT c.*, GREATEST(c.sim_c, kb.sim_k) AS sim,
+                   CASE WHEN kb.sim_k > c.sim_c THEN kb.query END AS matched_key
+              FROM c LEFT JOIN kb ON kb.id = c.id
+        ),
+        comp AS (SELECT m.id, m.turn, m.matched_key, {_score_sql(scoring)} FROM best m),
+        top AS (
+            SELECT comp.*, %(ws)s * c_similarity + %(wr)s * c_recency + %(wi)s * c_importance AS score
+              FROM comp ORDER BY score DESC, turn DESC NULLS LAST, id LIMIT %(k)s
         )
-        SELECT *, %(ws)s * c_similarity + %(wr)s * c_recency + %(wi)s * c_importance AS score
-          FROM scored
-         ORDER BY score DESC, turn DESC NULLS LAST, id
-         LIMIT %(k)s"""
+        SELECT {_SELECT}, top.matched_key, top.c_similarity, top.c_recency, top.c_importance, top.score
+          FROM top JOIN memory_memory m ON m.id = top.id
+         ORDER BY top.score DESC, top.turn DESC NULLS LAST, top.id"""
 
 
 def _pyformat(where: str, params: list) -> tuple[str, dict]:
@@ -217,15 +225,14 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     with transaction.atomic():
         if exact is None:
             exact = not has_vector or _count_candidates(where, params, EXACT_LIMIT + 1) <= EXACT_LIMIT
-        if exact:
-            named_where, named = _pyformat(where, params)
-            candidates_sql = f"SELECT m.id FROM memory_memory m WHERE {named_where}"
-        else:
-            ids = _index_candidates(where, params, vector, max(HNSW_FETCH, 4 * k))
-            candidates_sql, named = "SELECT unnest(%(ids)s::bigint[]) AS id", {"ids": ids}
+        named_where, named = _pyformat(where, params)
+        if not exact:
+            # Re-rank the index's candidates exactly (they already satisfy the filter; it is kept anyway).
+            named["ids"] = _index_candidates(where, params, vector, max(HNSW_FETCH, 4 * k))
+            named_where = f"m.id = ANY(%(ids)s) AND {named_where}"
         named |= {"vec": vector, "turn": int(current_turn or 0), "ws": w["similarity"], "wr": w["recency"],
                   "wi": w["importance"], "k": k}
-        rows = list(Memory.objects.raw(_ranked_sql(scoring, candidates_sql, has_vector), named))
+        rows = list(Memory.objects.raw(_ranked_sql(scoring, named_where, has_vector), named))
         if touch and rows:
             # One statement for every result: access count and last-accessed turn.
             with connection.cursor() as cursor:

@@ -14,7 +14,8 @@ from memory.models import MAX_CONTENT_CHARS, Memory, MemoryBank, MemoryKey
 from memory.seeding import MemorySpec, character_specs, scenario_specs
 from memory.sheets import CharacterSheet, ScenarioSheet
 
-SEED_BATCH = 256  # memories embedded and written per step (and per progress update)
+SEED_BATCH = 256  # memories written per bulk insert
+SEED_TEXTS_PER_CALL = 512  # texts gathered across characters for one model call
 
 
 def validate_content(content) -> str:
@@ -133,31 +134,46 @@ def seed_bank(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: S
         if progress:
             progress(done, total)
 
-    for group, specs in groups:
-        with transaction.atomic():
-            MemoryBank.objects.select_for_update().filter(pk=bank.pk).first()  # one seeder per bank at a time
-            wanted = Counter(_spec_identity(s.agent, s.kind, s.category, s.about, s.content, s.keys) for s in specs)
-            existing = _existing_gifted(bank, group).prefetch_related("keys")
-            stale: list[int] = []
-            for memory in existing:
-                ident = _spec_identity(memory.agent, memory.kind, memory.category, memory.about, memory.content,
-                                       [k.query for k in memory.keys.all()])
-                if wanted[ident] > 0:
-                    wanted[ident] -= 1  # already there: leave it (and its access history) alone
-                else:
-                    stale.append(memory.pk)
-            if stale:
-                archived += Memory.objects.filter(pk__in=stale).update(status=Memory.Status.ARCHIVED)
-            missing: list[MemorySpec] = []
-            for spec in specs:
-                ident = _spec_identity(spec.agent, spec.kind, spec.category, spec.about, spec.content, spec.keys)
-                if wanted[ident] > 0:
-                    wanted[ident] -= 1
-                    missing.append(spec)
-            for start in range(0, len(missing), SEED_BATCH):
-                n, _ = _create_from_specs(bank, missing[start:start + SEED_BATCH])
-                created += n
-        advance(len(specs))
+    def diff(group, specs) -> tuple[list[int], list[MemorySpec]]:
+        wanted = Counter(_spec_identity(s.agent, s.kind, s.category, s.about, s.content, s.keys) for s in specs)
+        stale: list[int] = []
+        for memory in _existing_gifted(bank, group).prefetch_related("keys"):
+            ident = _spec_identity(memory.agent, memory.kind, memory.category, memory.about, memory.content,
+                                   [k.query for k in memory.keys.all()])
+            if wanted[ident] > 0:
+                wanted[ident] -= 1  # already there: leave it (and its access history) alone
+            else:
+                stale.append(memory.pk)
+        missing: list[MemorySpec] = []
+        for spec in specs:
+            ident = _spec_identity(spec.agent, spec.kind, spec.category, spec.about, spec.content, spec.keys)
+            if wanted[ident] > 0:
+                wanted[ident] -= 1
+                missing.append(spec)
+        return stale, missing
+
+    # Embed a few groups' new texts in one model call (the model is fastest on full batches),
+    # then write each group in its own short transaction so progress shows between groups.
+    start = 0
+    while start < len(groups):
+        chunk, texts = [], []
+        while start < len(groups) and (not chunk or len(texts) < SEED_TEXTS_PER_CALL):
+            group, specs = groups[start]
+            _, missing = diff(group, specs)
+            texts += [s.content for s in missing] + [k for s in missing for k in s.keys]
+            chunk.append(groups[start])
+            start += 1
+        embed_texts(texts)  # fills the cache; the writes below read it back without a model call
+        for group, specs in chunk:
+            with transaction.atomic():
+                MemoryBank.objects.select_for_update().filter(pk=bank.pk).first()  # one seeder per bank at a time
+                stale, missing = diff(group, specs)
+                if stale:
+                    archived += Memory.objects.filter(pk__in=stale).update(status=Memory.Status.ARCHIVED)
+                for i in range(0, len(missing), SEED_BATCH):
+                    n, _ = _create_from_specs(bank, missing[i:i + SEED_BATCH])
+                    created += n
+            advance(len(specs))
 
     memories_qs = Memory.objects.in_bank(bank).gifted().active()
     agents = [c.name for c in characters] + ([""] if scenario is not None else [])

@@ -1,0 +1,160 @@
+"""`manage.py bench_memory [--sizes 1000,10000,100000]`: retrieval and seeding figures; last line is JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import time
+
+import numpy as np
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.db import connection, connections
+
+from memory import bench, cache
+
+
+class Command(BaseCommand):
+    help = "Benchmark seeding and retrieval with the real model and database (prints a JSON last line)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--sizes", default="1000,10000,100000")
+        parser.add_argument("--casts", type=int, default=12, help="casts seeded through the real pipeline")
+        parser.add_argument("--cast-size", type=int, default=4)
+        parser.add_argument("--database", default="wonda_bench",
+                            help="embedded database to use (created, migrated, emptied); ignored with --in-place")
+        parser.add_argument("--in-place", action="store_true",
+                            help="use the configured database (bench banks are removed afterwards; slower loading)")
+
+    def log(self, text: str) -> None:
+        self.stderr.write(text)
+        self.stderr.flush()
+
+    def handle(self, *args, **opts):
+        sizes = [int(s) for s in opts["sizes"].split(",") if s.strip()]
+        dedicated = not opts["in_place"] and not os.environ.get("DATABASE_URL")
+        if dedicated:
+            from wonda_site import embedded
+
+            embedded.postgres_settings(opts["database"])  # creates it when missing
+            connections["default"].close()
+            connections["default"].settings_dict["NAME"] = opts["database"]
+            call_command("migrate", verbosity=0)
+            with connection.cursor() as cur:
+                cur.execute("TRUNCATE memory_memorybank, memory_memory, memory_memorykey, memory_memory_evidence CASCADE")
+        self.log(f"database {connection.settings_dict['NAME']} ({'dedicated' if dedicated else 'in place'}); sizes {sizes}")
+        total_started = time.perf_counter()
+        try:
+            figures = self.run_bench(sizes, opts, dedicated)
+        finally:
+            if not dedicated:
+                self.cleanup()
+        figures["total_s"] = round(time.perf_counter() - total_started, 1)
+        self.print_table(figures)
+        self.stdout.write(json.dumps(figures, separators=(",", ":")))
+
+    def run_bench(self, sizes: list[int], opts, dedicated: bool) -> dict:
+        from memory.models import MemoryBank
+        from memory.services import bank_create
+        from memory.tools import ToolContext, call_tool
+
+        seeding = bench.measure_seeding(self.log, casts=opts["casts"], cast_size=opts["cast_size"])
+        base = seeding["base_vectors"]
+        bench.load_base(base)
+        seeded = sum(MemoryBank.objects.get(pk=b.pk).memories.count() for b in seeding["seed_banks"])
+        filler = max(0, 3 * max(sizes) - (sum(sizes) - max(sizes)) - seeded)
+        started = time.perf_counter()
+        if dedicated:  # building the index once is far faster than 400k inserts into it
+            with connection.cursor() as cur:
+                cur.execute("DROP INDEX IF EXISTS memory_embedding_hnsw")
+        banks = {}
+        for i, size in enumerate(sizes):
+            banks[size] = bank_create(name=f"bench size {size}")
+            bench.fill_bank(banks[size].pk, size, len(base), seed=11 + i)
+        if filler:
+            bench.fill_bank(bank_create(name="bench filler").pk, filler, len(base), seed=97)
+        load_s = time.perf_counter() - started
+        started = time.perf_counter()
+        with connection.cursor() as cur:
+            if dedicated:
+                cur.execute("SET maintenance_work_mem = '1GB'")
+                cur.execute("SET max_parallel_maintenance_workers = 2")
+                cur.execute("CREATE INDEX memory_embedding_hnsw ON memory_memory USING hnsw (embedding vector_cosine_ops) "
+                            "WITH (m = 16, ef_construction = 64)")
+            cur.execute("VACUUM ANALYZE memory_memory")
+            cur.execute("VACUUM ANALYZE memory_memorykey")
+            cur.execute("SELECT count(*) FROM memory_memory")
+            table_rows = cur.fetchone()[0]
+        index_s = time.perf_counter() - started
+        self.log(f"loaded {table_rows} rows in {load_s:.1f}s (filler {filler}); index + analyze {index_s:.1f}s")
+
+        rng = np.random.default_rng(5)
+        picks = base[rng.integers(0, len(base), size=(300, 2))]
+        queries = picks[:, 0] + 0.7 * picks[:, 1] + 0.05 * rng.normal(size=(300, base.shape[1]))
+        queries = (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
+        per_size = {}
+        for size, bank in banks.items():
+            started = time.perf_counter()
+            per_size[size] = bench.measure_bank(bank, queries)
+            self.log(f"size {size}: {per_size[size]} ({time.perf_counter() - started:.1f}s)")
+
+        tool_bank = banks.get(10_000) or banks[min(sizes, key=lambda s: abs(s - 10_000))]
+        texts = bench.sentences(random.Random(99), "agent0", 60)
+        ctx = ToolContext(bank=tool_bank, agent="agent0", current_turn=500)
+        call_tool("query_memory", {"query": "warm up the model"}, context=ctx)
+        tool_ms = []
+        for text in texts:
+            result = call_tool("query_memory", {"query": text}, context=ctx)
+            assert not result.error, result.error
+            tool_ms.append(result.latency_ms)
+
+        seed_bank = seeding["seed_banks"][0]
+        hero = seeding["casts"][0][0][0].name
+        ctx = ToolContext(bank=seed_bank, agent=hero, current_turn=1)
+        call_tool("query_self", {}, context=ctx)
+        calls_before = cache.stats["model_calls"]
+        canonical_ms = []
+        for _ in range(100):
+            result = call_tool("query_self", {}, context=ctx)
+            assert result.response["memories"], result.response
+            canonical_ms.append(result.latency_ms)
+        assert cache.stats["model_calls"] == calls_before, "query_self called the model"
+
+        return {
+            "encode_rate": round(seeding["encode_rate"], 1),
+            "seed_rate": round(seeding["seed_rate"], 1),
+            "seed_ratio": round(seeding["seed_rate"] / seeding["encode_rate"], 3),
+            "recall_p50_ms": {str(s): round(v["p50"], 2) for s, v in per_size.items()},
+            "recall_p95_ms": {str(s): round(v["p95"], 2) for s, v in per_size.items()},
+            "tool_p50_ms": round(statistics.median(tool_ms), 2),
+            "canonical_p50_ms": round(statistics.median(canonical_ms), 2),
+            "recall_vs_exact": {str(s): round(v["recall"], 4) for s, v in per_size.items()},
+            "short": sum(v["short"] for v in per_size.values()),
+            "table_rows": table_rows,
+        }
+
+    def print_table(self, f: dict) -> None:
+        out = self.stdout.write
+        out("")
+        out(f"encode_rate   {f['encode_rate']:>10} sentences/s (raw model.encode)")
+        out(f"seed_rate     {f['seed_rate']:>10} memories/s (real seeding pipeline)   seed_ratio {f['seed_ratio']}")
+        out(f"tool_p50_ms   {f['tool_p50_ms']:>10} (query_memory incl. embedding, ~10,000 bank)")
+        out(f"canonical_p50 {f['canonical_p50_ms']:>10} ms (query_self, cache, no model call)")
+        out(f"table rows    {f['table_rows']:>10}   short results: {f['short']}   total {f['total_s']}s")
+        out("")
+        out(f"{'bank size':>10} | {'p50 ms':>8} | {'p95 ms':>8} | {'recall@10 vs exact':>18}")
+        for size in f["recall_p50_ms"]:
+            out(f"{int(size):>10,} | {f['recall_p50_ms'][size]:>8} | {f['recall_p95_ms'][size]:>8} | {f['recall_vs_exact'][size]:>18}")
+        out("")
+
+    def cleanup(self) -> None:
+        with connection.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS bench_base; DROP TABLE IF EXISTS bench_weights")
+            cur.execute("SELECT id FROM memory_memorybank WHERE name LIKE 'bench %%'")
+            ids = [r[0] for r in cur.fetchall()]
+            if ids:
+                cur.execute("DELETE FROM memory_memorykey k USING memory_memory m WHERE k.memory_id = m.id AND m.bank_id = ANY(%s)", [ids])
+                cur.execute("DELETE FROM memory_memory WHERE bank_id = ANY(%s)", [ids])
+                cur.execute("DELETE FROM memory_memorybank WHERE id = ANY(%s)", [ids])
