@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from chronicle.models import Character, Scenario
 
 # Categories in the order a writer reads a character: who, history, manner, then the scene and others.
-CATEGORY_ORDER = ["identity", "background", "communication", "decision_style", "traits", "skills", "values",
+CATEGORY_ORDER = ["identity", "background", "communication", "decision style", "traits", "skills", "values",
                   "goals", "location", "atmosphere", "time", "context", "lore"]
 
 
@@ -32,7 +32,7 @@ def preview_groups(*, bank, agent: str | None = None) -> list[MemoryGroup]:
         memories = memories.for_agent(agent)
     groups: dict[str, MemoryGroup] = {}
     for memory in memories:
-        label = f"knowledge of {memory.about}" if memory.about else (memory.category or memory.kind)
+        label = f"knowledge of {memory.about}" if memory.about else (memory.category or memory.kind).replace("_", " ")
         groups.setdefault(label, MemoryGroup(category=label)).memories.append(memory)
     return sorted(groups.values(), key=lambda g: (g.category.startswith("knowledge of"), _category_key(g.category)))
 

@@ -1,0 +1,81 @@
+"""Import a Card V2 PNG in the browser and export it back; the demo scenario's edit page; unsaved-changes warning."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+
+import pytest
+from PIL import Image
+from PIL.PngImagePlugin import PngInfo
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+CARD = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {
+    "name": "Seraphina", "description": "A guardian of the forest glade.", "personality": "kind, protective",
+    "creator_notes": "Keep her gentle.", "extensions": {"talkativeness": "0.5"},
+    "character_book": {"entries": [{"keys": ["glade"], "content": "The glade is protected by old magic.",
+                                    "extensions": {}, "enabled": True, "insertion_order": 0}]}}}
+
+
+def _card_png(tmp_path, card) -> str:
+    info = PngInfo()
+    if card is not None:
+        info.add_text("chara", base64.b64encode(json.dumps(card).encode()).decode())
+    path = tmp_path / ("card.png" if card else "plain.png")
+    Image.new("RGB", (64, 96), (200, 180, 240)).save(path, pnginfo=info)
+    return str(path)
+
+
+def test_import_card_png_and_export_it_back(logged_in_page, tmp_path, shot):
+    page = logged_in_page
+    page.get_by_role("navigation").get_by_role("link", name="Import").click()
+    page.set_input_files("input[type=file]", _card_png(tmp_path, None))
+    page.get_by_role("button", name="Import").click()
+    expect(page.get_by_role("alert")).to_contain_text("this PNG has no chara chunk")
+    shot(page, "10-import-refused")
+
+    page.set_input_files("input[type=file]", _card_png(tmp_path, CARD))
+    page.get_by_role("button", name="Import").click()
+    page.wait_for_url(re.compile(r"/characters/\d+/$"))
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Seraphina")
+    expect(page.locator(".sheet")).to_contain_text("1 lore entry")
+    shot(page, "11-imported-card")
+
+    with page.expect_download() as info:
+        page.get_by_role("link", name="Card V2 PNG").click()
+    image = Image.open(io.BytesIO(open(info.value.path(), "rb").read()))
+    card = json.loads(base64.b64decode(image.text["chara"]))
+    assert card["data"]["name"] == "Seraphina" and card["data"]["creator_notes"] == "Keep her gentle."
+    assert card["data"]["character_book"]["entries"][0]["keys"] == ["glade"]
+
+
+def test_demo_scenario_pages_and_unsaved_changes_warning(logged_in_page, user, shot):
+    from chronicle.demo import load_demo
+
+    load_demo(owner=user)
+    page = logged_in_page
+    page.reload()
+    expect(page.locator("body")).to_contain_text("Friends deciding where to eat tonight")
+    shot(page, "20-home-with-demo")
+    page.get_by_role("link", name="Friends deciding where to eat tonight").first.click()
+    expect(page.locator(".sheet")).to_contain_text("Alex's apartment")
+    shot(page, "21-scenario-detail")
+    page.get_by_role("link", name="Edit", exact=True).click()
+    expect(page.locator("#pair-notes")).to_contain_text("What Alex knows about")
+    # Unticking Sam refreshes the pair notes (htmx) without losing what is typed for the others.
+    page.locator("textarea[name^=pair-]").first.fill("Jordan has been talking about Bella's all week.")
+    page.get_by_role("checkbox", name="Sam").uncheck()
+    expect(page.locator("#pair-notes")).not_to_contain_text("What Sam knows about")
+    expect(page.locator("#pair-notes textarea").first).to_have_value("Jordan has been talking about Bella's all week.")
+    shot(page, "22-scenario-edit")
+
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.type), d.dismiss()))
+    page.get_by_role("link", name="Cancel").click()
+    page.wait_for_timeout(500)
+    assert dialogs == ["beforeunload"]
+    assert "/edit/" in page.url  # dismissing the warning keeps the writer on the page
