@@ -37,7 +37,7 @@ class SimulationForm(forms.ModelForm):
                   "pace_s": "Pace (seconds before each line)"}
 
     def __init__(self, *args, owner, **kwargs):
-        initial = kwargs.setdefault("initial", {})
+        initial = kwargs["initial"] = dict(kwargs.get("initial") or {})
         initial.setdefault("provider", settings.LLM_PROVIDER)
         initial.setdefault("base_url", settings.LLM_BASE_URL)
         initial.setdefault("model", settings.LLM_MODEL)

@@ -344,14 +344,17 @@ def simulations_recover() -> list[int]:
 
 def demo_simulation_start(*, owner) -> Simulation:
     """One click: a scripted (dry) run of the owner's demo dinner scenario, created if missing."""
+    from chronicle import demo
     from chronicle.models import Scenario
 
-    scenario = Scenario.objects.owned_by(owner).filter(title__icontains="dinner").first()
-    if scenario is None:
-        from chronicle import demo
+    def find():
+        mine = Scenario.objects.owned_by(owner)
+        return mine.filter(title=getattr(demo, "DEMO_TITLE", "")).first() or mine.filter(title__icontains="dinner").first()
 
+    scenario = find()
+    if scenario is None:
         demo.load_demo(owner=owner)
-        scenario = Scenario.objects.owned_by(owner).filter(title__icontains="dinner").first()
+        scenario = find()
     if scenario is None:
         raise ControlError("The demo scenario could not be loaded.")
     cast = list(scenario.cast.all())

@@ -1,0 +1,162 @@
+"""The simulation pages: owner scoping, the form, controls by button name, polling that stops, the panel."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from chronicle.models import Character
+from chronicle.simulation import services
+from chronicle.simulation.models import Simulation
+from chronicle.simulation.tasks import run_turn_task
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def started(user, scenario, **settings) -> Simulation:
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
+                                           settings={"max_turns": 3, **settings})
+    services.simulation_seed(simulation_id=simulation.pk)
+    simulation.refresh_from_db()
+    return simulation
+
+
+def urls(simulation):
+    return [simulation.get_absolute_url(), reverse("simulation_turn", args=[simulation.pk, 0])]
+
+
+@pytest.mark.django_db
+def test_another_users_simulation_is_404_on_every_url(user, other_user, dinner, client_for):
+    simulation = started(user, dinner)
+    run_turn_task.apply(args=(simulation.pk, 0))
+    client = client_for(other_user)
+    for url in urls(simulation):
+        assert client.get(url).status_code == 404
+        assert client.get(url, **HX).status_code == 404
+    assert client.post(simulation.get_absolute_url(), {"pause": "1"}).status_code == 404
+    simulation.refresh_from_db()
+    assert simulation.status == "running"
+    assert str(simulation) not in client.get(reverse("simulation_list")).content.decode()
+
+
+@pytest.mark.django_db
+def test_pages_need_a_login(dinner, user):
+    simulation = started(user, dinner)
+    response = Client().get(simulation.get_absolute_url())
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+@pytest.mark.django_db
+def test_new_simulation_form_starts_a_run_with_a_cast_subset_and_hides_the_key(
+        user, dinner, client_for, django_capture_on_commit_callbacks):
+    client = client_for(user)
+    page = client.get(reverse("simulation_create")).content.decode()
+    assert "Dinner plans" in page and 'name="retrieval_mode"' in page and 'name="max_tool_calls"' in page
+    alex, jordan = Character.objects.get(name="Alex"), Character.objects.get(name="Jordan")
+    data = {"scenario": dinner.pk, "cast": [alex.pk, jordan.pk], "max_turns": 4, "speaking_order": "model_picks",
+            "retrieval_mode": "both", "scoring": "hybrid", "weight_recency": "0.3", "provider": "openai",
+            "base_url": "http://127.0.0.1:9/v1", "model": "llama3.1", "api_key": "sk-live-supersecret-abcd",
+            "temperature": "0.5", "max_tokens": 200, "seed": 3, "max_tool_calls": 4, "timeout_s": 30, "pace_s": 0}
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(reverse("simulation_create"), data)
+    simulation = Simulation.objects.get()
+    assert response.status_code == 302 and response["Location"] == simulation.get_absolute_url()
+    assert len(callbacks) == 1  # the start (seeding) task, dispatched after commit
+    assert simulation.status == "seeding" and simulation.bank is not None
+    assert simulation.cast_names == ["Alex", "Jordan"]
+    assert simulation.weights == {"recency": 0.3} and simulation.scoring == "hybrid"
+    assert simulation.api_key == "sk-live-supersecret-abcd"
+    page = client.get(simulation.get_absolute_url()).content.decode()
+    assert "supersecret" not in page and "sk-…abcd" in page
+    # Later edits to a character do not change this run.
+    alex.description = "Alex has become a pirate."
+    alex.save()
+    simulation.refresh_from_db()
+    assert "pirate" not in str(simulation.cast_snapshot)
+
+
+@pytest.mark.django_db
+def test_cast_must_come_from_the_scenario(user, dinner, client_for):
+    stranger = Character.objects.create(owner=user, name="Mallory")
+    response = client_for(user).post(reverse("simulation_create"), {
+        "scenario": dinner.pk, "cast": [stranger.pk], "max_turns": 3, "speaking_order": "round_robin",
+        "retrieval_mode": "tools", "scoring": "similarity", "provider": "scripted", "temperature": 0.7,
+        "max_tokens": 300, "max_tool_calls": 6, "timeout_s": 60, "pace_s": 0})
+    assert response.status_code == 200
+    assert "Not in the cast of “Dinner plans”: Mallory" in response.content.decode()
+    assert not Simulation.objects.exists()
+
+
+@pytest.mark.django_db
+def test_controls_are_told_apart_by_button_name(user, dinner, client_for):
+    simulation = started(user, dinner)
+    client = client_for(user)
+    page = client.get(simulation.get_absolute_url()).content.decode()
+    assert 'name="pause"' in page and 'name="cancel"' in page and 'name="resume"' not in page
+    client.post(simulation.get_absolute_url(), {"pause": ""})
+    simulation.refresh_from_db()
+    assert simulation.status == "paused"
+    page = client.get(simulation.get_absolute_url()).content.decode()
+    assert 'name="resume"' in page and 'name="one_more"' in page and "Paused by you." in page
+    client.post(simulation.get_absolute_url(), {"resume": ""})
+    simulation.refresh_from_db()
+    assert simulation.status == "running"
+    client.post(simulation.get_absolute_url(), {"cancel": ""})
+    simulation.refresh_from_db()
+    assert simulation.status == "cancelled"
+    response = client.post(simulation.get_absolute_url(), {"resume": ""}, follow=True)
+    assert "Only a paused or failed simulation can be resumed" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_posts_need_csrf(user, dinner):
+    simulation = started(user, dinner)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    assert client.post(simulation.get_absolute_url(), {"pause": ""}).status_code == 403
+    assert client.post(reverse("simulation_demo")).status_code == 403
+
+
+@pytest.mark.django_db
+def test_polling_continues_while_running_and_stops_when_done(user, dinner, client_for):
+    simulation = started(user, dinner, max_turns=1)
+    client = client_for(user)
+    response = client.get(simulation.get_absolute_url(), **HX)
+    assert response.status_code == 200 and 'hx-trigger="every 2s"' in response.content.decode()
+    assert "<html" not in response.content.decode()  # the partial only
+    run_turn_task.apply(args=(simulation.pk, 0))
+    response = client.get(simulation.get_absolute_url(), **HX)
+    html = response.content.decode()
+    assert response.status_code == 286  # htmx: stop polling
+    assert "hx-trigger" not in html and "Hello, I&#x27;m Alex" in html and 'data-status="completed"' in html
+    assert "Real saving" in html and "~4 characters a token" in html
+
+
+@pytest.mark.django_db
+def test_turn_panel_shows_memories_scores_components_and_context(user, dinner, client_for):
+    simulation = started(user, dinner, max_turns=1)
+    run_turn_task.apply(args=(simulation.pk, 0))
+    client = client_for(user)
+    url = reverse("simulation_turn", args=[simulation.pk, 0])
+    panel = client.get(url, **HX).content.decode()
+    assert "<html" not in panel
+    assert "query_self" in panel and "query_scene" in panel and "You are Alex" in panel
+    assert 'class="bar similarity"' in panel and "matched: key “who am I?”" in panel
+    assert "the exact messages sent" in panel and "You are an agent in a simulation" in panel
+    full = client.get(url).content.decode()
+    assert "<html" in full and "Turn 1 · Alex" in full
+    assert client.get(reverse("simulation_turn", args=[simulation.pk, 5])).status_code == 404
+
+
+@pytest.mark.django_db
+def test_demo_button_starts_a_scripted_run_on_the_demo_dinner(user, client_for, django_capture_on_commit_callbacks):
+    client = client_for(user)
+    assert "Run the demo (dry run)" in client.get(reverse("simulation_list")).content.decode()
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("simulation_demo"))
+    simulation = Simulation.objects.owned_by(user).get()
+    assert response.status_code == 302 and response["Location"] == simulation.get_absolute_url()
+    assert simulation.provider == "scripted" and "where to eat" in simulation.scenario.title
+    assert len(simulation.cast_names) == 3 and simulation.max_turns == 6
+    assert "dry run" in client.get(simulation.get_absolute_url()).content.decode()
