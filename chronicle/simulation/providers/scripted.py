@@ -121,8 +121,10 @@ class ScriptedProvider(Provider):
                     f"I'm {name}, and I have been thinking about that"
                     + (f" here at {_short(location, 60)}." if location else "."))
         if identity:
-            me = _short(re.sub(r"^You are [^,.]+[,.]?\s*", "", identity[0]), 100)
-            line = f"Hello, I'm {name}" + (f" — {me[0].lower() + me[1:]}" if me else ".")
+            # "You are Alex, a pragmatic project manager. Archetype: …" → "a pragmatic project manager"
+            first = re.split(r"(?<=[.!?])\s", identity[0], maxsplit=1)[0]
+            me = re.sub(r"^You are [^,.]+[,.]?\s*", "", first).rstrip(".")
+            line = f"Hello, I'm {name}" + (f", {_short(me, 80)}." if me else ".")
             if location:
                 line += f" So here we are: {_short(location, 80)}."
             if hints.others:
