@@ -112,3 +112,6 @@ class Scenario(models.Model):
 
     def cast_sheets(self) -> list:
         return [c.to_sheet(extra_knowledge=(self.pair_notes or {}).get(c.name)) for c in self.cast.all()]
+
+
+from chronicle.simulation.models import *  # noqa: E402,F401,F403  (simulation models live in their own module)
