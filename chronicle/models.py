@@ -115,3 +115,4 @@ class Scenario(models.Model):
 
 
 from chronicle.simulation.models import *  # noqa: E402,F401,F403  (simulation models live in their own module)
+from chronicle.writing.models import *  # noqa: E402,F401,F403  (the writer's layer: entries, overrides, edits)
