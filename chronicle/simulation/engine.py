@@ -81,6 +81,11 @@ class TurnInput:
     scoring: str = "similarity"
     weights: dict | None = None
     max_tool_calls: int = 6
+    # The writer's overrides for this turn (issue 6): memory ids kept out of the agent's context,
+    # memories put into it (snapshot dicts: memory_id, content, turn, ...), a line written by hand.
+    excluded: frozenset[int] = frozenset()
+    pinned: list[dict] = field(default_factory=list)
+    line: str = ""
 
     @property
     def number(self) -> int:
@@ -103,6 +108,11 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
     sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
     user = user_message(turn.agent, turn.transcript)
     outcome.full_definition_tokens = estimate_tokens(full_definition_text(sheet, turn.scenario, turn.cast)) + estimate_tokens(user) + 8
+    if turn.line.strip():
+        # The writer wrote this line: no model call, but it is heard (and remembered) like any other.
+        outcome.utterance = turn.line.strip()[:MAX_UTTERANCE]
+        outcome.notes.append("Line written by the writer (no model call).")
+        return outcome
     try:
         _converse(turn, provider, outcome, mode=turn.mode, user=user, heartbeat=heartbeat, sleep=sleep)
     except ToolsUnsupported as exc:
@@ -117,8 +127,8 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
 def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode: str, user: str,
               heartbeat: Callable[[], None], sleep: Callable[[float], None]) -> None:
     sections = prepopulate(turn, outcome) if mode in ("prepopulate", "both") else []
-    messages = [{"role": "system", "content": system_prompt(mode=mode, agent=turn.agent, sections=sections)},
-                {"role": "user", "content": user}]
+    system = system_prompt(mode=mode, agent=turn.agent, sections=sections) + pinned_note(turn, outcome)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     outcome.messages = messages
     # Seed 000's read-only tools: form_memory & co. would write outside the turn's one transaction,
     # so a redone turn could leave their writes twice.
@@ -136,7 +146,8 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
         if tool_calls and tools:
             messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": tool_calls})
             for call in tool_calls:
-                response = _run_tool(call, offered, context, outcome, over_limit=calls_left <= 0, limit=turn.max_tool_calls)
+                response = _run_tool(call, offered, context, outcome, over_limit=calls_left <= 0, limit=turn.max_tool_calls,
+                                     excluded=turn.excluded)
                 calls_left -= 1
                 messages.append({"role": "tool", "tool_call_id": call.get("id") or "", "content": json.dumps(response)})
             heartbeat()
@@ -171,7 +182,7 @@ def _call(provider, messages, tools, allow_tools, hints, outcome, heartbeat, sle
 
 
 def _run_tool(call: dict, offered: set[str], context: ToolContext, outcome: TurnOutcome, *, over_limit: bool,
-              limit: int) -> dict:
+              limit: int, excluded: frozenset[int] = frozenset()) -> dict:
     function = call.get("function") or {}
     name = str(function.get("name") or "")
     raw = function.get("arguments")
@@ -197,11 +208,45 @@ def _run_tool(call: dict, offered: set[str], context: ToolContext, outcome: Turn
         outcome.retrievals.append(row)
         return row["response"]
     result = call_tool(name, arguments, context=context)
+    snapshots, response = exclude_results([r.snapshot() for r in result.results], result.response, excluded)
     row.update(arguments=result.arguments or arguments, query=result.query or "", filter=result.filter or {},
-               results=[r.snapshot() for r in result.results], response=result.response,
+               results=snapshots, response=response,
                latency_ms=round(result.latency_ms, 2), error=result.error or "")
     outcome.retrievals.append(row)
-    return result.response
+    return response
+
+
+PINNED_HEADING = "## Pinned by the writer"
+
+
+def pinned_note(turn: TurnInput, outcome: TurnOutcome) -> str:
+    """Pinned memories reach the agent as a section of its system message, and are recorded."""
+    if not turn.pinned:
+        return ""
+    lines = []
+    for snap in turn.pinned:
+        lines.append(f"- (turn {snap['turn']}) {snap['content']}" if snap.get("turn") else f"- {snap['content']}")
+    outcome.retrievals.append({
+        "agent": turn.agent, "tool": "pinned", "arguments": {}, "query": "", "filter": {},
+        "results": [dict(snap, rank=i + 1, pinned=True) for i, snap in enumerate(turn.pinned)],
+        "response": {}, "error": "", "latency_ms": 0.0, "order": len(outcome.retrievals),
+    })
+    return f"\n\n{PINNED_HEADING}\nThese memories are with you now:\n" + "\n".join(lines)
+
+
+def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[int]) -> tuple[list[dict], dict]:
+    """Drop excluded memories from what the agent reads; the record keeps them, marked excluded."""
+    if not excluded or not any(s["memory_id"] in excluded for s in snapshots):
+        return snapshots, response
+    entries = response.get("memories") if isinstance(response, dict) else None
+    if isinstance(entries, list):
+        if len(entries) == len(snapshots):  # seed 000 tools: one entry per result, same order
+            kept = [e for e, s in zip(entries, snapshots) if s["memory_id"] not in excluded]
+        else:
+            kept = [e for e in entries if not (isinstance(e, dict) and e.get("memory_id") in excluded)]
+        response = dict(response, memories=kept)
+    marked = [dict(s, excluded=True) if s["memory_id"] in excluded else s for s in snapshots]
+    return marked, response
 
 
 def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
@@ -227,7 +272,8 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
                              weights=turn.weights or None, current_turn=turn.number)
         except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
             error = f"{type(exc).__name__}: {exc}"
-        snapshots = [r.snapshot() for r in results]
+        snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot()
+                     for r in results]
         outcome.retrievals.append({
             "agent": turn.agent, "tool": "prepopulate", "arguments": {"section": title}, "query": query,
             "filter": memory_filter.to_dict(), "results": snapshots, "response": {}, "error": error,
@@ -235,6 +281,8 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
         })
         section = sections.setdefault(title, Section(title))
         for snap in snapshots:
+            if snap.get("excluded"):
+                continue
             line = f"(turn {snap['turn']}) {snap['content']}" if snap.get("turn") else snap["content"]
             if line not in section.lines:
                 section.lines.append(line)

@@ -65,6 +65,10 @@ def simulation_seed(*, simulation_id: int) -> Simulation | None:
     simulation = Simulation.objects.filter(pk=simulation_id).first()
     if simulation is None or simulation.status != Simulation.Status.SEEDING:
         return simulation
+    if simulation.parent_id and simulation.branch_turn is not None:
+        from chronicle.writing.services import branch_prepare
+
+        return branch_prepare(simulation_id=simulation_id)  # a branch copies its parent's bank instead
     payload = {"characters": simulation.cast_snapshot, "scenario": simulation.scenario_snapshot or None}
     try:
         seed_bank_task(simulation.bank_id, payload)  # called, not queued: runs here; marks the bank on failure
@@ -162,11 +166,15 @@ def turn_heartbeat(*, turn_id: int, token: str) -> None:
 
 
 def turn_input(*, turn: Turn) -> TurnInput:
+    from chronicle.writing.selectors import turn_overrides
+
     simulation = turn.simulation
     mode = simulation.retrieval_mode
     if simulation.tools_unsupported and mode != Simulation.RetrievalMode.PREPOPULATE:
         mode = Simulation.RetrievalMode.PREPOPULATE
+    overrides = turn_overrides(simulation=simulation, index=turn.index)
     return TurnInput(
+        excluded=overrides.excluded, pinned=overrides.pinned, line=overrides.line,
         bank=simulation.bank, agent=turn.agent, index=turn.index,
         cast=[CharacterSheet.from_dict(c) for c in simulation.cast_snapshot],
         scenario=ScenarioSheet.from_dict(simulation.scenario_snapshot) if simulation.scenario_snapshot else None,

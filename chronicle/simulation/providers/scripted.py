@@ -105,6 +105,21 @@ class ScriptedProvider(Provider):
             match = re.match(r"\(turn (\d+)\) (.*)", line)
             if match:
                 episodes.append({"content": match.group(2), "turn": match.group(1)})
+        # Memories the writer pinned onto this turn come first: an episode is the one quoted,
+        # anything else is what the agent "keeps thinking" about.
+        pinned_plain = []
+        for line in reversed(injected.get("pinned by the writer", [])):
+            match = re.match(r"\(turn (\d+)\) (.*)", line)
+            if match:
+                episodes.insert(0, {"content": match.group(2), "turn": match.group(1)})
+            else:
+                pinned_plain.insert(0, line)
+        line = self._compose_line(hints, identity, scene, episodes)
+        if pinned_plain:
+            line += f" I keep thinking: {_short(pinned_plain[0], 100)}"
+        return line
+
+    def _compose_line(self, hints: TurnHints, identity: list[str], scene: list[str], episodes: list[dict]) -> str:
         name = hints.agent
         for text in identity:
             match = NAME_RE.search(text)

@@ -1,0 +1,31 @@
+"""Writer-side background work: re-embedding an edited memory, forming a writer memory."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.contrib.auth import get_user_model
+
+from chronicle.simulation.models import Simulation
+from memory.models import Memory
+
+
+@shared_task(soft_time_limit=300, time_limit=330)
+def reembed_memory_task(memory_id: int) -> bool:
+    from memory.services import memory_reembed
+
+    memory = Memory.objects.filter(pk=memory_id).first()
+    if memory is None:
+        return False
+    memory_reembed(memory=memory)
+    return True
+
+
+@shared_task(soft_time_limit=300, time_limit=330)
+def form_memory_task(simulation_id: int, actor_id: int | None, data: dict) -> int | None:
+    from chronicle.writing.services import writer_memory_form
+
+    simulation = Simulation.objects.filter(pk=simulation_id).first()
+    if simulation is None or simulation.bank_id is None:
+        return None
+    actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
+    return writer_memory_form(simulation=simulation, actor=actor, **data).pk

@@ -1,0 +1,106 @@
+"""Exclude, pin, change a memory, regenerate from a turn: what the agent gets and what the branch says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chronicle.simulation.models import Turn
+from chronicle.writing import services
+from memory.models import Memory
+from tests.chronicle.writing.conftest import prepare_and_run
+
+pytestmark = pytest.mark.django_db
+
+
+def tool_text(turn: Turn) -> str:
+    """Everything the agent read on its turn: system prompt and tool answers."""
+    return "\n".join(m.get("content") or "" for m in turn.prompt_messages if m["role"] in ("system", "tool"))
+
+
+def quoted_memory(turn: Turn) -> dict:
+    retrieval = turn.retrievals.get(tool="query_memory")
+    return retrieval.results[0]
+
+
+def test_excluded_memory_stays_out_of_the_regenerated_turn(user, finished):
+    turn = finished.turns.get(index=3)
+    top = quoted_memory(turn)
+    assert top["content"] in tool_text(turn)  # the original run read it
+    services.override_toggle(turn=turn, kind="exclude", memory_id=top["memory_id"], actor=user, on=True)
+
+    branch = prepare_and_run(services.simulation_branch(parent=finished, index=3, actor=user))
+    regenerated = branch.turns.get(index=3)
+    assert top["content"] not in tool_text(regenerated)
+    # The record still shows it, marked excluded (on the branch's copy of the memory).
+    rows = regenerated.retrievals.get(tool="query_memory").results
+    excluded = [r for r in rows if r.get("excluded")]
+    assert [r["content"] for r in excluded] == [top["content"]]
+    assert Memory.objects.get(pk=excluded[0]["memory_id"]).bank_id == branch.bank_id
+    assert regenerated.utterance != turn.utterance
+
+
+def test_pinned_memory_reaches_the_agent_on_that_turn(user, finished):
+    turn = finished.turns.get(index=3)
+    background = Memory.objects.in_bank(finished.bank).filter(agent="Alex", content__contains="family outings").first()
+    assert background is not None and background.content not in tool_text(turn)
+    services.override_toggle(turn=turn, kind="pin", memory_id=background.pk, actor=user, on=True)
+
+    branch = prepare_and_run(services.simulation_branch(parent=finished, index=3, actor=user))
+    regenerated = branch.turns.get(index=3)
+    assert background.content in regenerated.prompt_messages[0]["content"]
+    assert regenerated.retrievals.filter(tool="pinned").exists()
+    assert "I keep thinking: Alex grew up organising family outings" in regenerated.utterance
+
+
+def test_regenerating_from_n_keeps_earlier_turns_and_changes_later_ones(user, finished):
+    turn = finished.turns.get(index=3)
+    quoted = Memory.objects.get(pk=quoted_memory(turn)["memory_id"])
+    services.memory_edit(simulation=finished, memory=quoted, actor=user,
+                         content="Sam said: Let us just order a pizza and stay in.")
+
+    branch = prepare_and_run(services.simulation_branch(parent=finished, index=3, actor=user))
+    assert branch.parent_id == finished.pk and branch.branch_turn == 3 and branch.status == "completed"
+    before = list(finished.turns.order_by("index").values_list("agent", "utterance"))
+    after = list(branch.turns.order_by("index").values_list("agent", "utterance"))
+    assert len(after) == len(before) == 6
+    assert after[:3] == before[:3]  # shared turns, word for word
+    assert [a for a, _ in after] == [a for a, _ in before]
+    assert after[3][1] != before[3][1]  # the changed memory made turn 4 different…
+    assert "pizza" in after[3][1]
+    # …and it was heard: the next speakers remember the new line, not the old one.
+    assert Memory.objects.in_bank(branch.bank).filter(turn=4, content=f"Alex said: {after[3][1]}").count() == 3
+    assert not Memory.objects.in_bank(branch.bank).filter(content=f"Alex said: {before[3][1]}").exists()
+    # The branch's bank is the parent's as of turn 4: nothing from the parent's later turns.
+    assert not Memory.objects.in_bank(branch.bank).filter(turn__gt=6).exists()
+    later = Memory.objects.in_bank(branch.bank).filter(turn__gte=4)
+    assert later.exists() and not later.filter(metadata__has_key="copied_from").exists()
+    copied = Memory.objects.in_bank(branch.bank).filter(metadata__has_key="copied_from")
+    assert copied.filter(content__contains="pizza").exists()  # the writer's edit came along
+
+
+def test_a_hand_written_line_replaces_the_turn_on_regeneration(user, finished):
+    turn = finished.turns.get(index=3)
+    services.line_override_set(turn=turn, text="Enough talk. I booked Bella's for eight.", actor=user)
+    branch = prepare_and_run(services.simulation_branch(parent=finished, index=3, actor=user))
+    assert branch.turns.get(index=3).utterance == "Enough talk. I booked Bella's for eight."
+    heard = Memory.objects.in_bank(branch.bank).filter(agent="Jordan", turn=4, kind="episodic").get()
+    assert heard.content == "Alex said: Enough talk. I booked Bella's for eight."
+
+
+def test_a_running_run_cannot_be_branched(user, finished):
+    finished.status = "running"
+    finished.save()
+    with pytest.raises(services.WritingError):
+        services.simulation_branch(parent=finished, index=2, actor=user)
+
+
+def test_tool_answer_still_is_json_after_exclusion(user, finished):
+    turn = finished.turns.get(index=3)
+    top = quoted_memory(turn)
+    services.override_toggle(turn=turn, kind="exclude", memory_id=top["memory_id"], actor=user, on=True)
+    branch = prepare_and_run(services.simulation_branch(parent=finished, index=3, actor=user))
+    message = next(m for m in branch.turns.get(index=3).prompt_messages if m["role"] == "tool")
+    body = json.loads(message["content"])
+    assert len(body["memories"]) == len(turn.retrievals.get(tool="query_memory").results) - 1
