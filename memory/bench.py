@@ -113,8 +113,9 @@ KINDS = ["episodic"] * 6 + ["semantic"] * 2 + ["character", "observation"]
 
 
 def fill_bank(bank_id: int, n: int, base_count: int, seed: int) -> None:
-    """n memories made in SQL from the base vectors (a + b/2 + c/4, re-normalised)."""
+    """n memories made in SQL from three random base vectors (a + w·b + w²·c, re-normalised)."""
     with connection.cursor() as cur:
+        cur.execute("SELECT setseed(%s)", [seed / 1000])
         cur.execute(
             f"""
             INSERT INTO memory_memory (bank_id, agent, kind, category, about, turn, speaker, content, embedding,
@@ -127,10 +128,14 @@ def fill_bank(bank_id: int, n: int, base_count: int, seed: int) -> None:
                    CASE WHEN g %% 5 = 0 THEN ARRAY['red'] WHEN g %% 7 = 0 THEN ARRAY['red', 'blue'] ELSE ARRAY['blue'] END::varchar(50)[],
                    '{{}}', 0, 0.01, CASE WHEN g %% 3 = 0 THEN 'gifted' ELSE 'earned' END, 'active', '{{}}', now(), now()
               FROM generate_series(1::bigint, %s::bigint) g
-              JOIN bench_base a ON a.i = (g * 7919 + {seed}) %% {base_count}
-              JOIN bench_base b ON b.i = (g * 104729 + 3 * {seed}) %% {base_count}
-              JOIN bench_base c ON c.i = (g * 1299709 + 7 * {seed}) %% {base_count}
-             CROSS JOIN bench_weights w
+             CROSS JOIN LATERAL (SELECT floor(random() * {base_count})::int + 0 * g AS ia,
+                                        floor(random() * {base_count})::int + 0 * g AS ib,
+                                        floor(random() * {base_count})::int + 0 * g AS ic,
+                                        floor(random() * 4)::int + 0 * g AS iw) r
+              JOIN bench_base a ON a.i = r.ia
+              JOIN bench_base b ON b.i = r.ib
+              JOIN bench_base c ON c.i = r.ic
+              JOIN bench_weights w ON w.i = r.iw
             """,
             [bank_id, AGENTS, KINDS, n],
         )
@@ -140,13 +145,14 @@ def load_base(vectors: np.ndarray) -> None:
     with connection.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS bench_base; DROP TABLE IF EXISTS bench_weights")
         cur.execute("CREATE TABLE bench_base (i int PRIMARY KEY, v vector(384))")
-        cur.execute("CREATE TABLE bench_weights (half vector(384), quarter vector(384))")
+        cur.execute("CREATE TABLE bench_weights (i int PRIMARY KEY, half vector(384), quarter vector(384))")
         for start in range(0, len(vectors), 500):
             rows = [(start + j, "[" + ",".join(f"{x:.6f}" for x in v) + "]") for j, v in enumerate(vectors[start:start + 500])]
             cur.executemany("INSERT INTO bench_base VALUES (%s, %s::vector)", rows)
         dim = vectors.shape[1]
-        cur.execute("INSERT INTO bench_weights VALUES (%s::vector, %s::vector)",
-                    ["[" + ",".join(["0.5"] * dim) + "]", "[" + ",".join(["0.25"] * dim) + "]"])
+        for i, w in enumerate([0.3, 0.5, 0.7, 0.9]):
+            cur.execute("INSERT INTO bench_weights VALUES (%s, %s::vector, %s::vector)",
+                        [i, "[" + ",".join([str(w)] * dim) + "]", "[" + ",".join([str(w * w)] * dim) + "]"])
 
 
 def filtered_queries(rng: random.Random) -> list[MemoryFilter]:
