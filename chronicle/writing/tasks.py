@@ -29,3 +29,15 @@ def form_memory_task(simulation_id: int, actor_id: int | None, data: dict) -> in
         return None
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
     return writer_memory_form(simulation=simulation, actor=actor, **data).pk
+
+
+@shared_task(soft_time_limit=1800, time_limit=1900)
+def import_bank_task(simulation_id: int, memories: list[dict]) -> int:
+    from chronicle.writing.exports import import_bank
+
+    simulation = Simulation.objects.filter(pk=simulation_id).first()
+    if simulation is None or simulation.bank_id is None:
+        return 0
+    if Memory.objects.in_bank(simulation.bank).exists():
+        return 0  # already imported (a redelivered task)
+    return len(import_bank(simulation=simulation, memories=memories))

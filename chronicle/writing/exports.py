@@ -1,0 +1,217 @@
+"""The chronicle out of Wonda: Markdown, Fountain (screenplay), and a complete JSON that imports back."""
+
+from __future__ import annotations
+
+import re
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.writing import selectors
+from chronicle.writing.models import ChronicleEntry, Edit, TurnOverride
+from memory.models import Memory
+
+FORMAT = "wonda.simulation"
+VERSION = 1
+SETTINGS = ("title", "max_turns", "speaking_order", "retrieval_mode", "scoring", "weights", "provider", "base_url",
+            "model", "temperature", "max_tokens", "seed", "timeout_s", "max_tool_calls", "pace_s", "tools_unsupported")
+TURN_FIELDS = ("index", "agent", "utterance", "status", "error", "prompt_messages", "usage",
+               "full_definition_tokens", "note", "attempts")
+RETRIEVAL_FIELDS = ("agent", "tool", "arguments", "query", "filter", "results", "response", "latency_ms", "error", "order")
+MEMORY_FIELDS = ("agent", "kind", "category", "about", "turn", "speaker", "content", "importance", "emotional_valence",
+                 "participants", "location", "tags", "related_goals", "decay_rate", "source", "status", "metadata")
+
+
+def _lines(simulation: Simulation):
+    """(turn, text, entry) for every done line, in order, with the writer's text."""
+    for turn in selectors.turns_with_entries(simulation):
+        if turn.status == Turn.Status.DONE:
+            yield turn, selectors.entry_text(turn), selectors.entry_for(turn)
+
+
+def filename(simulation: Simulation, ext: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9]+", "-", simulation.title or f"simulation-{simulation.pk}").strip("-").lower()
+    return f"{stem or 'simulation'}.{ext}"
+
+
+# --- Markdown -------------------------------------------------------------------------------
+
+def to_markdown(simulation: Simulation) -> str:
+    scenario = simulation.scenario_snapshot or {}
+    out = [f"# {simulation.title or scenario.get('title') or 'Chronicle'}", ""]
+    setting = ", ".join(x for x in (scenario.get("location"), scenario.get("time_of_day")) if x)
+    if setting:
+        out += [f"*{setting}*", ""]
+    if scenario.get("description"):
+        out += [scenario["description"], ""]
+    out += ["## Cast", ""]
+    out += [f"- **{c['name']}**" + (f", {c['role']}" if c.get("role") else "") for c in simulation.cast_snapshot or []]
+    out += ["", "## Chronicle", ""]
+    for turn, text, entry in _lines(simulation):
+        star = " ★" if entry and entry.starred else ""
+        line = f"**{turn.agent}**{star} *(turn {turn.number})*: {text}"
+        out.append(f"~~{line}~~" if entry and entry.struck else line)
+        if entry and entry.annotation:
+            out += ["", f"> Note: {entry.annotation}"]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# --- Fountain -------------------------------------------------------------------------------
+
+def scene_heading(scenario: dict) -> str:
+    """"Alex's apartment, living room" + "Early evening" → "INT. ALEX'S APARTMENT - LIVING ROOM - EARLY EVENING"."""
+    location = scenario.get("location") or scenario.get("title") or "Somewhere"
+    parts = [p.strip() for p in re.split(r"[,;]|\s+-\s+", location) if p.strip()]
+    outside = re.match(r"(?i)^(outside|exterior|ext\.?)\b", location)
+    time = (scenario.get("time_of_day") or "").strip()
+    heading = ("EXT. " if outside else "INT. ") + " - ".join(parts)
+    if time:
+        heading += f" - {time}"
+    return " ".join(heading.upper().split())
+
+
+def _cue(name: str) -> str:
+    cue = " ".join(name.upper().split())
+    # Fountain reads an all-capital line as a cue only if it has a letter; "@" forces it otherwise.
+    return cue if re.search(r"[A-Z]", cue) else f"@{cue}"
+
+
+def to_fountain(simulation: Simulation) -> str:
+    scenario = simulation.scenario_snapshot or {}
+    out = [f"Title: {simulation.title or scenario.get('title') or 'Chronicle'}", "Credit: Written with Wonda", ""]
+    out += [scene_heading(scenario), ""]
+    if scenario.get("atmosphere") or scenario.get("description"):
+        out += [" ".join(x for x in (scenario.get("description"), scenario.get("atmosphere")) if x), ""]
+    for turn, text, entry in _lines(simulation):
+        if entry and entry.struck:
+            continue  # struck lines are left out of the screenplay
+        out += [_cue(turn.agent), " ".join(text.split())]
+        if entry and entry.annotation:
+            out.append(f"[[{' '.join(entry.annotation.split()).replace(']]', '] ]')}]]")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# --- JSON -----------------------------------------------------------------------------------
+
+def to_json(simulation: Simulation) -> dict:
+    """Everything needed to rebuild the run elsewhere; the API key is never exported."""
+    turns = []
+    for turn in selectors.turns_with_entries(simulation):
+        entry = selectors.entry_for(turn)
+        turns.append({
+            "id": turn.pk, **{f: getattr(turn, f) for f in TURN_FIELDS},
+            "entry": {f: getattr(entry, f) for f in ("text", "annotation", "struck", "starred")} if entry else None,
+            "retrievals": [{f: getattr(r, f) for f in RETRIEVAL_FIELDS} for r in turn.retrievals.all()],
+        })
+    memories = []
+    if simulation.bank_id:
+        for m in Memory.objects.in_bank(simulation.bank).prefetch_related("keys").order_by("id"):
+            memories.append({"id": m.pk, **{f: getattr(m, f) for f in MEMORY_FIELDS},
+                             "keys": [k.query for k in m.keys.all()]})
+    return {
+        "format": FORMAT, "version": VERSION,
+        "simulation": {**{f: getattr(simulation, f) for f in SETTINGS}, "status": simulation.status,
+                       "branch_turn": simulation.branch_turn},
+        "scenario": simulation.scenario_snapshot, "cast": simulation.cast_snapshot,
+        "turns": turns,
+        "overrides": [{"turn_index": o.turn_index, "kind": o.kind, "memory_id": o.memory_id, "content": o.content}
+                      for o in TurnOverride.objects.filter(simulation=simulation)],
+        "edits": [{"actor": e.actor.get_username() if e.actor else "", "created": e.created.isoformat(),
+                   "target_type": e.target_type, "target_id": e.target_id, "field": e.field, "before": e.before,
+                   "after": e.after, "label": e.label}
+                  for e in Edit.objects.for_simulation(simulation).select_related("actor").order_by("id")],
+        "memories": memories,
+    }
+
+
+def _need(data, key, kind):
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, kind):
+        raise ValidationError(f"Not a Wonda simulation export: '{key}' is missing or malformed.")
+    return value
+
+
+@transaction.atomic
+def simulation_import(*, owner, data: dict) -> Simulation:
+    """A new simulation from an export: settings, snapshots, turns, retrievals, lines, overrides, history.
+
+    Its memory bank is rebuilt in a worker (`import_bank_task`), which then points the retrieval
+    records at the new memory ids.
+    """
+    from chronicle.writing.tasks import import_bank_task
+    from memory.services import bank_create
+
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValidationError("Not a Wonda simulation export (format should be 'wonda.simulation').")
+    settings = _need(data, "simulation", dict)
+    turns = _need(data, "turns", list)
+    simulation = Simulation(owner=owner, scenario_snapshot=_need(data, "scenario", dict),
+                            cast_snapshot=_need(data, "cast", list))
+    for name in SETTINGS:
+        if name in settings:
+            setattr(simulation, name, settings[name])
+    status = settings.get("status")
+    simulation.status = status if status in Simulation.FINISHED_STATUSES else Simulation.Status.PAUSED
+    if simulation.status == Simulation.Status.PAUSED:
+        simulation.pause_reason = "Imported: resume to go on."
+    try:
+        simulation.full_clean()
+    except ValidationError as exc:
+        raise ValidationError(f"The export's settings are not valid: {exc.messages[0]}") from exc
+    simulation.save()
+    simulation.bank = bank_create(name=f"Simulation #{simulation.pk}: {simulation.title}"[:200], owner=owner)
+    simulation.save(update_fields=["bank", "updated"])
+    turn_ids = {}
+    for row in turns:
+        turn = Turn(simulation=simulation, **{f: row[f] for f in TURN_FIELDS if f in row})
+        turn.full_clean(exclude=["simulation"], validate_constraints=False)
+        turn.save()
+        turn_ids[row.get("id")] = turn.pk
+        Retrieval.objects.bulk_create([Retrieval(turn=turn, **{f: r[f] for f in RETRIEVAL_FIELDS if f in r})
+                                       for r in row.get("retrievals") or []])
+        if row.get("entry"):
+            ChronicleEntry.objects.create(turn=turn, **{k: v for k, v in row["entry"].items()
+                                                        if k in ("text", "annotation", "struck", "starred")})
+    for o in data.get("overrides") or []:
+        TurnOverride.objects.create(simulation=simulation, turn_index=o["turn_index"], kind=o["kind"],
+                                    memory_id=o.get("memory_id"), content=o.get("content") or "")
+    for e in data.get("edits") or []:
+        target = e["target_id"] if e["target_type"] == "memory" else turn_ids.get(e["target_id"], 0)
+        Edit.objects.create(simulation=simulation, actor=owner if e.get("actor") == owner.get_username() else None,
+                            target_type=e["target_type"], target_id=target, field=e["field"], before=e.get("before"),
+                            after=e.get("after"), label=(e.get("label") or "")[:300])
+    import_bank_task.delay_on_commit(simulation.pk, data.get("memories") or [])
+    return simulation
+
+
+def import_bank(*, simulation: Simulation, memories: list[dict]) -> dict[int, int]:
+    """Recreate the exported memories (embedded through the cache) and re-point every reference."""
+    from memory.services import memory_create
+
+    mapping: dict[int, int] = {}
+    for row in memories:
+        extra = {f: row[f] for f in ("about", "speaker", "participants", "location", "related_goals",
+                                     "emotional_valence", "decay_rate", "metadata", "status") if f in row}
+        memory = memory_create(bank=simulation.bank, content=row["content"], agent=row.get("agent", ""),
+                               kind=row.get("kind", "semantic"), category=row.get("category", ""),
+                               importance=row.get("importance", 5.0), tags=row.get("tags") or [],
+                               source=row.get("source", "writer"), turn=row.get("turn"), keys=row.get("keys") or [],
+                               **extra)
+        mapping[row["id"]] = memory.pk
+    with transaction.atomic():
+        for retrieval in Retrieval.objects.filter(turn__simulation=simulation):
+            retrieval.results = [dict(r, memory_id=mapping.get(r.get("memory_id"), r.get("memory_id")))
+                                 for r in retrieval.results or []]
+            retrieval.save(update_fields=["results"])
+        for override in TurnOverride.objects.filter(simulation=simulation, memory_id__isnull=False):
+            override.memory_id = mapping.get(override.memory_id, override.memory_id)
+            override.save(update_fields=["memory_id"])
+        for edit in Edit.objects.for_simulation(simulation).filter(target_type="memory"):
+            edit.target_id = mapping.get(edit.target_id, edit.target_id)
+            edit.save(update_fields=["target_id"])
+        from memory.models import MemoryBank
+        MemoryBank.objects.filter(pk=simulation.bank_id).update(seed_status="done")
+    return mapping

@@ -1,0 +1,98 @@
+"""Markdown, Fountain and JSON exports: their structure, and JSON → import → an equal simulation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chronicle.writing import exports, services
+from chronicle.writing.tasks import import_bank_task
+from memory.models import Memory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def polished(user, finished):
+    first, second, third = (finished.turns.get(index=i) for i in range(3))
+    services.entry_update(turn=first, actor=user, text="Right. Food first, feelings later.", starred=True)
+    services.entry_update(turn=second, actor=user, annotation="Make Jordan hungrier here")
+    services.entry_update(turn=third, actor=user, struck=True)
+    return finished
+
+
+def test_fountain_has_scene_heading_upper_case_cues_and_dialogue_under_them(polished):
+    text = exports.to_fountain(polished)
+    lines = text.splitlines()
+    assert lines[0] == "Title: Dinner plans"
+    assert "INT. ALEX'S APARTMENT - LIVING ROOM - EARLY EVENING" in lines
+    turns = list(polished.turns.order_by("index"))
+    cues = [i for i, line in enumerate(lines) if line in ("ALEX", "JORDAN", "SAM")]
+    assert [lines[i] for i in cues] == ["ALEX", "JORDAN", "ALEX", "JORDAN", "SAM"]  # Sam's struck turn 3 left out
+    assert lines[cues[0] + 1] == "Right. Food first, feelings later."  # the writer's text, right under the cue
+    assert lines[cues[1] + 1] == turns[1].utterance
+    assert lines[cues[1] + 2] == "[[Make Jordan hungrier here]]"
+    assert lines[cues[0] - 1] == ""  # a cue follows a blank line
+    assert turns[2].utterance not in text
+
+
+def test_markdown_lists_cast_and_every_line_with_strike_and_notes(polished):
+    text = exports.to_markdown(polished)
+    assert text.startswith("# Dinner plans\n")
+    assert "## Cast" in text and "- **Jordan**, a chef between jobs" in text
+    assert "**Alex** ★ *(turn 1)*: Right. Food first, feelings later." in text
+    assert "> Note: Make Jordan hungrier here" in text
+    assert "~~**Sam** *(turn 3)*:" in text
+
+
+def _normal(data: dict) -> dict:
+    """The export without the ids and times a new simulation necessarily changes."""
+    data = json.loads(json.dumps(data))
+    for turn in data["turns"]:
+        turn.pop("id")
+        for r in turn["retrievals"]:
+            for result in r["results"]:
+                result.pop("memory_id", None)
+    for m in data["memories"]:
+        m.pop("id")
+        m["metadata"].pop("copied_from", None)
+    for o in data["overrides"]:
+        o.pop("memory_id")
+    for e in data["edits"]:
+        e.pop("target_id")
+        e.pop("created")
+    return data
+
+
+def test_json_export_imports_back_into_an_equal_simulation(user, polished, django_capture_on_commit_callbacks):
+    turn = polished.turns.get(index=3)
+    services.override_toggle(turn=turn, kind="exclude", actor=user, on=True,
+                             memory_id=turn.retrievals.get(tool="query_memory").results[0]["memory_id"])
+    data = exports.to_json(polished)
+    assert data["format"] == "wonda.simulation" and data["scenario"]["title"] == "Dinner plans"
+    assert [c["name"] for c in data["cast"]] == ["Alex", "Jordan", "Sam"]
+    assert data["simulation"]["retrieval_mode"] == "tools" and "api_key" not in data["simulation"]
+    assert len(data["turns"]) == 6 and data["turns"][3]["retrievals"][0]["tool"] == "query_memory"
+    assert len(data["edits"]) == 5 and data["memories"]
+
+    payload = json.loads(json.dumps(data))  # what a downloaded file gives back
+    with django_capture_on_commit_callbacks() as callbacks:
+        imported = exports.simulation_import(owner=user, data=payload)
+    assert len(callbacks) == 1
+    import_bank_task.apply(args=(imported.pk, payload["memories"])).get()
+    imported.refresh_from_db()
+    assert imported.pk != polished.pk and imported.bank_id != polished.bank_id
+    again = exports.to_json(imported)
+    assert _normal(again) == _normal(data)
+    # The retrieval records point at the new bank's memories.
+    ids = [r["memory_id"] for t in again["turns"] for rr in t["retrievals"] for r in rr["results"]]
+    assert ids and Memory.objects.filter(pk__in=ids, bank=imported.bank).count() == len(set(ids))
+    assert exports.to_fountain(imported) == exports.to_fountain(polished)
+
+
+def test_import_refuses_something_else(user):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError):
+        exports.simulation_import(owner=user, data={"format": "tavern-card"})
