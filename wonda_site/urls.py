@@ -12,5 +12,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("memory/", include("memory.urls")),
     path("simulations/", include("chronicle.simulation.urls")),
+    path("chronicle/", include("chronicle.writing.urls")),
     path("", include("chronicle.urls")),
 ]

@@ -56,15 +56,17 @@ def simulation_demo(request: HttpRequest) -> HttpResponse:
 
 
 def _page_context(simulation: Simulation) -> dict:
+    from chronicle.writing.selectors import branch_tree
+
     turns = list(selectors.turns_for_page(simulation))
     return {"simulation": simulation, "turns": turns, "tokens": selectors.token_summary(turns),
-            "progress": selectors.progress(simulation, turns)}
+            "progress": selectors.progress(simulation, turns), "tree": branch_tree(simulation, simulation.owner)}
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    simulation = get_object_or_404(Simulation.objects.owned_by(request.user).select_related("bank"), pk=pk)
+    simulation = get_object_or_404(Simulation.objects.owned_by(request.user).select_related("bank", "parent"), pk=pk)
     if request.method == "POST":
         action = next((name for name in CONTROLS if name in request.POST), None)
         if action is None:

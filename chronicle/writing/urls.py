@@ -1,0 +1,19 @@
+from django.urls import path
+
+from chronicle.writing import views
+
+urlpatterns = [
+    path("import/", views.simulation_import, name="chronicle_import"),
+    path("<int:pk>/", views.chronicle_review, name="chronicle_review"),
+    path("<int:pk>/lines/<int:index>/", views.line_update, name="chronicle_line"),
+    path("<int:pk>/turns/<int:index>/", views.turn_inspect, name="turn_inspect"),
+    path("<int:pk>/turns/<int:index>/override/", views.turn_override, name="turn_override"),
+    path("<int:pk>/turns/<int:index>/regenerate/", views.turn_regenerate, name="turn_regenerate"),
+    path("<int:pk>/memories/", views.memory_list, name="chronicle_memories"),
+    path("<int:pk>/memories/new/", views.memory_form, name="chronicle_memory_form"),
+    path("<int:pk>/memories/<int:memory_id>/", views.memory_update, name="chronicle_memory"),
+    path("<int:pk>/history/", views.edit_history, name="chronicle_history"),
+    path("<int:pk>/history/<int:edit_id>/undo/", views.edit_undo, name="chronicle_undo"),
+    path("<int:pk>/compare/", views.branch_compare, name="chronicle_compare"),
+    path("<int:pk>/export.<str:fmt>", views.chronicle_export, name="chronicle_export"),
+]
