@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
@@ -81,9 +82,14 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx:
         html = render_to_string("chronicle/simulation_detail.html#live", context, request=request)
         if not simulation.is_live:
-            return HttpResponseStopPolling(html)  # 286: htmx swaps this last version and stops polling
-        return HttpResponse(html)
-    return TemplateResponse(request, "chronicle/simulation_detail.html", context)
+            response = HttpResponseStopPolling(html)  # 286: htmx swaps this last version and stops polling
+        else:
+            response = HttpResponse(html)
+    else:
+        response = TemplateResponse(request, "chronicle/simulation_detail.html", context)
+    # The polled fragment and the page share a URL: without this, Back can show the bare fragment.
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 @login_required
