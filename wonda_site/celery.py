@@ -8,8 +8,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "wonda_site.settings")
 app = Celery("wonda")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-# Simulation tasks live in a sub-package of chronicle; name it so workers register them.
-app.autodiscover_tasks(["chronicle.simulation"])
+# Simulation and writing tasks live in sub-packages of chronicle; name them so workers register them.
+app.autodiscover_tasks(["chronicle.simulation", "chronicle.writing"])
 
 
 @worker_process_init.connect
