@@ -131,3 +131,22 @@ def test_embedding_model_is_local_and_validated(settings):
     settings.EMBEDDING_DIM = 512
     with pytest.raises(EmbeddingError, match="WONDA_EMBEDDING_MODEL"):
         validate_model()
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_worker_registers_every_task_the_project_defines(celery_worker):
+    """A task the worker doesn't know is silently lost work (an 'unregistered task' in its log)."""
+    import importlib
+
+    from wonda_site.celery import app
+
+    for path in ROOT.glob("*/**/tasks.py"):
+        if ".venv" in path.parts:
+            continue
+        importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    defined = {name for name in app.tasks if not name.startswith("celery.")}
+    assert {"memory.tasks.seed_bank_task", "chronicle.simulation.tasks.run_turn_task"} <= defined
+    replies = app.control.inspect(timeout=5).registered() or {}
+    registered = next(names for worker, names in replies.items() if celery_worker.name.split("@")[0] in worker)
+    assert defined - set(registered) == set()
