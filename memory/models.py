@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinLengthValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Length
@@ -138,6 +139,11 @@ class Memory(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Lexical search (memory.retrieval's BM25 stage): kept by PostgreSQL itself, so every write path
+    # (bulk seeding, SQL-filled bench banks, edits) has it without a service remembering to.
+    search = models.GeneratedField(
+        expression=SearchVector("content", config="english"), output_field=SearchVectorField(), db_persist=True
+    )
 
     objects = MemoryQuerySet.as_manager()
 
@@ -155,6 +161,7 @@ class Memory(models.Model):
             models.Index(fields=["bank", "about"], name="memory_bank_about"),
             models.Index(fields=["bank", "source", "status"], name="memory_bank_source_status"),
             GinIndex(fields=["tags"], name="memory_tags_gin"),
+            GinIndex(fields=["search"], name="memory_search_gin"),
         ]
         constraints = [
             # Refused by the database too, not only by full_clean(): no path stores an empty or huge memory.

@@ -12,6 +12,7 @@ import numpy as np
 from django.db import connection, transaction
 from pgvector import Vector
 
+from memory.lexical import lexical_query, name_grams
 from memory.models import Memory
 
 EXACT_LIMIT = 10_000        # up to this many matching memories the scan is exact (identical top k)
@@ -99,6 +100,27 @@ class RecallResult:
         }
 
 
+def episode_context_text(previous: str, content: str) -> str:
+    """The text of an episodic memory's in-reply-to key: the line before it, then the line."""
+    return f"{previous} {content}"
+
+
+@dataclass
+class Fusion:
+    """query_memory's stages; a weight of 0 switches its stage off (ablation in evaluate_retrieval)."""
+    lexical_weight: float
+    speaker_boost: float
+
+    @classmethod
+    def from_settings(cls, lexical_weight: float | None = None, speaker_boost: float | None = None) -> "Fusion":
+        from django.conf import settings
+
+        return cls(
+            float(settings.RETRIEVAL_LEXICAL_WEIGHT if lexical_weight is None else lexical_weight),
+            float(settings.RETRIEVAL_SPEAKER_BOOST if speaker_boost is None else speaker_boost),
+        )
+
+
 def resolve_weights(scoring: str, weights: dict | None) -> dict[str, float]:
     if scoring not in SCORING_PRESETS:
         raise ValueError(f"unknown scoring {scoring!r}: use one of {', '.join(SCORING_PRESETS)}")
@@ -110,7 +132,7 @@ def resolve_weights(scoring: str, weights: dict | None) -> dict[str, float]:
     return resolved
 
 
-_COLUMNS = [f.column for f in Memory._meta.concrete_fields if f.name != "embedding"]
+_COLUMNS = [f.column for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
 _SELECT = ", ".join(f"m.{c}" for c in _COLUMNS)
 
 
@@ -156,10 +178,15 @@ def _index_candidates(where: str, params: list, vector: str, fetch: int) -> list
     return list(dict.fromkeys(ids))
 
 
-def _ranked_sql(scoring: str, where_sql: str, has_vector: bool) -> str:
+def _ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = False, lexical_sql: str = "0.0::float8") -> str:
     """One pass over the candidates: content similarity, best key per memory, score, top k; then
     the full rows of those k only. Ordering by an expression over a CTE keeps the HNSW index out:
-    this scan is exact."""
+    this scan is exact.
+
+    With fusion the relevance is (1 − wl)·minmax(similarity) + wl·minmax(BM25) + wb·[speaker named],
+    min-max over this query's candidates (linear fusion beat reciprocal-rank fusion: R@10 0.67 vs
+    0.58 offline); the preset's similarity weight then applies to that relevance.
+    """
     content_sim = "1 - (m.embedding <=> %(vec)s::vector)" if has_vector else "0.0::float8"
     keys = (
         """kb AS (
@@ -170,10 +197,23 @@ def _ranked_sql(scoring: str, where_sql: str, has_vector: bool) -> str:
         if has_vector
         else "kb AS (SELECT NULL::bigint AS id, NULL::float8 AS sim_k, NULL::varchar AS query WHERE false)"
     )
+    if fusion:
+        extra = (f", {lexical_sql} AS lex, (m.speaker <> '' AND (lower(m.speaker) = ANY(%(names)s) "
+                 "OR lower(split_part(m.speaker, ' ', 1)) = ANY(%(names)s)))::int::float8 AS spk")
+        relevance = """(1 - %(wl)s) * (CASE WHEN max(sim) OVER () > min(sim) OVER ()
+                            THEN (sim - min(sim) OVER ()) / (max(sim) OVER () - min(sim) OVER ()) ELSE 1.0 END)
+                       + %(wl)s * (CASE WHEN max(lex) OVER () > min(lex) OVER ()
+                            THEN (lex - min(lex) OVER ()) / (max(lex) OVER () - min(lex) OVER ()) ELSE 0.0 END)
+                       + %(wb)s * spk"""
+        lexical_cols = """, (CASE WHEN max(lex) OVER () > min(lex) OVER ()
+                            THEN (lex - min(lex) OVER ()) / (max(lex) OVER () - min(lex) OVER ()) ELSE 0.0 END) AS c_lexical,
+                          spk AS c_speaker"""
+    else:
+        extra, relevance, lexical_cols = "", "sim", ", 0.0::float8 AS c_lexical, 0.0::float8 AS c_speaker"
     return f"""
         WITH c AS MATERIALIZED (
             SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
-                   m.last_accessed_turn
+                   m.last_accessed_turn {extra}
               FROM memory_memory m WHERE {where_sql}
         ),
         {keys},
@@ -182,12 +222,15 @@ def _ranked_sql(scoring: str, where_sql: str, has_vector: bool) -> str:
                    CASE WHEN kb.sim_k > c.sim_c THEN kb.query END AS matched_key
               FROM c LEFT JOIN kb ON kb.id = c.id
         ),
-        comp AS (SELECT m.id, m.turn, m.matched_key, {_score_sql(scoring)} FROM best m),
+        fused AS (SELECT best.*, ({relevance})::float8 AS relevance {lexical_cols} FROM best),
+        comp AS (SELECT m.id, m.turn, m.matched_key, m.relevance, m.c_lexical, m.c_speaker, {_score_sql(scoring)}
+                   FROM fused m),
         top AS (
-            SELECT comp.*, %(ws)s * c_similarity + %(wr)s * c_recency + %(wi)s * c_importance AS score
+            SELECT comp.*, %(ws)s * relevance + %(wr)s * c_recency + %(wi)s * c_importance AS score
               FROM comp ORDER BY score DESC, turn DESC NULLS LAST, id LIMIT %(k)s
         )
-        SELECT {_SELECT}, top.matched_key, top.c_similarity, top.c_recency, top.c_importance, top.score
+        SELECT {_SELECT}, top.matched_key, top.c_similarity, top.c_recency, top.c_importance, top.c_lexical,
+               top.c_speaker, top.score
           FROM top JOIN memory_memory m ON m.id = top.id
          ORDER BY top.score DESC, top.turn DESC NULLS LAST, top.id"""
 
@@ -205,12 +248,16 @@ def _pyformat(where: str, params: list) -> tuple[str, dict]:
 
 def recall(bank, query: str | None = None, *, agent: str | None = None, filter: MemoryFilter | None = None,
            k: int = 5, scoring: str = "similarity", weights: dict | None = None, current_turn: int | None = None,
-           query_vector=None, touch: bool = True, exact: bool | None = None) -> list[RecallResult]:
+           query_vector=None, touch: bool = True, exact: bool | None = None, fusion: bool = False,
+           lexical_weight: float | None = None, speaker_boost: float | None = None) -> list[RecallResult]:
     """Top k memories of a bank for a query, honouring the filter exactly.
 
     exact=None chooses: an exact scan while at most EXACT_LIMIT memories match, else the HNSW
     indexes (iterative scan, over-fetch, exact re-rank). touch=True counts the access.
+    fusion=True (free-text search: query_memory) adds BM25 and the speaker boost to similarity,
+    weights from settings.RETRIEVAL_* unless given; canonical queries keep plain similarity.
     """
+    from django.conf import settings
     flt = MemoryFilter(**(filter.to_dict() if filter else {}))
     if agent is not None:
         flt.agent = agent
@@ -222,6 +269,9 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
         from memory.cache import embed_one
 
         query_vector = embed_one(query)
+    fused = None
+    if fusion and query and settings.RETRIEVAL_FUSION:
+        fused = Fusion.from_settings(lexical_weight, speaker_boost)
     bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
     where, params = flt.where(bank_id)
     has_vector = query_vector is not None
@@ -235,17 +285,36 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
                 # exact scan of a few tens of thousands of rows is faster (measured by bench_memory).
                 exact = _count_candidates(where, params, NARROW_EXACT_LIMIT + 1) <= NARROW_EXACT_LIMIT
         named_where, named = _pyformat(where, params)
+        filter_where = named_where
         if not exact:
             # Re-rank the index's candidates exactly (they already satisfy the filter; it is kept anyway).
             named["ids"] = _index_candidates(where, params, vector, max(HNSW_FETCH, 4 * k))
             named_where = f"m.id = ANY(%(ids)s) AND {named_where}"
         named |= {"vec": vector, "turn": int(current_turn or 0), "ws": w["similarity"], "wr": w["recency"],
                   "wi": w["importance"], "k": k}
-        rows = list(Memory.objects.raw(_ranked_sql(scoring, named_where, has_vector), named))
+        lexical_sql = "0.0::float8"
+        if fused:
+            named |= {"wl": fused.lexical_weight, "wb": fused.speaker_boost, "names": name_grams(query)}
+            if fused.lexical_weight:
+                lex = lexical_query(query, where, params)
+                lexical_sql, lex_params = lex.score_sql()
+                named |= lex_params
+                if not exact and lex.terms:
+                    # The index path also brings the best lexical matches: a rare word vectors miss.
+                    with connection.cursor() as cursor:
+                        cursor.execute(
+                            f"SELECT m.id FROM memory_memory m WHERE {filter_where} "
+                            f"AND m.search @@ {lex.tsquery_sql()} ORDER BY {lexical_sql} DESC LIMIT %(fetch)s",
+                            named | {"fetch": max(HNSW_FETCH, 4 * k)},
+                        )
+                        named["ids"] = list(dict.fromkeys(named["ids"] + [r[0] for r in cursor.fetchall()]))
+        sql = _ranked_sql(scoring, named_where, has_vector, bool(fused), lexical_sql)
+        rows = list(Memory.objects.raw(sql, named))
         if not exact and len(rows) < k:
             # More than EXACT_LIMIT match, so k do: an index scan that came back short is redone exactly.
             named_where, named2 = _pyformat(where, params)
-            rows = list(Memory.objects.raw(_ranked_sql(scoring, named_where, has_vector), named | named2))
+            sql = _ranked_sql(scoring, named_where, has_vector, bool(fused), lexical_sql)
+            rows = list(Memory.objects.raw(sql, named | named2))
         if touch and rows:
             # One statement for every result: access count and last-accessed turn.
             with connection.cursor() as cursor:
@@ -258,7 +327,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
         RecallResult(
             memory=row, rank=i + 1, score=float(row.score),
             components={"similarity": float(row.c_similarity), "recency": float(row.c_recency),
-                        "importance": float(row.c_importance)},
+                        "importance": float(row.c_importance)}
+            | ({"lexical": float(row.c_lexical), "speaker": float(row.c_speaker)} if fused else {}),
             matched_key=row.matched_key,
         )
         for i, row in enumerate(rows)

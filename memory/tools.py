@@ -135,12 +135,18 @@ def _query_character(ctx: ToolContext, args: dict):
     return {"memories": _entries(results)}, query, flt, results
 
 
-def _query_memory(ctx: ToolContext, args: dict):
-    query = args["query"].strip()
+def search_memory(ctx: ToolContext, query: str, *, k: int = 5) -> tuple[MemoryFilter, list[RecallResult]]:
+    """query_memory's search, k aside: evaluate_retrieval measures exactly this path."""
     # Episodic memories are stored once per listener: the agent searches its own copies.
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic"])
-    results = recall(ctx.bank, query, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn)
+    results = recall(ctx.bank, query, filter=flt, k=k, scoring=ctx.scoring, weights=ctx.weights,
+                     current_turn=ctx.current_turn, fusion=True)
+    return flt, results
+
+
+def _query_memory(ctx: ToolContext, args: dict):
+    query = args["query"].strip()
+    flt, results = search_memory(ctx, query)
     return {"query": query, "memories": _entries(results, with_turn=True)}, query, flt, results
 
 

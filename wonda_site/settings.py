@@ -149,6 +149,14 @@ EMBEDDING_URL = os.environ.get("WONDA_EMBEDDING_URL", "")
 EMBEDDING_API_KEY = os.environ.get("WONDA_EMBEDDING_API_KEY", "")
 EMBEDDING_DIM = 384  # the vector column's dimension; a model of another size needs a migration
 
+# --- Retrieval (query_memory's free-text search; measured by `manage.py evaluate_retrieval`) ----
+# Fusion: (1 - w)·minmax(cosine) + w·minmax(BM25 over PostgreSQL full-text search) + boost·[speaker named].
+RETRIEVAL_FUSION = env_bool("WONDA_RETRIEVAL_FUSION", True)
+RETRIEVAL_LEXICAL_WEIGHT = float(os.environ.get("WONDA_RETRIEVAL_LEXICAL_WEIGHT", "0.5"))
+RETRIEVAL_SPEAKER_BOOST = float(os.environ.get("WONDA_RETRIEVAL_SPEAKER_BOOST", "0.2"))
+# Capture: an episodic line also gets a key embedding "previous line + this line" (found as a reply).
+RETRIEVAL_CONTEXT_KEYS = env_bool("WONDA_RETRIEVAL_CONTEXT_KEYS", True)
+
 # --- LLM defaults for new simulations ------------------------------------------------------
 LLM_PROVIDER = os.environ.get("WONDA_LLM_PROVIDER", "scripted")
 LLM_BASE_URL = os.environ.get("WONDA_LLM_BASE_URL", "http://127.0.0.1:11434/v1")

@@ -1,0 +1,148 @@
+"""Retrieval quality on LoCoMo-format conversations (../shared/eval/README.md): recall@k of query_memory.
+
+Each conversation becomes a fresh bank holding one episodic memory per turn, stored through the
+real capture path (remember_utterance); each question goes through query_memory's own search
+(memory.tools.search_memory). Plain cosine over the same stored vectors is measured alongside.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memory.cache import embed_texts
+
+LISTENER = "Reader"  # the agent whose episodic memories hold the conversation
+_DIA = re.compile(r"D\d+:\d+")
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str  # with "[shares …]" when the turn shares an image
+    session: int
+    date: str
+
+
+@dataclass
+class Question:
+    text: str
+    category: int
+    evidence: set[str]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    turns: list[Turn]
+    questions: list[Question] = field(default_factory=list)
+
+
+def parse_sample(sample: dict) -> Conversation:
+    conv = sample["conversation"]
+    sessions = sorted(int(m.group(1)) for key in conv if (m := re.fullmatch(r"session_(\d+)", key)))
+    turns = []
+    for n in sessions:
+        for t in conv[f"session_{n}"] or []:
+            text = (t.get("text") or "").strip()
+            if t.get("blip_caption"):
+                text = f"{text} [shares {t['blip_caption']}]".strip()
+            if text:
+                turns.append(Turn(t["dia_id"], t["speaker"], text, n, conv.get(f"session_{n}_date_time", "")))
+    known = {t.dia_id for t in turns}
+    questions = []
+    for qa in sample.get("qa", []):
+        if qa.get("category") not in (1, 2, 3, 4):
+            continue  # 5: adversarial, no answer in the conversation
+        # A few evidence entries are malformed ("D8:6; D9:17", "D1:3 D1:4"): split, keep real ids.
+        evidence = {p for e in qa.get("evidence") or [] for p in re.split(r"[\s;,]+", str(e))
+                    if _DIA.fullmatch(p) and p in known}
+        if evidence:
+            questions.append(Question(qa["question"], int(qa["category"]), evidence))
+    return Conversation(str(sample.get("sample_id", "")), turns, questions)
+
+
+def build_bank(conv: Conversation):
+    """A fresh bank with one episodic memory per turn, turn numbers in order, session dates as the story clock."""
+    from memory.retrieval import episode_context_text
+    from memory.services import bank_create, remember_utterance
+
+    bank = bank_create(name=f"evaluate_retrieval {conv.sample_id}")
+    contents = [f"{t.speaker} said: {t.text}" for t in conv.turns]
+    # One batched model pass for every text the capture path will embed (it then hits the cache).
+    embed_texts(contents + [episode_context_text(p, c) for p, c in zip(contents, contents[1:])])
+    dia_of = {}
+    for number, t in enumerate(conv.turns, start=1):
+        (memory,) = remember_utterance(bank=bank, speaker=t.speaker, text=t.text, turn=number, listeners=[LISTENER],
+                                       metadata={"dia_id": t.dia_id, "session": t.session, "story_time": t.date})
+        dia_of[memory.pk] = t.dia_id
+    return bank, dia_of
+
+
+def _drop_bank(bank_id: int) -> None:
+    """Remove an evaluation bank in SQL: nothing else refers to it, and no app's collector need load."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("DELETE FROM memory_memorykey k USING memory_memory m WHERE k.memory_id = m.id AND m.bank_id = %s", [bank_id])
+        cur.execute("DELETE FROM memory_memory_evidence e USING memory_memory m "
+                    "WHERE (e.from_memory_id = m.id OR e.to_memory_id = m.id) AND m.bank_id = %s", [bank_id])
+        cur.execute("DELETE FROM memory_memory WHERE bank_id = %s", [bank_id])
+        cur.execute("DELETE FROM memory_memorybank WHERE id = %s", [bank_id])
+
+
+def _recall_at(ranked: list[str], evidence: set[str], k: int) -> float:
+    return len(set(ranked[:k]) & evidence) / len(evidence)
+
+
+def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity", log=lambda _s: None) -> dict:
+    from memory.models import Memory
+    from memory.tools import ToolContext, search_memory
+
+    started = time.perf_counter()
+    ks = sorted(set(ks))
+    kmax = max(ks)
+    fused: dict[int, list[float]] = defaultdict(list)
+    cosine: dict[int, list[float]] = defaultdict(list)
+    by_cat: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    cos_by_cat: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for sample in samples:
+        conv = parse_sample(sample)
+        if not conv.questions:
+            continue
+        bank, dia_of = build_bank(conv)
+        try:
+            ctx = ToolContext(bank=bank, agent=LISTENER, current_turn=len(conv.turns) + 1, scoring=scoring)
+            rows = list(Memory.objects.in_bank(bank).filter(agent=LISTENER, kind="episodic").values_list("id", "embedding"))
+            ids = [dia_of[pk] for pk, _ in rows]
+            matrix = np.asarray([v for _, v in rows], dtype=np.float32)
+            qvectors = embed_texts([q.text for q in conv.questions])
+            for q, qv in zip(conv.questions, qvectors):
+                _flt, results = search_memory(ctx, q.text, k=kmax)
+                ranked = [dia_of.get(r.memory.pk, "") for r in results]
+                plain = [ids[i] for i in np.argsort(-(matrix @ qv), kind="stable")[:kmax]]
+                for k in ks:
+                    fused[k].append(_recall_at(ranked, q.evidence, k))
+                    cosine[k].append(_recall_at(plain, q.evidence, k))
+                    by_cat[q.category][k].append(fused[k][-1])
+                    cos_by_cat[q.category][k].append(cosine[k][-1])
+            log(f"{conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions")
+        finally:
+            _drop_bank(bank.pk)
+
+    def mean(values: list[float]) -> float:
+        return round(float(np.mean(values)), 4) if values else 0.0
+
+    return {
+        "questions": len(fused[kmax]),
+        "recall": {str(k): mean(fused[k]) for k in ks},
+        "by_category": {str(c): {str(k): mean(v[k]) for k in ks} for c, v in sorted(by_cat.items())},
+        "cosine": {str(k): mean(cosine[k]) for k in ks},
+        "cosine_by_category": {str(c): {str(k): mean(v[k]) for k in ks} for c, v in sorted(cos_by_cat.items())},
+        "seconds": round(time.perf_counter() - started, 1),
+    }

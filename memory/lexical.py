@@ -1,0 +1,75 @@
+"""Lexical side of query_memory's fusion: BM25 over PostgreSQL full-text search, and names in a question.
+
+Memory.search is to_tsvector('english', content) (stop words out, Snowball stems) with a GIN index.
+ts_rank has no inverse document frequency, so BM25 is computed here: document frequencies per query
+term over the filtered candidates (one statement, each count a GIN bitmap scan), then each row's
+score in the ranking SQL. Term frequency is taken as 1 (a memory rarely repeats a content word);
+length normalisation uses the number of distinct lexemes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from django.db import connection
+
+BM25_K1 = 1.2   # the usual BM25 constants (Robertson & Zaragoza), not tuned here
+BM25_B = 0.75
+MAX_TERMS = 32  # a pasted paragraph as a query costs at most this many term counts
+
+
+@dataclass
+class LexicalQuery:
+    terms: list[str]       # lexemes that occur in at least one candidate
+    idf: list[float]
+    avg_length: float
+
+    def score_sql(self, prefix: str = "lt") -> tuple[str, dict]:
+        """BM25 of row m over alias m, and its parameters; "0" when nothing can match."""
+        if not self.terms:
+            return "0.0::float8", {}
+        params: dict = {}
+        hits = []
+        for i, (term, idf) in enumerate(zip(self.terms, self.idf)):
+            params[f"{prefix}{i}"], params[f"{prefix}w{i}"] = term, idf
+            hits.append(f"CASE WHEN m.search @@ quote_literal(%({prefix}{i})s)::tsquery THEN %({prefix}w{i})s ELSE 0 END")
+        norm = f"({BM25_K1 + 1} / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(m.search) / %({prefix}avg)s)))"
+        params[f"{prefix}avg"] = max(self.avg_length, 1.0)
+        return f"(({' + '.join(hits)}) * {norm})::float8", params
+
+    def tsquery_sql(self, prefix: str = "lt") -> str:
+        """Any of the terms, as one tsquery (for the GIN index on the HNSW path)."""
+        return "(" + " || ".join(f"quote_literal(%({prefix}{i})s)::tsquery" for i in range(len(self.terms))) + ")"
+
+
+def lexical_query(query: str, where: str, params: list) -> LexicalQuery:
+    """The query's lexemes with their BM25 idf over the candidates that `where` (alias m) selects."""
+    sql = f"""
+        WITH t AS (SELECT DISTINCT term FROM unnest(tsvector_to_array(to_tsvector('english', %s))) term LIMIT {MAX_TERMS}),
+             base AS (SELECT count(*) AS n, COALESCE(avg(length(m.search)), 0) AS avgdl FROM memory_memory m WHERE {where})
+        SELECT t.term, base.n, base.avgdl,
+               (SELECT count(*) FROM memory_memory m WHERE {where} AND m.search @@ quote_literal(t.term)::tsquery)
+          FROM t, base ORDER BY t.term"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [query, *params, *params])
+        rows = cursor.fetchall()
+    terms, idf, avg = [], [], 0.0
+    for term, n, avgdl, df in rows:
+        avg = float(avgdl)
+        if df:
+            terms.append(term)
+            idf.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+    return LexicalQuery(terms, idf, avg)
+
+
+_WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
+
+
+def name_grams(query: str) -> list[str]:
+    """Lower-case runs of one to three words of the question, possessives dropped: a speaker whose
+    name (or first name) is one of them is named in the question."""
+    words = [re.sub(r"'s$", "", w) for w in _WORD.findall(query.lower().replace("\u2019", "'"))]
+    grams = {" ".join(words[i:i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
+    return sorted(grams)
