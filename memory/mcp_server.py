@@ -1,0 +1,91 @@
+"""The agent tools over MCP: one bank, one agent, the same registry the simulation uses.
+
+Every tool in `memory.tools.REGISTRY` is listed with the JSON schema its OpenAI form carries, and
+every call runs through `memory.tools.call_tool`, so an outside agent (Claude Desktop, any MCP
+client) sees exactly what a simulated agent sees: the response JSON as text, and a bad call's
+{"error": "..."} object marked `isError` so the model can read it and try again.
+
+Built on the SDK's low-level `Server`: `MCPServer` derives tools from Python signatures, and a
+second, hand-written list of tools is what this module must not have.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from memory.tools import ToolCallResult, ToolContext, call_tool, openai_tool_schemas
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "wonda-memory"
+
+
+def mcp_tools() -> list[types.Tool]:
+    """The registry's tools as MCP tools: the OpenAI function schemas, unwrapped."""
+    return [
+        types.Tool(name=fn["name"], description=fn["description"], input_schema=fn["parameters"])
+        for fn in (schema["function"] for schema in openai_tool_schemas())
+    ]
+
+
+def _call(name: str, arguments: dict | None, context: ToolContext) -> ToolCallResult:
+    # A stdio server lives for hours: drop a connection the database has closed, as a request would.
+    close_old_connections()
+    try:
+        return call_tool(name, arguments, context=context)
+    finally:
+        close_old_connections()
+
+
+def tool_result(result: ToolCallResult) -> types.CallToolResult:
+    """The agent reads the same JSON as in a simulation; structured content mirrors it for clients that use it."""
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(result.response, ensure_ascii=False))],
+        structured_content=result.response,
+        is_error=bool(result.error),
+    )
+
+
+def build_server(context: ToolContext) -> Server:
+    """An MCP server answering as `context.agent` from `context.bank`."""
+    tools = mcp_tools()
+    # The ORM is synchronous: every call runs on asgiref's single sync thread, one at a time.
+    call_sync = sync_to_async(_call, thread_sensitive=True)
+
+    async def list_tools(ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        result = await call_sync(params.name, params.arguments, context)
+        if result.error:
+            logger.info("tool %s failed: %s", params.name, result.error)
+        return tool_result(result)
+
+    bank = context.bank
+    return Server(
+        SERVER_NAME,
+        version="1",
+        title=f"Wonda memory: {context.agent} in {getattr(bank, 'name', bank)}",
+        instructions=(
+            f"You are {context.agent}. These tools recall your memories from Wonda memory bank "
+            f"{getattr(bank, 'pk', bank)}: start with query_self to learn who you are, then query_memory "
+            "and the other tools as you need them. A result with an \"error\" key explains how to fix the call."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=on_call_tool,
+    )
+
+
+async def serve_stdio(context: ToolContext) -> None:
+    """Serve until the client closes stdin. While serving, the SDK points fd 1 at stderr so nothing
+    but the protocol reaches the wire (stray prints, model-loading chatter)."""
+    server = build_server(context)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
