@@ -294,7 +294,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
                   "wi": w["importance"], "k": k}
         lexical_sql = "0.0::float8"
         if fused:
-            named |= {"wl": fused.lexical_weight, "wb": fused.speaker_boost, "names": name_grams(query)}
+            named |= {"wl": fused.lexical_weight, "wb": fused.speaker_boost, "names": name_grams(query) if fused.speaker_boost else []}
             if fused.lexical_weight:
                 lex = lexical_query(query, where, params)
                 lexical_sql, lex_params = lex.score_sql()

@@ -1,0 +1,117 @@
+"""query_memory's fusion: BM25 over full-text search, vector similarity, speakers named in the question."""
+
+import numpy as np
+import pytest
+from django.test import override_settings
+
+from memory.models import Memory, MemoryKey
+from memory.retrieval import MemoryFilter, recall
+from memory.services import remember_utterance
+
+EPISODIC = MemoryFilter(kinds=["episodic"])
+
+LINES = [
+    ("Jordan", "The water heater in the basement is leaking again."),
+    ("Sam", "We should call someone about the pipes before winter."),
+    ("Jordan", "My plumber retired last year, sadly."),
+    ("Sam", "The kitchen tap drips all night and keeps me awake."),
+    ("Jordan", "Tell Halvorsen the choir meets on Thursday."),
+    ("Sam", "I bought new towels for the bathroom."),
+]
+
+
+@pytest.fixture
+def dialogue(bank):
+    for turn, (speaker, text) in enumerate(LINES, start=1):
+        remember_utterance(bank=bank, speaker=speaker, text=text, turn=turn, listeners=["Alex"])
+    return bank
+
+
+def _turns(results):
+    return [r.memory.turn for r in results]
+
+
+def test_lexical_search_finds_a_rare_word_that_vectors_miss(dialogue):
+    query = "Halvorsen plumbing"
+    plain = recall(dialogue, query, agent="Alex", filter=EPISODIC, k=6)
+    assert _turns(plain)[0] != 5  # a surname means little to the model
+    fused = recall(dialogue, query, agent="Alex", filter=EPISODIC, k=6, fusion=True, speaker_boost=0)
+    assert _turns(fused)[0] == 5
+    assert fused[0].components["lexical"] == 1.0
+    assert {"similarity", "recency", "importance", "lexical", "speaker"} <= set(fused[0].components)
+
+
+def test_the_lexical_side_ignores_stop_words_and_stems(dialogue):
+    fused = recall(dialogue, "what about the choirs?", agent="Alex", filter=EPISODIC, k=3, fusion=True, speaker_boost=0)
+    assert _turns(fused)[0] == 5 and fused[0].components["lexical"] == 1.0
+    nothing = recall(dialogue, "what about the?", agent="Alex", filter=EPISODIC, k=6, fusion=True, speaker_boost=0)
+    assert all(r.components["lexical"] == 0 for r in nothing)  # only stop words: vectors alone decide
+
+
+def _unit(*values):
+    v = np.zeros(384, dtype=np.float32)
+    v[: len(values)] = values
+    return v / np.linalg.norm(v)
+
+
+def test_fusion_ranks_a_memory_matching_both_above_one_matching_only_one(bank):
+    # Controlled vectors (the query is axis 0): the ranking arithmetic, not the model, is under test.
+    rows = [
+        ("both", "The lighthouse keeper waved at us.", _unit(0.8, 0.6)),
+        ("vector only", "A tall tower by the sea flashed its beam.", _unit(0.9, 0.436)),
+        ("words only", "The lighthouse keeper sold his boat.", _unit(0.1, 0.995)),
+        ("neither", "Bread rises slowly in the cold.", _unit(0.0, 1.0)),
+    ]
+    Memory.objects.bulk_create([
+        Memory(bank=bank, agent="Alex", kind="episodic", turn=i, content=content, embedding=vector, category=label)
+        for i, (label, content, vector) in enumerate(rows, start=1)
+    ])
+    query, vector = "lighthouse keeper", _unit(1.0)
+    fused = recall(bank, query, query_vector=vector, agent="Alex", k=4, fusion=True)
+    assert [r.memory.category for r in fused][:3] == ["both", "vector only", "words only"] or \
+        [r.memory.category for r in fused][:3] == ["both", "words only", "vector only"]
+    assert fused[0].components["lexical"] == 1.0 and fused[0].components["similarity"] > 0.79
+    plain = recall(bank, query, query_vector=vector, agent="Alex", k=4)
+    assert plain[0].memory.category == "vector only"
+
+
+def test_a_speaker_named_in_the_question_is_preferred(dialogue):
+    question = "What did Sam's worry about the house?"
+    boosted = recall(dialogue, question, agent="Alex", filter=EPISODIC, k=6, fusion=True, lexical_weight=0)
+    assert {r.memory.speaker for r in boosted[:3]} == {"Sam"}
+    assert boosted[0].components["speaker"] == 1.0
+    assert all(r.components["speaker"] == 0 for r in boosted if r.memory.speaker == "Jordan")
+
+
+def test_every_stage_can_be_switched_off(dialogue):
+    query = "What did Sam say about Halvorsen and the plumbing?"
+    plain = recall(dialogue, query, agent="Alex", filter=EPISODIC, k=6)
+    off = recall(dialogue, query, agent="Alex", filter=EPISODIC, k=6, fusion=True, lexical_weight=0, speaker_boost=0)
+    assert _turns(off) == _turns(plain)
+    assert all(r.components["lexical"] == 0 and r.components["speaker"] == 0 for r in off)
+    with override_settings(RETRIEVAL_LEXICAL_WEIGHT=0.0, RETRIEVAL_SPEAKER_BOOST=0.0):
+        assert _turns(recall(dialogue, query, agent="Alex", filter=EPISODIC, k=6, fusion=True)) == _turns(plain)
+    with override_settings(RETRIEVAL_FUSION=False):
+        unfused = recall(dialogue, query, agent="Alex", filter=EPISODIC, k=6, fusion=True)
+        assert _turns(unfused) == _turns(plain) and "lexical" not in unfused[0].components
+    # The in-reply-to key is made at capture time, and only while the setting is on.
+    assert MemoryKey.objects.filter(memory__bank=dialogue).count() == len(LINES) - 1
+    with override_settings(RETRIEVAL_CONTEXT_KEYS=False):
+        (memory,) = remember_utterance(bank=dialogue, speaker="Sam", text="Done.", turn=7, listeners=["Alex"])
+    assert not memory.keys.exists()
+
+
+def test_a_reply_is_found_through_the_line_it_answers(dialogue):
+    (memory,) = remember_utterance(bank=dialogue, speaker="Jordan", text="Yes, twice!", turn=7, listeners=["Alex"])
+    key = memory.keys.get()
+    assert key.query == "Sam said: I bought new towels for the bathroom. Jordan said: Yes, twice!"
+    found = recall(dialogue, "did Jordan buy towels?", agent="Alex", filter=EPISODIC, k=3)
+    assert memory.pk in [r.memory.pk for r in found]
+
+
+def test_canonical_tools_keep_plain_similarity(seeded_bank):
+    from memory.tools import ToolContext, call_tool
+
+    result = call_tool("query_self", {}, context=ToolContext(bank=seeded_bank, agent="Alex"))
+    first = result.results[0]
+    assert set(first.components) == {"similarity", "recency", "importance"} and first.score == first.components["similarity"]
