@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from django.contrib import admin, messages
+from django.db.models import Count
 from django.utils.html import format_html
 
 from memory.models import EmbeddingCache, Memory, MemoryBank, MemoryKey
@@ -40,14 +41,17 @@ class MemoryBankAdmin(admin.ModelAdmin):
     search_fields = ["name"]
     readonly_fields = ["seed_status", "seed_done", "seed_total", "seed_error", "created_at"]
 
-    @admin.display(description="memories")
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(n_memories=Count("memories"))  # one query, not one per row
+
+    @admin.display(description="memories", ordering="n_memories")
     def memory_count(self, obj):
-        return obj.memories.count()
+        return obj.n_memories
 
 
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
-    list_display = ["id", "bank", "agent", "kind", "category", "importance", "turn", "source", "status", "short_content"]
+    list_display = ["id", "bank_ref", "agent", "kind", "category", "importance", "turn", "source", "status", "short_content"]
     list_filter = ["kind", "category", "source", "status", "bank", "agent"]
     list_select_related = ["bank"]
     search_fields = ["content", "agent", "about", "speaker"]
@@ -60,6 +64,10 @@ class MemoryAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("embedding")
+
+    @admin.display(description="bank", ordering="bank_id")
+    def bank_ref(self, obj):
+        return f"#{obj.bank_id}"  # the bank filter names it; a full name per row makes rows tall
 
     @admin.display(description="content")
     def short_content(self, obj):
