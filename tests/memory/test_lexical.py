@@ -39,6 +39,9 @@ def test_lexical_search_finds_a_rare_word_that_vectors_miss(dialogue):
     assert _turns(fused)[0] == 5
     assert fused[0].components["lexical"] == 1.0
     assert {"similarity", "recency", "importance", "lexical", "speaker"} <= set(fused[0].components)
+    # The index path (big banks) brings lexical matches as candidates too.
+    indexed = recall(dialogue, query, agent="Alex", filter=EPISODIC, k=2, fusion=True, speaker_boost=0, exact=False)
+    assert _turns(indexed)[0] == 5
 
 
 def test_the_lexical_side_ignores_stop_words_and_stems(dialogue):
