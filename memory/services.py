@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
+import numpy as np
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 
-from memory.cache import embed_one, embed_texts
+from memory.cache import embed_one, embed_texts, vector_cursor
 from memory.models import MAX_CONTENT_CHARS, Memory, MemoryBank, MemoryKey
 from memory.seeding import MemorySpec, character_specs, scenario_specs
 from memory.sheets import CharacterSheet, ScenarioSheet
@@ -74,23 +75,63 @@ def bank_request_seed(*, bank: MemoryBank, characters: list[CharacterSheet], sce
     return bank
 
 
-def _existing_gifted(bank: MemoryBank, group: tuple):
-    qs = Memory.objects.in_bank(bank).gifted().active()
-    if group[0] == "scene":
-        return qs.filter(agent="", kind=Memory.Kind.SCENE)
-    return qs.filter(agent=group[1])
+def _existing_gifted(bank: MemoryBank, groups: list[tuple[tuple, list[MemorySpec]]]) -> dict[tuple, list[tuple[int, tuple]]]:
+    """Active gifted memories of these groups as (pk, identity), in two queries (not one per group or row)."""
+    agents = {group[1] for group, _ in groups if group[0] == "character"}
+    scene = any(group[0] == "scene" for group, _ in groups)
+    where = Q(agent__in=agents) if agents else Q(pk__in=[])
+    if scene:
+        where |= Q(agent="", kind=Memory.Kind.SCENE)
+    rows = list(Memory.objects.in_bank(bank).gifted().active().filter(where)
+                .values_list("pk", "agent", "kind", "category", "about", "content"))
+    keys: dict[int, list[str]] = defaultdict(list)
+    if rows:
+        for memory_id, query in MemoryKey.objects.filter(memory_id__in=[r[0] for r in rows]).values_list("memory_id", "query"):
+            keys[memory_id].append(query)
+    out: dict[tuple, list[tuple[int, tuple]]] = defaultdict(list)
+    for pk, agent, kind, category, about, content in rows:
+        ident = _spec_identity(agent, kind, category, about, content, keys[pk])
+        if agent in agents:
+            out[("character", agent)].append((pk, ident))
+        if scene and agent == "" and kind == Memory.Kind.SCENE:
+            out[("scene",)].append((pk, ident))
+    return out
 
 
 def _spec_identity(agent, kind, category, about, content, keys) -> tuple:
     return (agent, kind, category, about, content, tuple(sorted(keys)))
 
 
-def _create_from_specs(bank: MemoryBank, specs: list[MemorySpec]) -> tuple[int, int]:
-    """Embed (through the cache) and insert memories with their keys; returns (memories, keys)."""
+def _diff(existing: list[tuple[int, tuple]], specs: list[MemorySpec]) -> tuple[list[int], list[MemorySpec]]:
+    """(stale pks to archive, specs to create): identical memories are kept as they are (same ids)."""
+    idents = [_spec_identity(s.agent, s.kind, s.category, s.about, s.content, s.keys) for s in specs]
+    wanted = Counter(idents)
+    stale: list[int] = []
+    for pk, ident in existing:
+        if wanted[ident] > 0:
+            wanted[ident] -= 1  # already there: leave it (and its access history) alone
+        else:
+            stale.append(pk)
+    missing: list[MemorySpec] = []
+    for spec, ident in zip(specs, idents):
+        if wanted[ident] > 0:
+            wanted[ident] -= 1
+            missing.append(spec)
+    return stale, missing
+
+
+def _spec_texts(specs: list[MemorySpec]) -> list[str]:
+    return [s.content for s in specs] + [k for s in specs for k in s.keys]
+
+
+def _create_from_specs(bank: MemoryBank, specs: list[MemorySpec], vectors=None) -> tuple[int, int]:
+    """Insert memories with their keys (vectors: rows for _spec_texts(specs), else embedded through the cache)."""
     for spec in specs:
         validate_content(spec.content)
-    texts = [s.content for s in specs] + [k for s in specs for k in s.keys]
-    vectors = embed_texts(texts)
+    if not specs:
+        return 0, 0
+    if vectors is None:
+        vectors = embed_texts(_spec_texts(specs))
     memories = [
         Memory(
             bank=bank, agent=spec.agent, kind=spec.kind, category=spec.category, about=spec.about,
@@ -101,14 +142,23 @@ def _create_from_specs(bank: MemoryBank, specs: list[MemorySpec]) -> tuple[int, 
         for i, spec in enumerate(specs)
     ]
     Memory.objects.bulk_create(memories, batch_size=500)
-    keys = []
+    memory_ids, queries, key_vectors = [], [], []
     row = len(specs)
     for memory, spec in zip(memories, specs):
         for query in spec.keys:
-            keys.append(MemoryKey(memory=memory, query=query, embedding=vectors[row]))
+            memory_ids.append(memory.pk)
+            queries.append(query)
+            key_vectors.append(vectors[row])
             row += 1
-    MemoryKey.objects.bulk_create(keys, batch_size=1000, ignore_conflicts=True)
-    return len(memories), len(keys)
+    if memory_ids:
+        # One binary statement: Django would format ~1,600 vectors as text for a 12-cast bench.
+        with vector_cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {MemoryKey._meta.db_table} (memory_id, query, embedding) "
+                "SELECT * FROM unnest(%s::bigint[], %s::text[], %b::vector[]) ON CONFLICT DO NOTHING",
+                [memory_ids, queries, key_vectors],
+            )
+    return len(memories), len(memory_ids)
 
 
 def seed_bank(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: ScenarioSheet | None,
@@ -127,53 +177,39 @@ def seed_bank(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: S
     done = 0
     created = archived = 0
 
-    def advance(n: int) -> None:
-        nonlocal done
-        done += n
-        MemoryBank.objects.filter(pk=bank.pk).update(seed_done=min(done, total))
-        if progress:
-            progress(done, total)
-
-    def diff(group, specs) -> tuple[list[int], list[MemorySpec]]:
-        wanted = Counter(_spec_identity(s.agent, s.kind, s.category, s.about, s.content, s.keys) for s in specs)
-        stale: list[int] = []
-        for memory in _existing_gifted(bank, group).prefetch_related("keys"):
-            ident = _spec_identity(memory.agent, memory.kind, memory.category, memory.about, memory.content,
-                                   [k.query for k in memory.keys.all()])
-            if wanted[ident] > 0:
-                wanted[ident] -= 1  # already there: leave it (and its access history) alone
-            else:
-                stale.append(memory.pk)
-        missing: list[MemorySpec] = []
-        for spec in specs:
-            ident = _spec_identity(spec.agent, spec.kind, spec.category, spec.about, spec.content, spec.keys)
-            if wanted[ident] > 0:
-                wanted[ident] -= 1
-                missing.append(spec)
-        return stale, missing
-
-    # Embed a few groups' new texts in one model call (the model is fastest on full batches),
-    # then write each group in its own short transaction so progress shows between groups.
+    # Groups are taken a few at a time: their new texts go to the model in one call (it sorts them
+    # by length, so one call pads less than several), then the chunk is written in one short
+    # transaction and progress shows between chunks.
     start = 0
     while start < len(groups):
         chunk, texts = [], []
-        while start < len(groups) and (not chunk or len(texts) < SEED_TEXTS_PER_CALL):
+        existing = _existing_gifted(bank, groups[start:start + 64])
+        while start < len(groups) and len(chunk) < 64 and (not chunk or len(texts) < SEED_TEXTS_PER_CALL):
             group, specs = groups[start]
-            _, missing = diff(group, specs)
-            texts += [s.content for s in missing] + [k for s in missing for k in s.keys]
+            texts += _spec_texts(_diff(existing.get(group, []), specs)[1])
             chunk.append(groups[start])
             start += 1
         embed_texts(texts)  # fills the cache; the writes below read it back without a model call
-        for group, specs in chunk:
-            with transaction.atomic():
-                MemoryBank.objects.select_for_update().filter(pk=bank.pk).first()  # one seeder per bank at a time
-                stale, missing = diff(group, specs)
-                if stale:
-                    archived += Memory.objects.filter(pk__in=stale).update(status=Memory.Status.ARCHIVED)
+        with transaction.atomic():
+            MemoryBank.objects.select_for_update().filter(pk=bank.pk).first()  # one seeder per bank at a time
+            existing = _existing_gifted(bank, chunk)  # again under the lock: another seeder may have written
+            stale, missing = [], []
+            for group, specs in chunk:
+                group_stale, group_missing = _diff(existing.get(group, []), specs)
+                stale += group_stale
+                missing += group_missing
+            if stale:
+                archived += Memory.objects.filter(pk__in=stale).update(status=Memory.Status.ARCHIVED)
+            if missing:
+                vectors = embed_texts(_spec_texts(missing))
                 for i in range(0, len(missing), SEED_BATCH):
-                    n, _ = _create_from_specs(bank, missing[i:i + SEED_BATCH])
+                    batch = missing[i:i + SEED_BATCH]
+                    n, _ = _create_from_specs(bank, batch, _batch_vectors(missing, vectors, i, len(batch)))
                     created += n
-            advance(len(specs))
+            done += sum(len(specs) for _, specs in chunk)
+            MemoryBank.objects.filter(pk=bank.pk).update(seed_done=min(done, total))
+        if progress:
+            progress(done, total)
 
     memories_qs = Memory.objects.in_bank(bank).gifted().active()
     agents = [c.name for c in characters] + ([""] if scenario is not None else [])
@@ -187,6 +223,13 @@ def seed_bank(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: S
     MemoryBank.objects.filter(pk=bank.pk).update(seed_status="done", seed_done=total, seed_total=total)
     bank.refresh_from_db()
     return result
+
+
+def _batch_vectors(specs: list[MemorySpec], vectors, offset: int, n: int):
+    """The rows of _spec_texts(specs[offset:offset+n]) within vectors of _spec_texts(specs)."""
+    key_start = len(specs) + sum(len(s.keys) for s in specs[:offset])
+    key_count = sum(len(s.keys) for s in specs[offset:offset + n])
+    return np.concatenate([vectors[offset:offset + n], vectors[key_start:key_start + key_count]])
 
 
 # --- episodic capture ----------------------------------------------------------------------
