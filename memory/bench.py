@@ -86,9 +86,11 @@ def measure_seeding(log, *, casts: int, cast_size: int) -> dict:
         texts += [s.content for s in specs] + [k for s in specs for k in s.keys]
     unique = list(dict.fromkeys(texts))
     model = embedding._local_model()
-    model.encode(unique[:64], batch_size=64, normalize_embeddings=True, show_progress_bar=False)  # warm
+    # Same sentences and the same batch size as the pipeline's model calls (it was 64 against the
+    # pipeline's 32: not the same work), warm model for both.
+    model.encode(unique[:64], batch_size=cache.ENCODE_BATCH, normalize_embeddings=True, show_progress_bar=False)  # warm
     started = time.perf_counter()
-    vectors = model.encode(unique, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+    vectors = model.encode(unique, batch_size=cache.ENCODE_BATCH, normalize_embeddings=True, show_progress_bar=False)
     encode_s = time.perf_counter() - started
     encode_rate = len(unique) / encode_s
     log(f"raw model.encode: {len(unique)} sentences in {encode_s:.1f}s = {encode_rate:.0f}/s")

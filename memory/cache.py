@@ -26,6 +26,7 @@ from memory.models import EmbeddingCache
 _LOCAL_MAX = 20_000  # ~30 MB of vectors; more than one seeding step needs
 _local: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 _local_lock = threading.Lock()
+ENCODE_BATCH = 32  # see embed_texts; bench_memory measures raw model.encode at the same size
 stats = {"model_calls": 0, "texts_encoded": 0}  # read by tests and the benchmark
 
 
@@ -95,7 +96,7 @@ def clear_local() -> None:
         _local.clear()
 
 
-def embed_texts(texts: list[str], *, batch_size: int = 32) -> np.ndarray:
+def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH) -> np.ndarray:
     """Unit vectors for texts, one row each; only texts never seen by this model reach the model.
 
     Batches of 32: the model sorts texts by length, so smaller batches pad less when one call
