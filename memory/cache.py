@@ -96,8 +96,12 @@ def clear_local() -> None:
         _local.clear()
 
 
-def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH) -> np.ndarray:
+def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH, store: bool = True) -> np.ndarray:
     """Unit vectors for texts, one row each; only texts never seen by this model reach the model.
+
+    store=False keeps newly encoded vectors in this process only (a free-text query at search time:
+    writing it to the table would cost an INSERT in the request path for a text rarely seen again);
+    texts already in the table are still served from it.
 
     Batches of 32: the model sorts texts by length, so smaller batches pad less when one call
     mixes short canonical queries with 300-character chunks (≈1.8× the rate of 64 on a seeding call).
@@ -138,9 +142,10 @@ def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH) -> np.ndarr
             for i in missing[sha]:
                 out[i] = vector
             _remember((model, sha), vector)
-        store_vectors(model, order, vectors)
+        if store:
+            store_vectors(model, order, vectors)
     return out
 
 
-def embed_one(text: str) -> np.ndarray:
-    return embed_texts([text])[0]
+def embed_one(text: str, *, store: bool = True) -> np.ndarray:
+    return embed_texts([text], store=store)[0]

@@ -48,6 +48,13 @@ def _encode_local(texts: list[str], batch_size: int) -> np.ndarray:
         if len(texts) <= SMALL_CALL and threads > 1:
             torch.set_num_threads(1)
         try:
+            if len(texts) <= SMALL_CALL:
+                # One forward pass without encode()'s sorting, batching and progress machinery
+                # (same vectors, a few ms less per interactive query).
+                prepare = getattr(model, "preprocess", None) or model.tokenize
+                with torch.inference_mode():
+                    out = model.forward(prepare(texts))["sentence_embedding"]
+                    return torch.nn.functional.normalize(out, p=2, dim=1).float().numpy()
             return model.encode(
                 texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
             )

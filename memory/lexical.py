@@ -25,6 +25,7 @@ class LexicalQuery:
     terms: list[str]       # lexemes that occur in at least one candidate
     idf: list[float]
     avg_length: float
+    candidates: int | None = None  # how many rows `where` selects (counted anyway for the idf)
 
     def score_sql(self, prefix: str = "lt") -> tuple[str, dict]:
         """BM25 of row m over alias m, and its parameters; "0" when nothing can match."""
@@ -51,17 +52,17 @@ def lexical_query(query: str, where: str, params: list) -> LexicalQuery:
              base AS (SELECT count(*) AS n, COALESCE(avg(length(m.search)), 0) AS avgdl FROM memory_memory m WHERE {where})
         SELECT t.term, base.n, base.avgdl,
                (SELECT count(*) FROM memory_memory m WHERE {where} AND m.search @@ quote_literal(t.term)::tsquery)
-          FROM t, base ORDER BY t.term"""
+          FROM base LEFT JOIN t ON true ORDER BY t.term"""
     with connection.cursor() as cursor:
         cursor.execute(sql, [query, *params, *params])
         rows = cursor.fetchall()
-    terms, idf, avg = [], [], 0.0
+    terms, idf, avg, candidates = [], [], 0.0, None
     for term, n, avgdl, df in rows:
-        avg = float(avgdl)
-        if df:
+        avg, candidates = float(avgdl), int(n)
+        if term is not None and df:
             terms.append(term)
             idf.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
-    return LexicalQuery(terms, idf, avg)
+    return LexicalQuery(terms, idf, avg, candidates)
 
 
 _WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")

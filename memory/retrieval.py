@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from django.db import connection, transaction
-from pgvector import Vector
 
 from memory.lexical import lexical_query, name_grams
 from memory.models import Memory
@@ -134,6 +133,7 @@ def resolve_weights(scoring: str, weights: dict | None) -> dict[str, float]:
 
 _COLUMNS = [f.column for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
 _SELECT = ", ".join(f"m.{c}" for c in _COLUMNS)
+_FIELDS = [f.name for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
 
 
 def _score_sql(scoring: str) -> str:
@@ -158,27 +158,32 @@ def _count_candidates(where: str, params: list, limit: int) -> int:
         return cursor.fetchone()[0]
 
 
-def _index_candidates(where: str, params: list, vector: str, fetch: int) -> list[int]:
+def _index_candidates(where: str, params: list, vector: np.ndarray, fetch: int) -> list[int]:
     """Approximate nearest ids through both HNSW indexes; iterative scans keep filtered results full."""
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, fetch)}")
-        cursor.execute("SET LOCAL hnsw.max_scan_tuples = 100000")
+    from memory.cache import vector_cursor
+
+    with vector_cursor() as cursor:  # the vector in binary
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', '100000', true)",
+            [str(max(HNSW_EF_SEARCH, fetch))],
+        )
         cursor.execute(
             f"SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %s::vector LIMIT %s",
-            [*params, vector, fetch],
+            [*params, vector, fetch], prepare=False,
         )
         ids = [row[0] for row in cursor.fetchall()]
         cursor.execute(
             f"SELECT k.memory_id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
             f"WHERE {where} ORDER BY k.embedding <=> %s::vector LIMIT %s",
-            [*params, vector, fetch],
+            [*params, vector, fetch], prepare=False,
         )
         ids += [row[0] for row in cursor.fetchall()]
     return list(dict.fromkeys(ids))
 
 
-def _ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = False, lexical_sql: str = "0.0::float8") -> str:
+def _ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = False, lexical_sql: str = "0.0::float8",
+                guarded: bool = False) -> str:
     """One pass over the candidates: content similarity, best key per memory, score, top k; then
     the full rows of those k only. Ordering by an expression over a CTE keeps the HNSW index out:
     this scan is exact.
@@ -216,7 +221,7 @@ def _ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = F
         WITH c AS MATERIALIZED (
             SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
                    m.last_accessed_turn {extra}
-              FROM memory_memory m WHERE {where_sql}
+              FROM memory_memory m WHERE {where_sql}{" LIMIT %(guard)s" if guarded else ""}
         ),
         best AS (
             SELECT c.*, GREATEST(c.sim_c, kb.sim_k) AS sim,
@@ -230,10 +235,39 @@ def _ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = F
             SELECT comp.*, %(ws)s * relevance + %(wr)s * c_recency + %(wi)s * c_importance AS score
               FROM comp ORDER BY score DESC, turn DESC NULLS LAST, id LIMIT %(k)s
         )
-        SELECT {_SELECT}, top.matched_key, top.c_similarity, top.c_recency, top.c_importance, top.c_lexical,
-               top.c_speaker, top.score
-          FROM top JOIN memory_memory m ON m.id = top.id
+        SELECT top.id, top.matched_key, top.c_similarity, top.c_recency, top.c_importance, top.c_lexical,
+               top.c_speaker, top.score{", (SELECT count(*) FROM c) AS n" if guarded else ""}
+          FROM top
          ORDER BY top.score DESC, top.turn DESC NULLS LAST, top.id"""
+
+
+@dataclass
+class _Ranked:
+    id: int
+    matched_key: str | None
+    c_similarity: float
+    c_recency: float
+    c_importance: float
+    c_lexical: float
+    c_speaker: float
+    score: float
+    n: int | None = None  # candidates scanned (guarded statements only)
+    memory: Memory | None = None
+
+
+def _run_ranked(sql: str, named: dict) -> list[_Ranked]:
+    """The ranking statement with the query vector bound in binary (a text literal costs ~1–2 ms to
+    format and parse), then the k memories' rows (embedding and search deferred) by primary key."""
+    from memory.cache import vector_cursor
+
+    with vector_cursor() as cur:
+        cur.execute(sql, named, prepare=False)
+        ranked = [_Ranked(*row) for row in cur.fetchall()]
+    if ranked:
+        memories = Memory.objects.only(*_FIELDS).in_bulk([r.id for r in ranked])
+        for r in ranked:
+            r.memory = memories[r.id]
+    return ranked
 
 
 def _pyformat(where: str, params: list) -> tuple[str, dict]:
@@ -269,35 +303,53 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     if query_vector is None and query:
         from memory.cache import embed_one
 
-        query_vector = embed_one(query)
+        # A query's vector stays in this process: canonical queries were cached in the table at
+        # seeding (still read from it), a free-text one is not worth an INSERT per request.
+        query_vector = embed_one(query, store=False)
     fused = None
     if fusion and query and settings.RETRIEVAL_FUSION:
         fused = Fusion.from_settings(lexical_weight, speaker_boost)
     bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
     where, params = flt.where(bank_id)
     has_vector = query_vector is not None
-    vector = Vector(np.asarray(query_vector, dtype=np.float32)).to_text() if has_vector else None
+    qvec = np.asarray(query_vector, dtype=np.float32) if has_vector else None
 
     with transaction.atomic():
+        lex = None
+        if fused and fused.lexical_weight:
+            # First: its statement counts the candidates anyway, which spares the count below.
+            lex = lexical_query(query, where, params)
+        guarded = False
+        if exact is None and has_vector and lex is None and flt.narrower_than_bank():
+            # A filter narrower than the bank is usually exact: scan it exactly at once, at most
+            # NARROW_EXACT_LIMIT + 1 rows, instead of counting first; more than that, the index path.
+            exact = guarded = True
         if exact is None:
-            exact = not has_vector or _count_candidates(where, params, EXACT_LIMIT + 1) <= EXACT_LIMIT
-            if not exact and flt.narrower_than_bank():
+            counted = lex.candidates if lex is not None else None
+            if counted is not None:
+                exact = not has_vector or counted <= EXACT_LIMIT
+                if not exact and flt.narrower_than_bank():
+                    exact = counted <= NARROW_EXACT_LIMIT
+            elif has_vector:
                 # An iterative HNSW scan visits ~fetch/selectivity tuples; for a selective filter an
                 # exact scan of a few tens of thousands of rows is faster (measured by bench_memory).
-                exact = _count_candidates(where, params, NARROW_EXACT_LIMIT + 1) <= NARROW_EXACT_LIMIT
+                # One count up to the limit that applies.
+                limit = NARROW_EXACT_LIMIT if flt.narrower_than_bank() else EXACT_LIMIT
+                exact = _count_candidates(where, params, limit + 1) <= limit
+            else:
+                exact = True
         named_where, named = _pyformat(where, params)
         filter_where = named_where
         if not exact:
             # Re-rank the index's candidates exactly (they already satisfy the filter; it is kept anyway).
-            named["ids"] = _index_candidates(where, params, vector, max(HNSW_FETCH, 4 * k))
+            named["ids"] = _index_candidates(where, params, qvec, max(HNSW_FETCH, 4 * k))
             named_where = f"m.id = ANY(%(ids)s) AND {named_where}"
-        named |= {"vec": vector, "turn": int(current_turn or 0), "ws": w["similarity"], "wr": w["recency"],
+        named |= {"vec": qvec, "turn": int(current_turn or 0), "ws": w["similarity"], "wr": w["recency"],
                   "wi": w["importance"], "k": k}
         lexical_sql = "0.0::float8"
         if fused:
             named |= {"wl": fused.lexical_weight, "wb": fused.speaker_boost, "names": name_grams(query) if fused.speaker_boost else []}
-            if fused.lexical_weight:
-                lex = lexical_query(query, where, params)
+            if lex is not None:
                 lexical_sql, lex_params = lex.score_sql()
                 named |= lex_params
                 if not exact and lex.terms:
@@ -309,24 +361,28 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
                             named | {"fetch": max(HNSW_FETCH, 4 * k)},
                         )
                         named["ids"] = list(dict.fromkeys(named["ids"] + [r[0] for r in cursor.fetchall()]))
-        sql = _ranked_sql(scoring, named_where, has_vector, bool(fused), lexical_sql)
-        rows = list(Memory.objects.raw(sql, named))
+        sql = _ranked_sql(scoring, named_where, has_vector, bool(fused), lexical_sql, guarded)
+        rows = _run_ranked(sql, named | {"guard": NARROW_EXACT_LIMIT + 1})
+        if guarded and rows and rows[0].n > NARROW_EXACT_LIMIT:
+            return recall(bank, query, agent=agent, filter=filter, k=k, scoring=scoring, weights=weights,
+                          current_turn=current_turn, query_vector=qvec, touch=touch, exact=False, fusion=fusion,
+                          lexical_weight=lexical_weight, speaker_boost=speaker_boost)
         if not exact and len(rows) < k:
             # More than EXACT_LIMIT match, so k do: an index scan that came back short is redone exactly.
             named_where, named2 = _pyformat(where, params)
             sql = _ranked_sql(scoring, named_where, has_vector, bool(fused), lexical_sql)
-            rows = list(Memory.objects.raw(sql, named | named2))
+            rows = _run_ranked(sql, named | named2)
         if touch and rows:
             # One statement for every result: access count and last-accessed turn.
             with connection.cursor() as cursor:
                 cursor.execute(
                     "UPDATE memory_memory SET access_count = access_count + 1, last_accessed_turn = "
                     "COALESCE(%s, last_accessed_turn) WHERE id = ANY(%s)",
-                    [current_turn, [r.pk for r in rows]],
+                    [current_turn, [r.id for r in rows]],
                 )
     return [
         RecallResult(
-            memory=row, rank=i + 1, score=float(row.score),
+            memory=row.memory, rank=i + 1, score=float(row.score),
             components={"similarity": float(row.c_similarity), "recency": float(row.c_recency),
                         "importance": float(row.c_importance)}
             | ({"lexical": float(row.c_lexical), "speaker": float(row.c_speaker)} if fused else {}),
