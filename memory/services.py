@@ -276,7 +276,7 @@ def remember_utterance(*, bank: MemoryBank, speaker: str, text: str, turn: int, 
     ]
     Memory.objects.bulk_create(new)
     MemoryKey.objects.bulk_create(
-        [MemoryKey(memory=m, query=contexts[m.agent][:300], embedding=vectors[contexts[m.agent]])
+        [MemoryKey(memory=m, query=contexts[m.agent][:300].strip(), embedding=vectors[contexts[m.agent]])
          for m in new if m.agent in contexts],
         ignore_conflicts=True,
     )

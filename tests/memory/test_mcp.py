@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import pytest
@@ -66,7 +67,10 @@ def test_an_outside_agent_uses_the_memory_tools_over_mcp(alex, jordan, scenario,
     stray: list = []
     log_path = tmp_path / "mcp_serve.log"
     with open(log_path, "w") as errlog:
-        listing, me, empty, unknown = anyio.run(_session_run, params, errlog, stray, steps)
+        # A thread of its own: Playwright's sync API (the e2e tests, same session) leaves an event
+        # loop running in the main thread, and asyncio refuses to start a second one there.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            listing, me, empty, unknown = pool.submit(anyio.run, _session_run, params, errlog, stray, steps).result()
     server_log = log_path.read_text()
 
     tools = {t.name: t for t in listing.tools}
