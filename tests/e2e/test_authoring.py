@@ -55,8 +55,10 @@ def test_create_character_watch_seeding_and_ask_who_am_i(logged_in_page, celery_
     seen = set()
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and page.locator("#preview [data-seed-status=done]").count() == 0:
-        if progress.count():
-            seen.add(int(progress.get_attribute("value") or 0))
+        # Read the bar without waiting for it: the poll may swap it out between a check and a read.
+        value = page.evaluate("() => document.querySelector('#seed-progress')?.getAttribute('value')")
+        if value is not None:
+            seen.add(int(value or 0))
         page.wait_for_timeout(250)
     expect(page.locator("#preview [data-seed-status=done]")).to_be_visible()
     assert preview_requests, "the page never polled for progress"
