@@ -5,6 +5,9 @@ COPY pyproject.toml ./
 COPY wonda_site wonda_site
 COPY memory memory
 COPY chronicle chronicle
-RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 && pip install -e .
+# torch first, pinned. For a smaller CPU-only image, build with
+# --build-arg PIP_EXTRA_INDEX_URL=<PyTorch's CPU wheel index>.
+ARG PIP_EXTRA_INDEX_URL=""
+RUN pip install torch==2.13.0 && pip install -e .
 COPY . .
 RUN DATABASE_URL=postgres://x/x CELERY_BROKER_URL=redis://x SECRET_KEY=build python manage.py collectstatic --noinput
