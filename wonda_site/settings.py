@@ -119,7 +119,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT") or VAR_DIR / "staticfiles")  # the image sets its own
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing one
 MEDIA_ROOT = VAR_DIR / "media"
 
