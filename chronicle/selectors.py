@@ -56,11 +56,6 @@ def home_summary(*, user) -> dict:
 
 
 def recent_simulations(*, user) -> list:
-    # Simulations arrive with a later issue; the home page lists them once the model exists.
-    try:
-        from chronicle.models import Simulation  # type: ignore[attr-defined]
-    except ImportError:
-        return []
-    manager = Simulation.objects
-    queryset = manager.owned_by(user) if hasattr(manager, "owned_by") else manager.filter(owner=user)
-    return list(queryset.order_by("-pk")[:5])
+    from chronicle.simulation.models import Simulation  # a sub-package's models; imported where needed
+
+    return list(Simulation.objects.owned_by(user).order_by("-pk")[:5])
