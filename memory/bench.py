@@ -107,6 +107,7 @@ def measure_seeding(log, *, casts: int, cast_size: int) -> dict:
     seed_rate = memories / seed_s
     log(f"seed pipeline: {memories} memories ({len(unique)} distinct texts) in {seed_s:.1f}s = {seed_rate:.0f}/s")
     return {"encode_rate": encode_rate, "seed_rate": seed_rate, "base_vectors": np.asarray(vectors, dtype=np.float32),
+            "base_texts": unique,
             "seed_banks": banks, "casts": plans}
 
 
@@ -143,14 +144,45 @@ def fill_bank(bank_id: int, n: int, base_count: int, seed: int) -> None:
         )
 
 
-def load_base(vectors: np.ndarray) -> None:
+def fill_conversation(bank_id: int, n: int, base_count: int, *, listener: str = "agent0", seed: int = 0) -> None:
+    """n episodic memories of one listener, as remember_utterance stores them: "X said: …" with a
+    real sentence and its real vector, turns in order, and an in-reply-to key (the line before and
+    this one; its vector is the two vectors' sum re-normalised rather than a model call)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            INSERT INTO memory_memory (bank_id, agent, kind, category, about, turn, speaker, content, embedding,
+                importance, emotional_valence, participants, location, tags, related_goals, access_count,
+                decay_rate, source, status, metadata, created_at, updated_at)
+            SELECT %s, %s, 'episodic', 'dialogue', '', g, s.name, s.name || ' said: ' || b.t, b.v, 5.0, 0,
+                   ARRAY[s.name, %s]::varchar(100)[], '', '{}'::varchar(50)[], '{}', 0, 0.01, 'earned', 'active', '{}',
+                   now(), now()
+              FROM generate_series(1, %s) g
+              JOIN bench_base b ON b.i = (g * 7919 + %s) %% %s
+             CROSS JOIN LATERAL (SELECT (%s::text[])[1 + (g + %s) %% 4] AS name) s
+            """,
+            [bank_id, listener, listener, n, seed, base_count, FIRST[:4], seed],
+        )
+        cur.execute(
+            """
+            INSERT INTO memory_memorykey (memory_id, query, embedding)
+            SELECT m.id, left(p.content || ' ' || m.content, 300), l2_normalize(p.embedding + m.embedding)
+              FROM memory_memory m JOIN memory_memory p ON p.bank_id = m.bank_id AND p.agent = m.agent AND p.turn = m.turn - 1
+             WHERE m.bank_id = %s
+            """,
+            [bank_id],
+        )
+
+
+def load_base(vectors: np.ndarray, texts: list[str]) -> None:
     with connection.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS bench_base; DROP TABLE IF EXISTS bench_weights")
-        cur.execute("CREATE TABLE bench_base (i int PRIMARY KEY, v vector(384))")
+        cur.execute("CREATE TABLE bench_base (i int PRIMARY KEY, v vector(384), t text)")
         cur.execute("CREATE TABLE bench_weights (i int PRIMARY KEY, half vector(384), quarter vector(384))")
         for start in range(0, len(vectors), 500):
-            rows = [(start + j, "[" + ",".join(f"{x:.6f}" for x in v) + "]") for j, v in enumerate(vectors[start:start + 500])]
-            cur.executemany("INSERT INTO bench_base VALUES (%s, %s::vector)", rows)
+            rows = [(start + j, "[" + ",".join(f"{x:.6f}" for x in v) + "]", texts[start + j])
+                    for j, v in enumerate(vectors[start:start + 500])]
+            cur.executemany("INSERT INTO bench_base VALUES (%s, %s::vector, %s)", rows)
         dim = vectors.shape[1]
         for i, w in enumerate([0.3, 0.5, 0.7, 0.9]):
             cur.execute("INSERT INTO bench_weights VALUES (%s, %s::vector, %s::vector)",

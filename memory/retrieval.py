@@ -136,14 +136,20 @@ _SELECT = ", ".join(f"m.{c}" for c in _COLUMNS)
 _FIELDS = [f.name for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
 
 
+def _decay(exponent: str) -> str:
+    """exp(−x) in float8, x capped: PostgreSQL raises on underflow (exp(−1000) is an error, not 0),
+    which a memory thousands of turns old would otherwise hit."""
+    return f"exp(-LEAST(({exponent})::float8, 700.0))"
+
+
 def _score_sql(scoring: str) -> str:
     """Components over alias m (a candidate row carrying sim); %(turn)s is the current turn."""
     age = "GREATEST(%(turn)s - COALESCE(m.turn, 0), 0)"
-    recency = f"exp(-{RECENCY_DECAY} * {age})"
+    recency = _decay(f"{RECENCY_DECAY} * {age}")
     if scoring == "decayed":
         # Seed 004: importance · exp(−decay·age) · (1 + 0.1·ln(accesses)), recent access boost ×1.1.
         importance = (
-            f"LEAST(1.0, m.importance / 10.0 * exp(-m.decay_rate * {age})"
+            f"LEAST(1.0, m.importance / 10.0 * {_decay(f'm.decay_rate * {age}')}"
             " * (1 + 0.1 * ln(GREATEST(m.access_count, 1)))"
             " * (CASE WHEN m.last_accessed_turn IS NOT NULL AND %(turn)s - m.last_accessed_turn <= 1 THEN 1.1 ELSE 1 END))"
         )

@@ -64,6 +64,17 @@ def test_hybrid_and_decayed_scores_carry_their_components(seeded_bank):
         recall(seeded_bank, "x", scoring="magic")
 
 
+@pytest.mark.parametrize("scoring", ["similarity", "hybrid", "decayed"])
+def test_a_memory_thousands_of_turns_old_still_scores(seeded_bank, scoring):
+    # exp(-0.1 · 20,000) underflows float8, which PostgreSQL reports as an error rather than 0.
+    remember_utterance(bank=seeded_bank, speaker="Jordan", text="Dinner at the harbour?", turn=1, listeners=["Alex"])
+    for fusion in (False, True):
+        results = recall(seeded_bank, "dinner at the harbour", agent="Alex", filter=MemoryFilter(kinds=["episodic"]),
+                         k=1, scoring=scoring, current_turn=20_000, fusion=fusion)
+        assert results[0].memory.turn == 1
+        assert results[0].components["recency"] < 1e-300
+
+
 def test_filters_are_exact_on_thousands_of_memories_among_many_banks(db):
     """3 banks × 2,000 memories with random vectors: every filtered top k equals a brute-force scan."""
     from memory.services import bank_create

@@ -66,7 +66,7 @@ class Command(BaseCommand):
 
         seeding = bench.measure_seeding(self.log, casts=opts["casts"], cast_size=opts["cast_size"])
         base = seeding["base_vectors"]
-        bench.load_base(base)
+        bench.load_base(base, seeding["base_texts"])
         seeded = sum(MemoryBank.objects.get(pk=b.pk).memories.count() for b in seeding["seed_banks"])
         filler = max(0, 3 * max(sizes) - (sum(sizes) - max(sizes)) - seeded)
         started = time.perf_counter()
