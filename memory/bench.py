@@ -146,22 +146,26 @@ def fill_bank(bank_id: int, n: int, base_count: int, seed: int) -> None:
 
 def fill_conversation(bank_id: int, n: int, base_count: int, *, listener: str = "agent0", seed: int = 0) -> None:
     """n episodic memories of one listener, as remember_utterance stores them: "X said: …" with a
-    real sentence and its real vector, turns in order, and an in-reply-to key (the line before and
-    this one; its vector is the two vectors' sum re-normalised rather than a model call)."""
+    real sentence, turns in order, and an in-reply-to key (the line before and this one). Sentences
+    repeat, so each vector is the sentence's real one plus 9% of another's, re-normalised (exact
+    duplicates would make a degenerate HNSW graph); a key's vector is its two lines' sum, normalised."""
     with connection.cursor() as cur:
         cur.execute(
             """
             INSERT INTO memory_memory (bank_id, agent, kind, category, about, turn, speaker, content, embedding,
                 importance, emotional_valence, participants, location, tags, related_goals, access_count,
                 decay_rate, source, status, metadata, created_at, updated_at)
-            SELECT %s, %s, 'episodic', 'dialogue', '', g, s.name, s.name || ' said: ' || b.t, b.v, 5.0, 0,
+            SELECT %s, %s, 'episodic', 'dialogue', '', g, s.name, s.name || ' said: ' || b.t,
+                   l2_normalize(b.v + o.v * w.quarter), 5.0, 0,
                    ARRAY[s.name, %s]::varchar(100)[], '', '{}'::varchar(50)[], '{}', 0, 0.01, 'earned', 'active', '{}',
                    now(), now()
               FROM generate_series(1, %s) g
               JOIN bench_base b ON b.i = (g * 7919 + %s) %% %s
+              JOIN bench_base o ON o.i = (g * 104729 + %s) %% %s
+              JOIN bench_weights w ON w.i = 0
              CROSS JOIN LATERAL (SELECT (%s::text[])[1 + (g + %s) %% 4] AS name) s
             """,
-            [bank_id, listener, listener, n, seed, base_count, FIRST[:4], seed],
+            [bank_id, listener, listener, n, seed, base_count, seed + 1, base_count, FIRST[:4], seed],
         )
         cur.execute(
             """

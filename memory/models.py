@@ -202,6 +202,29 @@ class MemoryKey(models.Model):
         return self.query
 
 
+class TermStat(models.Model):
+    """BM25 collection statistics of a bank's active memories per (agent, kind), kept by triggers
+    (migration 0005) on every write, so a search needs no per-term counting: df per lexeme, and on
+    the row whose term is "" the number of memories (df) and the sum of their lengths (length).
+
+    bank_id is a plain column, not a foreign key: deleting a bank deletes its memories, whose
+    triggers bring every count to 0 and remove the rows; no collector needs to know this table.
+    """
+
+    bank_id = models.BigIntegerField()
+    agent = models.CharField(max_length=100)
+    kind = models.CharField(max_length=32)
+    term = models.TextField()
+    df = models.BigIntegerField(default=0)
+    length = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["bank_id", "agent", "kind", "term"], name="termstat_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.bank_id}/{self.agent or 'scene'}/{self.kind}: {self.term or '(documents)'} {self.df}"
+
+
 class EmbeddingCache(models.Model):
     """(model, sha256(text)) → vector: re-seeding and canonical queries cost no model call."""
 

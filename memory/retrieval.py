@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from django.db import connection, transaction
 
-from memory.lexical import lexical_query, name_grams
+from memory.lexical import lexical_query, lexical_query_from_stats, name_grams
 from memory.models import Memory
 
 EXACT_LIMIT = 10_000        # up to this many matching memories the scan is exact (identical top k)
@@ -19,6 +19,9 @@ NARROW_EXACT_LIMIT = 30_000  # a filter narrower than the bank: exact up to here
 HNSW_EF_SEARCH = 64         # candidate list per index probe (recall@10 ≈ 0.98 at 100k, see bench_memory)
 HNSW_FETCH = 40             # over-fetch from each index before the exact re-rank (at least 4·k)
 RECENCY_DECAY = 0.1         # per turn: recency = exp(-0.1 · turns ago), a half-life of ~7 turns
+FUSION_DEPTH = 50           # fusion ranks the top 50 by similarity ∪ the top 50 by BM25 (at least k each)
+FUSION_EXACT_LIMIT = 2_000  # up to this many candidates both lists come from one exact scan
+LEXICAL_POOL_ROWS = 1_000   # above it, the BM25 list scores at most ~this many rows of the rarest terms
 
 SCORING_PRESETS: dict[str, dict[str, float]] = {
     "similarity": {"similarity": 1.0, "recency": 0.0, "importance": 0.0},   # seed 000
@@ -52,6 +55,12 @@ class MemoryFilter:
     def narrower_than_bank(self) -> bool:
         """True when anything beyond the bank and the status restricts the candidates."""
         return any(v not in (None, [], "") for k, v in asdict(self).items() if k not in {"statuses", "tags_mode"})
+
+    def counted_by_termstat(self) -> bool:
+        """True when memory_termstat holds this filter's BM25 statistics: active memories of a
+        bank, by agent and kind, nothing else."""
+        others = {k: v for k, v in asdict(self).items() if k not in {"agent", "kinds", "statuses", "tags_mode"}}
+        return self.statuses == ["active"] and all(v in (None, [], "") for v in others.values())
 
     def where(self, bank_id: int) -> tuple[str, list]:
         """SQL over alias m, and its parameters. A max_turn keeps gifted memories (they have no turn)."""
@@ -133,7 +142,7 @@ def resolve_weights(scoring: str, weights: dict | None) -> dict[str, float]:
 
 _COLUMNS = [f.column for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
 _SELECT = ", ".join(f"m.{c}" for c in _COLUMNS)
-_FIELDS = [f.name for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
+_ATTNAMES = [f.attname for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
 
 
 def _decay(exponent: str) -> str:
@@ -164,16 +173,21 @@ def _count_candidates(where: str, params: list, limit: int) -> int:
         return cursor.fetchone()[0]
 
 
+def _hnsw_settings(cursor, fetch: int) -> None:
+    """For this transaction: iterative index scans (a filtered query still gets fetch rows)."""
+    cursor.execute(
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+        "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', '100000', true)",
+        [str(max(HNSW_EF_SEARCH, fetch))],
+    )
+
+
 def _index_candidates(where: str, params: list, vector: np.ndarray, fetch: int) -> list[int]:
     """Approximate nearest ids through both HNSW indexes; iterative scans keep filtered results full."""
     from memory.cache import vector_cursor
 
     with vector_cursor() as cursor:  # the vector in binary
-        cursor.execute(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-            "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', '100000', true)",
-            [str(max(HNSW_EF_SEARCH, fetch))],
-        )
+        _hnsw_settings(cursor, fetch)
         cursor.execute(
             f"SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %s::vector LIMIT %s",
             [*params, vector, fetch], prepare=False,
@@ -189,14 +203,18 @@ def _index_candidates(where: str, params: list, vector: np.ndarray, fetch: int) 
 
 
 def _ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = False, lexical_sql: str = "0.0::float8",
-                guarded: bool = False) -> str:
+                guarded: bool = False, pool_ids: str | None = None) -> str:
     """One pass over the candidates: content similarity, best key per memory, score, top k; then
     the full rows of those k only. Ordering by an expression over a CTE keeps the HNSW index out:
-    this scan is exact.
+    this scan is exact. pool_ids, a query of memory ids (the indexes' top lists), restricts the
+    candidates to those, in the same statement.
 
-    With fusion the relevance is (1 − wl)·minmax(similarity) + wl·minmax(BM25) + wb·[speaker named],
-    min-max over this query's candidates (linear fusion beat reciprocal-rank fusion: R@10 0.67 vs
-    0.58 offline); the preset's similarity weight then applies to that relevance.
+    With fusion, relative score fusion: the pool is the top FUSION_DEPTH candidates by similarity ∪
+    the top FUSION_DEPTH by BM25, and within it relevance = (1 − wl)·minmax(similarity) +
+    wl·minmax(BM25) + wb·[speaker named] (linear fusion beat reciprocal-rank fusion: R@10 0.67 vs
+    0.58 offline); the preset's similarity weight then applies to that relevance. Defined on the two
+    top lists only, the same ranking comes out whether the lists are computed here over every
+    candidate or fetched from the HNSW and GIN indexes (recall() chooses).
     """
     content_sim = "1 - (m.embedding <=> %(vec)s::vector)" if has_vector else "0.0::float8"
     # The best key per candidate through a LATERAL probe of the memory_id index: linear in the
@@ -221,20 +239,29 @@ def _ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = F
         lexical_cols = """, (CASE WHEN max(lex) OVER () > min(lex) OVER ()
                             THEN (lex - min(lex) OVER ()) / (max(lex) OVER () - min(lex) OVER ()) ELSE 0.0 END) AS c_lexical,
                           spk AS c_speaker"""
+        pool = """pool AS (
+            (SELECT * FROM best ORDER BY sim DESC, id LIMIT %(depth)s)
+            UNION
+            (SELECT * FROM best WHERE lex > 0 ORDER BY lex DESC, id LIMIT %(depth)s)
+        ),"""
     else:
         extra, relevance, lexical_cols = "", "sim", ", 0.0::float8 AS c_lexical, 0.0::float8 AS c_speaker"
+        pool = "pool AS (SELECT * FROM best),"
+    ids = f"ids AS ({pool_ids})," if pool_ids else ""
+    in_ids = "m.id IN (SELECT id FROM ids) AND " if pool_ids else ""
     return f"""
-        WITH c AS MATERIALIZED (
+        WITH {ids} c AS MATERIALIZED (
             SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
                    m.last_accessed_turn {extra}
-              FROM memory_memory m WHERE {where_sql}{" LIMIT %(guard)s" if guarded else ""}
+              FROM memory_memory m WHERE {in_ids}{where_sql}{" LIMIT %(guard)s" if guarded else ""}
         ),
         best AS (
             SELECT c.*, GREATEST(c.sim_c, kb.sim_k) AS sim,
                    CASE WHEN kb.sim_k > c.sim_c THEN kb.query END AS matched_key
               FROM c {keys}
         ),
-        fused AS (SELECT best.*, ({relevance})::float8 AS relevance {lexical_cols} FROM best),
+        {pool}
+        fused AS (SELECT pool.*, ({relevance})::float8 AS relevance {lexical_cols} FROM pool),
         comp AS (SELECT m.id, m.turn, m.matched_key, m.relevance, m.c_lexical, m.c_speaker, {_score_sql(scoring)}
                    FROM fused m),
         top AS (
@@ -242,8 +269,8 @@ def _ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = F
               FROM comp ORDER BY score DESC, turn DESC NULLS LAST, id LIMIT %(k)s
         )
         SELECT top.id, top.matched_key, top.c_similarity, top.c_recency, top.c_importance, top.c_lexical,
-               top.c_speaker, top.score{", (SELECT count(*) FROM c) AS n" if guarded else ""}
-          FROM top
+               top.c_speaker, top.score, {"(SELECT count(*) FROM c)" if guarded else "NULL::bigint"} AS n, {_SELECT}
+          FROM top JOIN memory_memory m ON m.id = top.id
          ORDER BY top.score DESC, top.turn DESC NULLS LAST, top.id"""
 
 
@@ -261,19 +288,24 @@ class _Ranked:
     memory: Memory | None = None
 
 
+_RANK_COLUMNS = 9  # _Ranked's fields before memory; the memory's own columns follow
+
+
 def _run_ranked(sql: str, named: dict) -> list[_Ranked]:
     """The ranking statement with the query vector bound in binary (a text literal costs ~1–2 ms to
-    format and parse), then the k memories' rows (embedding and search deferred) by primary key."""
+    format and parse); its rows carry the k memories' columns (embedding and search deferred), so
+    no second query fetches them."""
+    from django.db import DEFAULT_DB_ALIAS
+
     from memory.cache import vector_cursor
 
     with vector_cursor() as cur:
         cur.execute(sql, named, prepare=False)
-        ranked = [_Ranked(*row) for row in cur.fetchall()]
-    if ranked:
-        memories = Memory.objects.only(*_FIELDS).in_bulk([r.id for r in ranked])
-        for r in ranked:
-            r.memory = memories[r.id]
-    return ranked
+        rows = cur.fetchall()
+    return [
+        _Ranked(*row[:_RANK_COLUMNS], memory=Memory.from_db(DEFAULT_DB_ALIAS, _ATTNAMES, row[_RANK_COLUMNS:]))
+        for row in rows
+    ]
 
 
 def _pyformat(where: str, params: list) -> tuple[str, dict]:
@@ -296,7 +328,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     exact=None chooses: an exact scan while at most EXACT_LIMIT memories match, else the HNSW
     indexes (iterative scan, over-fetch, exact re-rank). touch=True counts the access.
     fusion=True (free-text search: query_memory) adds BM25 and the speaker boost to similarity,
-    weights from settings.RETRIEVAL_* unless given; canonical queries keep plain similarity.
+    weights from settings.RETRIEVAL_* unless given; canonical queries keep plain similarity. Fused,
+    exact=None is an exact scan up to FUSION_EXACT_LIMIT candidates, else the indexes' top lists.
     """
     from django.conf import settings
     flt = MemoryFilter(**(filter.to_dict() if filter else {}))
@@ -316,71 +349,25 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     if fusion and query and settings.RETRIEVAL_FUSION:
         fused = Fusion.from_settings(lexical_weight, speaker_boost)
     bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
-    where, params = flt.where(bank_id)
     has_vector = query_vector is not None
     qvec = np.asarray(query_vector, dtype=np.float32) if has_vector else None
 
+    outermost = not connection.in_atomic_block
     with transaction.atomic():
-        lex = None
-        if fused and fused.lexical_weight:
-            # First: its statement counts the candidates anyway, which spares the count below.
-            lex = lexical_query(query, where, params)
-        guarded = False
-        if exact is None and has_vector and lex is None and flt.narrower_than_bank():
-            # A filter narrower than the bank is usually exact: scan it exactly at once, at most
-            # NARROW_EXACT_LIMIT + 1 rows, instead of counting first; more than that, the index path.
-            exact = guarded = True
-        if exact is None:
-            counted = lex.candidates if lex is not None else None
-            if counted is not None:
-                exact = not has_vector or counted <= EXACT_LIMIT
-                if not exact and flt.narrower_than_bank():
-                    exact = counted <= NARROW_EXACT_LIMIT
-            elif has_vector:
-                # An iterative HNSW scan visits ~fetch/selectivity tuples; for a selective filter an
-                # exact scan of a few tens of thousands of rows is faster (measured by bench_memory).
-                # One count up to the limit that applies.
-                limit = NARROW_EXACT_LIMIT if flt.narrower_than_bank() else EXACT_LIMIT
-                exact = _count_candidates(where, params, limit + 1) <= limit
-            else:
-                exact = True
-        named_where, named = _pyformat(where, params)
-        filter_where = named_where
-        if not exact:
-            # Re-rank the index's candidates exactly (they already satisfy the filter; it is kept anyway).
-            named["ids"] = _index_candidates(where, params, qvec, max(HNSW_FETCH, 4 * k))
-            named_where = f"m.id = ANY(%(ids)s) AND {named_where}"
-        named |= {"vec": qvec, "turn": int(current_turn or 0), "ws": w["similarity"], "wr": w["recency"],
-                  "wi": w["importance"], "k": k}
-        lexical_sql = "0.0::float8"
-        if fused:
-            named |= {"wl": fused.lexical_weight, "wb": fused.speaker_boost, "names": name_grams(query) if fused.speaker_boost else []}
-            if lex is not None:
-                lexical_sql, lex_params = lex.score_sql()
-                named |= lex_params
-                if not exact and lex.terms:
-                    # The index path also brings the best lexical matches: a rare word vectors miss.
-                    with connection.cursor() as cursor:
-                        cursor.execute(
-                            f"SELECT m.id FROM memory_memory m WHERE {filter_where} "
-                            f"AND m.search @@ {lex.tsquery_sql()} ORDER BY {lexical_sql} DESC LIMIT %(fetch)s",
-                            named | {"fetch": max(HNSW_FETCH, 4 * k)},
-                        )
-                        named["ids"] = list(dict.fromkeys(named["ids"] + [r[0] for r in cursor.fetchall()]))
-        sql = _ranked_sql(scoring, named_where, has_vector, bool(fused), lexical_sql, guarded)
-        rows = _run_ranked(sql, named | {"guard": NARROW_EXACT_LIMIT + 1})
-        if guarded and rows and rows[0].n > NARROW_EXACT_LIMIT:
-            return recall(bank, query, agent=agent, filter=filter, k=k, scoring=scoring, weights=weights,
-                          current_turn=current_turn, query_vector=qvec, touch=touch, exact=False, fusion=fusion,
-                          lexical_weight=lexical_weight, speaker_boost=speaker_boost)
-        if not exact and len(rows) < k:
-            # More than EXACT_LIMIT match, so k do: an index scan that came back short is redone exactly.
-            named_where, named2 = _pyformat(where, params)
-            sql = _ranked_sql(scoring, named_where, has_vector, bool(fused), lexical_sql)
-            rows = _run_ranked(sql, named | named2)
+        base = {"vec": qvec, "turn": int(current_turn or 0), "ws": w["similarity"], "wr": w["recency"],
+                "wi": w["importance"], "k": k}
+        if fused and has_vector:
+            rows = _fused_rows(query, flt, bank_id, qvec, base, k, scoring, exact, fused)
+        else:
+            rows = _plain_rows(flt, bank_id, qvec, base, k, scoring, exact)
         if touch and rows:
             # One statement for every result: access count and last-accessed turn.
             with connection.cursor() as cursor:
+                if outermost:
+                    # Access counts are not worth a WAL flush per search (~5 ms of a 25 ms budget):
+                    # this transaction commits without waiting for the disk. Inside a caller's
+                    # transaction the setting would reach its writes too, so it is left alone there.
+                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
                 cursor.execute(
                     "UPDATE memory_memory SET access_count = access_count + 1, last_accessed_turn = "
                     "COALESCE(%s, last_accessed_turn) WHERE id = ANY(%s)",
@@ -396,3 +383,83 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
         )
         for i, row in enumerate(rows)
     ]
+
+
+def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
+                exact: bool | None) -> list[_Ranked]:
+    """Similarity (and the preset's recency and importance) over every candidate: exact while at
+    most EXACT_LIMIT match (NARROW_EXACT_LIMIT for a filter narrower than the bank), else HNSW."""
+    where, params = flt.where(bank_id)
+    has_vector = qvec is not None
+    guarded = False
+    if exact is None and has_vector and flt.narrower_than_bank():
+        # A filter narrower than the bank is usually exact: scan it exactly at once, at most
+        # NARROW_EXACT_LIMIT + 1 rows, instead of counting first; more than that, the index path.
+        exact = guarded = True
+    if exact is None:
+        # An iterative HNSW scan visits ~fetch/selectivity tuples; for a selective filter an
+        # exact scan of a few tens of thousands of rows is faster (measured by bench_memory).
+        exact = not has_vector or _count_candidates(where, params, EXACT_LIMIT + 1) <= EXACT_LIMIT
+    named_where, named = _pyformat(where, params)
+    if not exact:
+        # Re-rank the index's candidates exactly (they already satisfy the filter; it is kept anyway).
+        named["ids"] = _index_candidates(where, params, qvec, max(HNSW_FETCH, 4 * k))
+        named_where = f"m.id = ANY(%(ids)s) AND {named_where}"
+    sql = _ranked_sql(scoring, named_where, has_vector, guarded=guarded)
+    rows = _run_ranked(sql, named | base | {"guard": NARROW_EXACT_LIMIT + 1})
+    if guarded and rows and rows[0].n > NARROW_EXACT_LIMIT:
+        return _plain_rows(flt, bank_id, qvec, base, k, scoring, exact=False)
+    if not exact and len(rows) < k:
+        # More than EXACT_LIMIT match, so k do: an index scan that came back short is redone exactly.
+        return _plain_rows(flt, bank_id, qvec, base, k, scoring, exact=True)
+    return rows
+
+
+def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
+                exact: bool | None, fusion: Fusion) -> list[_Ranked]:
+    """query_memory's ranking (see _ranked_sql). Up to FUSION_EXACT_LIMIT candidates one scan makes
+    both top lists exactly; above, HNSW gives the similarity list (content and keys) and the GIN
+    index the BM25 list from the query's rarer terms, and only that pool is scored."""
+    where, params = flt.where(bank_id)
+    depth = max(FUSION_DEPTH, k)
+    lex = None
+    if fusion.lexical_weight:
+        # The BM25 statistics also say how many memories match.
+        lex = (lexical_query_from_stats(query, bank_id, flt.agent, flt.kinds) if flt.counted_by_termstat()
+               else lexical_query(query, where, params))
+        candidates = lex.candidates
+    else:
+        candidates = _count_candidates(where, params, NARROW_EXACT_LIMIT + 1)
+    if exact is None:
+        from django.conf import settings
+
+        exact = candidates <= getattr(settings, "RETRIEVAL_FUSION_EXACT_LIMIT", FUSION_EXACT_LIMIT)
+    named_where, named = _pyformat(where, params)
+    filter_where = named_where
+    named |= base | {"wl": fusion.lexical_weight, "wb": fusion.speaker_boost, "depth": depth,
+                     "names": name_grams(query) if fusion.speaker_boost else []}
+    lexical_sql = "0.0::float8"
+    if lex is not None:
+        lexical_sql, lex_params = lex.score_sql()
+        named |= lex_params
+    pool = None
+    if not exact:
+        # The three top lists in the ranking statement itself: content and keys by HNSW, and rows
+        # holding the query's rarer words by GIN, scored with every term (a rare word vectors miss).
+        pool = [
+            f"(SELECT m.id FROM memory_memory m WHERE {filter_where} ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
+            f"(SELECT k.memory_id AS id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
+            f"WHERE {filter_where} ORDER BY k.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
+        ]
+        rare = lex.rare_terms(LEXICAL_POOL_ROWS) if lex is not None else None
+        if rare and rare.terms:
+            pool.append(f"(SELECT m.id FROM memory_memory m WHERE {filter_where} AND m.search @@ {rare.tsquery_sql('lr')} "
+                        f"ORDER BY {lexical_sql} DESC, m.id LIMIT %(depth)s)")
+            named |= rare.score_sql("lr")[1]
+        with connection.cursor() as cursor:
+            _hnsw_settings(cursor, depth)
+    rows = _run_ranked(_ranked_sql(scoring, named_where, True, True, lexical_sql,
+                                   pool_ids=" UNION ".join(pool) if pool else None), named)
+    if not exact and len(rows) < min(k, candidates):
+        return _fused_rows(query, flt, bank_id, qvec, base, k, scoring, True, fusion)
+    return rows

@@ -118,3 +118,29 @@ def test_canonical_tools_keep_plain_similarity(seeded_bank):
     result = call_tool("query_self", {}, context=ToolContext(bank=seeded_bank, agent="Alex"))
     first = result.results[0]
     assert set(first.components) == {"similarity", "recency", "importance"} and first.score == first.components["similarity"]
+
+
+def test_the_index_path_ranks_as_the_exact_scan_does(bank):
+    """Above RETRIEVAL_FUSION_EXACT_LIMIT the top lists come from HNSW and GIN, not a scan: the
+    fused ranking is defined on those lists, so both paths agree."""
+    import random
+
+    from memory.bench import sentences
+    from memory.cache import embed_texts
+    from memory.retrieval import episode_context_text
+
+    rng = random.Random(3)
+    lines = [(name, text) for name in ("Ada", "Bram", "Cleo") for text in sentences(rng, name, 60)]
+    rng.shuffle(lines)
+    contents = [f"{s} said: {t}" for s, t in lines]
+    embed_texts(contents + [episode_context_text(p, c) for p, c in zip(contents, contents[1:])])  # one model pass
+    for turn, (speaker, text) in enumerate(lines, start=1):
+        remember_utterance(bank=bank, speaker=speaker, text=text, turn=turn, listeners=["Alex"])
+    questions = ["Who ran away with a travelling circus?", "What does Bram think about the sea?",
+                 "Where did Cleo grow up?", "a chess tournament", "lighthouse island in winter"]
+    for question in questions:
+        exact = recall(bank, question, agent="Alex", filter=EPISODIC, k=5, fusion=True, exact=True, touch=False)
+        with override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=0):
+            indexed = recall(bank, question, agent="Alex", filter=EPISODIC, k=5, fusion=True, touch=False)
+        assert [r.memory.pk for r in indexed] == [r.memory.pk for r in exact], question
+        assert [r.score for r in indexed] == pytest.approx([r.score for r in exact]), question

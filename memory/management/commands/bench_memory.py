@@ -43,7 +43,7 @@ class Command(BaseCommand):
             connections["default"].settings_dict["NAME"] = opts["database"]
             call_command("migrate", verbosity=0)
             with connection.cursor() as cur:
-                cur.execute("TRUNCATE memory_memorybank, memory_memory, memory_memorykey, memory_memory_evidence CASCADE")
+                cur.execute("TRUNCATE memory_memorybank, memory_memory, memory_memorykey, memory_memory_evidence, memory_termstat CASCADE")
         self.log(f"database {connection.settings_dict['NAME']} ({'dedicated' if dedicated else 'in place'}); sizes {sizes}")
         total_started = time.perf_counter()
         try:
@@ -51,7 +51,7 @@ class Command(BaseCommand):
         finally:
             if dedicated:  # give the disk back (~2 GB at the default sizes)
                 with connection.cursor() as cur:
-                    cur.execute("TRUNCATE memory_memorybank, memory_memory, memory_memorykey, memory_memory_evidence CASCADE")
+                    cur.execute("TRUNCATE memory_memorybank, memory_memory, memory_memorykey, memory_memory_evidence, memory_termstat CASCADE")
                     cur.execute("DROP TABLE IF EXISTS bench_base; DROP TABLE IF EXISTS bench_weights")
             else:
                 self.cleanup()

@@ -27,6 +27,8 @@ class Command(BaseCommand):
         parser.add_argument("--speaker-boost", type=float, default=None, help="override WONDA_RETRIEVAL_SPEAKER_BOOST")
         parser.add_argument("--no-context-keys", action="store_true", help="capture without the in-reply-to key")
         parser.add_argument("--no-fusion", action="store_true", help="query_memory ranks by the scoring preset alone")
+        parser.add_argument("--fusion-exact-limit", type=int, default=None,
+                            help="override WONDA_RETRIEVAL_FUSION_EXACT_LIMIT (0: every search takes the index path)")
 
     def handle(self, *args, **opts):
         path = Path(opts["file"])
@@ -47,6 +49,8 @@ class Command(BaseCommand):
             overrides["RETRIEVAL_CONTEXT_KEYS"] = False
         if opts["no_fusion"]:
             overrides["RETRIEVAL_FUSION"] = False
+        if opts["fusion_exact_limit"] is not None:
+            overrides["RETRIEVAL_FUSION_EXACT_LIMIT"] = opts["fusion_exact_limit"]
         with override_settings(**overrides):
             figures = evaluate(samples, ks=opts["k"], scoring=opts["scoring"], log=self.stderr.write)
         out = self.stdout.write
