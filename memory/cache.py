@@ -96,12 +96,17 @@ def clear_local() -> None:
         _local.clear()
 
 
-def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH, store: bool = True) -> np.ndarray:
+def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH, store: bool = True, query: bool = False) -> np.ndarray:
     """Unit vectors for texts, one row each; only texts never seen by this model reach the model.
 
     store=False keeps newly encoded vectors in this process only (a free-text query at search time:
     writing it to the table would cost an INSERT in the request path for a text rarely seen again);
     texts already in the table are still served from it.
+
+    query=True: the texts are a search's query (embedding.encode(query=True): the fast query
+    encoder, int8 by default). A full-precision vector already cached serves it; a new int8 vector
+    is kept in this process under its own name ("…#int8") and never written to the table, so a
+    memory stored later with the same text still gets the full-precision vector.
 
     Batches of 32: the model sorts texts by length, so smaller batches pad less when one call
     mixes short canonical queries with 300-character chunks (≈1.8× the rate of 64 on a seeding call).
@@ -112,11 +117,15 @@ def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH, store: bool
     if not texts:
         return out
     model = embedding.model_name()
+    # A query may also be served by the query encoder's own earlier vectors (same process only).
+    query_model = embedding.model_name(query=True) if query else model
     shas = [text_sha(t) for t in texts]
     missing: dict[str, list[int]] = {}
     with _local_lock:
         for i, sha in enumerate(shas):
             hit = _local.get((model, sha))
+            if hit is None and query_model != model:
+                hit = _local.get((query_model, sha))
             if hit is not None:
                 out[i] = hit
             else:
@@ -134,18 +143,21 @@ def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH, store: bool
             _remember((model, sha), vector)
     if missing:
         order = list(missing)
-        vectors = embedding.encode([texts[missing[sha][0]] for sha in order], batch_size=batch_size)
+        # Named before the call: the encoder can only fall back (int8 → torch), never the other way,
+        # so a vector named full precision here is one.
+        encoded_by = embedding.model_name(query=True, count=len(order)) if query else model
+        vectors = embedding.encode([texts[missing[sha][0]] for sha in order], batch_size=batch_size, query=query)
         stats["model_calls"] += 1
         stats["texts_encoded"] += len(order)
         vectors = np.asarray(vectors, dtype=np.float32)
         for sha, vector in zip(order, vectors):
             for i in missing[sha]:
                 out[i] = vector
-            _remember((model, sha), vector)
-        if store:
+            _remember((encoded_by, sha), vector)
+        if store and encoded_by == model:  # the table holds full-precision vectors only
             store_vectors(model, order, vectors)
     return out
 
 
-def embed_one(text: str, *, store: bool = True) -> np.ndarray:
-    return embed_texts([text], store=store)[0]
+def embed_one(text: str, *, store: bool = True, query: bool = False) -> np.ndarray:
+    return embed_texts([text], store=store, query=query)[0]
