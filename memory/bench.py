@@ -144,11 +144,17 @@ def fill_bank(bank_id: int, n: int, base_count: int, seed: int) -> None:
         )
 
 
-def fill_conversation(bank_id: int, n: int, base_count: int, *, listener: str = "agent0", seed: int = 0) -> None:
+def conversation_lines(rng: random.Random, per_speaker: int = 700) -> list[str]:
+    """Distinct lines for fill_conversation: about 2,800 sentences in the four speakers' names."""
+    return list(dict.fromkeys(line for name in FIRST[:4] for line in sentences(rng, name, per_speaker)))
+
+
+def fill_conversation(bank_id: int, n: int, first: int, count: int, *, listener: str = "agent0", seed: int = 0) -> None:
     """n episodic memories of one listener, as remember_utterance stores them: "X said: …" with a
-    real sentence, turns in order, and an in-reply-to key (the line before and this one). Sentences
-    repeat, so each vector is the sentence's real one plus 9% of another's, re-normalised (exact
-    duplicates would make a degenerate HNSW graph); a key's vector is its two lines' sum, normalised."""
+    real sentence (bench_base rows first … first + count − 1), turns in order, and an in-reply-to key
+    (the line before and this one). Sentences repeat when n > count, so each vector is the
+    sentence's real one plus 9% of another's, re-normalised (exact duplicates would make a
+    degenerate HNSW graph); a key's vector is its two lines' sum, normalised."""
     with connection.cursor() as cur:
         cur.execute(
             """
@@ -160,12 +166,12 @@ def fill_conversation(bank_id: int, n: int, base_count: int, *, listener: str = 
                    ARRAY[s.name, %s]::varchar(100)[], '', '{}'::varchar(50)[], '{}', 0, 0.01, 'earned', 'active', '{}',
                    now(), now()
               FROM generate_series(1, %s) g
-              JOIN bench_base b ON b.i = (g * 7919 + %s) %% %s
-              JOIN bench_base o ON o.i = (g * 104729 + %s) %% %s
+              JOIN bench_base b ON b.i = %s + (g * 7919 + %s) %% %s
+              JOIN bench_base o ON o.i = %s + (g * 104729 + %s) %% %s
               JOIN bench_weights w ON w.i = 0
              CROSS JOIN LATERAL (SELECT (%s::text[])[1 + (g + %s) %% 4] AS name) s
             """,
-            [bank_id, listener, listener, n, seed, base_count, seed + 1, base_count, FIRST[:4], seed],
+            [bank_id, listener, listener, n, first, seed, count, first, seed + 1, count, FIRST[:4], seed],
         )
         cur.execute(
             """

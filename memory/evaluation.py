@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memory.cache import embed_texts
+from memory.embedding import encode
 
 LISTENER = "Reader"  # the agent whose episodic memories hold the conversation
 _DIA = re.compile(r"D\d+:\d+")
@@ -121,7 +122,10 @@ def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity",
             rows = list(Memory.objects.in_bank(bank).filter(agent=LISTENER, kind="episodic").values_list("id", "embedding"))
             ids = [dia_of[pk] for pk, _ in rows]
             matrix = np.asarray([v for _, v in rows], dtype=np.float32)
-            qvectors = embed_texts([q.text for q in conv.questions])
+            # The baseline's question vectors straight from the model, not through the cache: cached
+            # there, they would also serve query_memory, which must embed each question as a live
+            # search does (the query encoder).
+            qvectors = encode([q.text for q in conv.questions])
             for q, qv in zip(conv.questions, qvectors):
                 _flt, results = search_memory(ctx, q.text, k=kmax)
                 ranked = [dia_of.get(r.memory.pk, "") for r in results]

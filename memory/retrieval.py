@@ -344,7 +344,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
 
         # A query's vector stays in this process: canonical queries were cached in the table at
         # seeding (still read from it), a free-text one is not worth an INSERT per request.
-        query_vector = embed_one(query, store=False)
+        query_vector = embed_one(query, store=False, query=True)
     fused = None
     if fusion and query and settings.RETRIEVAL_FUSION:
         fused = Fusion.from_settings(lexical_weight, speaker_boost)
