@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from django.conf import settings
 from django.db import connection, transaction
 
+from memory.indexing import has_bank_index, request_bank_index
 from memory.lexical import lexical_query, lexical_query_from_stats, name_grams
 from memory.models import Memory
 
@@ -20,7 +22,6 @@ HNSW_EF_SEARCH = 64         # candidate list per index probe (recall@10 ≈ 0.98
 HNSW_FETCH = 40             # over-fetch from each index before the exact re-rank (at least 4·k)
 RECENCY_DECAY = 0.1         # per turn: recency = exp(-0.1 · turns ago), a half-life of ~7 turns
 FUSION_DEPTH = 50           # fusion ranks the top 50 by similarity ∪ the top 50 by BM25 (at least k each)
-FUSION_EXACT_LIMIT = 2_000  # up to this many candidates both lists come from one exact scan
 LEXICAL_POOL_ROWS = 1_000   # above it, the BM25 list scores at most ~this many rows of the rarest terms
 
 SCORING_PRESETS: dict[str, dict[str, float]] = {
@@ -121,8 +122,6 @@ class Fusion:
 
     @classmethod
     def from_settings(cls, lexical_weight: float | None = None, speaker_boost: float | None = None) -> "Fusion":
-        from django.conf import settings
-
         return cls(
             float(settings.RETRIEVAL_LEXICAL_WEIGHT if lexical_weight is None else lexical_weight),
             float(settings.RETRIEVAL_SPEAKER_BOOST if speaker_boost is None else speaker_boost),
@@ -173,12 +172,16 @@ def _count_candidates(where: str, params: list, limit: int) -> int:
         return cursor.fetchone()[0]
 
 
-def _hnsw_settings(cursor, fetch: int) -> None:
-    """For this transaction: iterative index scans (a filtered query still gets fetch rows)."""
+def _hnsw_settings(cursor, fetch: int, *, prefer_index: bool = False) -> None:
+    """For this transaction: iterative index scans (a filtered query still gets fetch rows).
+    prefer_index: a bank's own index exists, but the planner, misjudging how many rows a bank,
+    agent and kind select, would sort the bank exactly (15 ms at 10,000 rows against ~1 ms): no
+    sort where an index gives the order."""
     cursor.execute(
         "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-        "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', '100000', true)",
-        [str(max(HNSW_EF_SEARCH, fetch))],
+        "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', '100000', true), "
+        "set_config('enable_sort', %s, true)",
+        [str(max(HNSW_EF_SEARCH, fetch)), "off" if prefer_index else "on"],
     )
 
 
@@ -329,9 +332,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     indexes (iterative scan, over-fetch, exact re-rank). touch=True counts the access.
     fusion=True (free-text search: query_memory) adds BM25 and the speaker boost to similarity,
     weights from settings.RETRIEVAL_* unless given; canonical queries keep plain similarity. Fused,
-    exact=None is an exact scan up to FUSION_EXACT_LIMIT candidates, else the indexes' top lists.
+    exact=None is an exact scan up to RETRIEVAL_FUSION_EXACT_LIMIT candidates, else the indexes' top lists.
     """
-    from django.conf import settings
     flt = MemoryFilter(**(filter.to_dict() if filter else {}))
     if agent is not None:
         flt.agent = agent
@@ -417,9 +419,9 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
 
 def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
                 exact: bool | None, fusion: Fusion) -> list[_Ranked]:
-    """query_memory's ranking (see _ranked_sql). Up to FUSION_EXACT_LIMIT candidates one scan makes
-    both top lists exactly; above, HNSW gives the similarity list (content and keys) and the GIN
-    index the BM25 list from the query's rarer terms, and only that pool is scored."""
+    """query_memory's ranking (see _ranked_sql). Up to RETRIEVAL_FUSION_EXACT_LIMIT candidates one
+    scan makes both top lists exactly; above, HNSW gives the similarity list (content and keys) and
+    the GIN index the BM25 list from the query's rarer terms, and only that pool is scored."""
     where, params = flt.where(bank_id)
     depth = max(FUSION_DEPTH, k)
     lex = None
@@ -430,10 +432,18 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
         candidates = lex.candidates
     else:
         candidates = _count_candidates(where, params, NARROW_EXACT_LIMIT + 1)
+    bank_index = False
     if exact is None:
-        from django.conf import settings
-
-        exact = candidates <= getattr(settings, "RETRIEVAL_FUSION_EXACT_LIMIT", FUSION_EXACT_LIMIT)
+        exact = candidates <= settings.RETRIEVAL_FUSION_EXACT_LIMIT
+        if not exact:
+            # The bank's own HNSW indexes, or an exact scan while a worker builds them: the
+            # table-wide index is slow and incomplete for one bank among many (memory.indexing).
+            bank_index = has_bank_index(bank_id)
+            if not bank_index:
+                request_bank_index(bank_id)
+                exact = True
+    elif not exact:
+        bank_index = has_bank_index(bank_id)
     named_where, named = _pyformat(where, params)
     filter_where = named_where
     named |= base | {"wl": fusion.lexical_weight, "wb": fusion.speaker_boost, "depth": depth,
@@ -448,16 +458,18 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
         # holding the query's rarer words by GIN, scored with every term (a rare word vectors miss).
         pool = [
             f"(SELECT m.id FROM memory_memory m WHERE {filter_where} ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
+            # k.bank_id repeats the bank: the predicate of the bank's own key index.
             f"(SELECT k.memory_id AS id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
-            f"WHERE {filter_where} ORDER BY k.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
+            f"WHERE k.bank_id = %(bank)s AND {filter_where} ORDER BY k.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
         ]
         rare = lex.rare_terms(LEXICAL_POOL_ROWS) if lex is not None else None
         if rare and rare.terms:
             pool.append(f"(SELECT m.id FROM memory_memory m WHERE {filter_where} AND m.search @@ {rare.tsquery_sql('lr')} "
                         f"ORDER BY {lexical_sql} DESC, m.id LIMIT %(depth)s)")
             named |= rare.score_sql("lr")[1]
+        named["bank"] = bank_id
         with connection.cursor() as cursor:
-            _hnsw_settings(cursor, depth)
+            _hnsw_settings(cursor, depth, prefer_index=bank_index)
     rows = _run_ranked(_ranked_sql(scoring, named_where, True, True, lexical_sql,
                                    pool_ids=" UNION ".join(pool) if pool else None), named)
     if not exact and len(rows) < min(k, candidates):

@@ -26,3 +26,19 @@ def seed_bank_task(bank_id: int, payload: dict) -> dict:
             seed_status="failed", seed_error=f"Seeding failed: {type(exc).__name__}: {reason}"[:2000]
         )
         raise
+
+
+@shared_task(soft_time_limit=1800, time_limit=1900)
+def build_bank_index_task(bank_id: int) -> None:
+    """A big bank's own HNSW indexes (memory.indexing); nothing happens if the bank is gone."""
+    from memory.indexing import build_bank_index
+
+    if MemoryBank.objects.filter(pk=bank_id).exists():
+        build_bank_index(bank_id)
+
+
+@shared_task
+def drop_bank_index_task(bank_id: int) -> None:
+    from memory.indexing import drop_bank_index
+
+    drop_bank_index(bank_id)

@@ -154,10 +154,13 @@ EMBEDDING_DIM = 384  # the vector column's dimension; a model of another size ne
 EMBEDDING_QUERY_ENCODER = os.environ.get("WONDA_QUERY_ENCODER", "int8").strip().lower()
 
 # --- Retrieval (query_memory's free-text search; measured by `manage.py evaluate_retrieval`) ----
-# Fusion: (1 - w)·minmax(cosine) + w·minmax(BM25 over PostgreSQL full-text search) + boost·[speaker named].
+# Fusion over the top 50 by cosine ∪ the top 50 by BM25 (PostgreSQL full-text search):
+# (1 - w)·minmax(cosine) + w·minmax(BM25) + boost·[speaker named].
 RETRIEVAL_FUSION = env_bool("WONDA_RETRIEVAL_FUSION", True)
 RETRIEVAL_LEXICAL_WEIGHT = float(os.environ.get("WONDA_RETRIEVAL_LEXICAL_WEIGHT", "0.5"))
 RETRIEVAL_SPEAKER_BOOST = float(os.environ.get("WONDA_RETRIEVAL_SPEAKER_BOOST", "0.2"))
+# Up to this many candidates one exact scan makes both top lists; above, the HNSW and GIN indexes do.
+RETRIEVAL_FUSION_EXACT_LIMIT = int(os.environ.get("WONDA_RETRIEVAL_FUSION_EXACT_LIMIT", "2000"))
 # Capture: an episodic line also gets a key embedding "previous line + this line" (found as a reply).
 RETRIEVAL_CONTEXT_KEYS = env_bool("WONDA_RETRIEVAL_CONTEXT_KEYS", True)
 

@@ -120,14 +120,21 @@ def test_canonical_tools_keep_plain_similarity(seeded_bank):
     assert set(first.components) == {"similarity", "recency", "importance"} and first.score == first.components["similarity"]
 
 
-def test_the_index_path_ranks_as_the_exact_scan_does(bank):
-    """Above RETRIEVAL_FUSION_EXACT_LIMIT the top lists come from HNSW and GIN, not a scan: the
-    fused ranking is defined on those lists, so both paths agree."""
+@pytest.mark.django_db(transaction=True)  # CREATE INDEX CONCURRENTLY needs autocommit
+def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db):
+    """Above RETRIEVAL_FUSION_EXACT_LIMIT the top lists come from the bank's own HNSW indexes and
+    GIN, not a scan: the fused ranking is defined on those lists, so both paths agree."""
     import random
+
+    from django.db import connection
 
     from memory.bench import sentences
     from memory.cache import embed_texts
+    from memory.indexing import build_bank_index, has_bank_index, index_names
     from memory.retrieval import episode_context_text
+    from memory.services import bank_create
+
+    bank = bank_create(name="indexed bank")
 
     rng = random.Random(3)
     lines = [(name, text) for name in ("Ada", "Bram", "Cleo") for text in sentences(rng, name, 60)]
@@ -138,9 +145,26 @@ def test_the_index_path_ranks_as_the_exact_scan_does(bank):
         remember_utterance(bank=bank, speaker=speaker, text=text, turn=turn, listeners=["Alex"])
     questions = ["Who ran away with a travelling circus?", "What does Bram think about the sea?",
                  "Where did Cleo grow up?", "a chess tournament", "lighthouse island in winter"]
+    with override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=0):
+        # No index yet: the search scans exactly and asks a worker for one (here: built below).
+        assert not has_bank_index(bank.pk)
+        recall(bank, questions[0], agent="Alex", filter=EPISODIC, k=5, fusion=True, touch=False)
+    from memory import indexing
+
+    assert bank.pk in indexing._requested
+    build_bank_index(bank.pk)
+    assert has_bank_index(bank.pk)
     for question in questions:
         exact = recall(bank, question, agent="Alex", filter=EPISODIC, k=5, fusion=True, exact=True, touch=False)
         with override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=0):
             indexed = recall(bank, question, agent="Alex", filter=EPISODIC, k=5, fusion=True, touch=False)
         assert [r.memory.pk for r in indexed] == [r.memory.pk for r in exact], question
         assert [r.score for r in indexed] == pytest.approx([r.score for r in exact]), question
+    # Both partial indexes exist (memories and keys), until dropped.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_class WHERE relname = ANY(%s)", [list(index_names(bank.pk))])
+        assert cursor.fetchone()[0] == 2
+    from memory.indexing import drop_bank_index
+
+    drop_bank_index(bank.pk)
+    assert not has_bank_index(bank.pk)
