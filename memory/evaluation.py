@@ -89,6 +89,9 @@ def _drop_bank(bank_id: int) -> None:
     """Remove an evaluation bank in SQL: nothing else refers to it, and no app's collector need load."""
     from django.db import connection
 
+    from memory.indexing import drop_bank_index
+
+    drop_bank_index(bank_id)
     with connection.cursor() as cur:
         cur.execute("DELETE FROM memory_memorykey k USING memory_memory m WHERE k.memory_id = m.id AND m.bank_id = %s", [bank_id])
         cur.execute("DELETE FROM memory_memory_evidence e USING memory_memory m "
@@ -118,6 +121,13 @@ def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity",
             continue
         bank, dia_of = build_bank(conv)
         try:
+            from django.conf import settings
+
+            if len(conv.turns) > settings.RETRIEVAL_FUSION_EXACT_LIMIT:
+                # As a worker would for a live bank this big (memory.indexing): its own vector indexes.
+                from memory.indexing import build_bank_index
+
+                build_bank_index(bank.pk)
             ctx = ToolContext(bank=bank, agent=LISTENER, current_turn=len(conv.turns) + 1, scoring=scoring)
             rows = list(Memory.objects.in_bank(bank).filter(agent=LISTENER, kind="episodic").values_list("id", "embedding"))
             ids = [dia_of[pk] for pk, _ in rows]

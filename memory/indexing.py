@@ -76,8 +76,12 @@ def build_bank_index(bank_id: int) -> None:
 
 
 def drop_bank_index(bank_id: int) -> None:
+    """Drop the bank's indexes if it has any: concurrently, unless inside a transaction (a plain
+    DROP INDEX then, which briefly locks the table)."""
     with connection.cursor() as cursor:
-        for name in index_names(bank_id):
-            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        cursor.execute("SELECT relname FROM pg_class WHERE relname = ANY(%s)", [list(index_names(bank_id))])
+        for (name,) in cursor.fetchall():
+            concurrently = "" if connection.in_atomic_block else "CONCURRENTLY "
+            cursor.execute(f"DROP INDEX {concurrently}IF EXISTS {name}")
     _ready.discard(bank_id)
     _requested.discard(bank_id)

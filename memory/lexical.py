@@ -119,3 +119,16 @@ def name_grams(query: str) -> list[str]:
     words = [re.sub(r"'s$", "", w) for w in _WORD.findall(query.lower().replace("\u2019", "'"))]
     grams = {" ".join(words[i:i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
     return sorted(grams)
+
+
+def termstat_count(bank_id: int, agent: str | None, kinds: list[str] | None) -> int:
+    """How many active memories of a bank (one agent's, some kinds') there are, from memory_termstat."""
+    clauses, params = ["bank_id = %s", "term = ''"], [bank_id]
+    if agent is not None:
+        clauses.append("agent = %s"); params.append(agent)
+    if kinds:
+        clauses.append("kind = ANY(%s)"); params.append(list(kinds))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COALESCE(sum(df), 0) FROM memory_termstat WHERE {' AND '.join(clauses)}", params)
+        return int(cursor.fetchone()[0])
+

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from memory.indexing import has_bank_index, request_bank_index
-from memory.lexical import lexical_query, lexical_query_from_stats, name_grams
+from memory.lexical import lexical_query, lexical_query_from_stats, name_grams, termstat_count
 from memory.models import Memory
 
 EXACT_LIMIT = 10_000        # up to this many matching memories the scan is exact (identical top k)
@@ -185,21 +185,23 @@ def _hnsw_settings(cursor, fetch: int, *, prefer_index: bool = False) -> None:
     )
 
 
-def _index_candidates(where: str, params: list, vector: np.ndarray, fetch: int) -> list[int]:
-    """Approximate nearest ids through both HNSW indexes; iterative scans keep filtered results full."""
+def _index_candidates(where: str, params: list, vector: np.ndarray, fetch: int, bank_id: int,
+                      bank_index: bool = False) -> list[int]:
+    """Approximate nearest ids through the HNSW indexes (the bank's own when it has them);
+    iterative scans keep filtered results full."""
     from memory.cache import vector_cursor
 
     with vector_cursor() as cursor:  # the vector in binary
-        _hnsw_settings(cursor, fetch)
+        _hnsw_settings(cursor, fetch, prefer_index=bank_index)
         cursor.execute(
             f"SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %s::vector LIMIT %s",
             [*params, vector, fetch], prepare=False,
         )
         ids = [row[0] for row in cursor.fetchall()]
-        cursor.execute(
+        cursor.execute(  # k.bank_id: the predicate of the bank's own key index
             f"SELECT k.memory_id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
-            f"WHERE {where} ORDER BY k.embedding <=> %s::vector LIMIT %s",
-            [*params, vector, fetch], prepare=False,
+            f"WHERE k.bank_id = %s AND {where} ORDER BY k.embedding <=> %s::vector LIMIT %s",
+            [bank_id, *params, vector, fetch], prepare=False,
         )
         ids += [row[0] for row in cursor.fetchall()]
     return list(dict.fromkeys(ids))
@@ -390,22 +392,36 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
 def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
                 exact: bool | None) -> list[_Ranked]:
     """Similarity (and the preset's recency and importance) over every candidate: exact while at
-    most EXACT_LIMIT match (NARROW_EXACT_LIMIT for a filter narrower than the bank), else HNSW."""
+    most EXACT_LIMIT match (NARROW_EXACT_LIMIT for a filter narrower than a bank without its own
+    index), else HNSW."""
     where, params = flt.where(bank_id)
     has_vector = qvec is not None
     guarded = False
-    if exact is None and has_vector and flt.narrower_than_bank():
-        # A filter narrower than the bank is usually exact: scan it exactly at once, at most
-        # NARROW_EXACT_LIMIT + 1 rows, instead of counting first; more than that, the index path.
-        exact = guarded = True
+    if exact is None and has_vector:
+        if flt.counted_by_termstat():
+            # memory_termstat knows how many match (a few index rows, not a count of thousands).
+            candidates = termstat_count(bank_id, flt.agent, flt.kinds)
+            exact = candidates <= EXACT_LIMIT
+            if not exact and flt.narrower_than_bank() and candidates <= NARROW_EXACT_LIMIT and not has_bank_index(bank_id):
+                # The table-wide index walks ~fetch/selectivity tuples for a narrow filter: an exact
+                # scan is faster until the bank has its own index (asked for below).
+                request_bank_index(bank_id)
+                exact = True
+        elif flt.narrower_than_bank():
+            # A filter narrower than the bank is usually exact: scan it exactly at once, at most
+            # NARROW_EXACT_LIMIT + 1 rows, instead of counting first; more than that, the index path.
+            exact = guarded = True
+        else:
+            exact = _count_candidates(where, params, EXACT_LIMIT + 1) <= EXACT_LIMIT
     if exact is None:
-        # An iterative HNSW scan visits ~fetch/selectivity tuples; for a selective filter an
-        # exact scan of a few tens of thousands of rows is faster (measured by bench_memory).
-        exact = not has_vector or _count_candidates(where, params, EXACT_LIMIT + 1) <= EXACT_LIMIT
+        exact = True  # no vector: nothing for an index to order by
     named_where, named = _pyformat(where, params)
     if not exact:
         # Re-rank the index's candidates exactly (they already satisfy the filter; it is kept anyway).
-        named["ids"] = _index_candidates(where, params, qvec, max(HNSW_FETCH, 4 * k))
+        bank_index = has_bank_index(bank_id)
+        if not bank_index:
+            request_bank_index(bank_id)
+        named["ids"] = _index_candidates(where, params, qvec, max(HNSW_FETCH, 4 * k), bank_id, bank_index)
         named_where = f"m.id = ANY(%(ids)s) AND {named_where}"
     sql = _ranked_sql(scoring, named_where, has_vector, guarded=guarded)
     rows = _run_ranked(sql, named | base | {"guard": NARROW_EXACT_LIMIT + 1})

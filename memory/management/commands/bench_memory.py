@@ -108,9 +108,12 @@ class Command(BaseCommand):
             cur.execute("VACUUM ANALYZE memory_memory")
             cur.execute("VACUUM ANALYZE memory_memorykey")
         # What the first big search of a bank asks a worker for (memory.indexing), done here.
-        indexed_at = time.perf_counter()
-        build_bank_index(conversation.pk)
-        self.log(f"bank {conversation.pk}'s own vector indexes built in {time.perf_counter() - indexed_at:.1f}s")
+        from memory.retrieval import EXACT_LIMIT
+
+        for bank in [conversation] + [b for size, b in banks.items() if size > EXACT_LIMIT]:
+            indexed_at = time.perf_counter()
+            build_bank_index(bank.pk)
+            self.log(f"{bank.name}: its own vector indexes built in {time.perf_counter() - indexed_at:.1f}s")
         with connection.cursor() as cur:
             cur.execute("SELECT count(*) FROM memory_memory")
             table_rows = cur.fetchone()[0]
