@@ -216,8 +216,10 @@ def _ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = F
 
     With fusion, relative score fusion: the pool is the top FUSION_DEPTH candidates by similarity ∪
     the top FUSION_DEPTH by BM25, and within it relevance = (1 − wl)·minmax(similarity) +
-    wl·minmax(BM25) + wb·[speaker named] (linear fusion beat reciprocal-rank fusion: R@10 0.67 vs
-    0.58 offline); the preset's similarity weight then applies to that relevance. Defined on the two
+    wl·BM25/max(BM25) + wb·[speaker named] (linear fusion beat reciprocal-rank fusion: R@10 0.67 vs
+    0.58 offline); the preset's similarity weight then applies to that relevance. BM25 is scaled by
+    its maximum, not min-max: when every candidate holds the question's word (a name in a short
+    dialogue), min-max would turn their length differences into a 0-to-1 spread. Defined on the two
     top lists only, the same ranking comes out whether the lists are computed here over every
     candidate or fetched from the HNSW and GIN indexes (recall() chooses).
     """
@@ -238,11 +240,9 @@ def _ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = F
                  "OR lower(split_part(m.speaker, ' ', 1)) = ANY(%(names)s)))::int::float8 AS spk")
         relevance = """(1 - %(wl)s) * (CASE WHEN max(sim) OVER () > min(sim) OVER ()
                             THEN (sim - min(sim) OVER ()) / (max(sim) OVER () - min(sim) OVER ()) ELSE 1.0 END)
-                       + %(wl)s * (CASE WHEN max(lex) OVER () > min(lex) OVER ()
-                            THEN (lex - min(lex) OVER ()) / (max(lex) OVER () - min(lex) OVER ()) ELSE 0.0 END)
+                       + %(wl)s * (CASE WHEN max(lex) OVER () > 0 THEN lex / max(lex) OVER () ELSE 0.0 END)
                        + %(wb)s * spk"""
-        lexical_cols = """, (CASE WHEN max(lex) OVER () > min(lex) OVER ()
-                            THEN (lex - min(lex) OVER ()) / (max(lex) OVER () - min(lex) OVER ()) ELSE 0.0 END) AS c_lexical,
+        lexical_cols = """, (CASE WHEN max(lex) OVER () > 0 THEN lex / max(lex) OVER () ELSE 0.0 END) AS c_lexical,
                           spk AS c_speaker"""
         pool = """pool AS (
             (SELECT * FROM best ORDER BY sim DESC, id LIMIT %(depth)s)

@@ -168,3 +168,13 @@ def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db):
 
     drop_bank_index(bank.pk)
     assert not has_bank_index(bank.pk)
+
+
+def test_a_word_every_line_holds_does_not_spread_the_lexical_scores(bank):
+    # Min-max would give the shortest line 1.0 and the others 0.0 for what is only a length difference.
+    for turn, text in enumerate(["Ask Halvorsen.", "Halvorsen said the choir meets on Thursday evening.",
+                                 "Halvorsen never answers the phone before noon, as everyone knows."], start=1):
+        remember_utterance(bank=bank, speaker="Jordan", text=text, turn=turn, listeners=["Alex"])
+    results = recall(bank, "Halvorsen", agent="Alex", filter=EPISODIC, k=3, fusion=True, speaker_boost=0)
+    lexical = sorted(r.components["lexical"] for r in results)
+    assert lexical[-1] == pytest.approx(1.0) and lexical[0] > 0.6
