@@ -155,7 +155,7 @@ EMBEDDING_QUERY_ENCODER = os.environ.get("WONDA_QUERY_ENCODER", "int8").strip().
 
 # --- Retrieval (query_memory's free-text search; measured by `manage.py evaluate_retrieval`) ----
 # Fusion over the top 50 by cosine ∪ the top 50 by BM25 (PostgreSQL full-text search):
-# (1 - w)·minmax(cosine) + w·minmax(BM25) + boost·[speaker named].
+# (1 - w)·minmax(cosine) + w·BM25/max(BM25) + boost·[speaker named].
 RETRIEVAL_FUSION = env_bool("WONDA_RETRIEVAL_FUSION", True)
 RETRIEVAL_LEXICAL_WEIGHT = float(os.environ.get("WONDA_RETRIEVAL_LEXICAL_WEIGHT", "0.5"))
 RETRIEVAL_SPEAKER_BOOST = float(os.environ.get("WONDA_RETRIEVAL_SPEAKER_BOOST", "0.2"))
