@@ -14,13 +14,16 @@ exactly. Deleting a bank schedules the drop.
 from __future__ import annotations
 
 import logging
+import time
 
 from django.db import connection, transaction
 
 logger = logging.getLogger(__name__)
 
-_ready: set[int] = set()      # banks whose indexes this process has seen valid
-_requested: set[int] = set()  # builds this process has scheduled
+_ready: set[int] = set()            # banks whose indexes this process has seen valid
+_requested: dict[int, float] = {}   # bank → when this process last asked for its build
+REQUEST_AGAIN_S = 600               # a build lost with its worker is asked for again after this
+_LOCK_CLASS = 0x57D1                # pg_advisory_lock(class, bank): one build per bank at a time
 
 
 def index_names(bank_id: int) -> tuple[str, str]:
@@ -45,13 +48,15 @@ def has_bank_index(bank_id: int) -> bool:
 
 
 def request_bank_index(bank_id: int) -> None:
-    """Schedule the build once per process, when the current transaction commits."""
-    if bank_id in _requested:
+    """Schedule the build when the current transaction commits, at most every REQUEST_AGAIN_S per
+    process. A broker that is down loses the request, not the search (robust on_commit)."""
+    now = time.monotonic()
+    if now - _requested.get(bank_id, -REQUEST_AGAIN_S) < REQUEST_AGAIN_S:
         return
-    _requested.add(bank_id)
+    _requested[bank_id] = now
     from memory.tasks import build_bank_index_task
 
-    transaction.on_commit(lambda: build_bank_index_task.delay(bank_id))
+    transaction.on_commit(lambda: build_bank_index_task.delay(bank_id), robust=True)
 
 
 def build_bank_index(bank_id: int) -> None:
@@ -59,20 +64,34 @@ def build_bank_index(bank_id: int) -> None:
     command, not a request's transaction). An invalid index left by a failed build is redone."""
     memory_index, key_index = index_names(bank_id)
     with connection.cursor() as cursor:
-        for name, table in ((memory_index, "memory_memory"), (key_index, "memory_memorykey")):
-            cursor.execute("SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
-                           [name])
-            row = cursor.fetchone()
-            if row and row[0]:
-                continue
-            if row:  # a build that failed or was interrupted
-                cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-            cursor.execute(
-                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} USING hnsw (embedding vector_cosine_ops) "
-                f"WITH (m = 16, ef_construction = 64) WHERE bank_id = {int(bank_id)}"
-            )
-            cursor.execute(f"ANALYZE {table}")  # the planner learns the new index's size
+        # Web and worker processes may each ask: one builds, the others leave (an index being built
+        # looks like a failed one, invalid, and must not be dropped under its builder).
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_CLASS, int(bank_id)])
+        if not cursor.fetchone()[0]:
+            logger.info("vector indexes of bank %s are being built by another process", bank_id)
+            return
+        try:
+            _build(cursor, bank_id, memory_index, key_index)
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, int(bank_id)])
     logger.info("vector indexes of bank %s are ready", bank_id)
+
+
+def _build(cursor, bank_id: int, memory_index: str, key_index: str) -> None:
+    """Under the bank's advisory lock: an invalid index here is a failed or interrupted build."""
+    for name, table in ((memory_index, "memory_memory"), (key_index, "memory_memorykey")):
+        cursor.execute("SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
+                       [name])
+        row = cursor.fetchone()
+        if row and row[0]:
+            continue
+        if row:
+            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        cursor.execute(
+            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} USING hnsw (embedding vector_cosine_ops) "
+            f"WITH (m = 16, ef_construction = 64) WHERE bank_id = {int(bank_id)}"
+        )
+        cursor.execute(f"ANALYZE {table}")  # the planner learns the new index's size
 
 
 def drop_bank_index(bank_id: int) -> None:
@@ -84,4 +103,4 @@ def drop_bank_index(bank_id: int) -> None:
             concurrently = "" if connection.in_atomic_block else "CONCURRENTLY "
             cursor.execute(f"DROP INDEX {concurrently}IF EXISTS {name}")
     _ready.discard(bank_id)
-    _requested.discard(bank_id)
+    _requested.pop(bank_id, None)

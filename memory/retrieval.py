@@ -142,6 +142,11 @@ def resolve_weights(scoring: str, weights: dict | None) -> dict[str, float]:
 _COLUMNS = [f.column for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
 _SELECT = ", ".join(f"m.{c}" for c in _COLUMNS)
 _ATTNAMES = [f.attname for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
+# What the ORM does to a column on the way in (JSONField decodes text: Django's connection reads
+# jsonb as text, and a raw cursor on it too).
+_CONVERTERS = [(i, f.from_db_value) for i, f in enumerate(f for f in Memory._meta.concrete_fields
+                                                           if f.name not in {"embedding", "search"})
+               if hasattr(f, "from_db_value")]
 
 
 def _decay(exponent: str) -> str:
@@ -307,10 +312,13 @@ def _run_ranked(sql: str, named: dict) -> list[_Ranked]:
     with vector_cursor() as cur:
         cur.execute(sql, named, prepare=False)
         rows = cur.fetchall()
-    return [
-        _Ranked(*row[:_RANK_COLUMNS], memory=Memory.from_db(DEFAULT_DB_ALIAS, _ATTNAMES, row[_RANK_COLUMNS:]))
-        for row in rows
-    ]
+    ranked = []
+    for row in rows:
+        values = list(row[_RANK_COLUMNS:])
+        for i, convert in _CONVERTERS:
+            values[i] = convert(values[i], None, connection)
+        ranked.append(_Ranked(*row[:_RANK_COLUMNS], memory=Memory.from_db(DEFAULT_DB_ALIAS, _ATTNAMES, values)))
+    return ranked
 
 
 def _pyformat(where: str, params: list) -> tuple[str, dict]:
@@ -364,6 +372,10 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
             rows = _fused_rows(query, flt, bank_id, qvec, base, k, scoring, exact, fused)
         else:
             rows = _plain_rows(flt, bank_id, qvec, base, k, scoring, exact)
+        if not outermost:
+            # _hnsw_settings' planner setting would outlive this search in the caller's transaction.
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('enable_sort', 'on', true)")
         if touch and rows:
             # One statement for every result: access count and last-accessed turn.
             with connection.cursor() as cursor:

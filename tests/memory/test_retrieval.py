@@ -144,3 +144,16 @@ def test_the_database_refuses_empty_content_too(bank):
 
     with pytest.raises(IntegrityError), transaction.atomic():
         Memory.objects.create(bank=bank, content="", embedding=np.ones(384) / np.sqrt(384))
+
+
+@pytest.mark.parametrize("fusion", [False, True])
+def test_recalled_memories_are_what_the_orm_would_load(seeded_bank, fusion):
+    remember_utterance(bank=seeded_bank, speaker="Jordan", text="Dinner at the harbour?", turn=1, listeners=["Alex"],
+                       metadata={"dia_id": "D1:1", "session": 1})
+    (result,) = recall(seeded_bank, "dinner at the harbour", agent="Alex", filter=MemoryFilter(kinds=["episodic"]),
+                       k=1, fusion=fusion, touch=False)
+    loaded = Memory.objects.get(pk=result.memory.pk)
+    for field in ["metadata", "participants", "tags", "created_at", "turn", "speaker", "content", "importance"]:
+        assert getattr(result.memory, field) == getattr(loaded, field), field
+    assert result.memory.metadata == {"dia_id": "D1:1", "session": 1}
+
