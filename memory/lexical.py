@@ -121,14 +121,19 @@ def name_grams(query: str) -> list[str]:
     return sorted(grams)
 
 
-def termstat_count(bank_id: int, agent: str | None, kinds: list[str] | None) -> int:
-    """How many active memories of a bank (one agent's, some kinds') there are, from memory_termstat."""
-    clauses, params = ["bank_id = %s", "term = ''"], [bank_id]
+def termstat_count(bank_id: int, agent: str | None, kinds: list[str] | None) -> tuple[int, int]:
+    """How many active memories of a bank match (one agent's, some kinds'), and how many the bank
+    holds in all, from memory_termstat: a few index rows, not a count of thousands."""
+    clauses, params = ["TRUE"], []
     if agent is not None:
         clauses.append("agent = %s"); params.append(agent)
     if kinds:
         clauses.append("kind = ANY(%s)"); params.append(list(kinds))
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT COALESCE(sum(df), 0) FROM memory_termstat WHERE {' AND '.join(clauses)}", params)
-        return int(cursor.fetchone()[0])
-
+        cursor.execute(
+            f"SELECT COALESCE(sum(df) FILTER (WHERE {' AND '.join(clauses)}), 0), COALESCE(sum(df), 0) "
+            "FROM memory_termstat WHERE bank_id = %s AND term = ''",
+            [*params, bank_id],
+        )
+        matching, total = cursor.fetchone()
+        return int(matching), int(total)

@@ -18,6 +18,7 @@ from memory.models import Memory
 
 EXACT_LIMIT = 10_000        # up to this many matching memories the scan is exact (identical top k)
 NARROW_EXACT_LIMIT = 30_000  # a filter narrower than the bank: exact up to here (beats a filtered HNSW walk)
+INDEXED_EXACT_LIMIT = 2_000  # in a bank with its own index (> EXACT_LIMIT memories), exact only up to here
 HNSW_EF_SEARCH = 64         # candidate list per index probe (recall@10 ≈ 0.98 at 100k, see bench_memory)
 HNSW_FETCH = 40             # over-fetch from each index before the exact re-rank (at least 4·k)
 RECENCY_DECAY = 0.1         # per turn: recency = exp(-0.1 · turns ago), a half-life of ~7 turns
@@ -412,8 +413,15 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
     if exact is None and has_vector:
         if flt.counted_by_termstat():
             # memory_termstat knows how many match (a few index rows, not a count of thousands).
-            candidates = termstat_count(bank_id, flt.agent, flt.kinds)
+            candidates, bank_size = termstat_count(bank_id, flt.agent, flt.kinds)
             exact = candidates <= EXACT_LIMIT
+            if exact and candidates > INDEXED_EXACT_LIMIT and bank_size > EXACT_LIMIT:
+                # A bank past EXACT_LIMIT promises ≥ 0.95 of the exact top k, not all of it: its own
+                # index answers a few thousand candidates faster than scanning them (~1 ms a thousand).
+                if has_bank_index(bank_id):
+                    exact = False
+                else:
+                    request_bank_index(bank_id)
             if not exact and flt.narrower_than_bank() and candidates <= NARROW_EXACT_LIMIT and not has_bank_index(bank_id):
                 # The table-wide index walks ~fetch/selectivity tuples for a narrow filter: an exact
                 # scan is faster until the bank has its own index (asked for below).
