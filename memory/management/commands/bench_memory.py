@@ -83,9 +83,6 @@ class Command(BaseCommand):
         seeded = sum(MemoryBank.objects.get(pk=b.pk).memories.count() for b in seeding["seed_banks"])
         filler = max(0, 3 * max(sizes) - (sum(sizes) - max(sizes)) - seeded)
         started = time.perf_counter()
-        if dedicated:  # building the index once is far faster than 400k inserts into it
-            with connection.cursor() as cur:
-                cur.execute("DROP INDEX IF EXISTS memory_embedding_hnsw")
         banks = {}
         for i, size in enumerate(sizes):
             banks[size] = bank_create(name=f"bench size {size}")
@@ -100,17 +97,12 @@ class Command(BaseCommand):
         load_s = time.perf_counter() - started
         started = time.perf_counter()
         with connection.cursor() as cur:
-            if dedicated:
-                cur.execute("SET maintenance_work_mem = '1GB'")
-                cur.execute("SET max_parallel_maintenance_workers = 2")
-                cur.execute("CREATE INDEX memory_embedding_hnsw ON memory_memory USING hnsw (embedding vector_cosine_ops) "
-                            "WITH (m = 16, ef_construction = 64)")
             cur.execute("VACUUM ANALYZE memory_memory")
             cur.execute("VACUUM ANALYZE memory_memorykey")
         # What the first big search of a bank asks a worker for (memory.indexing), done here.
-        from memory.retrieval import EXACT_LIMIT
+        from django.conf import settings
 
-        for bank in [conversation] + [b for size, b in banks.items() if size > EXACT_LIMIT]:
+        for bank in [conversation] + [b for size, b in banks.items() if size > settings.RETRIEVAL_FUSION_EXACT_LIMIT]:
             indexed_at = time.perf_counter()
             build_bank_index(bank.pk)
             self.log(f"{bank.name}: its own vector indexes built in {time.perf_counter() - indexed_at:.1f}s")
