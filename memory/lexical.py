@@ -87,14 +87,21 @@ def _idf(n: int, df: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
+def _termstat_group(agent: str | None, kinds: list[str] | None) -> tuple[str, list]:
+    """SQL selecting memory_termstat rows of one agent (or all) and some kinds (or all)."""
+    clauses, params = ["TRUE"], []
+    if agent is not None:
+        clauses.append("agent = %s"); params.append(agent)
+    if kinds:
+        clauses.append("kind = ANY(%s)"); params.append(list(kinds))
+    return " AND ".join(clauses), params
+
+
 def lexical_query_from_stats(query: str, bank_id: int, agent: str | None, kinds: list[str] | None) -> LexicalQuery:
     """The same figures as lexical_query for a bank's active memories of one agent (or all) and
     some kinds (or all), read from memory_termstat: a few index rows instead of counting."""
-    clauses, params = ["s.bank_id = %s"], [bank_id]
-    if agent is not None:
-        clauses.append("s.agent = %s"); params.append(agent)
-    if kinds:
-        clauses.append("s.kind = ANY(%s)"); params.append(list(kinds))
+    group, params = _termstat_group(agent, kinds)
+    clauses, params = ["s.bank_id = %s", group], [bank_id, *params]
     sql = f"""
         WITH t AS (SELECT DISTINCT term FROM unnest(tsvector_to_array(to_tsvector('english', %s))) term LIMIT {MAX_TERMS})
         SELECT s.term, sum(s.df), sum(s.length) FROM memory_termstat s
@@ -124,14 +131,10 @@ def name_grams(query: str) -> list[str]:
 def termstat_count(bank_id: int, agent: str | None, kinds: list[str] | None) -> tuple[int, int]:
     """How many active memories of a bank match (one agent's, some kinds'), and how many the bank
     holds in all, from memory_termstat: a few index rows, not a count of thousands."""
-    clauses, params = ["TRUE"], []
-    if agent is not None:
-        clauses.append("agent = %s"); params.append(agent)
-    if kinds:
-        clauses.append("kind = ANY(%s)"); params.append(list(kinds))
+    group, params = _termstat_group(agent, kinds)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT COALESCE(sum(df) FILTER (WHERE {' AND '.join(clauses)}), 0), COALESCE(sum(df), 0) "
+            f"SELECT COALESCE(sum(df) FILTER (WHERE {group}), 0), COALESCE(sum(df), 0) "
             "FROM memory_termstat WHERE bank_id = %s AND term = ''",
             [*params, bank_id],
         )
