@@ -170,6 +170,11 @@ LLM_BASE_URL = os.environ.get("WONDA_LLM_BASE_URL", "http://127.0.0.1:11434/v1")
 LLM_MODEL = os.environ.get("WONDA_LLM_MODEL", "llama3.1")
 LLM_API_KEY = os.environ.get("WONDA_LLM_API_KEY", "")
 LLM_TIMEOUT = float(os.environ.get("WONDA_LLM_TIMEOUT", "60"))
+# Each simulation's API key is stored encrypted (wonda_site/crypto.py). A Fernet key (or any string a
+# key is derived from); empty: a key derived from SECRET_KEY.
+ENCRYPTION_KEY = os.environ.get("WONDA_ENCRYPTION_KEY", "")
+# Former keys (or former SECRET_KEYs), comma-separated: they still decrypt, only the first key encrypts.
+ENCRYPTION_OLD_KEYS = [k.strip() for k in os.environ.get("WONDA_ENCRYPTION_OLD_KEYS", "").split(",") if k.strip()]
 
 LOGGING = {
     "version": 1,

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from wonda_site.crypto import EncryptedTextField, decryption_error
+
 __all__ = ["Simulation", "Turn", "Retrieval"]
 
 
@@ -63,8 +65,9 @@ class Simulation(models.Model):
     provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.SCRIPTED)
     base_url = models.URLField(max_length=500, blank=True)
     model = models.CharField(max_length=200, blank=True)
-    # Stored so workers can call the server; pages only ever show `api_key_hint`.
-    api_key = models.CharField(max_length=500, blank=True)
+    # Stored (encrypted: wonda_site/crypto.py) so workers can call the server; pages only ever show
+    # `api_key_hint`, exports and logs never carry it.
+    api_key = EncryptedTextField("API key", max_length=500, blank=True)
     temperature = models.FloatField(default=0.7, validators=[MinValueValidator(0), MaxValueValidator(2)])
     max_tokens = models.PositiveIntegerField(default=300, validators=[MinValueValidator(16), MaxValueValidator(8000)])
     seed = models.IntegerField(null=True, blank=True)
@@ -113,6 +116,8 @@ class Simulation(models.Model):
 
     @property
     def api_key_hint(self) -> str:
+        if decryption_error(self.api_key):
+            return "cannot be decrypted: enter it again"
         if not self.api_key:
             return ""
         return f"{self.api_key[:3]}…{self.api_key[-4:]}" if len(self.api_key) > 8 else "…"

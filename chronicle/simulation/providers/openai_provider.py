@@ -27,8 +27,11 @@ class OpenAIProvider(Provider):
     name = "openai"
 
     def __init__(self, *, base_url: str, api_key: str, model: str, timeout: float, temperature: float | None = None,
-                 max_tokens: int | None = None, seed: int | None = None):
+                 max_tokens: int | None = None, seed: int | None = None, key_error: str = ""):
         self.model = model
+        # Set when the simulation's stored key cannot be decrypted: every call fails with this reason
+        # (recorded on the turn, pausing the run) instead of going out with no key or the server default.
+        self.key_error = key_error
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.seed = seed
@@ -40,12 +43,17 @@ class OpenAIProvider(Provider):
     def for_simulation(cls, simulation) -> "OpenAIProvider":
         from django.conf import settings
 
+        from wonda_site.crypto import decryption_error
+
         return cls(base_url=simulation.base_url or settings.LLM_BASE_URL, api_key=simulation.api_key or settings.LLM_API_KEY,
                    model=simulation.model or settings.LLM_MODEL, timeout=simulation.timeout_s or settings.LLM_TIMEOUT,
-                   temperature=simulation.temperature, max_tokens=simulation.max_tokens, seed=simulation.seed)
+                   temperature=simulation.temperature, max_tokens=simulation.max_tokens, seed=simulation.seed,
+                   key_error=decryption_error(simulation.api_key))
 
     def _create(self, messages: list[dict], tools: list[dict] | None, *, max_tokens: int | None = None,
                 allow_tools: bool = True):
+        if self.key_error:
+            raise ProviderError(self.key_error, retryable=False)
         kwargs: dict = {"model": self.model, "messages": messages}
         if tools:
             kwargs["tools"] = tools
