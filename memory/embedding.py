@@ -384,6 +384,27 @@ def model_info() -> dict:
     return {"backend": settings.EMBEDDING_BACKEND, "model": settings.EMBEDDING_MODEL, "dimension": dimension()}
 
 
+def validate_before_fork() -> dict:
+    """validate_model() in a process that will fork workers (the Celery pool's parent), once.
+
+    A multi-threaded torch op before fork() leaves each child's OpenMP pool hung on its first
+    encode (measured: children never returned), so the probe runs on one thread; the ONNX Runtime
+    session (its own thread pool) is dropped again and each child opens its own. Children then
+    start in milliseconds instead of the ~4.5 s that made Celery kill every one of them."""
+    if settings.EMBEDDING_BACKEND != "local":
+        return validate_model()
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return validate_model()
+    finally:
+        torch.set_num_threads(threads)
+        with _query_lock:
+            _query_state.clear()
+
+
 def validate_model() -> dict:
     """Load the model and check its dimension against the vector column, or fail clearly; then load
     the query encoder (exporting it on the first start) so that the first search is fast too."""

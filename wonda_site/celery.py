@@ -1,7 +1,9 @@
+import logging
 import os
+import threading
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "wonda_site.settings")
 
@@ -11,11 +13,50 @@ app.autodiscover_tasks()
 # Simulation and writing tasks live in sub-packages of chronicle; name them so workers register them.
 app.autodiscover_tasks(["chronicle.simulation", "chronicle.writing"])
 
+log = logging.getLogger(__name__)
+_model_info: dict = {}  # what the parent validated; children inherit it through fork
+_worker: dict = {}  # the parent's hostname, for its children's heartbeats
+
+
+@worker_init.connect
+def _validate_embedding_model(sender=None, **_kwargs) -> None:
+    # Once, in the worker's main process, before the pool forks: load the model and check its
+    # dimension against the vector column. A wrong model stops the worker with a clear message
+    # (raised per child it made Celery restart children forever). Children inherit the loaded model.
+    from memory.embedding import EmbeddingError, validate_before_fork
+
+    _worker["hostname"] = getattr(sender, "hostname", "") or ""
+    try:
+        _model_info.update(validate_before_fork())
+    except EmbeddingError as exc:
+        log.critical("Wonda's worker cannot start: %s", exc)
+        raise SystemExit(f"Wonda's worker cannot start: {exc}") from exc
+
+
+def _warm_then_beat(hostname: str) -> None:
+    from memory.embedding import warm_query_encoder
+    from wonda_site.pool import PoolHeartbeat
+
+    info = dict(_model_info)
+    try:
+        info["query_encoder"] = warm_query_encoder()  # this process's own ONNX session
+    except Exception:  # never keep a child from working: queries then use torch
+        log.exception("query encoder warm-up failed")
+    PoolHeartbeat(hostname, info).start()
+
 
 @worker_process_init.connect
-def _validate_embedding_model(**_kwargs) -> None:
-    # Each worker process loads the model once, at start, and refuses to run with a model whose
-    # dimension does not match the vector column (a clear message instead of failing mid-seed).
-    from memory.embedding import validate_model
+def _pool_process_started(**_kwargs) -> None:
+    # In a thread, so the child reports "up" to its parent at once (Celery kills a child that is
+    # silent for worker_proc_alive_timeout); the first search waits on the encoder's lock instead.
+    threading.Thread(target=_warm_then_beat, args=(_worker.get("hostname", ""),), name="wonda-warm", daemon=True).start()
 
-    validate_model()
+
+@worker_ready.connect
+def _worker_ready(sender=None, **_kwargs) -> None:
+    # solo/threads pools have no child processes: the worker itself is the pool.
+    hostname = getattr(sender, "hostname", "") or ""
+    pool = getattr(getattr(sender, "controller", None), "pool_cls", None)
+    name = getattr(pool, "__module__", "") if pool is not None else ""
+    if name and "prefork" not in name:
+        _warm_then_beat(hostname)

@@ -110,7 +110,7 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
     outcome.full_definition_tokens = estimate_tokens(full_definition_text(sheet, turn.scenario, turn.cast)) + estimate_tokens(user) + 8
     if turn.line.strip():
         # The writer wrote this line: no model call, but it is heard (and remembered) like any other.
-        outcome.utterance = turn.line.strip()[:MAX_UTTERANCE]
+        outcome.utterance = shorten(turn.line.strip(), outcome, "The line written by hand")
         outcome.notes.append("Line written by the writer (no model call).")
         return outcome
     try:
@@ -138,6 +138,7 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
                           weights=turn.weights or None, known_characters=[c.name for c in turn.cast])
     calls_left = turn.max_tool_calls
     hints = turn.hints
+    empty_answers = 0
     for _round in range(turn.max_tool_calls + 3):
         result = _call(provider, messages, tools, calls_left > 0, hints, outcome, heartbeat, sleep)
         outcome.add_usage(result)
@@ -152,16 +153,55 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
                 messages.append({"role": "tool", "tool_call_id": call.get("id") or "", "content": json.dumps(response)})
             heartbeat()
             continue
-        text = clean_utterance(message.get("content") or "", turn.agent)
+        text = clean_utterance(message.get("content") or "", turn.agent, limit=None)
         if text:
             messages.append({"role": "assistant", "content": message.get("content")})
-            outcome.utterance = text
+            outcome.utterance = shorten(text, outcome, "The model's reply")
             return
+        empty_answers += 1
         if calls_left > 0 and tools:
             calls_left = 0  # an empty answer: ask once more, this time for speech only
             continue
         break
-    raise TurnFailed("the model gave no line to say", outcome=outcome)
+    raise TurnFailed(no_line_reason(outcome, empty_answers, turn.max_tool_calls), outcome=outcome)
+
+
+def no_line_reason(outcome: TurnOutcome, empty_answers: int, limit: int) -> str:
+    """Why a turn ended with nothing to say, in the writer's words: what the model did instead."""
+    failed = [r for r in outcome.retrievals if r.get("error") and r["tool"] not in ("prepopulate", "pinned")]
+
+    def calls(n: int) -> str:
+        return f"{n} tool call{'s' if n != 1 else ''}"
+
+    def taking(prefix: str) -> list[dict]:
+        nonlocal failed
+        rows = [r for r in failed if r["error"].startswith(prefix)]
+        failed = [r for r in failed if r not in rows]
+        return rows
+
+    parts = []
+    if rows := taking("malformed arguments for "):
+        first = rows[0]["error"].removeprefix("malformed arguments for ").split(". Send a JSON object")[0]
+        parts.append(f"{calls(len(rows))} with malformed arguments ({first})")
+    if rows := taking("unknown tool "):
+        parts.append(f"{calls(len(rows))} to tools that do not exist ({', '.join(sorted({r['tool'] for r in rows}))})")
+    if rows := taking("tool call limit reached"):
+        parts.append(f"{len(rows)} more after the limit of {limit} tool calls a turn")
+    if failed:
+        parts.append(f"{calls(len(failed))} that failed ({failed[0]['tool']}: {failed[0]['error']})")
+    if empty_answers:
+        parts.append(f"{empty_answers} empty repl{'ies' if empty_answers != 1 else 'y'}")
+    if not parts:
+        return "the model never gave a line to say"
+    return "the model never gave a line to say: " + "; ".join(parts)
+
+
+def shorten(text: str, outcome: TurnOutcome, what: str) -> str:
+    """Cut a line to MAX_UTTERANCE characters, and say so on the turn (never silently)."""
+    if len(text) <= MAX_UTTERANCE:
+        return text
+    outcome.notes.append(f"{what} was {len(text):,} characters; it was shortened to the first {MAX_UTTERANCE:,}.")
+    return text[:MAX_UTTERANCE]
 
 
 def _call(provider, messages, tools, allow_tools, hints, outcome, heartbeat, sleep) -> ChatResult:
@@ -176,7 +216,8 @@ def _call(provider, messages, tools, allow_tools, hints, outcome, heartbeat, sle
         except ProviderError as exc:
             outcome.failures.append(f"call {outcome.calls + 1}, attempt {attempt + 1}: {exc}")
             if not exc.retryable or attempt == retries:
-                raise TurnFailed(str(exc), outcome=outcome) from exc
+                tries = f" (tried {attempt + 1} times)" if attempt else ""
+                raise TurnFailed(f"{exc}{tries}", outcome=outcome) from exc
             sleep(llm_backoff() * (2 ** attempt))
     raise AssertionError("unreachable")
 
@@ -289,9 +330,9 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     return list(sections.values())
 
 
-def clean_utterance(text: str, agent: str) -> str:
+def clean_utterance(text: str, agent: str, *, limit: int | None = MAX_UTTERANCE) -> str:
     text = re.sub(r"<think>.*?</think>", "", text or "", flags=re.DOTALL).strip()
     text = re.sub(rf"^\s*(\[turn \d+\]\s*)?{re.escape(agent)}\s*:\s*", "", text)
     if len(text) >= 2 and text[0] == text[-1] == '"':
         text = text[1:-1].strip()
-    return text[:MAX_UTTERANCE]
+    return text[:limit] if limit else text

@@ -76,3 +76,39 @@ class SimulationForm(forms.ModelForm):
 
 def weights_json(weights: dict) -> str:
     return json.dumps(weights or {})
+
+
+LLM_FIELDS = ("provider", "base_url", "model", "api_key", "timeout_s", "temperature", "max_tokens", "max_tool_calls")
+
+
+class LLMSettingsForm(forms.ModelForm):
+    """The model settings of a paused or failed run: fix a model name or a key, then Resume."""
+
+    api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False), label="API key",
+                              help_text="Leave blank to keep the stored key; tick “Remove the key” to clear it.")
+    clear_api_key = forms.BooleanField(required=False, label="Remove the key")
+
+    class Meta:
+        model = Simulation
+        fields = list(LLM_FIELDS)
+        labels = {"base_url": "Base URL", "timeout_s": "Time-out (s)", "max_tool_calls": "Maximum tool calls per turn"}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["base_url"].required = False
+        self.initial["api_key"] = ""  # never sent back to the browser
+
+    def clean(self):
+        data = super().clean()
+        if data.get("provider") == Simulation.Provider.OPENAI and not (data.get("base_url") and data.get("model")):
+            self.add_error("base_url", "An OpenAI-compatible server needs a base URL and a model name.")
+        return data
+
+    def llm_settings(self) -> dict:
+        data = dict(self.cleaned_data)
+        clear = data.pop("clear_api_key", False)
+        if clear:
+            data["api_key"] = ""
+        elif not data.get("api_key"):
+            data.pop("api_key", None)  # blank: keep what is stored
+        return data

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import Prefetch
+from django.utils import timezone
 
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 
@@ -53,4 +55,38 @@ def progress(simulation: Simulation, turns) -> dict:
         "seed_done": bank.seed_done if bank else 0,
         "seed_total": bank.seed_total if bank else 0,
         "running_turn": next((t for t in turns if t.status == Turn.Status.RUNNING), None),
+        "waiting": worker_wait(simulation, turns),
     }
+
+
+def worker_wait(simulation: Simulation, turns, *, now=None) -> dict | None:
+    """A running run that nobody is working on: the turn due has had no live worker for longer than
+    the stale window (its worker died and none has taken it over yet, or no worker is running).
+    None when all is well."""
+    if simulation.status != Simulation.Status.RUNNING:
+        return None
+    now = now or timezone.now()
+    window = settings.TURN_STALE_SECONDS
+    running = next((t for t in turns if t.status == Turn.Status.RUNNING), None)
+    if running is not None:
+        since = running.heartbeat or running.started
+        number = running.number
+    else:
+        # Between turns: the next one should have been claimed moments after the last one finished.
+        since = simulation.updated
+        number = sum(1 for t in turns if t.status == Turn.Status.DONE) + 1
+    if since is None or (now - since).total_seconds() <= window:
+        return None
+    return {"turn": number, "seconds": int((now - since).total_seconds()), "pool": _pool_words()}
+
+
+def _pool_words() -> str:
+    from wonda_site.pool import pool_status
+
+    try:
+        pool = pool_status()
+    except Exception:
+        return "Wonda cannot reach its task queue (Redis)."
+    if not pool["ok"]:
+        return "No worker is running: start one (`make run` starts it) and this run goes on by itself."
+    return "A worker is up; it will take this turn over shortly."

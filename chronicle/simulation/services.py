@@ -10,11 +10,11 @@ Turn bookkeeping (why it cannot duplicate or skip a turn):
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -30,7 +30,7 @@ SETTING_FIELDS = ("title", "max_turns", "speaking_order", "retrieval_mode", "sco
 
 def stale_after() -> float:
     """Seconds without a heartbeat after which a running turn's worker is presumed dead."""
-    return float(os.environ.get("WONDA_TURN_STALE_SECONDS", "30"))
+    return settings.TURN_STALE_SECONDS
 
 
 # --- start and seed -------------------------------------------------------------------------
@@ -127,9 +127,23 @@ class Claim:
     turn: Turn | None = None
     token: str = ""
     busy: bool = False  # another live worker holds the turn: check again later
+    retry_in: float = 0.0  # when that worker's heartbeat would go stale
 
 
-def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "") -> Claim:
+def _claim_token(task_id: str) -> str:
+    # "<task id> <random>": the task id tells a redelivered message that the attempt holding the
+    # turn was its own earlier delivery; the random part makes every attempt's token new.
+    return f"{task_id} {uuid.uuid4().hex[:20]}" if task_id else uuid.uuid4().hex
+
+
+def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", task_id: str = "",
+               redelivered: bool = False) -> Claim:
+    """Take turn `index` for this attempt, or say why not.
+
+    A message Celery redelivers (`redelivered`) comes back only when the process that ran it died
+    (reject_on_worker_lost) or its worker stopped without acking it; if that attempt still holds
+    the turn (same task id in the claim) the turn is taken over at once instead of after the stale
+    window: a killed pool child costs seconds, not a stale window."""
     with transaction.atomic():
         simulation = Simulation.objects.select_for_update().filter(pk=simulation_id).first()
         if simulation is None or simulation.status != Simulation.Status.RUNNING:
@@ -142,10 +156,12 @@ def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "") 
             return Claim()
         turn = Turn.objects.filter(simulation=simulation, index=index).first()
         now = timezone.now()
-        if turn and turn.status == Turn.Status.RUNNING and turn.heartbeat and \
-                now - turn.heartbeat < timedelta(seconds=stale_after()):
-            return Claim(busy=True)
-        token = uuid.uuid4().hex
+        own_dead_attempt = redelivered and task_id and turn is not None and turn.claim.split(" ")[0] == task_id
+        if turn and turn.status == Turn.Status.RUNNING and turn.heartbeat and not own_dead_attempt:
+            age = (now - turn.heartbeat).total_seconds()
+            if age < stale_after():
+                return Claim(busy=True, retry_in=stale_after() - age + 1)
+        token = _claim_token(task_id)
         if turn is None:
             turn = Turn(simulation=simulation, index=index, agent=agent)
         else:
@@ -301,6 +317,27 @@ def simulation_resume(*, simulation: Simulation, step_once: bool = False) -> Sim
         simulation.status = Simulation.Status.RUNNING
         _queue_next(simulation)
     simulation.save(update_fields=["status", "pause_reason", "error", "step_once", "updated"])
+    return simulation
+
+
+LLM_SETTING_FIELDS = ("provider", "base_url", "model", "api_key", "timeout_s", "temperature", "max_tokens",
+                      "max_tool_calls")
+
+
+@transaction.atomic
+def simulation_llm_update(*, simulation: Simulation, settings: dict) -> Simulation:
+    """Change a stopped run's model settings (a wrong model name, a new key), to take effect on Resume."""
+    simulation = _locked(simulation)
+    if simulation.status not in (Simulation.Status.PAUSED, Simulation.Status.FAILED):
+        raise ControlError(f"The model settings can be changed while the run is paused (this one is {simulation.status}).")
+    changed = [name for name in LLM_SETTING_FIELDS if name in settings and getattr(simulation, name) != settings[name]]
+    for name in changed:
+        setattr(simulation, name, settings[name])
+    if "provider" in changed or "model" in changed or "base_url" in changed:
+        simulation.tools_unsupported = False  # another model may well call tools
+        changed.append("tools_unsupported")
+    simulation.full_clean()
+    simulation.save(update_fields=[*changed, "updated"])
     return simulation
 
 

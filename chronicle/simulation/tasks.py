@@ -60,11 +60,13 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
     provider = get_provider(simulation)
     existing = Turn.objects.filter(simulation=simulation, index=index).first()
     agent = existing.agent if existing else services.choose_speaker(simulation=simulation, index=index, provider=provider)
+    delivery = self.request.delivery_info or {}
     claim = services.turn_claim(simulation_id=simulation_id, index=index, agent=agent,
-                                worker=self.request.hostname or "")
+                                worker=self.request.hostname or "", task_id=self.request.id or "",
+                                redelivered=bool(delivery.get("redelivered")))
     if claim.busy:
         # Another worker holds a fresh claim: look again once it would have gone stale.
-        run_turn_task.apply_async((simulation_id, index), countdown=services.stale_after())
+        run_turn_task.apply_async((simulation_id, index), countdown=claim.retry_in)
         return "busy"
     if claim.turn is None:
         return "nothing to do"

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from chronicle.simulation import selectors, services
-from chronicle.simulation.forms import SimulationForm
+from chronicle.simulation.forms import LLMSettingsForm, SimulationForm
 from chronicle.simulation.models import Simulation
 
 CONTROLS = {
@@ -56,12 +56,15 @@ def simulation_demo(request: HttpRequest) -> HttpResponse:
     return redirect(simulation)
 
 
-def _page_context(simulation: Simulation) -> dict:
+def _page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None) -> dict:
     from chronicle.writing.selectors import branch_tree
 
     turns = list(selectors.turns_for_page(simulation))
+    if llm_form is None and simulation.status in (Simulation.Status.PAUSED, Simulation.Status.FAILED):
+        llm_form = LLMSettingsForm(instance=simulation)
     return {"simulation": simulation, "turns": turns, "tokens": selectors.token_summary(turns),
-            "progress": selectors.progress(simulation, turns), "tree": branch_tree(simulation, simulation.owner)}
+            "progress": selectors.progress(simulation, turns), "tree": branch_tree(simulation, simulation.owner),
+            "llm_form": llm_form}
 
 
 @login_required
@@ -93,6 +96,26 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def simulation_llm(request: HttpRequest, pk: int) -> HttpResponse:
+    """Save a paused run's model settings; errors re-show the run page with the form and what was typed."""
+    simulation = get_object_or_404(Simulation.objects.owned_by(request.user).select_related("bank", "parent"), pk=pk)
+    form = LLMSettingsForm(request.POST, instance=Simulation.objects.get(pk=simulation.pk))
+    if form.is_valid():
+        try:
+            simulation = services.simulation_llm_update(simulation=simulation, settings=form.llm_settings())
+        except services.ControlError as exc:
+            messages.error(request, str(exc))
+        else:
+            where = "the scripted provider" if simulation.is_dry_run else f"{simulation.model} at {simulation.base_url}"
+            messages.success(request, f"Model settings saved: {where}. Resume to go on with them.")
+        return redirect(simulation)
+    simulation.refresh_from_db()
+    response = TemplateResponse(request, "chronicle/simulation_detail.html", _page_context(simulation, form), status=400)
+    return response
+
+
+@login_required
 @require_GET
 def turn_detail(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     simulation = get_object_or_404(Simulation.objects.owned_by(request.user), pk=pk)
@@ -102,4 +125,6 @@ def turn_detail(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     template = "chronicle/simulation_turn.html"
     if request.htmx:
         template += "#turn-panel"
-    return TemplateResponse(request, template, {"simulation": simulation, "turn": turn})
+    response = TemplateResponse(request, template, {"simulation": simulation, "turn": turn})
+    patch_vary_headers(response, ("HX-Request",))
+    return response

@@ -79,22 +79,42 @@ class OpenAIProvider(Provider):
             raise ProviderError(f"LLM server answered {exc.status_code}: {detail}", retryable=retryable) from exc
         except openai.OpenAIError as exc:
             raise ProviderError(f"LLM error: {exc}", retryable=False) from exc
+        except ValueError as exc:  # a 200 whose body claims JSON and is not
+            raise MalformedResponse(f"a body that is not JSON ({exc})") from exc
+
+    def _completion(self, messages: list[dict], tools: list[dict] | None, **kwargs):
+        """A chat completion, or MalformedResponse when the server sent something else with a 200."""
+        response = self._create(messages, tools, **kwargs)
+        if isinstance(response, (str, bytes)):  # the client hands back a non-JSON body as text
+            raise MalformedResponse(f"text instead of JSON: {_excerpt(response)}")
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list):
+            raise MalformedResponse(f"JSON without a \"choices\" list: {_excerpt(response)}")
+        if not choices:
+            raise MalformedResponse("no choices")
+        message = getattr(choices[0], "message", None)
+        if message is None or not hasattr(message, "content"):
+            raise MalformedResponse(f"a choice without a message: {_excerpt(choices[0])}")
+        return response, message
 
     def chat(self, messages: list[dict], *, tools: list[dict] | None, allow_tools: bool = True,
              hints: TurnHints) -> ChatResult:
-        response = self._create(messages, tools, allow_tools=allow_tools)
-        if not response.choices:
-            raise ProviderError("the LLM server returned no choices", retryable=True)
-        choice = response.choices[0].message
-        message: dict = {"role": "assistant", "content": choice.content}
-        if choice.tool_calls:
-            message["tool_calls"] = [
-                {"id": call.id or f"call_{i}", "type": "function",
-                 "function": {"name": call.function.name or "", "arguments": call.function.arguments or ""}}
-                for i, call in enumerate(choice.tool_calls)
-            ]
-        usage = response.usage
-        if usage and usage.prompt_tokens is not None:
+        response, choice = self._completion(messages, tools, allow_tools=allow_tools)
+        content = choice.content
+        if content is not None and not isinstance(content, str):
+            raise MalformedResponse(f"message content that is not text: {_excerpt(content)}")
+        message: dict = {"role": "assistant", "content": content}
+        try:
+            if choice.tool_calls:
+                message["tool_calls"] = [
+                    {"id": call.id or f"call_{i}", "type": "function",
+                     "function": {"name": str(call.function.name or ""), "arguments": call.function.arguments or ""}}
+                    for i, call in enumerate(choice.tool_calls)
+                ]
+        except (AttributeError, TypeError) as exc:
+            raise MalformedResponse(f"tool calls of an unknown shape ({exc})") from exc
+        usage = getattr(response, "usage", None)
+        if usage and isinstance(getattr(usage, "prompt_tokens", None), int):
             return ChatResult(message=message, prompt_tokens=usage.prompt_tokens or 0,
                               completion_tokens=usage.completion_tokens or 0)
         # Some servers send no usage: estimate it the same way as the full-definition baseline.
@@ -108,9 +128,9 @@ class OpenAIProvider(Provider):
             {"role": "user", "content": f"Conversation so far:\n{lines}\n\nWho should speak next? Choose one of: "
                                         f"{', '.join(candidates)}. Answer with the name only."},
         ]
-        response = self._create(messages, None, max_tokens=16)
-        text = (response.choices[0].message.content or "") if response.choices else ""
-        usage = response.usage
+        response, choice = self._completion(messages, None, max_tokens=16)
+        text = choice.content if isinstance(choice.content, str) else ""
+        usage = getattr(response, "usage", None)
         result = ChatResult(message={"role": "assistant", "content": text},
                             prompt_tokens=(usage.prompt_tokens if usage else 0) or estimate_messages_tokens(messages),
                             completion_tokens=(usage.completion_tokens if usage else 0) or 0)
@@ -118,6 +138,21 @@ class OpenAIProvider(Provider):
             if re.search(rf"\b{re.escape(name)}\b", text, re.IGNORECASE):
                 return name, result
         return None, result
+
+
+class MalformedResponse(ProviderError):
+    """A 200 that is not a chat completion (a proxy's HTML page, a truncated body): retried, like a 5xx."""
+
+    def __init__(self, what: str):
+        super().__init__(f"the LLM server's reply was not a chat completion: {what}", retryable=True)
+
+
+def _excerpt(value, limit: int = 120) -> str:
+    if hasattr(value, "model_dump_json"):  # what the server sent, not the client's Python repr
+        value = value.model_dump_json(exclude_none=True)
+    text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    text = " ".join(text.split())
+    return repr(text[:limit] + ("…" if len(text) > limit else ""))
 
 
 def _detail(exc: openai.APIStatusError) -> str:
