@@ -126,8 +126,8 @@ class EncryptedTextField(models.TextField):
     def undecryptable_reason(self) -> str:
         name = str(self.verbose_name or self.name)
         return (f"the stored {name} cannot be decrypted (the server's SECRET_KEY or WONDA_ENCRYPTION_KEY changed "
-                f"since it was saved): enter the key again in a new simulation, or have the administrator add the "
-                f"former key to WONDA_ENCRYPTION_OLD_KEYS")
+                f"since it was saved): enter the key again under the run's Model settings and Resume, or have "
+                f"the administrator add the former key to WONDA_ENCRYPTION_OLD_KEYS")
 
     def from_db_value(self, value, expression, connection):
         if not value:

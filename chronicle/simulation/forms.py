@@ -26,7 +26,7 @@ class SimulationForm(forms.ModelForm):
     weight_recency = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: recency")
     weight_importance = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: importance")
     api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False),
-                              help_text="Stored for the workers; shown back only as its last four characters.")
+                              help_text="Stored encrypted for the workers; shown back only as a hint (sk-…abcd).")
 
     class Meta:
         model = Simulation

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils.cache import patch_vary_headers
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
@@ -31,6 +32,7 @@ def simulation_list(request: HttpRequest) -> HttpResponse:
     return TemplateResponse(request, "chronicle/simulation_list.html", {"simulations": simulations})
 
 
+@sensitive_post_parameters("api_key")  # never in an error report
 @login_required
 @require_http_methods(["GET", "POST"])
 def simulation_create(request: HttpRequest) -> HttpResponse:
@@ -95,6 +97,7 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return response
 
 
+@sensitive_post_parameters("api_key")
 @login_required
 @require_POST
 def simulation_llm(request: HttpRequest, pk: int) -> HttpResponse:
