@@ -47,9 +47,9 @@ def client_for(client):
 class WorkerProcess:
     """A real `celery worker` subprocess on the test database and the test broker."""
 
-    def __init__(self, db_name: str, name: str, concurrency: int = 1):
+    def __init__(self, db_name: str, name: str, concurrency: int = 1, env: dict | None = None):
         self.name = f"{name}-{os.getpid()}@%h"
-        env = os.environ | {"WONDA_DB_NAME": db_name, "PYTHONUNBUFFERED": "1"}
+        env = os.environ | {"WONDA_DB_NAME": db_name, "PYTHONUNBUFFERED": "1"} | (env or {})
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"worker-{name}.log"
         self.log = open(self.log_path, "w")
@@ -71,6 +71,15 @@ class WorkerProcess:
             if any(self.name.split("@")[0] in name for reply in replies for name in reply):
                 return
         raise RuntimeError(f"worker did not answer in {timeout}s; log:\n{self.log_path.read_text()[-3000:]}")
+
+    def children(self) -> list[int]:
+        """The pool's child processes (the ones that run tasks)."""
+        import psutil
+
+        try:
+            return [child.pid for child in psutil.Process(self.proc.pid).children()]
+        except psutil.NoSuchProcess:
+            return []
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -95,10 +104,10 @@ def start_worker(django_db_setup, django_db_blocker):
 
     started: list[WorkerProcess] = []
 
-    def start(name: str = "worker", concurrency: int = 1) -> WorkerProcess:
+    def start(name: str = "worker", concurrency: int = 1, env: dict | None = None) -> WorkerProcess:
         with django_db_blocker.unblock():
             db_name = connection.settings_dict["NAME"]
-        worker = WorkerProcess(db_name, name, concurrency)
+        worker = WorkerProcess(db_name, name, concurrency, env)
         started.append(worker)
         worker.wait_ready()
         return worker

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -43,16 +44,58 @@ def test_celery_task_round_trips_through_real_worker(celery_worker, settings):
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_healthz_all_up(celery_worker, client):
-    response = client.get("/healthz")
+    from tests.chronicle.simulation.conftest import wait_for
+
+    # A pool process stamps its heartbeat once its model is warm, a moment after the worker answers pings.
+    response = wait_for(lambda: (r := client.get("/healthz")).status_code == 200 and r, timeout=30, what="healthz ok")
     body = response.json()
-    assert response.status_code == 200, body
     assert body["status"] == "ok"
     parts = body["parts"]
     assert parts["database"]["pgvector"].count(".") >= 1
     assert parts["redis"]["ok"]
-    assert parts["worker"]["workers"]
+    assert celery_worker.name.replace("%h", "").rstrip("@") in " ".join(parts["worker"]["workers"])
+    assert parts["worker"]["processes"] >= 1
     assert parts["embedding"]["dimension"] == 384
     assert parts["embedding"]["model"] == "all-MiniLM-L6-v2"
+    # Read from heartbeats, no task round trip: it used to wait out a 1.5 s ping every time.
+    # (A loose bound that catches that regression; the figure itself is in the README.)
+    assert body["seconds"] < 0.5, body["seconds"]
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_healthz_is_down_while_no_pool_process_can_run_tasks(django_db_setup, client, settings):
+    """A worker that answers pings while none of its pool processes can run a task is down, not ok."""
+    import signal
+
+    from tests.chronicle.simulation.conftest import wait_for
+    from tests.conftest import WorkerProcess
+    from wonda_site import embedded
+
+    # Its own Redis database, so that the suite's other workers do not answer for it.
+    db = (int(settings.CELERY_BROKER_URL.rsplit("/", 1)[1] or 0) + 8) % 16
+    worker = WorkerProcess(connection.settings_dict["NAME"], "dark", 2,
+                           env={"WONDA_REDIS_DB": str(db), "WONDA_POOL_HEARTBEAT_SECONDS": "1"})
+    settings.CELERY_BROKER_URL = embedded.redis_url(db)
+    settings.POOL_HEARTBEAT_SECONDS = 1
+    try:
+        wait_for(lambda: (r := client.get("/healthz")).status_code == 200 and r.json()["parts"]["worker"]["processes"] == 2,
+                 timeout=90, what="both pool processes to report in")
+        children = worker.children()
+        for pid in children:  # hung children: alive, but no task can run on them
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            down = wait_for(lambda: (r := client.get("/healthz")).status_code == 503 and r.json(), timeout=10,
+                            what="healthz to report the pool down")
+            assert down["down"] == ["worker", "embedding"]
+            assert "no worker process has been able to run tasks" in down["parts"]["worker"]["error"]
+            assert worker.proc.poll() is None  # the worker itself is alive and answers pings: only its pool is dark
+        finally:
+            for pid in children:
+                os.kill(pid, signal.SIGCONT)
+        wait_for(lambda: client.get("/healthz").status_code == 200, timeout=10, what="healthz ok again")
+    finally:
+        worker.stop()
 
 
 @pytest.mark.django_db

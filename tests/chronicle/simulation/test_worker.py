@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 
 from chronicle.simulation import services
@@ -110,3 +114,33 @@ def test_worker_killed_mid_turn_another_finishes_with_no_gap_and_no_duplicate(st
     victim.refresh_from_db()
     assert victim.attempts >= 2 and "Redone" in victim.note
     assert not victim.worker.startswith("sim-kill-a")
+
+
+def test_a_killed_pool_child_is_replaced_and_its_turn_goes_on_within_seconds(start_worker, user, settings):
+    # The drill that found the pool dark for up to 12 minutes: SIGKILL a pool child mid-turn.
+    worker = start_worker("child-kill", concurrency=1)
+    simulation = start(user, make_dinner(user), max_turns=5, pace_s=1.5)
+
+    def running_here():
+        return simulation.turns.filter(status="running", index__gte=1, worker__startswith="child-kill").first()
+
+    victim = wait_for(running_here, timeout=180, what="a turn running on the worker")
+    (child,) = worker.children()
+    os.kill(child, signal.SIGKILL)
+    killed = time.monotonic()
+
+    def victim_done():
+        victim.refresh_from_db()
+        return victim.status == "done"
+
+    wait_for(victim_done, timeout=settings.TURN_STALE_SECONDS + 30, what="the killed turn to be redone")
+    recovery = time.monotonic() - killed
+    wait_status(simulation, "completed", timeout=120)
+    assert_complete_once(simulation, 5)
+    assert victim.attempts == 2 and "Redone" in victim.note
+    assert worker.proc.poll() is None and worker.children() and child not in worker.children()
+    log = worker.log_path.read_text()
+    assert "Timed out waiting for UP message" not in log
+    # The redelivered message takes its own dead attempt's turn over at once: no stale window to
+    # wait out (that is the fallback when a whole worker dies), only the pace and the turn itself.
+    assert recovery < settings.TURN_STALE_SECONDS, f"took {recovery:.1f}s"
