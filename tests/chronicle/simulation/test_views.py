@@ -160,3 +160,34 @@ def test_demo_button_starts_a_scripted_run_on_the_demo_dinner(user, client_for, 
     assert simulation.provider == "scripted" and "where to eat" in simulation.scenario.title
     assert len(simulation.cast_names) == 3 and simulation.max_turns == 6
     assert "dry run" in client.get(simulation.get_absolute_url()).content.decode()
+
+
+@pytest.mark.django_db
+def test_a_running_run_that_no_worker_works_on_says_waiting_for_a_worker(user, dinner, client_for, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from chronicle.simulation.models import Turn
+
+    settings.TURN_STALE_SECONDS = 30
+    simulation = started(user, dinner)  # running; no worker runs its turns in this test
+    client = client_for(user)
+    assert "Waiting for a worker" not in client.get(simulation.get_absolute_url()).content.decode()
+
+    # Its worker died mid-turn 45 s ago and nobody has taken the turn over.
+    now = timezone.now()
+    turn = Turn.objects.create(simulation=simulation, index=0, agent="Alex", status="running",
+                               started=now - timedelta(seconds=50), heartbeat=now - timedelta(seconds=45))
+    page = client.get(simulation.get_absolute_url(), **HX).content.decode()
+    assert "Waiting for a worker:" in page and "nobody has worked on turn 1 for 45 s" in page
+
+    # A live worker's fresh heartbeat: no warning.
+    Turn.objects.filter(pk=turn.pk).update(heartbeat=timezone.now())
+    assert "Waiting for a worker" not in client.get(simulation.get_absolute_url(), **HX).content.decode()
+
+    # Between turns: the next one was due a minute ago and no worker claimed it.
+    Turn.objects.filter(pk=turn.pk).update(status="done", utterance="Hello.", finished=now - timedelta(seconds=60))
+    Simulation.objects.filter(pk=simulation.pk).update(updated=now - timedelta(seconds=60))
+    page = client.get(simulation.get_absolute_url()).content.decode()
+    assert "nobody has worked on turn 2 for 60 s" in page
