@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from django import forms
+from django.conf import settings
 
 from chronicle.models import ITEM_LIMIT, TEXT_LIMIT, Character, Scenario
 
@@ -194,5 +195,21 @@ class ScenarioForm(forms.ModelForm):
         return cleaned
 
 
+def upload_limit_message(size: int) -> str | None:
+    """The message for a file over WONDA_UPLOAD_LIMIT_MB (one limit for every import), or None."""
+    limit = settings.WONDA_UPLOAD_LIMIT_MB
+    if size <= limit * 1024 * 1024:
+        return None
+    return f"The file is {size / (1024 * 1024):.1f} MB; imports are limited to {limit} MB (WONDA_UPLOAD_LIMIT_MB)."
+
+
+def validate_upload_size(upload) -> None:
+    """Checked on `upload.size` before a byte is read or parsed."""
+    message = upload_limit_message(upload.size)
+    if message:
+        raise forms.ValidationError(message, code="too_large")
+
+
 class ImportForm(forms.Form):
-    file = forms.FileField(help_text="A Wonda JSON export, or a Character Card V2 as .json or .png.")
+    file = forms.FileField(help_text="A Wonda JSON export, or a Character Card V2 as .json or .png.",
+                           validators=[validate_upload_size])

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinLengthValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Length
@@ -13,6 +14,18 @@ from pgvector.django import VectorField
 
 EMBEDDING_DIM = settings.EMBEDDING_DIM
 MAX_CONTENT_CHARS = 10_000
+# Tags are labels for filtering, not content: 20 of up to 50 characters each is more than any
+# writer's form, import or admin edit needs, and keeps a GIN-indexed array from becoming a text blob.
+MAX_TAGS = 20
+MAX_TAG_CHARS = 50
+
+
+def validate_tags(value) -> None:
+    """The count of tags (each tag's length is checked by the array's CharField)."""
+    if value is not None and len(value) > MAX_TAGS:
+        raise ValidationError(
+            f"A memory has at most {MAX_TAGS} tags; this one has {len(value)}.", code="too_many_tags"
+        )
 
 
 class MemoryBankQuerySet(models.QuerySet):
@@ -128,7 +141,8 @@ class Memory(models.Model):
     emotional_valence = models.FloatField(default=0.0, validators=[MinValueValidator(-1), MaxValueValidator(1)])
     participants = ArrayField(models.CharField(max_length=100), default=list, blank=True)
     location = models.CharField(max_length=200, blank=True)
-    tags = ArrayField(models.CharField(max_length=50), default=list, blank=True)
+    tags = ArrayField(models.CharField(max_length=MAX_TAG_CHARS), default=list, blank=True, validators=[validate_tags],
+                      help_text=f"At most {MAX_TAGS} tags of up to {MAX_TAG_CHARS} characters each.")
     related_goals = ArrayField(models.CharField(max_length=300), default=list, blank=True)
     access_count = models.PositiveIntegerField(default=0)
     last_accessed_turn = models.IntegerField(null=True, blank=True)

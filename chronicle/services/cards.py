@@ -24,10 +24,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from chronicle.forms import upload_limit_message
 from chronicle.models import TEXT_LIMIT, Character, Scenario
 from chronicle.services.card_checks import Checker as _Checker
 
-MAX_FILE_BYTES = 8 * 1024 * 1024
 CARD_SPEC = "chara_card_v2"
 WONDA_FORMAT = "wonda"
 TEXT_FIELDS = ("role", "archetype", "description", "background", "communication_style", "decision_style")
@@ -264,8 +264,9 @@ def _scenario_from_wonda(data: Any, check: _Checker, names: set[str]) -> dict | 
 # --- import -----------------------------------------------------------------------------------
 
 def _parse(raw: bytes) -> tuple[str, Any]:
-    if len(raw) > MAX_FILE_BYTES:
-        raise CardImportError([f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB"])
+    too_large = upload_limit_message(len(raw))  # callers other than the import page (the form checks it first)
+    if too_large:
+        raise CardImportError([too_large])
     if not raw.strip():
         raise CardImportError(["the file is empty"])
     if raw.startswith(b"\x89PNG"):

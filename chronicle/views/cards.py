@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from chronicle.views.common import HtmxHttpRequest
 from chronicle.forms import ImportForm
 from chronicle.models import Character, Scenario
-from chronicle.services.cards import (MAX_FILE_BYTES, CardImportError, card_import, character_export as wonda_character,
+from chronicle.services.cards import (CardImportError, card_import, character_export as wonda_character,
                                       character_to_card, character_to_card_png, scenario_export as wonda_scenario)
 
 
@@ -57,10 +57,8 @@ def import_page(request: HtmxHttpRequest) -> HttpResponse:
     form = ImportForm(request.POST or None, request.FILES or None)
     errors: list[str] = []
     if request.method == "POST" and form.is_valid():
-        upload = form.cleaned_data["file"]
+        upload = form.cleaned_data["file"]  # its size is checked by the form, before it is read
         try:
-            if upload.size > MAX_FILE_BYTES:
-                raise CardImportError([f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB"])
             result = card_import(owner=request.user, raw=upload.read())
         except CardImportError as exc:
             errors = exc.errors

@@ -17,7 +17,7 @@ from chronicle.selectors import preview_groups
 from chronicle.services.characters import (character_create as create_character,
                                            character_delete as delete_character, character_request_preview,
                                            character_update)
-from chronicle.views.common import HtmxHttpRequest, field_errors_response, preview_response
+from chronicle.views.common import HtmxHttpRequest, field_errors_response, preview_response, vary_on_htmx
 
 ASK_K = 8
 
@@ -100,6 +100,7 @@ def character_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@vary_on_htmx
 def character_preview(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """GET: the preview section (polled while seeding). POST (retry/reseed): seed again."""
     character = _owned(request, pk)
@@ -113,6 +114,7 @@ def character_preview(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
+@vary_on_htmx
 def character_ask(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     from memory.retrieval import recall
 

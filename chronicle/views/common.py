@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 from django_htmx.http import HttpResponseStopPolling
 
 FINISHED = ("done", "failed")
+
+# For every view that answers a full page or an htmx partial at the same URL: without it a browser
+# or proxy cache can hand the partial back for a full page load (or the reverse).
+vary_on_htmx = vary_on_headers("HX-Request")
 
 
 class HtmxHttpRequest(HttpRequest):

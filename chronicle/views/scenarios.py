@@ -17,7 +17,7 @@ from chronicle.selectors import scenario_preview_sections
 from chronicle.services.scenarios import (scenario_create as create_scenario,
                                           scenario_delete as delete_scenario, scenario_request_preview,
                                           scenario_update)
-from chronicle.views.common import HtmxHttpRequest, field_errors_response, preview_response
+from chronicle.views.common import HtmxHttpRequest, field_errors_response, preview_response, vary_on_htmx
 
 
 def _owned(request: HtmxHttpRequest, pk: int) -> Scenario:
@@ -116,6 +116,7 @@ def scenario_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@vary_on_htmx
 def scenario_preview(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     scenario = _owned(request, pk)
     if request.method == "POST":

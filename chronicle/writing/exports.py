@@ -134,12 +134,62 @@ def _need(data, key, kind):
     return value
 
 
+def _rows(data: dict, key: str) -> list[dict]:
+    """An optional list of objects ("overrides", "edits", "memories", a turn's "retrievals")."""
+    rows = data.get(key) or []
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValidationError(f"Not a Wonda simulation export: '{key}' should be a list of objects.")
+    return rows
+
+
+class _At:
+    """Names the part of the export a problem is in ("turns[12]: ..."), whatever the problem is:
+    a model's ValidationError, or a missing key / wrong type (KeyError, TypeError, ValueError...)."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is None:
+            return False
+        if isinstance(exc, ValidationError):
+            detail = "; ".join(f"{k}: {', '.join(v)}" if k != "__all__" else ", ".join(v)
+                               for k, v in exc.message_dict.items()) if hasattr(exc, "error_dict") \
+                else "; ".join(exc.messages)
+        elif isinstance(exc, KeyError):
+            detail = f"{exc.args[0]!r} is missing"
+        elif isinstance(exc, (TypeError, ValueError, AttributeError)):
+            detail = f"malformed ({exc})"
+        else:
+            return False
+        raise ValidationError(f"Malformed export, {self.where}: {detail}") from exc
+
+
+def _check_memories(rows: list[dict]) -> None:
+    """Each exported memory as `memory_create` will check it in the worker (content, tags, ranges...),
+    so that a file whose bank cannot be rebuilt is refused now rather than half-imported later."""
+    from memory.services import validate_content
+
+    for i, row in enumerate(rows):
+        with _At(f"memories[{i}]"):
+            row["id"]  # noqa: B018  (the retrieval records are re-pointed by it)
+            validate_content(row.get("content"))
+            fields = {f: row[f] for f in MEMORY_FIELDS if f in row and row[f] is not None}
+            Memory(**fields).full_clean(exclude=["bank", "embedding"], validate_constraints=False)
+            if not isinstance(row.get("keys") or [], list):
+                raise ValidationError({"keys": "should be a list of queries"})
+
+
 @transaction.atomic
 def simulation_import(*, owner, data: dict) -> Simulation:
     """A new simulation from an export: settings, snapshots, turns, retrievals, lines, overrides, history.
 
     Its memory bank is rebuilt in a worker (`import_bank_task`), which then points the retrieval
-    records at the new memory ids.
+    records at the new memory ids. Anything malformed raises ValidationError (naming where) and
+    nothing is created.
     """
     from chronicle.writing.tasks import import_bank_task
     from memory.services import bank_create
@@ -148,6 +198,8 @@ def simulation_import(*, owner, data: dict) -> Simulation:
         raise ValidationError("Not a Wonda simulation export (format should be 'wonda.simulation').")
     settings = _need(data, "simulation", dict)
     turns = _need(data, "turns", list)
+    memories = _rows(data, "memories")
+    _check_memories(memories)
     simulation = Simulation(owner=owner, scenario_snapshot=_need(data, "scenario", dict),
                             cast_snapshot=_need(data, "cast", list))
     for name in SETTINGS:
@@ -165,25 +217,37 @@ def simulation_import(*, owner, data: dict) -> Simulation:
     simulation.bank = bank_create(name=f"Simulation #{simulation.pk}: {simulation.title}"[:200], owner=owner)
     simulation.save(update_fields=["bank", "updated"])
     turn_ids = {}
-    for row in turns:
-        turn = Turn(simulation=simulation, **{f: row[f] for f in TURN_FIELDS if f in row})
-        turn.full_clean(exclude=["simulation"], validate_constraints=False)
-        turn.save()
-        turn_ids[row.get("id")] = turn.pk
-        Retrieval.objects.bulk_create([Retrieval(turn=turn, **{f: r[f] for f in RETRIEVAL_FIELDS if f in r})
-                                       for r in row.get("retrievals") or []])
-        if row.get("entry"):
-            ChronicleEntry.objects.create(turn=turn, **{k: v for k, v in row["entry"].items()
-                                                        if k in ("text", "annotation", "struck", "starred")})
-    for o in data.get("overrides") or []:
-        TurnOverride.objects.create(simulation=simulation, turn_index=o["turn_index"], kind=o["kind"],
+    for i, row in enumerate(turns):
+        with _At(f"turns[{i}]"):
+            turn = Turn(simulation=simulation, **{f: row[f] for f in TURN_FIELDS if f in row})
+            turn.full_clean()  # the simulation is saved: its constraints (one turn per index) are checked too
+            turn.save()
+            turn_ids[row.get("id")] = turn.pk
+            retrievals = [Retrieval(turn=turn, **{f: r[f] for f in RETRIEVAL_FIELDS if f in r})
+                          for r in _rows(row, "retrievals")]
+            for retrieval in retrievals:
+                retrieval.full_clean(exclude=["turn"])
+            Retrieval.objects.bulk_create(retrievals)
+            if row.get("entry"):
+                entry = ChronicleEntry(turn=turn, **{k: v for k, v in row["entry"].items()
+                                                     if k in ("text", "annotation", "struck", "starred")})
+                entry.full_clean(exclude=["turn"], validate_constraints=False)
+                entry.save()
+    for i, o in enumerate(_rows(data, "overrides")):
+        with _At(f"overrides[{i}]"):
+            override = TurnOverride(simulation=simulation, turn_index=o["turn_index"], kind=o["kind"],
                                     memory_id=o.get("memory_id"), content=o.get("content") or "")
-    for e in data.get("edits") or []:
-        target = e["target_id"] if e["target_type"] == "memory" else turn_ids.get(e["target_id"], 0)
-        Edit.objects.create(simulation=simulation, actor=owner if e.get("actor") == owner.get_username() else None,
-                            target_type=e["target_type"], target_id=target, field=e["field"], before=e.get("before"),
-                            after=e.get("after"), label=(e.get("label") or "")[:300])
-    import_bank_task.delay_on_commit(simulation.pk, data.get("memories") or [])
+            override.full_clean()
+            override.save()
+    for i, e in enumerate(_rows(data, "edits")):
+        with _At(f"edits[{i}]"):
+            target = e["target_id"] if e["target_type"] == "memory" else turn_ids.get(e["target_id"], 0)
+            edit = Edit(simulation=simulation, actor=owner if e.get("actor") == owner.get_username() else None,
+                        target_type=e["target_type"], target_id=target, field=e["field"], before=e.get("before"),
+                        after=e.get("after"), label=(e.get("label") or "")[:300])
+            edit.full_clean()
+            edit.save()
+    import_bank_task.delay_on_commit(simulation.pk, memories)
     return simulation
 
 

@@ -132,16 +132,34 @@ def memory_archive_edit(*, simulation: Simulation, memory: Memory, actor) -> Mem
     return memory
 
 
+def writer_memory_check(*, simulation: Simulation, content: str, agent: str = "", kind: str = "semantic",
+                        importance: float = 5.0, tags: Iterable[str] = (), turn: int | None = None) -> Memory:
+    """The unsaved memory the writer asked for, checked as `memory_create` will check it in the worker
+    (the content rule, `full_clean()` with every field validator and check constraint), so that the
+    page says "written" only of a memory that will exist. Raises ValidationError keyed by field."""
+    from memory.services import validate_content
+
+    if simulation.bank_id is None:
+        raise ValidationError("This simulation has no memory bank yet: wait until it has been seeded.")
+    if agent and agent not in simulation.cast_names:
+        raise ValidationError({"agent": f"{agent} is not in this simulation's cast."})
+    validate_content(content)
+    memory = Memory(bank_id=simulation.bank_id, content=content, agent=agent, kind=kind, importance=importance,
+                    tags=[t.strip() for t in tags if t and t.strip()], source=Memory.Source.WRITER, turn=turn)
+    memory.full_clean(exclude=["embedding"])
+    return memory
+
+
 @transaction.atomic
 def writer_memory_form(*, simulation: Simulation, actor, content: str, agent: str = "", kind: str = "semantic",
                        importance: float = 5.0, tags: Iterable[str] = (), turn: int | None = None) -> Memory:
-    """A memory written by the writer (source "writer"); `turn` is the turn number it belongs before."""
+    """A memory written by the writer (source "writer"); it exists before turn `turn + 1`."""
     from memory.services import memory_create
 
-    if agent and agent not in simulation.cast_names:
-        raise ValidationError({"agent": f"{agent} is not in this simulation's cast."})
+    checked = writer_memory_check(simulation=simulation, content=content, agent=agent, kind=kind,
+                                  importance=importance, tags=tags, turn=turn)
     memory = memory_create(bank=simulation.bank, content=content, agent=agent, kind=kind, importance=importance,
-                           tags=[t.strip() for t in tags if t and t.strip()], source="writer", turn=turn)
+                           tags=checked.tags, source="writer", turn=turn)
     _record(simulation=simulation, actor=actor, target_type=Edit.Target.MEMORY, target_id=memory.pk,
             field="created", before=None, after=content, label=_memory_label(memory))
     return memory

@@ -8,6 +8,7 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import override_settings
 from django.urls import reverse
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
@@ -160,3 +161,13 @@ def test_import_refuses_a_name_the_writer_already_uses(user, make_character):
 def test_import_page_renders(client_for, user):
     html = client_for(user).get(reverse("import")).content.decode()
     assert 'enctype="multipart/form-data"' in html and "Character Card V2" in html
+
+
+@override_settings(WONDA_UPLOAD_LIMIT_MB=1)
+def test_a_card_over_the_upload_limit_is_refused_with_the_sizes(client_for, user):
+    raw = json.dumps({**SILLY_CARD, "padding": "x" * int(1.25 * 1024 * 1024)}).encode()
+    response = client_for(user).post(reverse("import"), {"file": SimpleUploadedFile("big.card.json", raw)})
+    assert response.status_code == 400
+    assert "The file is 1.3 MB; imports are limited to 1 MB (WONDA_UPLOAD_LIMIT_MB)." in response.content.decode()
+    assert not Character.objects.filter(owner=user).exists()
+

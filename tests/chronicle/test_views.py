@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from chronicle.models import Character, Scenario
+from tests.chronicle.simulation.conftest import dinner  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -215,3 +216,34 @@ def test_user_text_is_escaped(client_for, user, make_character):
     alex = make_character(user, name="<script>alert(1)</script>", description="<b>bold</b>")
     html = client_for(user).get(reverse("character_detail", args=[alex.pk])).content.decode()
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html and "<b>bold</b>" not in html
+
+
+def test_pages_with_an_htmx_partial_vary_on_hx_request(client_for, user, make_character, make_scenario, dinner):
+    """A cache (browser, proxy) must never hand a partial back for a full page or the reverse: every
+    URL that answers both sends `Vary: HX-Request`, whichever of the two it answered this time."""
+    from memory.models import Memory
+    from tests.chronicle.writing.conftest import run_all, start
+
+    client = client_for(user)
+    alex = make_character(user, name="Riley")
+    scenario = make_scenario(user, cast=[alex])
+    finished = run_all(start(user, dinner))
+    memory = Memory.objects.in_bank(finished.bank).first()
+    pk = finished.pk
+    gets = [reverse("character_preview", args=[alex.pk]), reverse("character_ask", args=[alex.pk]) + "?q=who",
+            reverse("scenario_preview", args=[scenario.pk]), reverse("turn_inspect", args=[pk, 3]) + "?q=pasta"]
+    posts = [(reverse("character_preview", args=[alex.pk]), {"retry": "1"}),
+             (reverse("scenario_preview", args=[scenario.pk]), {"retry": "1"}),
+             (reverse("turn_override", args=[pk, 3]), {"kind": "pin", "memory_id": memory.pk, "on": "1"}),
+             (reverse("chronicle_line", args=[pk, 0]), {"star": ""}),
+             (reverse("chronicle_memory", args=[pk, memory.pk]), {"content": memory.content, "importance": "5"}),
+             (reverse("turn_regenerate", args=[pk, 3]), {})]
+    for headers in ({}, HX):
+        for url in gets:
+            response = client.get(url, **headers)
+            assert response.status_code in (200, 286), url
+            assert "HX-Request" in response.get("Vary", ""), url
+        for url, data in posts:
+            response = client.post(url, data, **headers)
+            assert response.status_code in (200, 286, 302), url
+            assert "HX-Request" in response.get("Vary", ""), url
