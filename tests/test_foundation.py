@@ -152,7 +152,8 @@ def test_docker_compose_is_valid():
     path = ROOT / "docker-compose.yml"
     docker = shutil.which("docker")
     if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
-        result = subprocess.run([docker, "compose", "-f", str(path), "config", "--quiet"], capture_output=True, text=True)
+        result = subprocess.run([docker, "compose", "-f", str(path), "config", "--quiet"], capture_output=True, text=True,
+                                env=os.environ | {"SECRET_KEY": "a-secret-the-operator-sets"})
         assert result.returncode == 0, result.stderr
     config = yaml.safe_load(path.read_text())
     services = config["services"]
@@ -193,3 +194,20 @@ def test_worker_registers_every_task_the_project_defines(celery_worker):
     replies = app.control.inspect(timeout=5).registered() or {}
     registered = next(names for worker, names in replies.items() if celery_worker.name.split("@")[0] in worker)
     assert defined - set(registered) == set()
+
+
+@pytest.mark.django_db
+def test_production_404_is_wondas_page_not_a_url_list(client_for, user, settings):
+    settings.DEBUG = False
+    response = client_for(user).get("/simulations/999999/")
+    body = response.content.decode()
+    assert response.status_code == 404
+    assert "Not found" in body and "Back to your characters" in body
+    assert "URLconf" not in body and "simulations/&lt;int:pk&gt;" not in body
+
+
+def test_docker_compose_runs_without_debug_and_needs_a_secret_key():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    environment = compose["x-app"]["environment"]
+    assert environment["DEBUG"] == "0"
+    assert environment["SECRET_KEY"].startswith("${SECRET_KEY:?")

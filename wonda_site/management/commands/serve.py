@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+from django.conf import settings
 from django.core.management import BaseCommand
 
 
@@ -26,6 +27,11 @@ class Command(BaseCommand):
         )
         web = subprocess.Popen([python, "manage.py", "runserver", addr, "--noreload"])
         self.stdout.write(self.style.SUCCESS(f"Wonda is starting on http://{addr}/  (Ctrl-C stops web and worker)"))
+        if settings.DEBUG:
+            self.stdout.write(self.style.WARNING(
+                "Development mode (DEBUG=1): error pages show code, settings and every URL. In production run with "
+                "DEBUG=0, your own SECRET_KEY and ALLOWED_HOSTS, gunicorn instead of this server "
+                "(README: \"Running on real PostgreSQL and Redis\"; docker-compose.yml does all of it)."))
         children = [web, worker]
         stopping = False
 
