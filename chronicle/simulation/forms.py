@@ -93,6 +93,8 @@ class LLMSettingsForm(forms.ModelForm):
         fields = list(LLM_FIELDS)
         labels = {"base_url": "Base URL", "timeout_s": "Time-out (s)", "max_tool_calls": "Maximum tool calls per turn"}
 
+    field_order = ["provider", "base_url", "model", "api_key", "clear_api_key"]
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["base_url"].required = False

@@ -203,13 +203,34 @@ def _retrieval_rows(turn: Turn, outcome: TurnOutcome) -> list[Retrieval]:
     return [Retrieval(turn=turn, **row) for row in outcome.retrievals]
 
 
+def _collapsed(failures: list[str]) -> list[str]:
+    """"call 1, attempt 1: X; call 1, attempt 2: X; …" → "call 1, attempts 1–3: X" (the same error, said once)."""
+    out: list[tuple[str, list[str], str]] = []
+    for failure in failures:
+        head, _, message = failure.partition(": ")
+        call, _, attempt = head.partition(", attempt ")
+        if out and out[-1][0] == call and out[-1][2] == message and attempt:
+            out[-1][1].append(attempt)
+        else:
+            out.append((call, [attempt] if attempt else [], message if attempt else failure))
+    said = []
+    for call, attempts, message in out:
+        if not attempts:
+            said.append(message)
+        elif len(attempts) == 1:
+            said.append(f"{call}, attempt {attempts[0]}: {message}")
+        else:
+            said.append(f"{call}, attempts {attempts[0]}–{attempts[-1]}: {message}")
+    return said
+
+
 def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "") -> str:
     lines = [turn.note] if turn.note else []
     lines += outcome.notes
     if mode_note:
         lines.append(mode_note)
     if outcome.failures:
-        lines.append("Retried after: " + "; ".join(outcome.failures))
+        lines.append("Retried after: " + "; ".join(_collapsed(outcome.failures)))
     return "\n".join(lines)
 
 
