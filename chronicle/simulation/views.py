@@ -1,4 +1,8 @@
-"""Simulation pages: list, new, live page (with its controls), one turn's memories and context."""
+"""Simulation pages: list, new, live page (with its controls); the old address of one turn.
+
+One turn has one page, the writer's turn inspector (chronicle/writing/views.py `turn_inspect`); the live
+page's side panel is that page's `turn-panel` partial. This package links to it by URL name only.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.debug import sensitive_post_parameters
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from chronicle.simulation import selectors, services
@@ -58,15 +64,17 @@ def simulation_demo(request: HttpRequest) -> HttpResponse:
     return redirect(simulation)
 
 
-def _page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None) -> dict:
-    from chronicle.writing.selectors import branch_tree
-
+def _page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None, *, poll: bool = False) -> dict:
+    """The run page, or (poll) only what its 2 s poll swaps: the branch tree sits outside `#live`, so a
+    poll never builds it."""
     turns = list(selectors.turns_for_page(simulation))
     if llm_form is None and simulation.status in (Simulation.Status.PAUSED, Simulation.Status.FAILED):
         llm_form = LLMSettingsForm(instance=simulation)
-    return {"simulation": simulation, "turns": turns, "tokens": selectors.token_summary(turns),
-            "progress": selectors.progress(simulation, turns), "tree": branch_tree(simulation, simulation.owner),
-            "llm_form": llm_form}
+    context = {"simulation": simulation, "turns": turns, "tokens": selectors.token_summary(turns),
+               "progress": selectors.progress(simulation, turns), "llm_form": llm_form}
+    if not poll:
+        context["tree"] = selectors.branch_tree(simulation, simulation.owner)
+    return context
 
 
 @login_required
@@ -83,15 +91,15 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             except services.ControlError as exc:
                 messages.error(request, str(exc))
         return redirect(simulation)
-    context = _page_context(simulation)
     if request.htmx:
-        html = render_to_string("chronicle/simulation_detail.html#live", context, request=request)
+        html = render_to_string("chronicle/simulation_detail.html#live", _page_context(simulation, poll=True),
+                                request=request)
         if not simulation.is_live:
             response = HttpResponseStopPolling(html)  # 286: htmx swaps this last version and stops polling
         else:
             response = HttpResponse(html)
     else:
-        response = TemplateResponse(request, "chronicle/simulation_detail.html", context)
+        response = TemplateResponse(request, "chronicle/simulation_detail.html", _page_context(simulation))
     # The polled fragment and the page share a URL: without this, Back can show the bare fragment.
     patch_vary_headers(response, ("HX-Request",))
     return response
@@ -120,14 +128,16 @@ def simulation_llm(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def turn_detail(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    """The old address of a turn (bookmarks): the page is the turn inspector now. htmx gets the
+    inspector's side panel here (no redirect round trip); a browser is sent to the inspector."""
     simulation = get_object_or_404(Simulation.objects.owned_by(request.user), pk=pk)
-    turn = next((t for t in selectors.turns_for_page(simulation) if t.index == index), None)
+    turn = selectors.turn_with_retrievals(simulation, index)
     if turn is None:
         raise Http404("No such turn.")
-    template = "chronicle/simulation_turn.html"
     if request.htmx:
-        template += "#turn-panel"
-    response = TemplateResponse(request, template, {"simulation": simulation, "turn": turn})
-    patch_vary_headers(response, ("HX-Request",))
-    return response
+        return TemplateResponse(request, "chronicle/writing/turn_inspect.html#turn-panel",
+                                {"simulation": simulation, "turn": turn, "panel": True})
+    query = request.GET.urlencode()
+    return redirect(reverse("turn_inspect", args=[pk, index]) + (f"?{query}" if query else ""))

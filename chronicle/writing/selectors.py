@@ -1,4 +1,4 @@
-"""Reads for the writer's pages: overrides of a turn, the reading view's rows, the branch tree, diffs."""
+"""Reads for the writer's pages: the reading view's rows, a turn's overrides as the inspector shows them, the bank page and its search, history, diffs."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ import difflib
 from dataclasses import dataclass, field
 
 from django.db.models import Prefetch
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.writing.models import ChronicleEntry, Edit, TurnOverride
 from memory.models import Memory
+from memory.retrieval import MemoryFilter, recall
 
 
 @dataclass
@@ -66,43 +69,6 @@ def history(simulation: Simulation, *, target_type: str | None = None, target_id
     return edits
 
 
-def branch_root(simulation: Simulation, owner) -> Simulation:
-    root = simulation
-    seen = {root.pk}
-    while root.parent_id and root.parent_id not in seen:
-        parent = Simulation.objects.owned_by(owner).filter(pk=root.parent_id).first()
-        if parent is None:
-            break
-        seen.add(parent.pk)
-        root = parent
-    return root
-
-
-@dataclass
-class BranchNode:
-    simulation: Simulation
-    children: list["BranchNode"] = field(default_factory=list)
-
-
-def branch_tree(simulation: Simulation, owner) -> BranchNode:
-    """The tree of runs this one belongs to: from its root down, every branch of every branch."""
-    root = branch_root(simulation, owner)
-    mine = list(Simulation.objects.owned_by(owner).only("id", "title", "parent_id", "branch_turn", "status", "created")
-                .order_by("created", "id"))
-    children: dict[int, list[Simulation]] = {}
-    for sim in mine:
-        if sim.parent_id:
-            children.setdefault(sim.parent_id, []).append(sim)
-
-    def build(sim: Simulation, depth: int = 0) -> BranchNode:
-        node = BranchNode(sim)
-        if depth < 50:
-            node.children = [build(c, depth + 1) for c in children.get(sim.pk, [])]
-        return node
-
-    return build(root)
-
-
 @dataclass
 class ComparedRow:
     index: int
@@ -121,8 +87,6 @@ class ComparedRow:
 
 def _marked(a: str, b: str) -> tuple[str, str]:
     """Word-level difference as HTML: removed words in <del>, added in <ins> (everything escaped)."""
-    from django.utils.html import escape
-
     left_words, right_words = a.split(), b.split()
     left, right = [], []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=left_words, b=right_words, autojunk=False).get_opcodes():
@@ -140,8 +104,6 @@ def _marked(a: str, b: str) -> tuple[str, str]:
 
 def compare(left: Simulation, right: Simulation) -> list[ComparedRow]:
     """Both runs' lines aligned by turn index, with the differences marked."""
-    from django.utils.safestring import mark_safe
-
     lefts = {t.index: t for t in turns_with_entries(left)}
     rights = {t.index: t for t in turns_with_entries(right)}
     rows = []
@@ -154,3 +116,64 @@ def compare(left: Simulation, right: Simulation) -> list[ComparedRow]:
         rows.append(ComparedRow(index=index, left=lt, right=rt, left_text=ltext, right_text=rtext, same=same,
                                 left_html=mark_safe(lhtml), right_html=mark_safe(rhtml)))
     return rows
+
+
+# --- the turn inspector and the memory bank page ---------------------------------------------
+
+SEARCH_K = 10
+
+
+def bank_search(simulation: Simulation, query: str, agent: str | None = None) -> list[dict]:
+    """The writer's search of a run's bank, as result rows (a pure read)."""
+    if not query or simulation.bank_id is None:
+        return []
+    # One query vector for an interactive search (STYLE.md allows this one in a request).
+    results = recall(simulation.bank, query, filter=MemoryFilter(agent=agent) if agent else None, k=SEARCH_K)
+    return [r.snapshot() for r in results]
+
+
+@dataclass
+class InspectorOverrides:
+    """A turn's overrides as the inspector shows them (pins as the writer made them, archived or not)."""
+
+    excluded: set[int]
+    pinned_ids: set[int]
+    pinned: list[TurnOverride]
+    line: str
+
+
+def inspector_overrides(simulation: Simulation, index: int) -> InspectorOverrides:
+    rows = list(TurnOverride.objects.at(simulation, index))
+    pinned = [o for o in rows if o.kind == TurnOverride.Kind.PIN]
+    return InspectorOverrides(excluded={o.memory_id for o in rows if o.kind == TurnOverride.Kind.EXCLUDE},
+                              pinned_ids={o.memory_id for o in pinned}, pinned=pinned,
+                              line=next((o.content for o in rows if o.kind == TurnOverride.Kind.LINE), ""))
+
+
+def override_row(*, simulation: Simulation, turn: Turn, memory: Memory, retrieval_id) -> dict:
+    """The context of one memory's row after the writer excluded or pinned it: the row as that
+    retrieval returned it (score and why), else the memory itself."""
+    row = {"memory_id": memory.pk, "content": memory.content, "agent": memory.agent, "kind": memory.kind,
+           "category": memory.category, "turn": memory.turn, "speaker": memory.speaker, "status": memory.status}
+    retrieval = turn.retrievals.filter(pk=retrieval_id or 0).first()
+    if retrieval:
+        row = next((r for r in retrieval.results if r.get("memory_id") == memory.pk), row)
+    overrides = inspector_overrides(simulation, turn.index)
+    return {"simulation": simulation, "turn": turn, "r": row, "retrieval": retrieval,
+            "excluded": overrides.excluded, "pinned_ids": overrides.pinned_ids}
+
+
+def bank_page(simulation: Simulation, *, query: str, agent: str) -> list[Memory]:
+    """The memory bank page's cards: search results in rank order, else the active memories (300 at most),
+    of one agent ("(shared)": nobody's) or all."""
+    memories = Memory.objects.in_bank(simulation.bank).active() if simulation.bank_id else Memory.objects.none()
+    if agent:
+        memories = memories.for_agent("" if agent == "(shared)" else agent)
+    found = bank_search(simulation, query, agent if agent and agent != "(shared)" else None)
+    if found:
+        order = [r["memory_id"] for r in found]
+        by_id = {m.pk: m for m in memories.filter(pk__in=order)}
+        return [by_id[i] for i in order if i in by_id]
+    if query:
+        return []
+    return list(memories.order_by("agent", "turn", "id")[:300])

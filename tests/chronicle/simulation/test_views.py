@@ -144,7 +144,8 @@ def test_turn_panel_shows_memories_scores_components_and_context(user, dinner, c
     assert "query_self" in panel and "query_scene" in panel and "You are Alex" in panel
     assert 'class="bar similarity"' in panel and "matched: key “who am I?”" in panel
     assert "the exact messages sent" in panel and "You are an agent in a simulation" in panel
-    full = client.get(url).content.decode()
+    # The page of a turn is the inspector now: the old address takes a browser there.
+    full = client.get(url, follow=True).content.decode()
     assert "<html" in full and "Turn 1 · Alex" in full
     assert client.get(reverse("simulation_turn", args=[simulation.pk, 5])).status_code == 404
 

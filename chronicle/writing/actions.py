@@ -1,0 +1,63 @@
+"""The writer's page actions that take more than one step: a form's checks and then one or more of
+chronicle/writing/services.py's writes (or a task). Views call one of these and render what comes back;
+a refusal is a ValidationError whose messages the page shows as they are."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from django.core.exceptions import ValidationError
+
+from chronicle.simulation.models import Simulation, Turn
+from chronicle.writing import exports, selectors, services
+from chronicle.writing.forms import LineForm, MemoryEditForm
+from chronicle.writing.models import ChronicleEntry
+from chronicle.writing.tasks import form_memory_task
+from memory.models import Memory
+
+
+def _refusal(form) -> ValidationError:
+    return ValidationError([e for errs in form.errors.values() for e in errs])
+
+
+def line_edit(*, turn: Turn, actor, data: Mapping[str, str]) -> ChronicleEntry:
+    """One line of the reading view: the Star or Strike button toggles it; otherwise the text and/or
+    annotation the writer sent (only the fields sent) are saved."""
+    entry = selectors.entry_for(turn)
+    if "star" in data:
+        changes = {"starred": not (entry and entry.starred)}
+    elif "strike" in data:
+        changes = {"struck": not (entry and entry.struck)}
+    else:
+        form = LineForm(data)
+        if not form.is_valid():
+            raise _refusal(form)
+        changes = {k: v for k, v in form.cleaned_data.items() if k in data}
+    return services.entry_update(turn=turn, actor=actor, **changes)
+
+
+def memory_change(*, simulation: Simulation, memory: Memory, actor, data: Mapping[str, str]) -> Memory:
+    """A memory card's Archive button, or its edited content / importance / tags."""
+    if "archive" in data:
+        return services.memory_archive_edit(simulation=simulation, memory=memory, actor=actor)
+    form = MemoryEditForm(data)
+    if not form.is_valid():
+        raise _refusal(form)
+    return services.memory_edit(simulation=simulation, memory=memory, actor=actor, **form.cleaned_data)
+
+
+def memory_form_request(*, simulation: Simulation, actor, data: dict) -> None:
+    """A memory the writer formed (checked by MemoryFormForm): embedded and saved by a worker after commit."""
+    form_memory_task.delay_on_commit(simulation.pk, actor.pk, data)
+
+
+def simulation_import_file(*, owner, upload) -> Simulation:
+    """A run from an uploaded export (its size already checked by ImportForm): all or nothing."""
+    try:
+        data = json.loads(upload.read().decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise ValidationError("This is not a JSON file (it is not UTF-8 text).") from exc
+    except ValueError as exc:
+        raise ValidationError(f"This is not a JSON file: {exc}") from exc
+    return exports.simulation_import(owner=owner, data=data)
