@@ -7,6 +7,8 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxLengthValidator
 from django.db import models
 
+from wonda_site.querysets import OwnedQuerySet
+
 TEXT_LIMIT = 10_000  # the memory store's content limit; longer text could not become one memory
 ITEM_LIMIT = 200  # one trait / skill / value / goal
 
@@ -18,13 +20,6 @@ def _text(**kwargs) -> models.TextField:
 
 def _items() -> ArrayField:
     return ArrayField(models.CharField(max_length=ITEM_LIMIT), default=list, blank=True)
-
-
-class OwnedQuerySet(models.QuerySet):
-    def owned_by(self, user):
-        if not getattr(user, "is_authenticated", False):
-            return self.none()
-        return self.filter(owner=user)
 
 
 class Character(models.Model):

@@ -224,20 +224,20 @@ def measure_bank(bank, queries: np.ndarray, *, k: int = 10, latency_n: int = 200
     for i in range(latency_n):
         flt = filtered_queries(rng)[i % 3]  # bank-wide, one agent, one agent's episodes
         started = time.perf_counter()
-        recall(bank, query_vector=queries[i % len(queries)], filter=flt, k=k, touch=True)
+        recall(bank, query_vector=queries[i % len(queries)], filter=flt, k=k)
         latencies.append((time.perf_counter() - started) * 1000)
     recalls, hnsw_recalls, short = [], [], 0
     for i in range(exact_n):
         flt = filtered_queries(rng)[i % 6]
         q = queries[(i * 7 + 3) % len(queries)]
-        got = recall(bank, query_vector=q, filter=flt, k=k, touch=False)
-        truth = recall(bank, query_vector=q, filter=flt, k=k, touch=False, exact=True)
+        got = recall(bank, query_vector=q, filter=flt, k=k)
+        truth = recall(bank, query_vector=q, filter=flt, k=k, exact=True)
         if len(got) < min(k, matching(bank, flt, k)):
             short += 1
         if truth:
             recalls.append(len({r.memory.pk for r in got} & {r.memory.pk for r in truth}) / len(truth))
             # The index path alone, forced even where recall() would scan exactly: how good is HNSW here?
-            forced = recall(bank, query_vector=q, filter=flt, k=k, touch=False, exact=False)
+            forced = recall(bank, query_vector=q, filter=flt, k=k, exact=False)
             hnsw_recalls.append(len({r.memory.pk for r in forced} & {r.memory.pk for r in truth}) / len(truth))
     return {"p50": pct(latencies, 50), "p95": pct(latencies, 95), "recall": statistics.fmean(recalls) if recalls else 1.0,
             "hnsw_recall": statistics.fmean(hnsw_recalls) if hnsw_recalls else 1.0, "short": short}

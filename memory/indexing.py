@@ -6,9 +6,9 @@ pgvector checks the filter after walking the graph, so a bank with 2.5 % of the 
 sort (15 ms). A partial index per big bank (``WHERE bank_id = N``, pgvector's advice for filters)
 keeps the walk inside the bank: ~1 ms, 0.98 of the exact top 50 (bench_memory).
 
-The first search of a bank above RETRIEVAL_FUSION_EXACT_LIMIT candidates schedules the build
-(a Celery task, CREATE INDEX CONCURRENTLY: nothing is locked); until it exists that search scans
-exactly. Deleting a bank schedules the drop.
+A write that grows a bank past RETRIEVAL_FUSION_EXACT_LIMIT memories schedules the build
+(`bank_index_wanted`; a Celery task, CREATE INDEX CONCURRENTLY: nothing is locked); until it exists
+searches scan exactly. A search only reads whether the indexes exist. Deleting a bank schedules the drop.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from __future__ import annotations
 import logging
 import time
 
+from django.conf import settings
 from django.db import connection, transaction
+
+from memory.lexical import termstat_count
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +57,18 @@ def request_bank_index(bank_id: int) -> None:
     if now - _requested.get(bank_id, -REQUEST_AGAIN_S) < REQUEST_AGAIN_S:
         return
     _requested[bank_id] = now
-    from memory.tasks import build_bank_index_task
+    from memory.tasks import build_bank_index_task  # memory.tasks imports this module
 
     transaction.on_commit(lambda: build_bank_index_task.delay(bank_id), robust=True)
+
+
+def bank_index_wanted(bank_id: int) -> None:
+    """After a write to the bank: ask for its own indexes once it is big enough to need them."""
+    if bank_id in _ready:
+        return
+    _matching, size = termstat_count(bank_id, None, None)
+    if size > settings.RETRIEVAL_FUSION_EXACT_LIMIT and not has_bank_index(bank_id):
+        request_bank_index(bank_id)
 
 
 def build_bank_index(bank_id: int) -> None:

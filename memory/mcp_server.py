@@ -20,6 +20,7 @@ from django.db import close_old_connections
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from memory.services import accesses_record
 from memory.tools import ToolCallResult, ToolContext, call_tool, openai_tool_schemas
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,10 @@ def _call(name: str, arguments: dict | None, context: ToolContext) -> ToolCallRe
     # A stdio server lives for hours: drop a connection the database has closed, as a request would.
     close_old_connections()
     try:
-        return call_tool(name, arguments, context=context)
+        result = call_tool(name, arguments, context=context)
+        # An outside agent's recall counts like a simulated one's (decay and access boosts read it).
+        accesses_record(memory_ids=[r.memory.pk for r in result.results], turn=context.current_turn)
+        return result
     finally:
         close_old_connections()
 

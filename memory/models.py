@@ -12,6 +12,8 @@ from django.db import models
 from django.db.models.functions import Length
 from pgvector.django import VectorField
 
+from wonda_site.querysets import OwnedQuerySet
+
 EMBEDDING_DIM = settings.EMBEDDING_DIM
 MAX_CONTENT_CHARS = 10_000
 # Tags are labels for filtering, not content: 20 of up to 50 characters each is more than any
@@ -26,13 +28,6 @@ def validate_tags(value) -> None:
         raise ValidationError(
             f"A memory has at most {MAX_TAGS} tags; this one has {len(value)}.", code="too_many_tags"
         )
-
-
-class MemoryBankQuerySet(models.QuerySet):
-    def owned_by(self, user):
-        if user is None or not getattr(user, "is_authenticated", False):
-            return self.none()
-        return self.filter(owner=user)
 
 
 class MemoryBank(models.Model):
@@ -55,7 +50,7 @@ class MemoryBank(models.Model):
     seed_total = models.PositiveIntegerField(default=0)
     seed_error = models.TextField(blank=True)
 
-    objects = MemoryBankQuerySet.as_manager()
+    objects = OwnedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -78,12 +73,6 @@ class MemoryQuerySet(models.QuerySet):
 
     def for_agent(self, name: str):
         return self.filter(agent=name)
-
-    def of_kind(self, *kinds: str):
-        return self.filter(kind__in=kinds)
-
-    def in_category(self, *categories: str):
-        return self.filter(category__in=categories)
 
     def active(self):
         return self.filter(status=Memory.Status.ACTIVE)
@@ -144,8 +133,12 @@ class Memory(models.Model):
     tags = ArrayField(models.CharField(max_length=MAX_TAG_CHARS), default=list, blank=True, validators=[validate_tags],
                       help_text=f"At most {MAX_TAGS} tags of up to {MAX_TAG_CHARS} characters each.")
     related_goals = ArrayField(models.CharField(max_length=300), default=list, blank=True)
+    # Kept by services.accesses_record from MemoryAccess rows, for the ranking SQL to read in place.
     access_count = models.PositiveIntegerField(default=0)
     last_accessed_turn = models.IntegerField(null=True, blank=True)
+    # The content changed and its vector has not been recomputed yet (a worker does it in about a
+    # second): recall leaves it out meanwhile rather than find it by its old meaning.
+    embedding_stale = models.BooleanField(default=False)
     decay_rate = models.FloatField(default=0.01, validators=[MinValueValidator(0)])
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.WRITER)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
@@ -193,6 +186,11 @@ class Memory(models.Model):
         who = self.agent or "scene"
         return f"[{who}/{self.kind}/{self.category or '-'}] {self.content[:60]}"
 
+    def snapshot(self) -> dict:
+        """What a record of this memory keeps (a retrieval, a pin), so it reads the same after edits."""
+        return {"memory_id": self.pk, "content": self.content, "agent": self.agent, "kind": self.kind,
+                "category": self.category, "turn": self.turn, "speaker": self.speaker}
+
 
 class MemoryKey(models.Model):
     """A canonical query ("who am I?") that also leads to its memory: stored once, found many ways."""
@@ -207,6 +205,21 @@ class MemoryKey(models.Model):
 
     def __str__(self) -> str:
         return self.query
+
+
+class MemoryAccess(models.Model):
+    """One recall of a memory at a turn (count: how many times in that turn). The log lets a branch
+    from turn N start with the access counts the parent had at turn N, not those of its later turns."""
+
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="accesses")
+    turn = models.IntegerField(null=True, blank=True)
+    count = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        indexes = [models.Index(fields=["memory", "turn"], name="memoryaccess_memory_turn")]
+
+    def __str__(self) -> str:
+        return f"memory #{self.memory_id} ×{self.count} at turn {self.turn}"
 
 
 class TermStat(models.Model):

@@ -12,7 +12,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from memory.indexing import has_bank_index, request_bank_index
+from memory.indexing import has_bank_index
 from memory.lexical import lexical_query, lexical_query_from_stats, name_grams, termstat_count
 from memory.models import Memory
 
@@ -90,6 +90,7 @@ class MemoryFilter:
             clauses.append("m.source = ANY(%s)"); params.append(list(self.sources))
         if self.statuses:
             clauses.append("m.status = ANY(%s)"); params.append(list(self.statuses))
+        clauses.append("NOT m.embedding_stale")  # edited, vector not yet recomputed: not found by its old meaning
         return " AND ".join(clauses), params
 
 
@@ -102,10 +103,8 @@ class RecallResult:
     matched_key: str | None
 
     def snapshot(self) -> dict:
-        m = self.memory
-        return {
-            "memory_id": m.pk, "content": m.content, "agent": m.agent, "kind": m.kind, "category": m.category,
-            "turn": m.turn, "speaker": m.speaker, "rank": self.rank, "score": round(self.score, 6),
+        return self.memory.snapshot() | {
+            "rank": self.rank, "score": round(self.score, 6),
             "components": {k: round(v, 6) for k, v in self.components.items()}, "matched_key": self.matched_key,
         }
 
@@ -335,12 +334,13 @@ def _pyformat(where: str, params: list) -> tuple[str, dict]:
 
 def recall(bank, query: str | None = None, *, agent: str | None = None, filter: MemoryFilter | None = None,
            k: int = 5, scoring: str = "similarity", weights: dict | None = None, current_turn: int | None = None,
-           query_vector=None, touch: bool = True, exact: bool | None = None, fusion: bool = False,
+           query_vector=None, exact: bool | None = None, fusion: bool = False,
            lexical_weight: float | None = None, speaker_boost: float | None = None) -> list[RecallResult]:
     """Top k memories of a bank for a query, honouring the filter exactly.
 
     exact=None chooses: an exact scan while at most EXACT_LIMIT memories match, else the HNSW
-    indexes (iterative scan, over-fetch, exact re-rank). touch=True counts the access.
+    indexes (iterative scan, over-fetch, exact re-rank). A pure read: the caller records what was
+    recalled (memory.services.accesses_record) in its own transaction, so a redone turn counts once.
     fusion=True (free-text search: query_memory) adds BM25 and the speaker boost to similarity,
     weights from settings.RETRIEVAL_* unless given; canonical queries keep plain similarity. Fused,
     exact=None is an exact scan up to RETRIEVAL_FUSION_EXACT_LIMIT candidates, else the indexes' top lists.
@@ -377,19 +377,6 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
             # _hnsw_settings' planner setting would outlive this search in the caller's transaction.
             with connection.cursor() as cursor:
                 cursor.execute("SELECT set_config('enable_sort', 'on', true)")
-        if touch and rows:
-            # One statement for every result: access count and last-accessed turn.
-            with connection.cursor() as cursor:
-                if outermost:
-                    # Access counts are not worth a WAL flush per search (~5 ms of a 25 ms budget):
-                    # this transaction commits without waiting for the disk. Inside a caller's
-                    # transaction the setting would reach its writes too, so it is left alone there.
-                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
-                cursor.execute(
-                    "UPDATE memory_memory SET access_count = access_count + 1, last_accessed_turn = "
-                    "COALESCE(%s, last_accessed_turn) WHERE id = ANY(%s)",
-                    [current_turn, [r.id for r in rows]],
-                )
     return [
         RecallResult(
             memory=row.memory, rank=i + 1, score=float(row.score),
@@ -420,12 +407,9 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
                 # index answers a few thousand candidates faster than scanning them (~1 ms a thousand).
                 if has_bank_index(bank_id):
                     exact = False
-                else:
-                    request_bank_index(bank_id)
             if not exact and flt.narrower_than_bank() and candidates <= NARROW_EXACT_LIMIT and not has_bank_index(bank_id):
-                # The table-wide index walks ~fetch/selectivity tuples for a narrow filter: an exact
-                # scan is faster until the bank has its own index (asked for below).
-                request_bank_index(bank_id)
+                # Without the bank's own index (the bank's writes ask a worker for it) an exact scan
+                # of a narrow filter is faster than a filtered walk.
                 exact = True
         elif flt.narrower_than_bank():
             # A filter narrower than the bank is usually exact: scan it exactly at once, at most
@@ -439,8 +423,6 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
     if not exact:
         # Re-rank the index's candidates exactly (they already satisfy the filter; it is kept anyway).
         bank_index = has_bank_index(bank_id)
-        if not bank_index:
-            request_bank_index(bank_id)
         named["ids"] = _index_candidates(where, params, qvec, max(HNSW_FETCH, 4 * k), bank_id, bank_index)
         named_where = f"m.id = ANY(%(ids)s) AND {named_where}"
     sql = _ranked_sql(scoring, named_where, has_vector, guarded=guarded)
@@ -472,11 +454,10 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
     if exact is None:
         exact = candidates <= settings.RETRIEVAL_FUSION_EXACT_LIMIT
         if not exact:
-            # The bank's own HNSW indexes, or an exact scan while a worker builds them: the
-            # table-wide index is slow and incomplete for one bank among many (memory.indexing).
+            # The bank's own HNSW indexes, or an exact scan while a worker builds them (asked for
+            # by the writes that grew the bank: memory.indexing.bank_index_wanted).
             bank_index = has_bank_index(bank_id)
             if not bank_index:
-                request_bank_index(bank_id)
                 exact = True
     elif not exact:
         bank_index = has_bank_index(bank_id)

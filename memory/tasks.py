@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from memory.models import MemoryBank
+from memory.models import Memory, MemoryBank
 
 
 @shared_task(soft_time_limit=1800, time_limit=1900)
@@ -42,3 +42,15 @@ def drop_bank_index_task(bank_id: int) -> None:
     from memory.indexing import drop_bank_index
 
     drop_bank_index(bank_id)
+
+
+@shared_task(soft_time_limit=300, time_limit=330)
+def reembed_memory_task(memory_id: int) -> bool:
+    """An edited memory's vectors (memory_update marks it stale and out of search until this runs)."""
+    from memory.services import memory_reembed
+
+    memory = Memory.objects.filter(pk=memory_id).first()
+    if memory is None:
+        return False
+    memory_reembed(memory=memory)
+    return True

@@ -135,14 +135,14 @@ def _query_character(ctx: ToolContext, args: dict):
     return {"memories": _entries(results)}, query, flt, results
 
 
-def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | None = None,
-                  touch: bool = True) -> tuple[MemoryFilter, list[RecallResult]]:
+def search_memory(ctx: ToolContext, query: str, *, k: int = 5,
+                  exact: bool | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
     """query_memory's search, k aside: evaluate_retrieval measures exactly this path (bench_memory
     compares it with exact=True)."""
     # Episodic memories are stored once per listener: the agent searches its own copies.
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic"])
     results = recall(ctx.bank, query, filter=flt, k=k, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, fusion=True, exact=exact, touch=touch)
+                     current_turn=ctx.current_turn, fusion=True, exact=exact)
     return flt, results
 
 

@@ -185,6 +185,10 @@ LLM_BASE_URL = os.environ.get("WONDA_LLM_BASE_URL", "http://127.0.0.1:11434/v1")
 LLM_MODEL = os.environ.get("WONDA_LLM_MODEL", "llama3.1")
 LLM_API_KEY = os.environ.get("WONDA_LLM_API_KEY", "")
 LLM_TIMEOUT = float(os.environ.get("WONDA_LLM_TIMEOUT", "60"))
+# After a time-out, connection error, 5xx, 429 or a reply that is not a chat completion: tries again
+# this many times, waiting LLM_BACKOFF · 2^attempt seconds.
+LLM_RETRIES = int(os.environ.get("WONDA_LLM_RETRIES", "2"))
+LLM_BACKOFF = float(os.environ.get("WONDA_LLM_BACKOFF", "1.0"))
 # Each simulation's API key is stored encrypted (wonda_site/crypto.py). A Fernet key (or any string a
 # key is derived from); empty: a key derived from SECRET_KEY.
 ENCRYPTION_KEY = os.environ.get("WONDA_ENCRYPTION_KEY", "")

@@ -10,7 +10,6 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
-    path("memory/", include("memory.urls")),
     path("simulations/", include("chronicle.simulation.urls")),
     path("chronicle/", include("chronicle.writing.urls")),
     path("", include("chronicle.urls")),

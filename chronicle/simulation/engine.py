@@ -7,7 +7,6 @@ episodic memories) in one transaction, so a worker killed mid-turn leaves nothin
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Callable
@@ -22,18 +21,6 @@ from memory.sheets import CharacterSheet, ScenarioSheet
 from memory.tools import SEED000_TOOLS, ToolContext, call_tool, openai_tool_schemas
 
 MAX_UTTERANCE = 4000
-
-
-def _setting(name: str, env: str, default: float) -> float:
-    return float(getattr(settings, name, None) or os.environ.get(env) or default)
-
-
-def llm_retries() -> int:
-    return int(_setting("LLM_RETRIES", "WONDA_LLM_RETRIES", 2))
-
-
-def llm_backoff() -> float:
-    return _setting("LLM_BACKOFF", "WONDA_LLM_BACKOFF", 1.0)
 
 
 class TurnFailed(Exception):
@@ -61,6 +48,13 @@ class TurnOutcome:
     def usage(self) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "calls": self.calls, "estimated": self.estimated}
+
+    def record(self, *, agent: str, tool: str, **fields) -> dict:
+        """One Retrieval row's fields (what services.turn_finish stores), appended in call order."""
+        row = {"agent": agent, "tool": tool[:64], "arguments": {}, "query": "", "filter": {}, "results": [],
+               "response": {}, "latency_ms": 0.0, "error": "", "order": len(self.retrievals)} | fields
+        self.retrievals.append(row)
+        return row
 
     def add_usage(self, result: ChatResult) -> None:
         self.calls += 1
@@ -205,7 +199,7 @@ def shorten(text: str, outcome: TurnOutcome, what: str) -> str:
 
 
 def _call(provider, messages, tools, allow_tools, hints, outcome, heartbeat, sleep) -> ChatResult:
-    retries = llm_retries()
+    retries = settings.LLM_RETRIES
     for attempt in range(retries + 1):
         heartbeat()
         try:
@@ -218,7 +212,7 @@ def _call(provider, messages, tools, allow_tools, hints, outcome, heartbeat, sle
             if not exc.retryable or attempt == retries:
                 tries = f" (tried {attempt + 1} times)" if attempt else ""
                 raise TurnFailed(f"{exc}{tries}", outcome=outcome) from exc
-            sleep(llm_backoff() * (2 ** attempt))
+            sleep(settings.LLM_BACKOFF * (2 ** attempt))
     raise AssertionError("unreachable")
 
 
@@ -227,8 +221,7 @@ def _run_tool(call: dict, offered: set[str], context: ToolContext, outcome: Turn
     function = call.get("function") or {}
     name = str(function.get("name") or "")
     raw = function.get("arguments")
-    row = {"agent": context.agent, "tool": name[:64] or "(no name)", "arguments": {}, "query": "", "filter": {},
-           "results": [], "response": {}, "latency_ms": 0.0, "error": "", "order": len(outcome.retrievals)}
+    row = outcome.record(agent=context.agent, tool=name or "(no name)")
     error = ""
     arguments: dict = {}
     if over_limit:
@@ -246,14 +239,12 @@ def _run_tool(call: dict, offered: set[str], context: ToolContext, outcome: Turn
             error = f"malformed arguments for {name}: {exc}. Send a JSON object, e.g. {{\"query\": \"...\"}}"
     if error:
         row.update(error=error, response={"error": error})
-        outcome.retrievals.append(row)
         return row["response"]
     result = call_tool(name, arguments, context=context)
     snapshots, response = exclude_results([r.snapshot() for r in result.results], result.response, excluded)
     row.update(arguments=result.arguments or arguments, query=result.query or "", filter=result.filter or {},
                results=snapshots, response=response,
                latency_ms=round(result.latency_ms, 2), error=result.error or "")
-    outcome.retrievals.append(row)
     return response
 
 
@@ -267,11 +258,8 @@ def pinned_note(turn: TurnInput, outcome: TurnOutcome) -> str:
     lines = []
     for snap in turn.pinned:
         lines.append(f"- (turn {snap['turn']}) {snap['content']}" if snap.get("turn") else f"- {snap['content']}")
-    outcome.retrievals.append({
-        "agent": turn.agent, "tool": "pinned", "arguments": {}, "query": "", "filter": {},
-        "results": [dict(snap, rank=i + 1, pinned=True) for i, snap in enumerate(turn.pinned)],
-        "response": {}, "error": "", "latency_ms": 0.0, "order": len(outcome.retrievals),
-    })
+    outcome.record(agent=turn.agent, tool="pinned",
+                   results=[dict(snap, rank=i + 1, pinned=True) for i, snap in enumerate(turn.pinned)])
     return f"\n\n{PINNED_HEADING}\nThese memories are with you now:\n" + "\n".join(lines)
 
 
@@ -315,11 +303,9 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
             error = f"{type(exc).__name__}: {exc}"
         snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot()
                      for r in results]
-        outcome.retrievals.append({
-            "agent": turn.agent, "tool": "prepopulate", "arguments": {"section": title}, "query": query,
-            "filter": memory_filter.to_dict(), "results": snapshots, "response": {}, "error": error,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 2), "order": len(outcome.retrievals),
-        })
+        outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
+                       filter=memory_filter.to_dict(), results=snapshots, error=error,
+                       latency_ms=round((time.perf_counter() - started) * 1000, 2))
         section = sections.setdefault(title, Section(title))
         for snap in snapshots:
             if snap.get("excluded"):

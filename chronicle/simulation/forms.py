@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 from django import forms
 from django.conf import settings
 
 from chronicle.models import Character, Scenario
 from chronicle.simulation.models import Simulation
+from chronicle.simulation.services import LLM_SETTING_FIELDS, SETTING_FIELDS
 from memory.retrieval import SCORING_PRESETS
 
-SETTINGS = ("max_turns", "speaking_order", "retrieval_mode", "scoring", "provider", "base_url", "model",
-            "api_key", "temperature", "max_tokens", "seed", "max_tool_calls", "timeout_s", "pace_s")
+# The form's own fields for the run's settings (title first; weights come from three number fields).
+SETTINGS = tuple(name for name in SETTING_FIELDS if name not in ("title", "weights"))
 
 
 class SimulationForm(forms.ModelForm):
@@ -74,13 +73,6 @@ class SimulationForm(forms.ModelForm):
         return values
 
 
-def weights_json(weights: dict) -> str:
-    return json.dumps(weights or {})
-
-
-LLM_FIELDS = ("provider", "base_url", "model", "api_key", "timeout_s", "temperature", "max_tokens", "max_tool_calls")
-
-
 class LLMSettingsForm(forms.ModelForm):
     """The model settings of a paused or failed run: fix a model name or a key, then Resume."""
 
@@ -90,7 +82,7 @@ class LLMSettingsForm(forms.ModelForm):
 
     class Meta:
         model = Simulation
-        fields = list(LLM_FIELDS)
+        fields = list(LLM_SETTING_FIELDS)
         labels = {"base_url": "Base URL", "timeout_s": "Time-out (s)", "max_tool_calls": "Maximum tool calls per turn"}
 
     field_order = ["provider", "base_url", "model", "api_key", "clear_api_key"]

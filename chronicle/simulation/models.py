@@ -7,16 +7,12 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from wonda_site.crypto import EncryptedTextField, decryption_error
+from wonda_site.querysets import OwnedQuerySet
 
-__all__ = ["Simulation", "Turn", "Retrieval"]
+__all__ = ["Simulation", "Turn", "Retrieval", "TurnOverride"]
 
 
-class SimulationQuerySet(models.QuerySet):
-    def owned_by(self, user):
-        if not getattr(user, "is_authenticated", False):
-            return self.none()
-        return self.filter(owner=user)
-
+class SimulationQuerySet(OwnedQuerySet):
     def active(self):
         return self.filter(status__in=Simulation.ACTIVE_STATUSES)
 
@@ -207,3 +203,46 @@ class Retrieval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent}: {self.tool}"
+
+
+class TurnOverrideQuerySet(models.QuerySet):
+    def at(self, simulation, index: int):
+        return self.filter(simulation=simulation, turn_index=index)
+
+
+class TurnOverride(models.Model):
+    """What the writer changed about one turn's retrieval, applied when that turn is (re)generated.
+
+    Keyed by (simulation, turn index) rather than a Turn row: a branch carries the override of its
+    first turn before that turn exists.
+    """
+
+    class Kind(models.TextChoices):
+        EXCLUDE = "exclude", "Excluded memory"
+        PIN = "pin", "Pinned memory"
+        LINE = "line", "Line written by hand"
+
+    simulation = models.ForeignKey("chronicle.Simulation", on_delete=models.CASCADE, related_name="overrides")
+    turn_index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    # A memory of the simulation's bank (kept as an id: memories are never deleted, only archived).
+    memory_id = models.BigIntegerField(null=True, blank=True)
+    content = models.TextField(blank=True)  # the memory's content when pinned/excluded, or the hand-written line
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+
+    objects = TurnOverrideQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["simulation", "turn_index", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["simulation", "turn_index", "kind", "memory_id"],
+                                    name="turnoverride_unique_memory",
+                                    condition=models.Q(memory_id__isnull=False)),
+            models.UniqueConstraint(fields=["simulation", "turn_index"], name="turnoverride_one_line",
+                                    condition=models.Q(kind="line")),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on turn {self.turn_index + 1}"

@@ -8,7 +8,9 @@ from django.conf import settings
 from django.db.models import Count, Prefetch
 from django.utils import timezone
 
-from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
+from memory.models import Memory
+from wonda_site.pool import pool_status
 
 
 def turns_for_page(simulation: Simulation):
@@ -121,8 +123,6 @@ def worker_wait(simulation: Simulation, turns, *, now=None) -> dict | None:
 
 
 def _pool_words() -> str:
-    from wonda_site.pool import pool_status
-
     try:
         pool = pool_status()
     except Exception:
@@ -130,3 +130,24 @@ def _pool_words() -> str:
     if not pool["ok"]:
         return "No worker is running: start one (`make run` starts it) and this run goes on by itself."
     return "A worker is up; it will take this turn over shortly."
+
+
+# --- the writer's overrides of a turn: inputs of that turn ------------------------------------
+
+@dataclass
+class Overrides:
+    excluded: frozenset[int] = frozenset()
+    pinned: list[dict] = field(default_factory=list)
+    line: str = ""
+
+
+def turn_overrides(*, simulation: Simulation, index: int) -> Overrides:
+    rows = list(TurnOverride.objects.at(simulation, index))
+    excluded = frozenset(r.memory_id for r in rows if r.kind == TurnOverride.Kind.EXCLUDE and r.memory_id)
+    pin_ids = [r.memory_id for r in rows if r.kind == TurnOverride.Kind.PIN and r.memory_id]
+    memories = {m.pk: m for m in Memory.objects.in_bank(simulation.bank).active().filter(pk__in=pin_ids)} \
+        if simulation.bank_id else {}
+    pinned = [dict(m.snapshot(), score=1.0, components={}, matched_key=None)
+              for m in (memories.get(pk) for pk in pin_ids) if m is not None and m.pk not in excluded]
+    line = next((r.content for r in rows if r.kind == TurnOverride.Kind.LINE), "")
+    return Overrides(excluded=excluded, pinned=pinned, line=line)

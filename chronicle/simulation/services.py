@@ -18,14 +18,21 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from chronicle import demo
+from chronicle.models import Scenario
 from chronicle.simulation.engine import TurnInput, TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.selectors import turn_overrides
+from memory.services import accesses_record, bank_create, remember_utterance
 from memory.sheets import CharacterSheet, ScenarioSheet
+from memory.tasks import seed_bank_task
 
 DEMO_PACE_S = 1.0  # the demo is a dry run that would finish in a blink; a second a line can be watched
 
+# A run's settings, one list for the form, a branch and an export (which leaves SECRET_SETTINGS out).
 SETTING_FIELDS = ("title", "max_turns", "speaking_order", "retrieval_mode", "scoring", "weights", "provider",
                   "base_url", "model", "api_key", "temperature", "max_tokens", "seed", "max_tool_calls", "timeout_s", "pace_s")
+SECRET_SETTINGS = ("api_key",)
 
 
 def stale_after() -> float:
@@ -39,8 +46,6 @@ def stale_after() -> float:
 def simulation_start(*, owner, scenario, cast: list, settings: dict) -> Simulation:
     """Snapshot the scenario and cast, create the run's memory bank and queue seeding + turn 0."""
     from chronicle.simulation.tasks import start_simulation_task
-    from memory.services import bank_create
-
     pair_notes = getattr(scenario, "pair_notes", None) or {}
     sheets = [c.to_sheet(extra_knowledge=pair_notes.get(c.name)) for c in cast]
     simulation = Simulation(owner=owner, scenario=scenario, scenario_snapshot=scenario.to_sheet().to_dict(),
@@ -60,13 +65,11 @@ def simulation_start(*, owner, scenario, cast: list, settings: dict) -> Simulati
 
 def simulation_seed(*, simulation_id: int) -> Simulation | None:
     """Seed the bank from the snapshots (synchronously, in the worker), then queue the first turn."""
-    from memory.tasks import seed_bank_task
-
     simulation = Simulation.objects.filter(pk=simulation_id).first()
     if simulation is None or simulation.status != Simulation.Status.SEEDING:
         return simulation
     if simulation.parent_id and simulation.branch_turn is not None:
-        from chronicle.writing.services import branch_prepare
+        from chronicle.simulation.branching import branch_prepare  # branching builds on this module
 
         return branch_prepare(simulation_id=simulation_id)  # a branch copies its parent's bank instead
     payload = {"characters": simulation.cast_snapshot, "scenario": simulation.scenario_snapshot or None}
@@ -81,7 +84,7 @@ def simulation_seed(*, simulation_id: int) -> Simulation | None:
         if simulation.status == Simulation.Status.SEEDING:
             simulation.status = Simulation.Status.RUNNING
             simulation.save(update_fields=["status", "updated"])
-            _queue_next(simulation)
+            queue_next(simulation)
     return simulation
 
 
@@ -97,8 +100,9 @@ def transcript(simulation: Simulation, before: int) -> list[tuple[int, str, str]
     return [(index + 1, agent, text) for index, agent, text in rows]
 
 
-def _queue_next(simulation: Simulation) -> None:
-    from chronicle.simulation.tasks import run_turn_task
+def queue_next(simulation: Simulation) -> None:
+    """Queue the first turn not done, once the current transaction commits."""
+    from chronicle.simulation.tasks import run_turn_task  # the tasks call these services: imported late
 
     run_turn_task.delay_on_commit(simulation.pk, next_index(simulation))
 
@@ -182,8 +186,6 @@ def turn_heartbeat(*, turn_id: int, token: str) -> None:
 
 
 def turn_input(*, turn: Turn) -> TurnInput:
-    from chronicle.writing.selectors import turn_overrides
-
     simulation = turn.simulation
     mode = simulation.retrieval_mode
     if simulation.tools_unsupported and mode != Simulation.RetrievalMode.PREPOPULATE:
@@ -197,6 +199,12 @@ def turn_input(*, turn: Turn) -> TurnInput:
         transcript=transcript(simulation, turn.index), mode=mode, scoring=simulation.scoring,
         weights=simulation.weights or None, max_tool_calls=simulation.max_tool_calls,
     )
+
+
+def recalled_ids(outcome: TurnOutcome) -> list[int]:
+    """Each memory the agent read this turn, once per time it came back (pins and exclusions aside)."""
+    return [snap["memory_id"] for row in outcome.retrievals if row["tool"] != "pinned" and not row.get("error")
+            for snap in row["results"] if not snap.get("excluded") and snap.get("memory_id")]
 
 
 def _retrieval_rows(turn: Turn, outcome: TurnOutcome) -> list[Retrieval]:
@@ -237,8 +245,6 @@ def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "") -> str:
 @transaction.atomic
 def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | None:
     """Store the line, its retrievals and everyone's episodic memory of it; queue the next turn."""
-    from memory.services import remember_utterance
-
     turn = Turn.objects.select_related("simulation").get(pk=turn_id)
     simulation = Simulation.objects.select_for_update().get(pk=turn.simulation_id)
     turn = Turn.objects.select_for_update().get(pk=turn_id)
@@ -259,6 +265,8 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | Non
     turn.save()
     remember_utterance(bank=simulation.bank, speaker=turn.agent, text=turn.utterance, turn=turn.number,
                        listeners=simulation.cast_names)
+    # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
+    accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
     fields = ["updated"]
     if outcome.tools_unsupported and not simulation.tools_unsupported:
         simulation.tools_unsupported = True
@@ -272,7 +280,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | Non
             simulation.pause_reason = "Paused after one more turn."
             fields += ["status", "step_once", "pause_reason"]
         else:
-            _queue_next(simulation)
+            queue_next(simulation)
     simulation.save(update_fields=fields)
     return turn
 
@@ -336,7 +344,7 @@ def simulation_resume(*, simulation: Simulation, step_once: bool = False) -> Sim
         simulation.status = Simulation.Status.COMPLETED
     else:
         simulation.status = Simulation.Status.RUNNING
-        _queue_next(simulation)
+        queue_next(simulation)
     simulation.save(update_fields=["status", "pause_reason", "error", "step_once", "updated"])
     return simulation
 
@@ -381,7 +389,7 @@ def simulation_one_more_turn(*, simulation: Simulation) -> Simulation:
         locked.status = Simulation.Status.RUNNING
         locked.full_clean()
         locked.save(update_fields=["max_turns", "status", "updated"])
-        _queue_next(locked)
+        queue_next(locked)
         return locked
     if locked.status == Simulation.Status.PAUSED:
         if next_index(locked) >= locked.max_turns:
@@ -410,9 +418,6 @@ def simulations_recover() -> list[int]:
 
 def demo_simulation_start(*, owner) -> Simulation:
     """One click: a scripted (dry) run of the owner's demo dinner scenario, created if missing."""
-    from chronicle import demo
-    from chronicle.models import Scenario
-
     def find():
         mine = Scenario.objects.owned_by(owner)
         return mine.filter(title=getattr(demo, "DEMO_TITLE", "")).first() or mine.filter(title__icontains="dinner").first()

@@ -18,6 +18,7 @@ from chronicle.services.characters import (character_create as create_character,
                                            character_delete as delete_character, character_request_preview,
                                            character_update)
 from chronicle.views.common import HtmxHttpRequest, field_errors_response, preview_response, vary_on_htmx
+from memory.retrieval import recall
 
 ASK_K = 8
 
@@ -116,15 +117,13 @@ def character_preview(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @vary_on_htmx
 def character_ask(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    from memory.retrieval import recall
-
     character = _owned(request, pk)
     query = request.GET.get("q", "").strip()[:500]
     results, error = [], ""
     bank = character.preview_bank
     if query and bank is not None:
-        # touch=False: asking from the authoring page must not change access counts used by decay.
-        results = recall(bank, query, agent=character.name, k=ASK_K, touch=False)
+        # A pure read: asking from the authoring page changes no access count.
+        results = recall(bank, query, agent=character.name, k=ASK_K)
     elif query:
         error = "This character has no preview memories yet; save it to seed them."
     template = "chronicle/character_detail.html"

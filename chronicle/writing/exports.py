@@ -7,15 +7,17 @@ import re
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
+from chronicle.simulation.services import SECRET_SETTINGS, SETTING_FIELDS
 from chronicle.writing import selectors
-from chronicle.writing.models import ChronicleEntry, Edit, TurnOverride
+from chronicle.writing.models import ChronicleEntry, Edit
 from memory.models import Memory
+from memory.services import bank_create, bank_mark_seeded, memory_create, validate_content
 
 FORMAT = "wonda.simulation"
 VERSION = 1
-SETTINGS = ("title", "max_turns", "speaking_order", "retrieval_mode", "scoring", "weights", "provider", "base_url",
-            "model", "temperature", "max_tokens", "seed", "timeout_s", "max_tool_calls", "pace_s", "tools_unsupported")
+# The run's settings without its secrets (the API key never leaves the database).
+SETTINGS = (*(f for f in SETTING_FIELDS if f not in SECRET_SETTINGS), "tools_unsupported")
 TURN_FIELDS = ("index", "agent", "utterance", "status", "error", "prompt_messages", "usage",
                "full_definition_tokens", "note", "attempts")
 RETRIEVAL_FIELDS = ("agent", "tool", "arguments", "query", "filter", "results", "response", "latency_ms", "error", "order")
@@ -171,8 +173,6 @@ class _At:
 def _check_memories(rows: list[dict]) -> None:
     """Each exported memory as `memory_create` will check it in the worker (content, tags, ranges...),
     so that a file whose bank cannot be rebuilt is refused now rather than half-imported later."""
-    from memory.services import validate_content
-
     for i, row in enumerate(rows):
         with _At(f"memories[{i}]"):
             row["id"]  # noqa: B018  (the retrieval records are re-pointed by it)
@@ -191,8 +191,7 @@ def simulation_import(*, owner, data: dict) -> Simulation:
     records at the new memory ids. Anything malformed raises ValidationError (naming where) and
     nothing is created.
     """
-    from chronicle.writing.tasks import import_bank_task
-    from memory.services import bank_create
+    from chronicle.writing.tasks import import_bank_task  # the task calls back into this module
 
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValidationError("Not a Wonda simulation export (format should be 'wonda.simulation').")
@@ -253,8 +252,6 @@ def simulation_import(*, owner, data: dict) -> Simulation:
 
 def import_bank(*, simulation: Simulation, memories: list[dict]) -> dict[int, int]:
     """Recreate the exported memories (embedded through the cache) and re-point every reference."""
-    from memory.services import memory_create
-
     mapping: dict[int, int] = {}
     for row in memories:
         extra = {f: row[f] for f in ("about", "speaker", "participants", "location", "related_goals",
@@ -276,6 +273,5 @@ def import_bank(*, simulation: Simulation, memories: list[dict]) -> dict[int, in
         for edit in Edit.objects.for_simulation(simulation).filter(target_type="memory"):
             edit.target_id = mapping.get(edit.target_id, edit.target_id)
             edit.save(update_fields=["target_id"])
-        from memory.models import MemoryBank
-        MemoryBank.objects.filter(pk=simulation.bank_id).update(seed_status="done")
+        bank_mark_seeded(bank=simulation.bank)
     return mapping

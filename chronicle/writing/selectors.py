@@ -3,38 +3,17 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.db.models import Prefetch
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from chronicle.simulation.models import Retrieval, Simulation, Turn
-from chronicle.writing.models import ChronicleEntry, Edit, TurnOverride
+from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
+from chronicle.simulation.selectors import Overrides, turn_overrides  # noqa: F401  (the writer's pages read them too)
+from chronicle.writing.models import ChronicleEntry, Edit
 from memory.models import Memory
 from memory.retrieval import MemoryFilter, recall
-
-
-@dataclass
-class Overrides:
-    excluded: frozenset[int] = frozenset()
-    pinned: list[dict] = field(default_factory=list)
-    line: str = ""
-
-
-def turn_overrides(*, simulation: Simulation, index: int) -> Overrides:
-    rows = list(TurnOverride.objects.at(simulation, index))
-    excluded = frozenset(r.memory_id for r in rows if r.kind == TurnOverride.Kind.EXCLUDE and r.memory_id)
-    pin_ids = [r.memory_id for r in rows if r.kind == TurnOverride.Kind.PIN and r.memory_id]
-    memories = {m.pk: m for m in Memory.objects.in_bank(simulation.bank).active().filter(pk__in=pin_ids)} \
-        if simulation.bank_id else {}
-    pinned = [
-        {"memory_id": m.pk, "content": m.content, "agent": m.agent, "kind": m.kind, "category": m.category,
-         "turn": m.turn, "speaker": m.speaker, "score": 1.0, "components": {}, "matched_key": None}
-        for m in (memories.get(pk) for pk in pin_ids) if m is not None and m.pk not in excluded
-    ]
-    line = next((r.content for r in rows if r.kind == TurnOverride.Kind.LINE), "")
-    return Overrides(excluded=excluded, pinned=pinned, line=line)
 
 
 def turns_with_entries(simulation: Simulation):

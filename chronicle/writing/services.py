@@ -11,11 +11,13 @@ from collections.abc import Iterable
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.utils import timezone
 
-from chronicle.simulation.models import Retrieval, Simulation, Turn
-from chronicle.writing.models import ChronicleEntry, Edit, TurnOverride
-from memory.models import Memory, MemoryKey
+from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
+from chronicle.writing.models import ChronicleEntry, Edit
+from chronicle.simulation import branching
+from chronicle.simulation.services import ControlError
+from memory.models import Memory
+from memory.services import memory_archive, memory_create, memory_restore, memory_update, validate_content
 
 ENTRY_FIELDS = ("text", "annotation", "struck", "starred")
 MEMORY_FIELDS = ("content", "importance", "tags", "status")
@@ -76,16 +78,10 @@ def _memory_label(memory: Memory) -> str:
 
 
 def _apply_memory(memory: Memory, field: str, value) -> None:
-    """Write one field. Content is stored now and re-embedded in a worker (the page must not load the model)."""
-    from chronicle.writing.tasks import reembed_memory_task
-    from memory.services import memory_archive, memory_update, validate_content
-
+    """Write one field through memory's services (a new content is re-embedded by a worker and is
+    out of search until then: the page must not load the model)."""
     if field == "content":
-        validate_content(value)
-        memory.content = value
-        memory.full_clean(exclude=["embedding"])
-        memory.save(update_fields=["content", "updated_at"])
-        reembed_memory_task.delay_on_commit(memory.pk)
+        memory_update(memory=memory, content=value)
     elif field == "importance":
         memory_update(memory=memory, importance=float(value))
     elif field == "tags":
@@ -93,10 +89,8 @@ def _apply_memory(memory: Memory, field: str, value) -> None:
     elif field == "status":
         if value == Memory.Status.ARCHIVED:
             memory_archive(memory=memory)
-        else:  # undoing an archive: memory has no "restore", so the row's status is set back as it was
-            memory.status = value
-            memory.full_clean(exclude=["embedding"])
-            memory.save(update_fields=["status", "updated_at"])
+        else:  # undoing an archive
+            memory_restore(memory=memory, status=value)
 
 
 @transaction.atomic
@@ -137,8 +131,6 @@ def writer_memory_check(*, simulation: Simulation, content: str, agent: str = ""
     """The unsaved memory the writer asked for, checked as `memory_create` will check it in the worker
     (the content rule, `full_clean()` with every field validator and check constraint), so that the
     page says "written" only of a memory that will exist. Raises ValidationError keyed by field."""
-    from memory.services import validate_content
-
     if simulation.bank_id is None:
         raise ValidationError("This simulation has no memory bank yet: wait until it has been seeded.")
     if agent and agent not in simulation.cast_names:
@@ -154,8 +146,6 @@ def writer_memory_check(*, simulation: Simulation, content: str, agent: str = ""
 def writer_memory_form(*, simulation: Simulation, actor, content: str, agent: str = "", kind: str = "semantic",
                        importance: float = 5.0, tags: Iterable[str] = (), turn: int | None = None) -> Memory:
     """A memory written by the writer (source "writer"); it exists before turn `turn + 1`."""
-    from memory.services import memory_create
-
     checked = writer_memory_check(simulation=simulation, content=content, agent=agent, kind=kind,
                                   importance=importance, tags=tags, turn=turn)
     memory = memory_create(bank=simulation.bank, content=content, agent=agent, kind=kind, importance=importance,
@@ -261,112 +251,19 @@ def edit_undo(*, edit: Edit, actor) -> Edit:
 
 # --- branches -------------------------------------------------------------------------------
 
-BRANCH_FIELDS = ("scenario", "scenario_snapshot", "cast_snapshot", "max_turns", "speaking_order", "retrieval_mode",
-                 "scoring", "weights", "provider", "base_url", "model", "api_key", "temperature", "max_tokens", "seed",
-                 "timeout_s", "max_tool_calls", "tools_unsupported")
-
-
 @transaction.atomic
 def simulation_branch(*, parent: Simulation, index: int, actor) -> Simulation:
-    """Regenerate from turn `index` (0-based): a new run sharing the turns before it.
-
-    The copy of turns and bank happens in the worker (`branch_prepare`), then the run goes on from
-    `index` with the same engine, honouring the writer's overrides of that turn.
-    """
-    from chronicle.simulation.tasks import start_simulation_task
-    from memory.services import bank_create
-
-    if parent.is_live:
-        raise WritingError("Pause the run (or let it finish) before regenerating from one of its turns.")
-    done = parent.turns.done().filter(index__lt=index).count()
-    if index < 0 or done != index:
-        raise WritingError(f"Turn {index + 1} cannot be regenerated: the turns before it are not all done.")
-    if parent.bank_id is None:
-        raise WritingError("This run has no memory bank to branch from.")
-    branch = Simulation(owner=parent.owner, parent=parent, branch_turn=index, status=Simulation.Status.SEEDING)
-    for name in BRANCH_FIELDS:
-        setattr(branch, name, getattr(parent, name))
-    branch.max_turns = max(parent.max_turns, index + 1)
-    siblings = parent.branches.count()
-    branch.title = f"{parent.title or parent} · branch {siblings + 1} from turn {index + 1}"[:200]
-    branch.full_clean()
-    branch.save()
-    branch.bank = bank_create(name=f"Simulation #{branch.pk}: {branch.title}"[:200], owner=parent.owner)
-    branch.save(update_fields=["bank", "updated"])
+    """Regenerate from turn `index` (0-based): the branch (chronicle.simulation.branching) with the
+    writer's versions of the lines it shares, and the regeneration in the parent's history."""
+    try:
+        branch, turn_map = branching.simulation_branch(parent=parent, index=index)
+    except ControlError as exc:
+        raise WritingError(str(exc)) from exc
+    ChronicleEntry.objects.bulk_create([
+        ChronicleEntry(turn_id=turn_map[e.turn_id], text=e.text, annotation=e.annotation, struck=e.struck,
+                       starred=e.starred)
+        for e in ChronicleEntry.objects.filter(turn_id__in=turn_map)])
     _record(simulation=parent, actor=actor, target_type=Edit.Target.RETRIEVAL,
             target_id=(parent.turns.filter(index=index).values_list("pk", flat=True).first() or 0),
             field="regenerate", before=None, after=branch.pk, label=f"Regenerated from turn {index + 1}: #{branch.pk}")
-    start_simulation_task.delay_on_commit(branch.pk)
-    return branch
-
-
-def _copy_bank(parent: Simulation, branch: Simulation, number: int) -> dict[int, int]:
-    """The parent's bank as of turn `number` (1-based): gifted/writer memories and those of earlier
-    turns, as they are now (the writer's edits applied), archived ones left out; keys and vectors kept."""
-    from memory.services import memory_reembed
-
-    edited = set(Edit.objects.for_simulation(parent).filter(target_type="memory", field="content")
-                 .values_list("target_id", flat=True))
-    source = list(Memory.objects.in_bank(parent.bank).active().before_turn(number).order_by("id"))
-    for memory in source:
-        if memory.pk in edited:
-            memory_reembed(memory=memory)  # the worker may not have got to it yet
-    skip = {"id", "bank", "created_at", "updated_at"}
-    fields = [f.name for f in Memory._meta.concrete_fields if f.name not in skip]
-    copies = []
-    for memory in source:
-        values = {name: getattr(memory, name) for name in fields}
-        values["metadata"] = dict(memory.metadata or {}, copied_from=memory.pk)
-        copies.append(Memory(bank=branch.bank, **values))
-    Memory.objects.bulk_create(copies, batch_size=500)
-    mapping = {old.pk: new.pk for old, new in zip(source, copies)}
-    keys = [MemoryKey(memory_id=mapping[k.memory_id], query=k.query, embedding=k.embedding)
-            for k in MemoryKey.objects.filter(memory_id__in=mapping)]
-    MemoryKey.objects.bulk_create(keys, batch_size=1000)
-    return mapping
-
-
-def _remap(snapshots: list[dict], mapping: dict[int, int]) -> list[dict]:
-    return [dict(s, memory_id=mapping.get(s.get("memory_id"), s.get("memory_id"))) for s in snapshots or []]
-
-
-def branch_prepare(*, simulation_id: int) -> Simulation | None:
-    """In the worker: copy the turns before the branch turn and the bank as of it, then run on."""
-    from chronicle.simulation.services import _queue_next
-
-    with transaction.atomic():
-        branch = Simulation.objects.select_for_update().filter(pk=simulation_id).first()
-        if branch is None or branch.status != Simulation.Status.SEEDING or branch.parent_id is None:
-            return branch
-        parent = Simulation.objects.get(pk=branch.parent_id)
-        index = branch.branch_turn or 0
-        if branch.turns.exists():  # prepared already (a redelivered task)
-            mapping = {}
-        else:
-            mapping = _copy_bank(parent, branch, index + 1)
-            skip = {"id", "simulation"}
-            turn_fields = [f.name for f in Turn._meta.concrete_fields if f.name not in skip]
-            for turn in parent.turns.done().filter(index__lt=index).order_by("index").select_related("entry") \
-                    .prefetch_related("retrievals"):
-                copy = Turn.objects.create(simulation=branch, **{n: getattr(turn, n) for n in turn_fields})
-                Retrieval.objects.bulk_create([
-                    Retrieval(turn=copy, agent=r.agent, tool=r.tool, arguments=r.arguments, query=r.query,
-                              filter=r.filter, results=_remap(r.results, mapping), response=r.response,
-                              latency_ms=r.latency_ms, error=r.error, order=r.order)
-                    for r in turn.retrievals.all()])
-                entry = ChronicleEntry.objects.filter(turn=turn).first()
-                if entry:
-                    ChronicleEntry.objects.create(turn=copy, text=entry.text, annotation=entry.annotation,
-                                                  struck=entry.struck, starred=entry.starred)
-            for override in TurnOverride.objects.filter(simulation=parent, turn_index__lte=index):
-                TurnOverride.objects.create(
-                    simulation=branch, turn_index=override.turn_index, kind=override.kind,
-                    memory_id=mapping.get(override.memory_id, override.memory_id) if override.memory_id else None,
-                    content=override.content, created_by=override.created_by)
-        from memory.models import MemoryBank
-        MemoryBank.objects.filter(pk=branch.bank_id).update(seed_status="done")
-        branch.status = Simulation.Status.RUNNING
-        branch.updated = timezone.now()
-        branch.save(update_fields=["status", "updated"])
-        _queue_next(branch)
     return branch

@@ -1,4 +1,4 @@
-"""Writer-side background work: re-embedding an edited memory, forming a writer memory."""
+"""Writer-side background work: forming a writer memory, rebuilding an imported bank."""
 
 from __future__ import annotations
 
@@ -7,17 +7,6 @@ from django.contrib.auth import get_user_model
 
 from chronicle.simulation.models import Simulation
 from memory.models import Memory
-
-
-@shared_task(soft_time_limit=300, time_limit=330)
-def reembed_memory_task(memory_id: int) -> bool:
-    from memory.services import memory_reembed
-
-    memory = Memory.objects.filter(pk=memory_id).first()
-    if memory is None:
-        return False
-    memory_reembed(memory=memory)
-    return True
 
 
 @shared_task(soft_time_limit=300, time_limit=330)

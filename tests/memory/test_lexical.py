@@ -141,25 +141,28 @@ def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db, monkeypat
     rng.shuffle(lines)
     contents = [f"{s} said: {t}" for s, t in lines]
     embed_texts(contents + [episode_context_text(p, c) for p, c in zip(contents, contents[1:])])  # one model pass
-    for turn, (speaker, text) in enumerate(lines, start=1):
-        remember_utterance(bank=bank, speaker=speaker, text=text, turn=turn, listeners=["Alex"])
-    questions = ["Who ran away with a travelling circus?", "What does Bram think about the sea?",
-                 "Where did Cleo grow up?", "a chess tournament", "lighthouse island in winter"]
     from memory import tasks
 
     asked = []  # what a worker would be sent (built here instead, so no shared worker races this test)
     monkeypatch.setattr(tasks.build_bank_index_task, "delay", asked.append)
-    with override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=0):
-        # No index yet: the search scans exactly and asks a worker for one.
-        assert not has_bank_index(bank.pk)
-        recall(bank, questions[0], agent="Alex", filter=EPISODIC, k=5, fusion=True, touch=False)
+    with override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=100):
+        for turn, (speaker, text) in enumerate(lines, start=1):
+            remember_utterance(bank=bank, speaker=speaker, text=text, turn=turn, listeners=["Alex"])
+    # The capture that grew the bank past the limit asked a worker for its indexes, once.
     assert asked == [bank.pk]
+    questions = ["Who ran away with a travelling circus?", "What does Bram think about the sea?",
+                 "Where did Cleo grow up?", "a chess tournament", "lighthouse island in winter"]
+    with override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=0):
+        # No index yet: the search scans exactly, and asks nothing itself (a pure read).
+        assert not has_bank_index(bank.pk)
+        exact_now = recall(bank, questions[0], agent="Alex", filter=EPISODIC, k=5, fusion=True)
+    assert asked == [bank.pk] and len(exact_now) == 5
     build_bank_index(bank.pk)
     assert has_bank_index(bank.pk)
     for question in questions:
-        exact = recall(bank, question, agent="Alex", filter=EPISODIC, k=5, fusion=True, exact=True, touch=False)
+        exact = recall(bank, question, agent="Alex", filter=EPISODIC, k=5, fusion=True, exact=True)
         with override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=0):
-            indexed = recall(bank, question, agent="Alex", filter=EPISODIC, k=5, fusion=True, touch=False)
+            indexed = recall(bank, question, agent="Alex", filter=EPISODIC, k=5, fusion=True)
         assert [r.memory.pk for r in indexed] == [r.memory.pk for r in exact], question
         assert [r.score for r in indexed] == pytest.approx([r.score for r in exact]), question
     # Both partial indexes exist (memories and keys), until dropped.

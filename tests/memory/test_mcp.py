@@ -85,6 +85,12 @@ def test_an_outside_agent_uses_the_memory_tools_over_mcp(alex, jordan, scenario,
     assert memories[0]["content"].startswith("You are Alex")
     assert 0 < memories[0]["relevance"] <= 1
     assert me.structured_content == _payload(me)
+    # The outside agent's recall counts, at its turn, as a simulated agent's would.
+    from memory.models import Memory
+
+    ids = [m["memory_id"] for m in memories] if "memory_id" in memories[0] else None
+    counted = Memory.objects.in_bank(bank).filter(access_count=1, last_accessed_turn=3)
+    assert counted.count() == len(memories) and (ids is None or set(ids) == set(counted.values_list("pk", flat=True)))
 
     assert empty.is_error
     assert _payload(empty) == {"error": "query_memory: 'query' cannot be empty."}

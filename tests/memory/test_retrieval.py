@@ -30,18 +30,25 @@ def test_episodic_recall_returns_earlier_lines_with_turns(seeded_bank):
     assert Memory.objects.in_bank(seeded_bank).filter(kind="episodic").count() == 6
 
 
-def test_retrieval_counts_access_in_one_statement(seeded_bank):
+def test_retrieval_writes_nothing_and_its_caller_counts_access_in_one_statement(seeded_bank):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from memory.cache import embed_one
+    from memory.services import accesses_record
 
     vector = embed_one("who am I?")
     with CaptureQueriesContext(connection) as captured:
         results = recall(seeded_bank, query_vector=vector, agent="Alex", k=2, current_turn=7)
+    writes = [q["sql"] for q in captured.captured_queries
+              if q["sql"].lstrip().upper().startswith(("UPDATE", "INSERT", "DELETE"))]
+    assert writes == []  # a search is a pure read
+    ids = [r.memory.pk for r in results]
+    assert set(Memory.objects.filter(pk__in=ids).values_list("access_count", "last_accessed_turn")) == {(0, None)}
+    with CaptureQueriesContext(connection) as captured:
+        accesses_record(memory_ids=ids, turn=7)
     updates = [q["sql"] for q in captured.captured_queries if q["sql"].lstrip().upper().startswith("UPDATE")]
     assert len(updates) == 1
-    ids = [r.memory.pk for r in results]
     assert set(Memory.objects.filter(pk__in=ids).values_list("access_count", "last_accessed_turn")) == {(1, 7)}
 
 
@@ -116,12 +123,12 @@ def test_filters_are_exact_on_thousands_of_memories_among_many_banks(db):
         q /= np.linalg.norm(q)
         matching = [r for r in mem if matches(r, f)]
         expected = [r[0] for r in sorted(matching, key=lambda r: -float(np.dot(q, r[7])))[:10]]
-        got = recall(target, query_vector=q, filter=f, k=10, touch=False)
+        got = recall(target, query_vector=q, filter=f, k=10)
         assert len(got) == min(10, len(matching))  # never short
         assert [r.memory.pk for r in got] == expected, f
         assert all(r.memory.bank_id == target.pk for r in got)
         # The HNSW path (forced) honours the filter exactly too, and is never short.
-        approx = recall(target, query_vector=q, filter=f, k=10, touch=False, exact=False)
+        approx = recall(target, query_vector=q, filter=f, k=10, exact=False)
         assert len(approx) == min(10, len(matching))
         assert {r.memory.pk for r in approx} <= {r[0] for r in matching}
 
@@ -151,7 +158,7 @@ def test_recalled_memories_are_what_the_orm_would_load(seeded_bank, fusion):
     remember_utterance(bank=seeded_bank, speaker="Jordan", text="Dinner at the harbour?", turn=1, listeners=["Alex"],
                        metadata={"dia_id": "D1:1", "session": 1})
     (result,) = recall(seeded_bank, "dinner at the harbour", agent="Alex", filter=MemoryFilter(kinds=["episodic"]),
-                       k=1, fusion=fusion, touch=False)
+                       k=1, fusion=fusion)
     loaded = Memory.objects.get(pk=result.memory.pk)
     for field in ["metadata", "participants", "tags", "created_at", "turn", "speaker", "content", "importance"]:
         assert getattr(result.memory, field) == getattr(loaded, field), field

@@ -135,7 +135,7 @@ class Command(BaseCommand):
             tool_ms.append(result.latency_ms)
             # The same search over every candidate: does the index path find the same five?
             _flt, exact = search_memory(ToolContext(bank=conversation, agent="agent0", current_turn=TOOL_BANK_SIZE + 1),
-                                        text, exact=True, touch=False)
+                                        text, exact=True)
             got = [r.memory.pk for r in result.results]
             agree.append(len(set(got) & {r.memory.pk for r in exact}) / max(len(exact), 1))
         self.log(f"query_memory at {TOOL_BANK_SIZE}: p50 {statistics.median(tool_ms):.1f} ms, "

@@ -38,7 +38,7 @@ class Command(BaseCommand):
             min_turn=opts["min_turn"], max_turn=opts["max_turn"], min_importance=opts["min_importance"], tags=opts["tags"],
         )
         results = recall(bank, opts["question"], filter=flt, k=opts["k"], scoring=opts["scoring"],
-                         current_turn=opts["turn"], touch=False)
+                         current_turn=opts["turn"])
         if opts["json"]:
             self.stdout.write(json.dumps([r.snapshot() for r in results], indent=2))
             return

@@ -6,7 +6,8 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from chronicle.writing import selectors, services
-from chronicle.writing.models import Edit, TurnOverride
+from chronicle.writing.models import Edit
+from chronicle.simulation.models import TurnOverride
 from memory.models import Memory
 
 pytestmark = pytest.mark.django_db

@@ -11,9 +11,9 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils.html import escape
 
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.models import Simulation, TurnOverride
 from chronicle.writing import exports
-from chronicle.writing.models import ChronicleEntry, TurnOverride
+from chronicle.writing.models import ChronicleEntry
 from memory.models import Memory
 
 pytestmark = pytest.mark.django_db

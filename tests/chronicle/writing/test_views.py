@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from chronicle.writing.models import ChronicleEntry, Edit, TurnOverride
+from chronicle.writing.models import ChronicleEntry, Edit
+from chronicle.simulation.models import TurnOverride
 from memory.models import Memory
 
 pytestmark = pytest.mark.django_db

@@ -1,45 +1,23 @@
-"""Writes to memory: banks, gifted seeding, episodic capture, single-memory edits (keyword-only)."""
+"""Gifted seeding (seed 000's tables): idempotent, in batches, with progress the pages can show."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import numpy as np
-from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 
-from memory.cache import embed_one, embed_texts, vector_cursor
-from memory.models import MAX_CONTENT_CHARS, Memory, MemoryBank, MemoryKey
+from memory.cache import embed_texts, vector_cursor
+from memory.indexing import bank_index_wanted
+from memory.models import Memory, MemoryBank, MemoryKey
 from memory.seeding import MemorySpec, character_specs, scenario_specs
+from memory.services.validation import validate_content
 from memory.sheets import CharacterSheet, ScenarioSheet
 
 SEED_BATCH = 256  # memories written per bulk insert
 SEED_TEXTS_PER_CALL = 512  # texts gathered across characters for one model call
-
-
-def validate_content(content) -> str:
-    """The one rule every memory obeys, with the message a writer or an agent will read."""
-    if not isinstance(content, str):
-        raise ValidationError({"content": "Memory content must be text."})
-    if not content.strip():
-        raise ValidationError({"content": "Memory content cannot be empty."})
-    if len(content) > MAX_CONTENT_CHARS:
-        raise ValidationError(
-            {"content": f"Memory content is {len(content):,} characters; the limit is {MAX_CONTENT_CHARS:,}."}
-        )
-    return content
-
-
-# --- banks ---------------------------------------------------------------------------------
-
-@transaction.atomic
-def bank_create(*, name: str, owner=None) -> MemoryBank:
-    bank = MemoryBank(name=name, owner=owner)
-    bank.full_clean()
-    bank.save()
-    return bank
 
 
 def _coerce_sheets(characters, scenario) -> tuple[list[CharacterSheet], ScenarioSheet | None]:
@@ -61,7 +39,7 @@ def _all_specs(characters: list[CharacterSheet], scenario: ScenarioSheet | None)
 @transaction.atomic
 def bank_request_seed(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: ScenarioSheet | None) -> MemoryBank:
     """Mark the bank pending and queue the seeding task (after commit)."""
-    from memory.tasks import seed_bank_task
+    from memory.tasks import seed_bank_task  # memory.tasks calls back into this module
 
     characters, scenario = _coerce_sheets(characters, scenario)
     total = sum(len(specs) for _, specs in _all_specs(characters, scenario))
@@ -222,6 +200,8 @@ def seed_bank(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: S
     }
     MemoryBank.objects.filter(pk=bank.pk).update(seed_status="done", seed_done=total, seed_total=total)
     bank.refresh_from_db()
+    if created:
+        bank_index_wanted(bank.pk)
     return result
 
 
@@ -230,155 +210,3 @@ def _batch_vectors(specs: list[MemorySpec], vectors, offset: int, n: int):
     key_start = len(specs) + sum(len(s.keys) for s in specs[:offset])
     key_count = sum(len(s.keys) for s in specs[offset:offset + n])
     return np.concatenate([vectors[offset:offset + n], vectors[key_start:key_start + key_count]])
-
-
-# --- episodic capture ----------------------------------------------------------------------
-
-@transaction.atomic
-def remember_utterance(*, bank: MemoryBank, speaker: str, text: str, turn: int, listeners: Iterable[str],
-                       metadata: dict | None = None) -> list[Memory]:
-    """Seed 000's episodic capture: "{speaker} said: {text}", once per listener, with turn and speaker.
-
-    With RETRIEVAL_CONTEXT_KEYS each new copy also gets a key: the listener's previous line and this
-    one, embedded together, so a line that only makes sense as a reply ("Yes, last Sunday!") is
-    found by what it answers (evaluate_retrieval: R@10 +0.02 to +0.03).
-    """
-    from django.conf import settings
-
-    from memory.retrieval import episode_context_text
-
-    content = validate_content(f"{speaker} said: {text.strip()}" if text and text.strip() else "")
-    listeners = list(dict.fromkeys(name for name in listeners if name))
-    participants = list(dict.fromkeys([speaker, *listeners]))
-    existing = {
-        m.agent: m
-        for m in Memory.objects.in_bank(bank).filter(
-            kind=Memory.Kind.EPISODIC, turn=turn, speaker=speaker, content=content, agent__in=listeners
-        )
-    }
-    fresh = [name for name in listeners if name not in existing]  # a retried turn stores nothing twice
-    contexts: dict[str, str] = {}
-    if fresh and settings.RETRIEVAL_CONTEXT_KEYS:
-        previous = (
-            Memory.objects.in_bank(bank).filter(kind=Memory.Kind.EPISODIC, agent__in=fresh, turn__lt=turn)
-            .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "content")
-        )
-        contexts = {agent: episode_context_text(prev, content) for agent, prev in previous}
-    texts = list(dict.fromkeys([content, *contexts.values()]))
-    vectors = dict(zip(texts, embed_texts(texts)))  # one model call for the line and its keys
-    new = [
-        Memory(
-            bank=bank, agent=name, kind=Memory.Kind.EPISODIC, category="dialogue", speaker=speaker, turn=turn,
-            content=content, embedding=vectors[content], participants=participants, source=Memory.Source.EARNED,
-            importance=5.0, metadata=dict(metadata or {}),
-        )
-        for name in fresh
-    ]
-    Memory.objects.bulk_create(new)
-    MemoryKey.objects.bulk_create(
-        [MemoryKey(memory=m, query=contexts[m.agent][:300].strip(), embedding=vectors[contexts[m.agent]])
-         for m in new if m.agent in contexts],
-        ignore_conflicts=True,
-    )
-    by_agent = existing | {m.agent: m for m in new}
-    return [by_agent[name] for name in listeners]
-
-
-# --- single memories -----------------------------------------------------------------------
-
-_EXTRA_FIELDS = {
-    "about", "speaker", "participants", "location", "related_goals", "emotional_valence", "decay_rate",
-    "metadata", "status", "last_accessed_turn",
-}
-
-
-@transaction.atomic
-def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str = "semantic", category: str = "",
-                  importance: float = 5.0, tags: Iterable[str] = (), source: str = "writer", turn: int | None = None,
-                  **extra) -> Memory:
-    """One memory; `keys=[...]` in extra adds canonical queries; `evidence=[...]` links sources."""
-    validate_content(content)
-    keys = [k.strip()[:300] for k in extra.pop("keys", None) or [] if k and k.strip()]
-    evidence = extra.pop("evidence", None) or []
-    unknown = set(extra) - _EXTRA_FIELDS
-    if unknown:
-        raise TypeError(f"memory_create() got unexpected fields: {', '.join(sorted(unknown))}")
-    memory = Memory(
-        bank=bank, content=content, agent=agent, kind=kind, category=category, importance=importance,
-        tags=list(tags), source=source, turn=turn, embedding=embed_one(content), **extra,
-    )
-    memory.full_clean(exclude=["embedding"])
-    memory.save()
-    if keys:
-        vectors = embed_texts(keys)
-        MemoryKey.objects.bulk_create(
-            [MemoryKey(memory=memory, query=q, embedding=v) for q, v in zip(keys, vectors)], ignore_conflicts=True
-        )
-    if evidence:
-        memory.evidence.set(evidence)
-    return memory
-
-
-@transaction.atomic
-def memory_update(*, memory: Memory, content: str | None = None, importance: float | None = None,
-                  tags: Iterable[str] | None = None) -> Memory:
-    """Edit one row; a new content is re-embedded (its keys still lead to it)."""
-    if content is not None and content != memory.content:
-        validate_content(content)
-        memory.content = content
-        memory.embedding = embed_one(content)
-    if importance is not None:
-        memory.importance = importance
-    if tags is not None:
-        memory.tags = list(tags)
-    memory.full_clean(exclude=["embedding"])
-    memory.save()
-    return memory
-
-
-@transaction.atomic
-def memory_archive(*, memory: Memory) -> Memory:
-    memory.status = Memory.Status.ARCHIVED
-    memory.save(update_fields=["status", "updated_at"])
-    return memory
-
-
-@transaction.atomic
-def memory_reembed(*, memory: Memory) -> Memory:
-    """Recompute the content and key vectors with the current model (after a model change)."""
-    memory.embedding = embed_one(memory.content)
-    memory.save(update_fields=["embedding", "updated_at"])
-    keys = list(memory.keys.all())
-    for key, vector in zip(keys, embed_texts([k.query for k in keys])):
-        key.embedding = vector
-    MemoryKey.objects.bulk_update(keys, ["embedding"])
-    return memory
-
-
-@transaction.atomic
-def memory_reinforce(*, memory: Memory, current_turn: int | None = None) -> Memory:
-    """Seed 004: strengthen a memory — slower decay (−20%), one more access, a little more importance."""
-    Memory.objects.filter(pk=memory.pk).update(
-        decay_rate=F("decay_rate") * 0.8,
-        access_count=F("access_count") + 1,
-        importance=min(10.0, memory.importance + 0.5),
-        last_accessed_turn=current_turn if current_turn is not None else F("last_accessed_turn"),
-    )
-    memory.refresh_from_db()
-    return memory
-
-
-@transaction.atomic
-def memory_associate(*, first: Memory, second: Memory) -> None:
-    """An explicit link both ways (seed 001's associate_memories), kept as evidence links."""
-    if first.bank_id != second.bank_id:
-        raise ValidationError("Memories from different banks cannot be associated.")
-    first.evidence.add(second)
-    second.evidence.add(first)
-
-
-def bank_memory_counts(*, bank: MemoryBank) -> dict:
-    counts: dict = defaultdict(int)
-    for row in Memory.objects.in_bank(bank).values("kind").order_by():
-        counts[row["kind"]] += 1
-    return dict(counts)

@@ -1,0 +1,67 @@
+"""Banks: create, mark seeded, and copy one as of a turn (a branch's bank)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db import transaction
+from django.db.models import Q
+
+from memory.indexing import bank_index_wanted
+from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey
+from memory.services.memories import bank_refresh_stale
+
+
+@transaction.atomic
+def bank_create(*, name: str, owner=None) -> MemoryBank:
+    bank = MemoryBank(name=name, owner=owner)
+    bank.full_clean()
+    bank.save()
+    return bank
+
+
+def bank_mark_seeded(*, bank: MemoryBank) -> MemoryBank:
+    """The bank holds what it should (a copy or an import filled it): searches may start."""
+    MemoryBank.objects.filter(pk=bank.pk).update(seed_status=MemoryBank.SeedStatus.DONE)
+    bank.refresh_from_db()
+    return bank
+
+
+@transaction.atomic
+def bank_copy(*, source: MemoryBank, target: MemoryBank, as_of_turn: int) -> dict[int, int]:
+    """`source` as it stood when turn `as_of_turn` (1-based) began, copied into `target`: its active
+    memories from before that turn (gifted and writer memories, and those of earlier turns, with
+    the writer's edits), their keys and vectors, the evidence links among them, and their access
+    history up to then — so a `decayed` ranking in the copy is exactly the source's at that turn.
+    Returns {source memory id: copy id}. Stale vectors are refreshed first (this runs in a worker)."""
+    bank_refresh_stale(bank=source)
+    memories = list(Memory.objects.in_bank(source).active().before_turn(as_of_turn).order_by("id"))
+    history: dict[int, list[tuple[int | None, int]]] = defaultdict(list)
+    for memory_id, turn, count in (MemoryAccess.objects.filter(memory__in=memories)
+                                   .filter(Q(turn__isnull=True) | Q(turn__lt=as_of_turn))
+                                   .values_list("memory_id", "turn", "count").order_by("id")):
+        history[memory_id].append((turn, count))
+    skip = {"id", "bank", "created_at", "updated_at", "search", "evidence"}
+    fields = [f.name for f in Memory._meta.concrete_fields if f.name not in skip]
+    copies = []
+    for memory in memories:
+        values = {name: getattr(memory, name) for name in fields}
+        seen = history.get(memory.pk, [])
+        turns = [t for t, _ in seen if t is not None]
+        values["access_count"] = sum(n for _, n in seen)
+        values["last_accessed_turn"] = max(turns) if turns else None
+        values["metadata"] = dict(memory.metadata or {}, copied_from=memory.pk)
+        copies.append(Memory(bank=target, **values))
+    Memory.objects.bulk_create(copies, batch_size=500)
+    mapping = {old.pk: new.pk for old, new in zip(memories, copies)}
+    MemoryKey.objects.bulk_create([MemoryKey(memory_id=mapping[k.memory_id], query=k.query, embedding=k.embedding)
+                                   for k in MemoryKey.objects.filter(memory_id__in=mapping)], batch_size=1000)
+    links = Memory.evidence.through
+    links.objects.bulk_create([
+        links(from_memory_id=mapping[a], to_memory_id=mapping[b])
+        for a, b in links.objects.filter(from_memory_id__in=mapping, to_memory_id__in=mapping)
+        .values_list("from_memory_id", "to_memory_id")])
+    MemoryAccess.objects.bulk_create([MemoryAccess(memory_id=mapping[memory_id], turn=turn, count=count)
+                                      for memory_id, seen in history.items() for turn, count in seen])
+    bank_index_wanted(target.pk)
+    return mapping

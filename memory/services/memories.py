@@ -1,0 +1,153 @@
+"""Single memories: create, edit (re-embedded by a worker, unsearchable meanwhile), archive, restore,
+reinforce, associate; and the access log that recall's callers write."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.db.models import F
+
+from memory.cache import embed_one, embed_texts
+from memory.indexing import bank_index_wanted
+from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey
+from memory.services.validation import validate_content
+
+
+_EXTRA_FIELDS = {
+    "about", "speaker", "participants", "location", "related_goals", "emotional_valence", "decay_rate",
+    "metadata", "status", "last_accessed_turn",
+}
+
+
+@transaction.atomic
+def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str = "semantic", category: str = "",
+                  importance: float = 5.0, tags: Iterable[str] = (), source: str = "writer", turn: int | None = None,
+                  **extra) -> Memory:
+    """One memory; `keys=[...]` in extra adds canonical queries; `evidence=[...]` links sources."""
+    validate_content(content)
+    keys = [k.strip()[:300] for k in extra.pop("keys", None) or [] if k and k.strip()]
+    evidence = extra.pop("evidence", None) or []
+    unknown = set(extra) - _EXTRA_FIELDS
+    if unknown:
+        raise TypeError(f"memory_create() got unexpected fields: {', '.join(sorted(unknown))}")
+    memory = Memory(
+        bank=bank, content=content, agent=agent, kind=kind, category=category, importance=importance,
+        tags=list(tags), source=source, turn=turn, embedding=embed_one(content), **extra,
+    )
+    memory.full_clean(exclude=["embedding"])
+    memory.save()
+    if keys:
+        vectors = embed_texts(keys)
+        MemoryKey.objects.bulk_create(
+            [MemoryKey(memory=memory, query=q, embedding=v) for q, v in zip(keys, vectors)], ignore_conflicts=True
+        )
+    if evidence:
+        memory.evidence.set(evidence)
+    bank_index_wanted(bank.pk)
+    return memory
+
+
+@transaction.atomic
+def memory_update(*, memory: Memory, content: str | None = None, importance: float | None = None,
+                  tags: Iterable[str] | None = None) -> Memory:
+    """Edit one row. A new content is stored at once and its vector recomputed by a worker
+    (`reembed_memory_task`, about a second): a web request must not load the model. Until then the
+    memory is marked `embedding_stale` and recall leaves it out, so it is never found by its old
+    meaning. Its keys (canonical queries) still lead to it once refreshed."""
+    from memory.tasks import reembed_memory_task  # memory.tasks calls back into this module
+
+    fields = ["updated_at"]
+    if content is not None and content != memory.content:
+        validate_content(content)
+        memory.content, memory.embedding_stale = content, True
+        fields += ["content", "embedding_stale"]
+        transaction.on_commit(lambda: reembed_memory_task.delay(memory.pk), robust=True)
+    if importance is not None:
+        memory.importance = importance
+        fields.append("importance")
+    if tags is not None:
+        memory.tags = list(tags)
+        fields.append("tags")
+    memory.full_clean(exclude=["embedding"])
+    memory.save(update_fields=fields)
+    return memory
+
+
+@transaction.atomic
+def memory_archive(*, memory: Memory) -> Memory:
+    """Out of every search, kept (nothing is ever deleted); memory_restore brings it back."""
+    memory.status = Memory.Status.ARCHIVED
+    memory.save(update_fields=["status", "updated_at"])
+    return memory
+
+
+@transaction.atomic
+def memory_restore(*, memory: Memory, status: str = Memory.Status.ACTIVE) -> Memory:
+    """Set an archived (or consolidated) memory's status back, e.g. when the writer undoes an archive."""
+    memory.status = status
+    memory.full_clean(exclude=["embedding"])
+    memory.save(update_fields=["status", "updated_at"])
+    return memory
+
+
+@transaction.atomic
+def memory_reembed(*, memory: Memory) -> Memory:
+    """Recompute the content and key vectors with the current model (after an edit or a model change)."""
+    memory.embedding = embed_one(memory.content)
+    memory.embedding_stale = False
+    memory.save(update_fields=["embedding", "embedding_stale", "updated_at"])
+    keys = list(memory.keys.all())
+    for key, vector in zip(keys, embed_texts([k.query for k in keys])):
+        key.embedding = vector
+    MemoryKey.objects.bulk_update(keys, ["embedding"])
+    return memory
+
+
+def bank_refresh_stale(*, bank: MemoryBank) -> int:
+    """Re-embed every edited memory of the bank a worker has not got to yet (before copying it)."""
+    stale = list(Memory.objects.in_bank(bank).filter(embedding_stale=True))
+    for memory in stale:
+        memory_reembed(memory=memory)
+    return len(stale)
+
+
+@transaction.atomic
+def memory_reinforce(*, memory: Memory, current_turn: int | None = None) -> Memory:
+    """Seed 004: strengthen a memory — slower decay (−20%), one more access, a little more importance."""
+    Memory.objects.filter(pk=memory.pk).update(decay_rate=F("decay_rate") * 0.8,
+                                               importance=min(10.0, memory.importance + 0.5))
+    accesses_record(memory_ids=[memory.pk], turn=current_turn)
+    memory.refresh_from_db()
+    return memory
+
+
+@transaction.atomic
+def accesses_record(*, memory_ids: Iterable[int], turn: int | None) -> int:
+    """What was recalled at `turn` (an id once per time it was returned): one log row per memory and
+    its counters (access_count, last_accessed_turn) in one statement each. Called by whoever owns
+    the moment — a simulation's turn_finish, an MCP call — never by the search itself."""
+    counts = Counter(int(i) for i in memory_ids)
+    if not counts:
+        return 0
+    MemoryAccess.objects.bulk_create([MemoryAccess(memory_id=i, turn=turn, count=n) for i, n in counts.items()])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memory_memory m SET access_count = m.access_count + a.n, "
+            "last_accessed_turn = CASE WHEN %s::int IS NULL THEN m.last_accessed_turn "
+            "ELSE GREATEST(COALESCE(m.last_accessed_turn, %s::int), %s::int) END "
+            "FROM unnest(%s::bigint[], %s::int[]) AS a(id, n) WHERE m.id = a.id",
+            [turn, turn, turn, list(counts), list(counts.values())],
+        )
+    return sum(counts.values())
+
+
+@transaction.atomic
+def memory_associate(*, first: Memory, second: Memory) -> None:
+    """An explicit link both ways (seed 001's associate_memories), kept as evidence links."""
+    if first.bank_id != second.bank_id:
+        raise ValidationError("Memories from different banks cannot be associated.")
+    first.evidence.add(second)
+    second.evidence.add(first)

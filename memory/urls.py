@@ -1,2 +1,0 @@
-app_name = "memory"
-urlpatterns: list = []
