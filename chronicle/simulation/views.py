@@ -12,9 +12,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.debug import sensitive_post_parameters
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
@@ -82,27 +82,30 @@ def _page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = Non
 def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     simulation = get_object_or_404(Simulation.objects.owned_by(request.user).select_related("bank", "parent"), pk=pk)
     if request.method == "POST":
-        action = next((name for name in CONTROLS if name in request.POST), None)
-        if action is None:
-            messages.error(request, "Unknown action.")
-        else:
-            try:
-                CONTROLS[action](simulation=simulation)
-            except services.ControlError as exc:
-                messages.error(request, str(exc))
-        return redirect(simulation)
+        return _control(request, simulation)
     if request.htmx:
         html = render_to_string("chronicle/simulation_detail.html#live", _page_context(simulation, poll=True),
                                 request=request)
-        if not simulation.is_live:
-            response = HttpResponseStopPolling(html)  # 286: htmx swaps this last version and stops polling
-        else:
-            response = HttpResponse(html)
+        # 286 once the run is over: htmx swaps this last version and stops polling.
+        response = HttpResponse(html) if simulation.is_live else HttpResponseStopPolling(html)
     else:
         response = TemplateResponse(request, "chronicle/simulation_detail.html", _page_context(simulation))
     # The polled fragment and the page share a URL: without this, Back can show the bare fragment.
     patch_vary_headers(response, ("HX-Request",))
     return response
+
+
+def _control(request: HttpRequest, simulation: Simulation) -> HttpResponse:
+    """The run page's buttons, told apart by name: pause, resume, cancel, one more turn."""
+    action = next((name for name in CONTROLS if name in request.POST), None)
+    if action is None:
+        messages.error(request, "Unknown action.")
+    else:
+        try:
+            CONTROLS[action](simulation=simulation)
+        except services.ControlError as exc:
+            messages.error(request, str(exc))
+    return redirect(simulation)
 
 
 @sensitive_post_parameters("api_key")

@@ -59,6 +59,6 @@ class Provider:
         """One completion; with allow_tools False the tools stay declared but the model must speak."""
         raise NotImplementedError
 
-    def pick_speaker(self, *, candidates: list[str], transcript: list[tuple[int, str, str]], hints_last: str | None) -> tuple[str | None, ChatResult | None]:
+    def pick_speaker(self, *, candidates: list[str], transcript: list[tuple[int, str, str]]) -> tuple[str | None, ChatResult | None]:
         """Who speaks next (speaking order "model picks"); None lets the engine decide."""
         return None, None

@@ -121,7 +121,7 @@ class OpenAIProvider(Provider):
         return ChatResult(message=message, prompt_tokens=estimate_messages_tokens(messages),
                           completion_tokens=estimate_messages_tokens([message]), estimated=True)
 
-    def pick_speaker(self, *, candidates, transcript, hints_last=None):
+    def pick_speaker(self, *, candidates, transcript):
         lines = "\n".join(f"{speaker}: {text}" for _n, speaker, text in transcript[-8:]) or "(nobody has spoken yet)"
         messages = [
             {"role": "system", "content": "You direct a conversation. Answer with one name only."},

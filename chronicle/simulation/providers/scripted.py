@@ -147,7 +147,7 @@ class ScriptedProvider(Provider):
             return line
         return f"I'm {name}. I don't remember much yet, so tell me: where are we?"
 
-    def pick_speaker(self, *, candidates, transcript, hints_last=None):
+    def pick_speaker(self, *, candidates, transcript):
         """Deterministic "model picks": whoever the last line named, else whoever spoke least recently."""
         last_speaker = transcript[-1][1] if transcript else None
         pool = [c for c in candidates if c != last_speaker] or list(candidates)
