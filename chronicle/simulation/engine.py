@@ -1,6 +1,6 @@
 """One turn: build the prompt, run the tool loop, collect Retrievals, return the line.
 
-Nothing here writes to the database: `services.turn_finish` stores the outcome (turn, retrievals,
+Nothing here writes to the database: `turns.turn_finish` stores the outcome (turn, retrievals,
 episodic memories) in one transaction, so a worker killed mid-turn leaves nothing half-written.
 """
 
@@ -50,7 +50,7 @@ class TurnOutcome:
                 "calls": self.calls, "estimated": self.estimated}
 
     def record(self, *, agent: str, tool: str, **fields) -> dict:
-        """One Retrieval row's fields (what services.turn_finish stores), appended in call order."""
+        """One Retrieval row's fields (what turns.turn_finish stores), appended in call order."""
         row = {"agent": agent, "tool": tool[:64], "arguments": {}, "query": "", "filter": {}, "results": [],
                "response": {}, "latency_ms": 0.0, "error": "", "order": len(self.retrievals)} | fields
         self.retrievals.append(row)

@@ -1,7 +1,7 @@
 """Celery tasks: one per turn. Arguments are ids; bodies re-fetch and call services.
 
 `acks_late` + `reject_on_worker_lost`: a turn whose worker dies is delivered again rather than lost;
-the claim in `services.turn_claim` makes running it twice impossible.
+the claim in `turns.turn_claim` makes running it twice impossible.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.db import close_old_connections, connection
 
-from chronicle.simulation import services
+from chronicle.simulation import services, turns
 from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
@@ -28,13 +28,13 @@ class Heartbeat:
     def __init__(self, turn_id: int, token: str):
         self.turn_id, self.token = turn_id, token
         self.stop = threading.Event()
-        self.every = max(1.0, services.stale_after() / 4)
+        self.every = max(1.0, turns.stale_after() / 4)
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self) -> None:
         try:
             while not self.stop.wait(self.every):
-                services.turn_heartbeat(turn_id=self.turn_id, token=self.token)
+                turns.turn_heartbeat(turn_id=self.turn_id, token=self.token)
         finally:
             connection.close()  # the thread's own connection
 
@@ -59,9 +59,9 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
         return "not running"
     provider = get_provider(simulation)
     existing = Turn.objects.filter(simulation=simulation, index=index).first()
-    agent = existing.agent if existing else services.choose_speaker(simulation=simulation, index=index, provider=provider)
+    agent = existing.agent if existing else turns.choose_speaker(simulation=simulation, index=index, provider=provider)
     delivery = self.request.delivery_info or {}
-    claim = services.turn_claim(simulation_id=simulation_id, index=index, agent=agent,
+    claim = turns.turn_claim(simulation_id=simulation_id, index=index, agent=agent,
                                 worker=self.request.hostname or "", task_id=self.request.id or "",
                                 redelivered=bool(delivery.get("redelivered")))
     if claim.busy:
@@ -75,16 +75,16 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
         try:
             if simulation.pace_s:
                 time.sleep(simulation.pace_s)
-            outcome = run_turn(services.turn_input(turn=turn), provider)
+            outcome = run_turn(turns.turn_input(turn=turn), provider)
         except TurnFailed as exc:
-            services.turn_fail(turn_id=turn.pk, token=claim.token, reason=exc.reason, outcome=exc.outcome)
+            turns.turn_fail(turn_id=turn.pk, token=claim.token, reason=exc.reason, outcome=exc.outcome)
             return "failed"
         except Exception as exc:  # a bug must still pause the run with a reason, not leave it hanging
             log.exception("turn %s of simulation %s crashed", index, simulation_id)
             close_old_connections()
-            services.turn_fail(turn_id=turn.pk, token=claim.token, reason=f"{type(exc).__name__}: {exc}", outcome=None)
+            turns.turn_fail(turn_id=turn.pk, token=claim.token, reason=f"{type(exc).__name__}: {exc}", outcome=None)
             return "failed"
-    services.turn_finish(turn_id=turn.pk, token=claim.token, outcome=outcome)
+    turns.turn_finish(turn_id=turn.pk, token=claim.token, outcome=outcome)
     return "done"
 
 

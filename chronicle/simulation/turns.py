@@ -1,0 +1,249 @@
+"""A turn's bookkeeping: which turn is due, who speaks, claim / heartbeat / finish / fail.
+
+Why it cannot duplicate or skip a turn:
+- `(simulation, index)` is unique and every claim runs under `select_for_update` on the Simulation.
+- A claim stamps the turn with a fresh token; only the holder of the current token may finish it.
+  A worker killed mid-turn stops heart-beating; the turn is then *stale* and the next task for that
+  index (redelivered, re-queued at worker start, or queued by Resume) claims it again.
+- Retrievals, the line, the episodic memories and the recalled memories' accesses are written in
+  one transaction at the end (`turn_finish`): a failed or abandoned attempt leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from chronicle.simulation.engine import TurnInput, TurnOutcome
+from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.selectors import turn_overrides
+from memory.services import accesses_record, remember_utterance
+from memory.sheets import CharacterSheet, ScenarioSheet
+
+
+def stale_after() -> float:
+    """Seconds without a heartbeat after which a running turn's worker is presumed dead."""
+    return settings.TURN_STALE_SECONDS
+
+
+def next_index(simulation: Simulation) -> int:
+    """The first turn not done: turns are done in order, so this is the count of done turns."""
+    return simulation.turns.done().count()
+
+
+def transcript(simulation: Simulation, before: int) -> list[tuple[int, str, str]]:
+    rows = simulation.turns.done().filter(index__lt=before).order_by("index").values_list("index", "agent", "utterance")
+    return [(index + 1, agent, text) for index, agent, text in rows]
+
+
+def queue_next(simulation: Simulation) -> None:
+    """Queue the first turn not done, once the current transaction commits."""
+    from chronicle.simulation.tasks import run_turn_task  # the tasks call these services: imported late
+
+    run_turn_task.delay_on_commit(simulation.pk, next_index(simulation))
+
+
+def choose_speaker(*, simulation: Simulation, index: int, provider) -> str:
+    names = simulation.cast_names
+    if simulation.speaking_order == Simulation.SpeakingOrder.MODEL_PICKS and index > 0 and len(names) > 1:
+        lines = transcript(simulation, index)
+        try:
+            picked, _usage = provider.pick_speaker(candidates=names, transcript=lines)
+        except Exception:  # a failed pick is not worth a failed turn: fall back to the rotation
+            picked = None
+        last = lines[-1][1] if lines else None
+        if picked in names and picked != last:
+            return picked
+        # The least recently heard of the others.
+        heard = {name: -1 for name in names}
+        for number, speaker, _text in lines:
+            heard[speaker] = number
+        return min((n for n in names if n != last), key=lambda n: (heard[n], names.index(n)))
+    return names[index % len(names)]
+
+
+@dataclass
+class Claim:
+    turn: Turn | None = None
+    token: str = ""
+    busy: bool = False  # another live worker holds the turn: check again later
+    retry_in: float = 0.0  # when that worker's heartbeat would go stale
+
+
+def _claim_token(task_id: str) -> str:
+    # "<task id> <random>": the task id tells a redelivered message that the attempt holding the
+    # turn was its own earlier delivery; the random part makes every attempt's token new.
+    return f"{task_id} {uuid.uuid4().hex[:20]}" if task_id else uuid.uuid4().hex
+
+
+def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", task_id: str = "",
+               redelivered: bool = False) -> Claim:
+    """Take turn `index` for this attempt, or say why not.
+
+    A message Celery redelivers (`redelivered`) comes back only when the process that ran it died
+    (reject_on_worker_lost) or its worker stopped without acking it; if that attempt still holds
+    the turn (same task id in the claim) the turn is taken over at once instead of after the stale
+    window: a killed pool child costs seconds, not a stale window."""
+    with transaction.atomic():
+        simulation = Simulation.objects.select_for_update().filter(pk=simulation_id).first()
+        if simulation is None or simulation.status != Simulation.Status.RUNNING:
+            return Claim()
+        if index != next_index(simulation):
+            return Claim()  # a duplicate message for a turn already done (or not yet due)
+        if index >= simulation.max_turns:
+            simulation.status = Simulation.Status.COMPLETED
+            simulation.save(update_fields=["status", "updated"])
+            return Claim()
+        turn = Turn.objects.filter(simulation=simulation, index=index).first()
+        now = timezone.now()
+        own_dead_attempt = redelivered and task_id and turn is not None and turn.claim.split(" ")[0] == task_id
+        if turn and turn.status == Turn.Status.RUNNING and turn.heartbeat and not own_dead_attempt:
+            age = (now - turn.heartbeat).total_seconds()
+            if age < stale_after():
+                return Claim(busy=True, retry_in=stale_after() - age + 1)
+        token = _claim_token(task_id)
+        if turn is None:
+            turn = Turn(simulation=simulation, index=index, agent=agent)
+        else:
+            turn.note = (turn.note + "\n" if turn.note else "") + \
+                f"Redone (attempt {turn.attempts + 1}): the previous attempt {'failed' if turn.status == Turn.Status.FAILED else 'stopped with its worker'}."
+        turn.status, turn.claim, turn.error = Turn.Status.RUNNING, token, ""
+        turn.attempts += 1
+        turn.worker = worker[:200]
+        turn.started = turn.heartbeat = now
+        turn.finished = None
+        turn.full_clean(validate_constraints=False)  # the unique index is enforced by the database
+        turn.save()
+        return Claim(turn=turn, token=token)
+
+
+def turn_heartbeat(*, turn_id: int, token: str) -> None:
+    Turn.objects.filter(pk=turn_id, claim=token, status=Turn.Status.RUNNING).update(heartbeat=timezone.now())
+
+
+def turn_input(*, turn: Turn) -> TurnInput:
+    simulation = turn.simulation
+    mode = simulation.retrieval_mode
+    if simulation.tools_unsupported and mode != Simulation.RetrievalMode.PREPOPULATE:
+        mode = Simulation.RetrievalMode.PREPOPULATE
+    overrides = turn_overrides(simulation=simulation, index=turn.index)
+    return TurnInput(
+        excluded=overrides.excluded, pinned=overrides.pinned, line=overrides.line,
+        bank=simulation.bank, agent=turn.agent, index=turn.index,
+        cast=[CharacterSheet.from_dict(c) for c in simulation.cast_snapshot],
+        scenario=ScenarioSheet.from_dict(simulation.scenario_snapshot) if simulation.scenario_snapshot else None,
+        transcript=transcript(simulation, turn.index), mode=mode, scoring=simulation.scoring,
+        weights=simulation.weights or None, max_tool_calls=simulation.max_tool_calls,
+    )
+
+
+def recalled_ids(outcome: TurnOutcome) -> list[int]:
+    """Each memory the agent read this turn, once per time it came back (pins and exclusions aside)."""
+    return [snap["memory_id"] for row in outcome.retrievals if row["tool"] != "pinned" and not row.get("error")
+            for snap in row["results"] if not snap.get("excluded") and snap.get("memory_id")]
+
+
+def _retrieval_rows(turn: Turn, outcome: TurnOutcome) -> list[Retrieval]:
+    return [Retrieval(turn=turn, **row) for row in outcome.retrievals]
+
+
+def _collapsed(failures: list[str]) -> list[str]:
+    """"call 1, attempt 1: X; call 1, attempt 2: X; …" → "call 1, attempts 1–3: X" (the same error, said once)."""
+    out: list[tuple[str, list[str], str]] = []
+    for failure in failures:
+        head, _, message = failure.partition(": ")
+        call, _, attempt = head.partition(", attempt ")
+        if out and out[-1][0] == call and out[-1][2] == message and attempt:
+            out[-1][1].append(attempt)
+        else:
+            out.append((call, [attempt] if attempt else [], message if attempt else failure))
+    said = []
+    for call, attempts, message in out:
+        if not attempts:
+            said.append(message)
+        elif len(attempts) == 1:
+            said.append(f"{call}, attempt {attempts[0]}: {message}")
+        else:
+            said.append(f"{call}, attempts {attempts[0]}–{attempts[-1]}: {message}")
+    return said
+
+
+def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "") -> str:
+    lines = [turn.note] if turn.note else []
+    lines += outcome.notes
+    if mode_note:
+        lines.append(mode_note)
+    if outcome.failures:
+        lines.append("Retried after: " + "; ".join(_collapsed(outcome.failures)))
+    return "\n".join(lines)
+
+
+@transaction.atomic
+def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | None:
+    """Store the line, its retrievals and everyone's episodic memory of it; queue the next turn."""
+    turn = Turn.objects.select_related("simulation").get(pk=turn_id)
+    simulation = Simulation.objects.select_for_update().get(pk=turn.simulation_id)
+    turn = Turn.objects.select_for_update().get(pk=turn_id)
+    if turn.claim != token or turn.status != Turn.Status.RUNNING:
+        return None  # this attempt lost its claim (it was presumed dead and redone)
+    mode_note = ""
+    if simulation.tools_unsupported and simulation.retrieval_mode != Simulation.RetrievalMode.PREPOPULATE \
+            and not outcome.tools_unsupported:
+        mode_note = "model has no tool calling: fell back to prepopulate"
+    turn.retrievals.all().delete()  # leftovers of a failed attempt
+    Retrieval.objects.bulk_create(_retrieval_rows(turn, outcome))
+    turn.utterance = outcome.utterance
+    turn.prompt_messages = outcome.messages
+    turn.usage = outcome.usage
+    turn.full_definition_tokens = outcome.full_definition_tokens
+    turn.note = _notes(turn, outcome, mode_note)
+    turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
+    turn.save()
+    remember_utterance(bank=simulation.bank, speaker=turn.agent, text=turn.utterance, turn=turn.number,
+                       listeners=simulation.cast_names)
+    # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
+    accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
+    fields = ["updated"]
+    if outcome.tools_unsupported and not simulation.tools_unsupported:
+        simulation.tools_unsupported = True
+        fields.append("tools_unsupported")
+    if simulation.status == Simulation.Status.RUNNING:
+        if turn.index + 1 >= simulation.max_turns:
+            simulation.status = Simulation.Status.COMPLETED
+            fields.append("status")
+        elif simulation.step_once:
+            simulation.status, simulation.step_once = Simulation.Status.PAUSED, False
+            simulation.pause_reason = "Paused after one more turn."
+            fields += ["status", "step_once", "pause_reason"]
+        else:
+            queue_next(simulation)
+    simulation.save(update_fields=fields)
+    return turn
+
+
+@transaction.atomic
+def turn_fail(*, turn_id: int, token: str, reason: str, outcome: TurnOutcome | None) -> Turn | None:
+    """Record why the turn failed (and what it retrieved before), and pause the run with that reason."""
+    turn = Turn.objects.select_related("simulation").get(pk=turn_id)
+    simulation = Simulation.objects.select_for_update().get(pk=turn.simulation_id)
+    turn = Turn.objects.select_for_update().get(pk=turn_id)
+    if turn.claim != token or turn.status != Turn.Status.RUNNING:
+        return None
+    outcome = outcome or TurnOutcome()
+    turn.retrievals.all().delete()
+    Retrieval.objects.bulk_create(_retrieval_rows(turn, outcome))
+    turn.prompt_messages = outcome.messages
+    turn.usage = outcome.usage
+    turn.note = _notes(turn, outcome)
+    turn.status, turn.error, turn.finished = Turn.Status.FAILED, reason[:4000], timezone.now()
+    turn.save()
+    if simulation.status == Simulation.Status.RUNNING:
+        simulation.status = Simulation.Status.PAUSED
+        simulation.pause_reason = f"Turn {turn.number} ({turn.agent}) failed: {reason}"[:4000]
+        simulation.save(update_fields=["status", "pause_reason", "updated"])
+    return turn
