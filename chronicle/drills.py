@@ -17,13 +17,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+import psutil
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
 from django.db.models import Count
 
+from chronicle.demo import DEMO_TITLE, load_demo
+from chronicle.models import Scenario
 from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.services import simulation_start
 from memory.models import Memory
+from wonda_site.pool import pool_status
 
 ROOT = Path(settings.BASE_DIR)
 
@@ -49,8 +56,6 @@ class Worker:
             cwd=ROOT, env=_env(), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float = 120) -> None:
-        from wonda_site.pool import pool_status
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -62,8 +67,6 @@ class Worker:
         raise RuntimeError(f"the worker did not come up in {timeout:g}s; its log: {self.log_path}")
 
     def children(self) -> list[int]:
-        import psutil
-
         try:
             return [child.pid for child in psutil.Process(self.proc.pid).children()]
         except psutil.NoSuchProcess:
@@ -95,8 +98,6 @@ class WebServer:
         self.url = f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout: float = 60) -> None:
-        import httpx
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -120,8 +121,6 @@ class WebServer:
 
 def drill_writer():
     """A fresh writer with the demo scenario (three characters)."""
-    from chronicle.demo import load_demo
-
     user = get_user_model().objects.create_user(username=f"drill-{time.time_ns()}", password=None)
     load_demo(owner=user)
     return user
@@ -129,9 +128,6 @@ def drill_writer():
 
 def session_cookie(user) -> dict:
     """A logged-in session for the drill's HTTP clients, without a password."""
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.sessions.backends.db import SessionStore
-
     store = SessionStore()
     store[SESSION_KEY] = str(user.pk)
     store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
@@ -141,10 +137,6 @@ def session_cookie(user) -> dict:
 
 
 def start_runs(user, count: int, turns: int, pace_s: float = 0.0) -> list[Simulation]:
-    from chronicle.demo import DEMO_TITLE
-    from chronicle.models import Scenario
-    from chronicle.simulation.services import simulation_start
-
     scenario = Scenario.objects.owned_by(user).get(title=DEMO_TITLE)
     cast = list(scenario.cast.all())
     return [simulation_start(owner=user, scenario=scenario, cast=cast, settings={

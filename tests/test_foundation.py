@@ -31,13 +31,19 @@ def test_database_is_postgres_with_pgvector():
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_celery_task_round_trips_through_real_worker(celery_worker, settings):
-    from wonda_site.tasks import add
+    from memory.models import Memory
+    from memory.services import bank_create, memory_create
+    from memory.tasks import reembed_memory_task
 
     assert not settings.CELERY_TASK_ALWAYS_EAGER
-    result = add.delay(2, 40)
-    assert result.get(timeout=60) == 42
-    # It ran in the worker process, not here: the result came back through Redis.
+    memory = memory_create(bank=bank_create(name="round trip"), content="The lighthouse keeper waves.")
+    Memory.objects.filter(pk=memory.pk).update(embedding_stale=True)
+    result = reembed_memory_task.delay(memory.pk)
+    assert result.get(timeout=60) is True
+    # It ran in the worker process, not here: the result came back through Redis, the row changed.
     assert result.backend.__class__.__name__ == "RedisBackend"
+    memory.refresh_from_db()
+    assert not memory.embedding_stale
     assert celery_worker.proc.poll() is None
 
 

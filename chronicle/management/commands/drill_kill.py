@@ -19,6 +19,7 @@ from django.core.management import BaseCommand
 
 from chronicle import drills
 from chronicle.simulation.models import Turn
+from wonda_site.celery import app
 from wonda_site.pool import pool_status
 
 
@@ -95,8 +96,6 @@ class Command(BaseCommand):
     @staticmethod
     def turn_pids(worker) -> list[int]:
         """The pool processes running a turn right now (so that a kill lands mid-turn)."""
-        from wonda_site.celery import app
-
         try:
             active = app.control.inspect([worker.hostname], timeout=1).active() or {}
         except Exception:

@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 from django.conf import settings
 from django.core.management import BaseCommand
 from django.urls import reverse
@@ -114,14 +115,12 @@ class Traffic:
             (reverse("home"), {}),
             (reverse("chronicle_review", args=[pk]), {}),
             (reverse("chronicle_memories", args=[pk]), {}),
-            (reverse("simulation_turn", args=[pk, index]), {"HX-Request": "true"}),
+            (reverse("turn_inspect", args=[pk, index]), {"HX-Request": "true"}),  # a line's side panel
             ("/healthz", {}),
         ]
         return rng.choice(choices)
 
     def client(self, n: int) -> None:
-        import httpx
-
         rng = random.Random(n)
         with httpx.Client(base_url=self.url, cookies=self.cookies, timeout=30, follow_redirects=False) as http:
             while not self.stopping.is_set():
