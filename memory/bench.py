@@ -85,7 +85,7 @@ def measure_seeding(log, *, casts: int, cast_size: int) -> dict:
         specs = scenario_specs(scenario) + [s for sheet in cast for s in character_specs(sheet, cast)]
         texts += [s.content for s in specs] + [k for s in specs for k in s.keys]
     unique = list(dict.fromkeys(texts))
-    model = embedding._local_model()
+    model = embedding.local.load_model()
     # Same sentences and the same batch size as the pipeline's model calls (it was 64 against the
     # pipeline's 32: not the same work), warm model for both.
     model.encode(unique[:64], batch_size=cache.ENCODE_BATCH, normalize_embeddings=True, show_progress_bar=False)  # warm

