@@ -138,7 +138,7 @@ class Memory(models.Model):
     last_accessed_turn = models.IntegerField(null=True, blank=True)
     # The content changed and its vector has not been recomputed yet (a worker does it in about a
     # second): recall leaves it out meanwhile rather than find it by its old meaning.
-    embedding_stale = models.BooleanField(default=False)
+    embedding_stale = models.BooleanField(default=False, db_default=False)  # db_default: SQL-filled bench banks
     decay_rate = models.FloatField(default=0.01, validators=[MinValueValidator(0)])
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.WRITER)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
