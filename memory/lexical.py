@@ -87,17 +87,20 @@ def _idf(n: int, df: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
-def _termstat_group(agent: str | None, kinds: list[str] | None) -> tuple[str, list]:
-    """SQL selecting memory_termstat rows of one agent (or all) and some kinds (or all)."""
+def _termstat_group(agent: str | list[str] | None, kinds: list[str] | None) -> tuple[str, list]:
+    """SQL selecting memory_termstat rows of one agent or some (or all) and some kinds (or all)."""
     clauses, params = ["TRUE"], []
-    if agent is not None:
+    if isinstance(agent, list):
+        clauses.append("agent = ANY(%s)"); params.append(agent)
+    elif agent is not None:
         clauses.append("agent = %s"); params.append(agent)
     if kinds:
         clauses.append("kind = ANY(%s)"); params.append(list(kinds))
     return " AND ".join(clauses), params
 
 
-def lexical_query_from_stats(query: str, bank_id: int, agent: str | None, kinds: list[str] | None) -> LexicalQuery:
+def lexical_query_from_stats(query: str, bank_id: int, agent: str | list[str] | None,
+                             kinds: list[str] | None) -> LexicalQuery:
     """The same figures as lexical_query for a bank's active memories of one agent (or all) and
     some kinds (or all), read from memory_termstat: a few index rows instead of counting."""
     group, params = _termstat_group(agent, kinds)
@@ -128,7 +131,7 @@ def name_grams(query: str) -> list[str]:
     return sorted(grams)
 
 
-def termstat_count(bank_id: int, agent: str | None, kinds: list[str] | None) -> tuple[int, int]:
+def termstat_count(bank_id: int, agent: str | list[str] | None, kinds: list[str] | None) -> tuple[int, int]:
     """How many active memories of a bank match (one agent's, some kinds'), and how many the bank
     holds in all, from memory_termstat: a few index rows, not a count of thousands."""
     group, params = _termstat_group(agent, kinds)

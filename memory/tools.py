@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 
 from memory.models import Memory
 from memory.retrieval import MemoryFilter, RecallResult, recall
+from memory.seeding import CHARACTER_QUERIES
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Param:
     description: str
     required: bool = True
     items: str | None = None
+    enum: list[str] | None = None
 
 
 @dataclass
@@ -71,6 +73,8 @@ class Tool:
             prop: dict = {"type": p.type, "description": p.description}
             if p.type == "array":
                 prop["items"] = {"type": p.items or "integer"}
+            if p.enum:
+                prop["enum"] = list(p.enum)
             props[pname] = prop
         return {
             "type": "function",
@@ -112,6 +116,29 @@ def _fixed(query: str, k: int, *, kinds: list[str], category: str | None = None,
     return run
 
 
+# query_memory's kinds: what happened and what came of it. The sheet (query_self & co.), the scene,
+# what one knows of another character (query_character) and facts — card lore, the writer's
+# semantic memories (recall_facts) — have their own tools.
+MEMORY_KINDS = ["episodic", "procedural", "emotional", "observation", "action", "reflection", "plan"]
+# query_self's aspects: one of the sheet's categories, or "all": the whole sheet (and any memory of
+# kind "character" the writer added), identity first.
+SELF_ASPECTS = ["all", *CHARACTER_QUERIES]
+
+
+def _query_self(ctx: ToolContext, args: dict):
+    aspect = str(args.get("aspect") or "all").strip().lower()
+    if aspect not in SELF_ASPECTS:
+        raise ToolError(f"query_self: aspect must be one of: {', '.join(SELF_ASPECTS)}.")
+    if aspect == "all":
+        query, categories, k = "who am I?", None, 12
+    else:
+        query, categories, k = CHARACTER_QUERIES[aspect][0], [aspect], 5
+    flt = MemoryFilter(agent=ctx.agent, kinds=["character"], categories=categories)
+    results = recall(ctx.bank, query, filter=flt, k=k, scoring=ctx.scoring, weights=ctx.weights,
+                     current_turn=ctx.current_turn)
+    return {"memories": _entries(results)}, query, flt, results
+
+
 def _known_characters(ctx: ToolContext) -> list[str]:
     if ctx.known_characters is not None:
         return [n for n in ctx.known_characters if n]
@@ -139,8 +166,9 @@ def search_memory(ctx: ToolContext, query: str, *, k: int = 5,
                   exact: bool | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
     """query_memory's search, k aside: evaluate_retrieval measures exactly this path (bench_memory
     compares it with exact=True)."""
-    # Episodic memories are stored once per listener: the agent searches its own copies.
-    flt = MemoryFilter(agent=ctx.agent, kinds=["episodic"])
+    # What happened and what was learned: the agent's own copies (episodic memories are stored once
+    # per listener) and the memories shared with everyone, of every kind a run or a writer forms.
+    flt = MemoryFilter(agent=ctx.agent, kinds=MEMORY_KINDS, shared=True)
     results = recall(ctx.bank, query, filter=flt, k=k, scoring=ctx.scoring, weights=ctx.weights,
                      current_turn=ctx.current_turn, fusion=True, exact=exact)
     return flt, results
@@ -173,7 +201,8 @@ def _recall_episodes(ctx: ToolContext, args: dict):
 
 def _recall_facts(ctx: ToolContext, args: dict):
     topic = args["topic"].strip()
-    flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection", "character"])
+    flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection", "character"],
+                       shared=True)
     results = recall(ctx.bank, topic, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
                      current_turn=ctx.current_turn)
     facts = [{"content": r.memory.content, "confidence": round(max(0.0, r.components["similarity"]), 4),
@@ -248,8 +277,10 @@ _S, _I, _N = "string", "integer", "number"
 REGISTRY: dict[str, Tool] = {
     t.name: t
     for t in [
-        Tool("query_self", "Retrieve your core identity - who you are, your personality, background", {},
-             _fixed("who am I?", 5, kinds=["character"], category="identity")),
+        Tool("query_self", "Retrieve who you are: identity, traits, skills, values, goals, how you decide "
+             "and speak (aspect narrows it to one of them)",
+             {"aspect": Param(_S, "Optional: all (default), " + ", ".join(SELF_ASPECTS[1:]), required=False,
+                              enum=SELF_ASPECTS)}, _query_self),
         Tool("query_background", "Retrieve your personal history and background", {},
              _fixed("what is my background?", 5, kinds=["character"], category="background")),
         Tool("query_communication_style", "Learn how you communicate and interact with others", {},
@@ -285,6 +316,9 @@ REGISTRY: dict[str, Tool] = {
 }
 TOOL_NAMES = list(REGISTRY)
 SEED000_TOOLS = [n for n, t in REGISTRY.items() if t.group == "seed000"]
+# What a simulated agent is offered: seed 000's tools and seed 001's reads. The writes (form_memory,
+# reinforce_memory, associate_memories) would write outside the turn's one transaction.
+SIMULATION_TOOLS = SEED000_TOOLS + ["recall_episodes", "recall_facts", "recall_interactions", "check_similar_situations"]
 
 
 def openai_tool_schemas(names: list[str] | None = None) -> list[dict]:

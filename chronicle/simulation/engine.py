@@ -18,7 +18,7 @@ from chronicle.simulation.prompts import Section, full_definition_text, system_p
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints, estimate_tokens
 from memory.retrieval import MemoryFilter, recall
 from memory.sheets import CharacterSheet, ScenarioSheet
-from memory.tools import SEED000_TOOLS, ToolContext, call_tool, openai_tool_schemas
+from memory.tools import MEMORY_KINDS, SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
 
 MAX_UTTERANCE = 4000
 
@@ -124,9 +124,9 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     system = system_prompt(mode=mode, agent=turn.agent, sections=sections) + pinned_note(turn, outcome)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     outcome.messages = messages
-    # Seed 000's read-only tools: form_memory & co. would write outside the turn's one transaction,
-    # so a redone turn could leave their writes twice.
-    tools = openai_tool_schemas(SEED000_TOOLS) if mode in ("tools", "both") and turn.max_tool_calls > 0 else None
+    # Read-only tools (seed 000's and seed 001's reads): form_memory & co. would write outside the
+    # turn's one transaction, so a redone turn could leave their writes twice.
+    tools = openai_tool_schemas(SIMULATION_TOOLS) if mode in ("tools", "both") and turn.max_tool_calls > 0 else None
     offered = {t["function"]["name"] for t in tools or []}
     context = ToolContext(bank=turn.bank, agent=turn.agent, current_turn=turn.number, scoring=turn.scoring,
                           weights=turn.weights or None, known_characters=[c.name for c in turn.cast])
@@ -280,16 +280,23 @@ def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[i
 
 def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     """Seed 001's pre-population: who I am, the scene, the others present, recent important events."""
+    # The whole sheet (identity, background, ways, traits, skills, values, goals) and the scene.
     queries = [
-        ("Who you are", "who am I?", MemoryFilter(agent=turn.agent, kinds=["character"]), 5),
-        ("Where you are", "where am I?", MemoryFilter(kinds=["scene"]), 4),
+        ("Who you are", "who am I?", MemoryFilter(agent=turn.agent, kinds=["character"]), 12),
+        ("Where you are", "where am I?", MemoryFilter(agent="", kinds=["scene"]), 4),
     ]
     for other in turn.others:
         queries.append(("The others present", f"who is {other}?",
                         MemoryFilter(agent=turn.agent, kinds=["character_knowledge"], about=other), 1))
-    if turn.transcript:
-        last = turn.transcript[-1]
-        queries.append(("Recent events", f"{last[1]} said: {last[2]}",
+    last = turn.transcript[-1] if turn.transcript else None
+    situation = f"{last[1]} said: {last[2]}" if last else "what do I know that matters here?"
+    # What the agent (or everyone) learned or was given: card lore, the writer's memories, insights.
+    queries.append(("What you know", situation,
+                     MemoryFilter(agent=turn.agent, kinds=["semantic", *(k for k in MEMORY_KINDS if k != "episodic")],
+                                  shared=True,
+                                  max_turn=turn.index or None), 5))
+    if last:
+        queries.append(("Recent events", situation,
                         MemoryFilter(agent=turn.agent, kinds=["episodic"], max_turn=turn.index,
                                      min_turn=max(1, turn.number - 8)), 5))
     sections: dict[str, Section] = {}
@@ -297,7 +304,7 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
         started = time.perf_counter()
         error, results = "", []
         try:
-            results = recall(turn.bank, query, agent=turn.agent, filter=memory_filter, k=k, scoring=turn.scoring,
+            results = recall(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
                              weights=turn.weights or None, current_turn=turn.number)
         except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
             error = f"{type(exc).__name__}: {exc}"

@@ -21,9 +21,11 @@ class MemoryFilter:
     participant: str | None = None
     sources: list[str] | None = None
     statuses: list[str] = field(default_factory=lambda: ["active"])
+    # With an agent: also the shared memories (agent "": the scene, the writer's "for everyone").
+    shared: bool = False
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {k: v for k, v in asdict(self).items() if v is not None and not (k == "shared" and not v)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "MemoryFilter":
@@ -31,19 +33,28 @@ class MemoryFilter:
 
     def narrower_than_bank(self) -> bool:
         """True when anything beyond the bank and the status restricts the candidates."""
-        return any(v not in (None, [], "") for k, v in asdict(self).items() if k not in {"statuses", "tags_mode"})
+        return any(v not in (None, [], "", False) for k, v in asdict(self).items() if k not in {"statuses", "tags_mode"})
 
     def counted_by_termstat(self) -> bool:
         """True when memory_termstat holds this filter's BM25 statistics: active memories of a
         bank, by agent and kind, nothing else."""
-        others = {k: v for k, v in asdict(self).items() if k not in {"agent", "kinds", "statuses", "tags_mode"}}
+        others = {k: v for k, v in asdict(self).items() if k not in {"agent", "kinds", "statuses", "tags_mode", "shared"}}
         return self.statuses == ["active"] and all(v in (None, [], "") for v in others.values())
+
+    def agents(self) -> list[str] | None:
+        """Whose memories: None for everyone's, else the agent's (and the shared ones)."""
+        if self.agent is None:
+            return None
+        return [self.agent, ""] if self.shared and self.agent else [self.agent]
 
     def where(self, bank_id: int) -> tuple[str, list]:
         """SQL over alias m, and its parameters. A max_turn keeps gifted memories (they have no turn)."""
         clauses, params = ["m.bank_id = %s"], [bank_id]
         if self.agent is not None:
-            clauses.append("m.agent = %s"); params.append(self.agent)
+            if self.shared and self.agent:
+                clauses.append("m.agent = ANY(%s)"); params.append([self.agent, ""])
+            else:
+                clauses.append("m.agent = %s"); params.append(self.agent)
         if self.kinds:
             clauses.append("m.kind = ANY(%s)"); params.append(list(self.kinds))
         if self.categories:

@@ -93,7 +93,7 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
     if exact is None and has_vector:
         if flt.counted_by_termstat():
             # memory_termstat knows how many match (a few index rows, not a count of thousands).
-            candidates, bank_size = termstat_count(bank_id, flt.agent, flt.kinds)
+            candidates, bank_size = termstat_count(bank_id, flt.agents(), flt.kinds)
             exact = candidates <= EXACT_LIMIT
             if exact and candidates > INDEXED_EXACT_LIMIT and bank_size > EXACT_LIMIT:
                 # A bank past EXACT_LIMIT promises ≥ 0.95 of the exact top k, not all of it: its own
@@ -138,7 +138,7 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
     lex = None
     if fusion.lexical_weight:
         # The BM25 statistics also say how many memories match.
-        lex = (lexical_query_from_stats(query, bank_id, flt.agent, flt.kinds) if flt.counted_by_termstat()
+        lex = (lexical_query_from_stats(query, bank_id, flt.agents(), flt.kinds) if flt.counted_by_termstat()
                else lexical_query(query, where, params))
         candidates = lex.candidates
     else:

@@ -22,7 +22,8 @@ def test_registry_gives_openai_schemas_for_every_tool():
                               "query_character", "query_memory"]
     by_name = {s["function"]["name"]: s["function"] for s in schemas}
     assert by_name["query_character"]["parameters"]["required"] == ["name"]
-    assert by_name["query_self"]["parameters"]["properties"] == {}
+    assert by_name["query_self"]["parameters"]["required"] == []  # aspect is optional
+    assert by_name["query_self"]["parameters"]["properties"]["aspect"]["enum"][0] == "all"
     json.dumps(schemas)  # serialisable as sent to an LLM
 
 
@@ -35,9 +36,13 @@ def test_query_self_answers_in_seed_000_format(ctx):
     assert first["content"].startswith("You are Alex")
     assert 0 < first["relevance"] <= 1
     assert result.query == "who am I?"
-    assert result.filter == {"agent": "Alex", "kinds": ["character"], "categories": ["identity"],
-                             "tags_mode": "any", "statuses": ["active"]}
+    # The whole sheet by default (issue 13), identity first; an aspect narrows it to one category.
+    assert result.filter == {"agent": "Alex", "kinds": ["character"], "tags_mode": "any", "statuses": ["active"]}
     assert result.results[0].matched_key == "who am I?"
+    assert {r.memory.category for r in result.results} >= {"identity", "communication"}
+    narrow = call_tool("query_self", {"aspect": "communication"}, context=ctx)
+    assert {r.memory.category for r in narrow.results} == {"communication"}
+    assert call_tool("query_self", {"aspect": "horoscope"}, context=ctx).error.startswith("query_self: aspect must be")
 
 
 def test_fixed_tools_return_their_own_category_and_k(ctx):

@@ -129,7 +129,8 @@ class ScriptedProvider(Provider):
         location = next((_strip_label(s) for s in scene if s.startswith("Location")), _strip_label(scene[0]) if scene else "")
 
         # Quote the most relevant earlier line spoken by someone else, with its turn number.
-        quoted = next((m for m in episodes if m.get("turn") and not m["content"].startswith(f"{hints.agent} said:")), None)
+        quoted = next((m for m in episodes if m.get("turn") and " said: " in m["content"]
+                       and not m["content"].startswith(f"{hints.agent} said:")), None)
         if quoted:
             speaker, _, said = quoted["content"].partition(" said: ")
             return (f'{speaker}, on turn {quoted["turn"]} you said "{_short(said, 90)}" — '
