@@ -7,6 +7,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxLengthValidator
 from django.db import models
 
+from memory.sheets import CharacterSheet, ExtraMemory, ScenarioSheet
 from wonda_site.querysets import OwnedQuerySet
 
 TEXT_LIMIT = 10_000  # the memory store's content limit; longer text could not become one memory
@@ -59,8 +60,6 @@ class Character(models.Model):
 
     def to_sheet(self, *, extra_knowledge: dict[str, str] | None = None):
         """The memory app's plain-data view of this character (knowledge merged with scenario notes)."""
-        from memory.sheets import CharacterSheet, ExtraMemory
-
         knowledge = {k: v for k, v in (self.knowledge or {}).items() if v}
         for other, note in (extra_knowledge or {}).items():
             if not note:
@@ -100,8 +99,6 @@ class Scenario(models.Model):
         return self.title
 
     def to_sheet(self):
-        from memory.sheets import ScenarioSheet
-
         return ScenarioSheet(title=self.title, location=self.location, atmosphere=self.atmosphere,
                              time_of_day=self.time_of_day, description=self.description)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from chronicle.models import Character, Scenario
+from chronicle.simulation.models import Simulation
+from memory.models import Memory
 
 # Categories in the order a writer reads a character: who, history, manner, then the scene and others.
 CATEGORY_ORDER = ["identity", "background", "communication", "decision style", "traits", "skills", "values",
@@ -23,8 +25,6 @@ def _category_key(category: str) -> tuple[int, str]:
 
 def preview_groups(*, bank, agent: str | None = None) -> list[MemoryGroup]:
     """Active memories of a bank grouped by category (knowledge of others last), keys prefetched."""
-    from memory.models import Memory
-
     if bank is None:
         return []
     memories = Memory.objects.in_bank(bank).active().prefetch_related("keys").order_by("agent", "id")
@@ -56,6 +56,4 @@ def home_summary(*, user) -> dict:
 
 
 def recent_simulations(*, user) -> list:
-    from chronicle.simulation.models import Simulation  # a sub-package's models; imported where needed
-
     return list(Simulation.objects.owned_by(user).order_by("-pk")[:5])

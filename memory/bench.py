@@ -18,6 +18,7 @@ from memory import cache, embedding
 from memory.models import EmbeddingCache, Memory, MemoryBank
 from memory.retrieval import MemoryFilter, recall
 from memory.seeding import character_specs, scenario_specs
+from memory.services import bank_create, seed_bank
 from memory.sheets import CharacterSheet, ScenarioSheet
 
 FIRST = ["Ada", "Bram", "Cleo", "Dario", "Esme", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Kira", "Lev", "Mina",
@@ -76,8 +77,6 @@ def pct(values: list[float], q: float) -> float:
 
 
 def measure_seeding(log, *, casts: int, cast_size: int) -> dict:
-    from memory.services import bank_create, seed_bank
-
     rng = random.Random(1)
     plans = [make_cast(rng, i, cast_size) for i in range(casts)]
     texts = []

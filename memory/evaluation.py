@@ -13,9 +13,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.conf import settings
+from django.db import connection
 
 from memory.cache import embed_texts
 from memory.embedding import encode
+from memory.indexing import build_bank_index, drop_bank_index
+from memory.models import Memory
+from memory.retrieval import episode_context_text
+from memory.services import bank_create, remember_utterance
+from memory.tools import ToolContext, search_memory
 
 LISTENER = "Reader"  # the agent whose episodic memories hold the conversation
 _DIA = re.compile(r"D\d+:\d+")
@@ -70,9 +77,6 @@ def parse_sample(sample: dict) -> Conversation:
 
 def build_bank(conv: Conversation):
     """A fresh bank with one episodic memory per turn, turn numbers in order, session dates as the story clock."""
-    from memory.retrieval import episode_context_text
-    from memory.services import bank_create, remember_utterance
-
     bank = bank_create(name=f"evaluate_retrieval {conv.sample_id}")
     contents = [f"{t.speaker} said: {t.text}" for t in conv.turns]
     # One batched model pass for every text the capture path will embed (it then hits the cache).
@@ -87,10 +91,6 @@ def build_bank(conv: Conversation):
 
 def _drop_bank(bank_id: int) -> None:
     """Remove an evaluation bank in SQL: nothing else refers to it, and no app's collector need load."""
-    from django.db import connection
-
-    from memory.indexing import drop_bank_index
-
     drop_bank_index(bank_id)
     with connection.cursor() as cur:
         cur.execute("DELETE FROM memory_memorykey k USING memory_memory m WHERE k.memory_id = m.id AND m.bank_id = %s", [bank_id])
@@ -105,9 +105,6 @@ def _recall_at(ranked: list[str], evidence: set[str], k: int) -> float:
 
 
 def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity", log=lambda _s: None) -> dict:
-    from memory.models import Memory
-    from memory.tools import ToolContext, search_memory
-
     started = time.perf_counter()
     ks = sorted(set(ks))
     kmax = max(ks)
@@ -121,12 +118,8 @@ def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity",
             continue
         bank, dia_of = build_bank(conv)
         try:
-            from django.conf import settings
-
             if len(conv.turns) > settings.RETRIEVAL_FUSION_EXACT_LIMIT:
                 # As a worker would for a live bank this big (memory.indexing): its own vector indexes.
-                from memory.indexing import build_bank_index
-
                 build_bank_index(bank.pk)
             ctx = ToolContext(bank=bank, agent=LISTENER, current_turn=len(conv.turns) + 1, scoring=scoring)
             rows = list(Memory.objects.in_bank(bank).filter(agent=LISTENER, kind="episodic").values_list("id", "embedding"))

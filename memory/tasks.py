@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from memory.indexing import build_bank_index, drop_bank_index
 from memory.models import Memory, MemoryBank
+from memory.services import memory_reembed, seed_bank
+from memory.sheets import CharacterSheet, ScenarioSheet
 
 
 @shared_task(soft_time_limit=1800, time_limit=1900)
 def seed_bank_task(bank_id: int, payload: dict) -> dict:
     """Seed (or re-seed) a bank from plain sheet dicts; a failure is written on the bank, readable."""
-    from memory.services import seed_bank
-    from memory.sheets import CharacterSheet, ScenarioSheet
-
     bank = MemoryBank.objects.filter(pk=bank_id).first()
     if bank is None:
         return {"error": f"memory bank {bank_id} no longer exists"}
@@ -31,24 +31,18 @@ def seed_bank_task(bank_id: int, payload: dict) -> dict:
 @shared_task(soft_time_limit=1800, time_limit=1900)
 def build_bank_index_task(bank_id: int) -> None:
     """A big bank's own HNSW indexes (memory.indexing); nothing happens if the bank is gone."""
-    from memory.indexing import build_bank_index
-
     if MemoryBank.objects.filter(pk=bank_id).exists():
         build_bank_index(bank_id)
 
 
 @shared_task
 def drop_bank_index_task(bank_id: int) -> None:
-    from memory.indexing import drop_bank_index
-
     drop_bank_index(bank_id)
 
 
 @shared_task(soft_time_limit=300, time_limit=330)
 def reembed_memory_task(memory_id: int) -> bool:
     """An edited memory's vectors (memory_update marks it stale and out of search until this runs)."""
-    from memory.services import memory_reembed
-
     memory = Memory.objects.filter(pk=memory_id).first()
     if memory is None:
         return False

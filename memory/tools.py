@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from memory.models import Memory
 from memory.retrieval import MemoryFilter, RecallResult, recall
 from memory.seeding import CHARACTER_QUERIES
+from memory.services import memory_associate, memory_create, memory_reinforce
 
 
 @dataclass
@@ -235,8 +236,6 @@ FORMABLE_KINDS = ["episodic", "semantic", "procedural", "emotional", "observatio
 
 
 def _form_memory(ctx: ToolContext, args: dict):
-    from memory.services import memory_create
-
     kind = args.get("type") or "semantic"
     if kind not in FORMABLE_KINDS:
         raise ToolError(f"type must be one of: {', '.join(FORMABLE_KINDS)}.")
@@ -256,16 +255,12 @@ def _own_memory(ctx: ToolContext, memory_id: int) -> Memory:
 
 
 def _reinforce(ctx: ToolContext, args: dict):
-    from memory.services import memory_reinforce
-
     memory = memory_reinforce(memory=_own_memory(ctx, args["memory_id"]), current_turn=ctx.current_turn)
     return {"memory_id": memory.pk, "importance": memory.importance, "decay_rate": round(memory.decay_rate, 5),
             "access_count": memory.access_count}, "", None, []
 
 
 def _associate(ctx: ToolContext, args: dict):
-    from memory.services import memory_associate
-
     first, second = _own_memory(ctx, args["memory_id_1"]), _own_memory(ctx, args["memory_id_2"])
     if first.pk == second.pk:
         raise ToolError("A memory cannot be associated with itself.")

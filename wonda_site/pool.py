@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 
+import redis
 from django.conf import settings
 
 log = logging.getLogger(__name__)
@@ -23,8 +24,6 @@ KEY_PREFIX = "wonda:pool:"
 
 
 def _client(timeout: float = 1.0):
-    import redis
-
     return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=timeout, socket_timeout=timeout)
 
 

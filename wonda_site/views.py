@@ -2,11 +2,14 @@ from __future__ import annotations
 
 import time
 
+import redis
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
+
+from wonda_site.pool import pool_status
 
 
 def _check_database() -> dict:
@@ -20,10 +23,6 @@ def _check_database() -> dict:
 
 def _check_redis_and_pool() -> tuple[dict, dict, dict]:
     """Redis, then the worker pool and its embedding model from the pool's heartbeats (one client)."""
-    import redis
-
-    from wonda_site.pool import pool_status
-
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=1, socket_timeout=1)
     try:
         client.ping()

@@ -23,10 +23,14 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from PIL import Image, ImageDraw, ImageFont, UnidentifiedImageError
+from PIL.PngImagePlugin import PngInfo
 
 from chronicle.forms import upload_limit_message
 from chronicle.models import TEXT_LIMIT, Character, Scenario
 from chronicle.services.card_checks import Checker as _Checker
+from chronicle.services.characters import character_request_preview
+from chronicle.services.scenarios import scenario_create
 
 CARD_SPEC = "chara_card_v2"
 WONDA_FORMAT = "wonda"
@@ -178,9 +182,6 @@ def character_to_card(character: Character) -> dict:
 
 
 def character_to_card_png(character: Character) -> bytes:
-    from PIL import Image, ImageDraw, ImageFont
-    from PIL.PngImagePlugin import PngInfo
-
     image = Image.new("RGB", (400, 600), (91, 75, 196))
     draw = ImageDraw.Draw(image)
     draw.text((200, 280), character.name[:24], fill="white", anchor="mm", font=ImageFont.load_default(size=36))
@@ -195,8 +196,6 @@ def character_to_card_png(character: Character) -> bytes:
 
 
 def _card_from_png(raw: bytes) -> Any:
-    from PIL import Image, UnidentifiedImageError
-
     try:
         image = Image.open(io.BytesIO(raw))
         image.load()
@@ -333,9 +332,6 @@ def card_import(*, owner, raw: bytes) -> ImportResult:
 
 @transaction.atomic
 def _save(*, owner, characters: list[Character], scenario_values: dict | None) -> ImportResult:
-    from chronicle.services.characters import character_request_preview
-    from chronicle.services.scenarios import scenario_create
-
     for character in characters:
         character.save()
         character_request_preview(character=character)

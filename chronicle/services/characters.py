@@ -7,6 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from chronicle.models import Character
+from memory.services import bank_create, bank_request_seed
 
 FIELDS = ("name", "role", "archetype", "description", "background", "communication_style", "decision_style",
           "traits", "skills", "values", "goals", "knowledge", "extra_memories", "card_extras")
@@ -20,8 +21,6 @@ def _apply(character: Character, data: dict[str, Any]) -> None:
 
 def character_request_preview(*, character: Character) -> Character:
     """Seed (or re-seed) the character's own preview bank with just this character."""
-    from memory.services import bank_create, bank_request_seed
-
     if character.preview_bank_id is None:
         character.preview_bank = bank_create(name=f"Preview: {character.name}", owner=character.owner)
         character.save(update_fields=["preview_bank", "updated"])

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from chronicle.models import Character, Scenario
+from memory.services import bank_create, bank_request_seed
 
 FIELDS = ("title", "location", "atmosphere", "time_of_day", "description", "pair_notes")
 
@@ -26,8 +27,6 @@ def _clean_pair_notes(notes: dict, names: set[str]) -> dict[str, dict[str, str]]
 
 
 def scenario_request_preview(*, scenario: Scenario) -> Scenario:
-    from memory.services import bank_create, bank_request_seed
-
     if scenario.preview_bank_id is None:
         scenario.preview_bank = bank_create(name=f"Preview: {scenario.title}", owner=scenario.owner)
         scenario.save(update_fields=["preview_bank", "updated"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.urls import reverse
 
 from wonda_site.crypto import EncryptedTextField, decryption_error
 from wonda_site.querysets import OwnedQuerySet
@@ -93,8 +94,6 @@ class Simulation(models.Model):
         return self.title or f"Simulation #{self.pk}"
 
     def get_absolute_url(self) -> str:
-        from django.urls import reverse
-
         return reverse("simulation_detail", args=[self.pk])
 
     @property

@@ -191,7 +191,7 @@ def simulation_import(*, owner, data: dict) -> Simulation:
     records at the new memory ids. Anything malformed raises ValidationError (naming where) and
     nothing is created.
     """
-    from chronicle.writing.tasks import import_bank_task  # the task calls back into this module
+    from chronicle.writing.tasks import import_bank_task  # chronicle.writing.tasks imports this module
 
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValidationError("Not a Wonda simulation export (format should be 'wonda.simulation').")

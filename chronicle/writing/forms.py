@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 
 from chronicle.forms import validate_upload_size
+from chronicle.writing.services import writer_memory_check
 from memory.models import MAX_CONTENT_CHARS, MAX_TAG_CHARS, MAX_TAGS, Memory
 
 LINE_CHARS = 4000
@@ -65,8 +66,6 @@ class MemoryFormForm(MemoryEditForm):
 
     def clean(self):
         """Everything the worker's `full_clean()` will check, checked now (see services.writer_memory_check)."""
-        from chronicle.writing.services import writer_memory_check
-
         cleaned = super().clean()
         if self.errors:
             return cleaned

@@ -6,13 +6,13 @@ from celery import shared_task
 from django.contrib.auth import get_user_model
 
 from chronicle.simulation.models import Simulation
+from chronicle.writing.exports import import_bank
+from chronicle.writing.services import writer_memory_form
 from memory.models import Memory
 
 
 @shared_task(soft_time_limit=300, time_limit=330)
 def form_memory_task(simulation_id: int, actor_id: int | None, data: dict) -> int | None:
-    from chronicle.writing.services import writer_memory_form
-
     simulation = Simulation.objects.filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return None
@@ -22,8 +22,6 @@ def form_memory_task(simulation_id: int, actor_id: int | None, data: dict) -> in
 
 @shared_task(soft_time_limit=1800, time_limit=1900)
 def import_bank_task(simulation_id: int, memories: list[dict]) -> int:
-    from chronicle.writing.exports import import_bank
-
     simulation = Simulation.objects.filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return 0

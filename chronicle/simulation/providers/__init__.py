@@ -10,13 +10,12 @@ from chronicle.simulation.providers.base import (  # noqa: F401
     TurnHints,
     estimate_tokens,
 )
+from chronicle.simulation.providers.scripted import ScriptedProvider
 
 
 def get_provider(simulation) -> Provider:
     if simulation.provider == "openai":
-        from chronicle.simulation.providers.openai_provider import OpenAIProvider
+        from chronicle.simulation.providers.openai_provider import OpenAIProvider  # defers importing openai (~0.6 s)
 
         return OpenAIProvider.for_simulation(simulation)
-    from chronicle.simulation.providers.scripted import ScriptedProvider
-
     return ScriptedProvider()

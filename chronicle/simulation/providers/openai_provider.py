@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import openai
+from django.conf import settings
 
 from chronicle.simulation.providers.base import (
     ChatResult,
@@ -19,6 +20,7 @@ from chronicle.simulation.providers.base import (
     TurnHints,
     estimate_messages_tokens,
 )
+from wonda_site.crypto import decryption_error
 
 TOOLS_REFUSED = re.compile(r"tool|function", re.IGNORECASE)
 
@@ -41,10 +43,6 @@ class OpenAIProvider(Provider):
 
     @classmethod
     def for_simulation(cls, simulation) -> "OpenAIProvider":
-        from django.conf import settings
-
-        from wonda_site.crypto import decryption_error
-
         return cls(base_url=simulation.base_url or settings.LLM_BASE_URL, api_key=simulation.api_key or settings.LLM_API_KEY,
                    model=simulation.model or settings.LLM_MODEL, timeout=simulation.timeout_s or settings.LLM_TIMEOUT,
                    temperature=simulation.temperature, max_tokens=simulation.max_tokens, seed=simulation.seed,

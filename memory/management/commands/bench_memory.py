@@ -9,11 +9,17 @@ import statistics
 import time
 
 import numpy as np
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import connection, connections
 
 from memory import bench, cache, embedding
+from memory.indexing import build_bank_index, drop_bank_index
+from memory.models import MemoryBank
+from memory.services import bank_create
+from memory.tools import ToolContext, call_tool, search_memory
+from wonda_site import embedded
 
 
 TOOL_BANK_SIZE = 10_000  # issue 7: query_memory p50 ≤ 25 ms with 10,000 memories in a bank
@@ -39,8 +45,6 @@ class Command(BaseCommand):
         sizes = [int(s) for s in opts["sizes"].split(",") if s.strip()]
         dedicated = not opts["in_place"] and not os.environ.get("DATABASE_URL")
         if dedicated:
-            from wonda_site import embedded
-
             embedded.postgres_settings(opts["database"])  # creates it when missing
             connections["default"].close()
             connections["default"].settings_dict["NAME"] = opts["database"]
@@ -52,9 +56,6 @@ class Command(BaseCommand):
         try:
             figures = self.run_bench(sizes, opts, dedicated)
         finally:
-            from memory.indexing import drop_bank_index
-            from memory.models import MemoryBank
-
             for bank_id in MemoryBank.objects.filter(name__startswith="bench ").values_list("pk", flat=True):
                 drop_bank_index(bank_id)
             if dedicated:  # give the disk back (~2 GB at the default sizes)
@@ -68,11 +69,6 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(figures, separators=(",", ":")))
 
     def run_bench(self, sizes: list[int], opts, dedicated: bool) -> dict:
-        from memory.models import MemoryBank
-        from memory.services import bank_create
-        from memory.indexing import build_bank_index
-        from memory.tools import ToolContext, call_tool, search_memory
-
         seeding = bench.measure_seeding(self.log, casts=opts["casts"], cast_size=opts["cast_size"])
         base = seeding["base_vectors"]
         lines = bench.conversation_lines(random.Random(7))
@@ -100,8 +96,6 @@ class Command(BaseCommand):
             cur.execute("VACUUM ANALYZE memory_memory")
             cur.execute("VACUUM ANALYZE memory_memorykey")
         # What the first big search of a bank asks a worker for (memory.indexing), done here.
-        from django.conf import settings
-
         for bank in [conversation] + [b for size, b in banks.items() if size > settings.RETRIEVAL_FUSION_EXACT_LIMIT]:
             indexed_at = time.perf_counter()
             build_bank_index(bank.pk)

@@ -8,6 +8,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import BaseCommand, call_command
 
+from chronicle.demo import load_demo
+
 
 class Command(BaseCommand):
     help = "Migrate the database, create a first user (credentials printed) and load the demo once."
@@ -16,11 +18,7 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
         user = self._ensure_user()
-        try:
-            from chronicle.demo import load_demo
-        except ImportError:  # the demo arrives with the chronicle app's authoring pages
-            load_demo = None
-        if load_demo is not None and load_demo(owner=user):
+        if load_demo(owner=user):
             self.stdout.write("Demo scenario loaded (dinner planning, three characters).")
 
     def _ensure_user(self):
