@@ -129,10 +129,13 @@ class ScriptedProvider(Provider):
         location = next((_strip_label(s) for s in scene if s.startswith("Location")), _strip_label(scene[0]) if scene else "")
 
         # Quote the most relevant earlier line spoken by someone else, with its turn number.
-        quoted = next((m for m in episodes if m.get("turn") and " said: " in m["content"]
-                       and not m["content"].startswith(f"{hints.agent} said:")), None)
+        spoken = [m for m in episodes if m.get("turn") and " said: " in m["content"]
+                  and not m["content"].startswith(f"{hints.agent} said:")]
+        # A line that itself quotes an earlier one is quoted by its own words only, so quotes never nest.
+        quoted = next((m for m in spoken if ' you said "' not in m["content"]), spoken[0] if spoken else None)
         if quoted:
             speaker, _, said = quoted["content"].partition(" said: ")
+            said = said.rpartition('" — ')[2] if ' you said "' in said else said
             return (f'{speaker}, on turn {quoted["turn"]} you said "{_short(said, 90)}" — '
                     f"I'm {name}, and I have been thinking about that"
                     + (f" here at {_short(location, 60)}." if location else "."))

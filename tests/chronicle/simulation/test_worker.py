@@ -54,7 +54,10 @@ def test_full_scripted_run_through_a_real_worker(celery_worker, user, client_for
         assert quoted, retrieval.results
         for r in quoted:
             assert r["content"] == f"{r['speaker']} said: {earlier[r['turn']]}"
-        assert f"on turn {quoted[0]['turn']} you said" in turn.utterance
+        # The most relevant line spoken by another, preferring one that quotes nobody (no nested quotes).
+        plain = next((r for r in quoted if ' you said "' not in r["content"]), quoted[0])
+        assert f"on turn {plain['turn']} you said" in turn.utterance
+        assert turn.utterance.count('"') == 2
     # Every tool call has its Retrieval row.
     calls = sum(len(m.get("tool_calls") or []) for t in turns for m in t.prompt_messages)
     assert calls == Retrieval.objects.filter(turn__simulation=simulation).count() == 3 * 4 + 3
