@@ -11,7 +11,8 @@ from chronicle.models import Character, Scenario
 from chronicle.simulation import services
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import services as writing
-from memory.tools import ToolContext, call_tool
+from memory.models import Memory
+from memory.tools import SIMULATION_TOOLS, ToolContext, call_tool
 
 pytestmark = pytest.mark.django_db
 
@@ -54,10 +55,11 @@ def started(user, scenario, **settings):
 def writer_memories(simulation, user) -> dict[str, str]:
     """One writer-formed memory of each kind a run can hold, some for Mira, some for everyone."""
     words = {}
-    for kind in ("semantic", "procedural", "emotional", "observation", "reflection", "plan", "episodic"):
+    for kind in ("semantic", "procedural", "emotional", "observation", "reflection", "plan", "episodic", "action",
+                 "character", "scene", "character_knowledge"):
         word = f"writer{kind}marker"
         writing.writer_memory_form(simulation=simulation, actor=user, content=f"Mira remembers the {word}.",
-                                   agent="Mira" if kind != "semantic" else "", kind=kind, importance=6)
+                                   agent="" if kind in ("semantic", "scene") else "Mira", kind=kind, importance=6)
         words[kind] = word
     return words
 
@@ -83,10 +85,14 @@ def test_every_authored_field_is_reachable_through_the_tools(user, harbour):
     assert SCENE_MARKER in answer("query_scene")
     assert "saffron" in answer("query_character", {"name": "Oren"})  # the pair note
     assert "lighthouse bell" in answer("recall_facts", {"topic": "the bell"})  # card lore
+    # Every kind the inspector's "Form a memory" offers reaches the agent through some offered tool.
+    by_kind = {"semantic": ("recall_facts", "topic"), "character_knowledge": ("recall_facts", "topic"),
+               "character": ("query_self", None), "scene": ("query_scene", None)}
+    assert set(words) == {k.value for k in Memory.Kind}
     for kind, word in words.items():
-        tool, arguments = ("recall_facts", {"topic": f"the {word}"}) if kind == "semantic" else \
-            ("query_memory", {"query": f"the {word}"})
-        assert word in answer(tool, arguments), kind
+        tool, key = by_kind.get(kind, ("query_memory", "query"))
+        assert tool in SIMULATION_TOOLS
+        assert word in answer(tool, {key: f"the {word}"} if key else {}), kind
     # Another character's sheet is not Mira's to read.
     assert "ferryman" not in whole_sheet
 
