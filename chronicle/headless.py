@@ -1,0 +1,232 @@
+"""A simulation run without the browser (`manage.py run_simulation`): import a Wonda scenario file,
+run it through the same services and Celery tasks as the run page, and report what the agents saw.
+
+The writer is a throw-away `run-<time>` (as the drills' `drill-<time>`) unless --owner names one, so
+the file's character names cannot clash with anyone's; a throw-away writer and everything it owns
+is deleted afterwards unless --keep.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from django.conf import settings as django_settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Count
+
+from chronicle.drills import Worker
+from chronicle.models import Character, Scenario
+from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import
+from chronicle.services.characters import character_delete
+from chronicle.services.scenarios import scenario_delete
+from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.selectors import token_summary
+from chronicle.simulation.services import SECRET_SETTINGS, SETTING_FIELDS, ControlError, simulation_cancel
+from memory.models import Memory
+from wonda_site.celery import app as celery_app
+from wonda_site.pool import pool_status
+
+# What a scenario file may set for its run under an optional top-level "settings" object (the
+# importer ignores it); the command line's options win. Never the API key: files get shared.
+FILE_SETTINGS = tuple(name for name in SETTING_FIELDS if name not in SECRET_SETTINGS)
+
+
+class HeadlessError(Exception):
+    """Something the command says and stops on (a bad file, an unknown owner, a run that never started)."""
+
+
+@dataclass
+class Imported:
+    owner: Any
+    throwaway: bool
+    scenario: Scenario
+    characters: list[Character] = field(default_factory=list)
+    file_settings: dict = field(default_factory=dict)
+
+
+def _settings_in_file(data: Any) -> dict:
+    values = data.get("settings") if isinstance(data, dict) else None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise HeadlessError("settings must be an object")
+    unknown = sorted(set(values) - set(FILE_SETTINGS))
+    if unknown:
+        raise HeadlessError(f"settings.{unknown[0]} is not a run setting (one of: {', '.join(FILE_SETTINGS)})")
+    return values
+
+
+def scenario_import(*, raw: bytes, username: str | None) -> Imported:
+    """The file's scenario and cast, as `username` or a new throw-away writer; nothing is created on error."""
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except ValueError:
+        data = None  # not JSON: the importer says what is wrong with it, below
+    if isinstance(data, dict) and data.get("format") == WONDA_FORMAT and "scenario" not in data:
+        raise HeadlessError("this Wonda file holds a character, not a scenario: export a scenario with its cast")
+    if isinstance(data, dict) and data.get("format") != WONDA_FORMAT and ("spec" in data or "data" in data):
+        raise HeadlessError("this is a character card, not a scenario: export a scenario (Wonda JSON) with its cast")
+    file_settings = _settings_in_file(data)
+    users = get_user_model().objects
+    owner = None
+    if username:
+        owner = users.filter(username=username).first()
+        if owner is None:
+            raise HeadlessError(f"there is no user {username!r}")
+    try:
+        # One transaction with the throw-away writer: a bad file leaves not even the user behind,
+        # and the preview seeding the importer queues goes out only once it all committed.
+        with transaction.atomic():
+            throwaway = owner is None
+            if throwaway:
+                owner = users.create_user(username=f"run-{time.time_ns()}", password=None)
+            result = card_import(owner=owner, raw=raw)
+    except CardImportError as exc:
+        raise HeadlessError(str(exc)) from None
+    return Imported(owner=owner, throwaway=throwaway, scenario=result.scenario, characters=result.characters,
+                    file_settings=file_settings)
+
+
+def run_settings(*, imported: Imported, turns: int | None, provider: str | None, mode: str | None) -> dict:
+    """The run's settings: the file's, then the command line's; an OpenAI-compatible server comes from settings."""
+    values = {"title": f"{imported.scenario.title} (command line)"[:200], **imported.file_settings}
+    for name, value in (("max_turns", turns), ("provider", provider), ("retrieval_mode", mode)):
+        if value is not None:
+            values[name] = value
+    values.setdefault("provider", django_settings.LLM_PROVIDER)
+    if values["provider"] == Simulation.Provider.OPENAI:
+        values.setdefault("base_url", django_settings.LLM_BASE_URL)
+        values.setdefault("model", django_settings.LLM_MODEL)
+        values.setdefault("timeout_s", django_settings.LLM_TIMEOUT)
+        values["api_key"] = django_settings.LLM_API_KEY
+    return values
+
+
+def worker_running() -> bool:
+    """A worker is up: it has stamped the pool's heartbeat and answers a ping.
+
+    The stamps alone are not enough: a worker that just stopped leaves them for up to three beats
+    (15 s; nothing deletes them on shutdown), and a run started on them waited for nobody. A ping
+    costs up to a second, once per command.
+    """
+    status = pool_status()
+    if not status["ok"]:
+        return False
+    replies = celery_app.control.ping(timeout=1.0) or []
+    alive = {name for reply in replies for name in reply}
+    return any(hostname in alive for hostname in status["workers"])
+
+
+def worker_for_run(log_dir: Path, concurrency: int = 2) -> Worker | None:
+    """None when a worker is already up (it takes the run's tasks); else one of our own, started and ready.
+
+    A running worker must use this process's database; neither its heartbeat nor its ping says which,
+    so a run whose tasks nobody takes says so while it waits, and ends on the time-out.
+    """
+    if worker_running():
+        return None
+    worker = Worker("run-simulation", concurrency, log_dir)
+    try:
+        worker.wait_ready()
+    except RuntimeError:
+        worker.stop()
+        raise
+    return worker
+
+
+def turns_done(simulation: Simulation) -> int:
+    return Turn.objects.filter(simulation=simulation, status=Turn.Status.DONE).count()
+
+
+def wait_for_run(simulation: Simulation, *, timeout: float, every: float, say: Callable[[str], None]) -> Simulation:
+    """Poll until the run finishes or pauses (or the time-out), saying its progress every `every` seconds."""
+    started = time.monotonic()
+    deadline = started + timeout
+    last_said = 0.0
+    said = ""
+    while True:
+        simulation.refresh_from_db()
+        if simulation.is_finished or simulation.status == Simulation.Status.PAUSED:
+            return simulation
+        now = time.monotonic()
+        if now >= deadline:
+            raise HeadlessError(f"the run did not finish in {timeout:g} s (status {simulation.status}); "
+                                "if a worker was already running, is it on this database?")
+        if now - last_said >= every:
+            line = _progress(simulation, waited=now - started)
+            if line != said or now - last_said >= 6 * every:
+                say(line)
+                said, last_said = line, now
+        time.sleep(0.25)
+
+
+def _progress(simulation: Simulation, *, waited: float) -> str:
+    if simulation.status == Simulation.Status.SEEDING:
+        bank = simulation.bank
+        if bank is not None and bank.seed_total:
+            return f"seeding memories: {bank.seed_done}/{bank.seed_total}"
+        if waited > 60:
+            return f"no worker has started seeding in {waited:.0f} s: is the running worker on this database?"
+        return "waiting for a worker to seed the memories"
+    return f"turns done: {turns_done(simulation)}/{simulation.max_turns}"
+
+
+def _content(message: dict) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def run_report(simulation: Simulation) -> dict:
+    """The command's last line: every done turn with what its agent retrieved and was sent, the bank, the tokens."""
+    turns = list(Turn.objects.filter(simulation=simulation, status=Turn.Status.DONE)
+                 .prefetch_related("retrievals").order_by("index"))
+    rows = []
+    for turn in turns:
+        retrievals = [{"tool": retrieval.tool, "memory_id": result.get("memory_id"), "kind": result.get("kind"),
+                       "category": result.get("category"), "content": result.get("content"),
+                       "score": result.get("score")}
+                      for retrieval in turn.retrievals.all() for result in retrieval.results or []]
+        context = [{"role": m.get("role"), "content": _content(m)}
+                   for m in turn.prompt_messages or [] if isinstance(m, dict)]
+        rows.append({"number": turn.number, "speaker": turn.agent, "text": turn.utterance,
+                     "retrievals": retrievals, "context": context})
+    by_kind = {}
+    if simulation.bank_id is not None:
+        by_kind = dict(Memory.objects.in_bank(simulation.bank).values_list("kind")
+                       .annotate(n=Count("id")).order_by("kind"))
+    tokens = token_summary(turns)
+    return {"simulation": simulation.pk, "turns": rows, "memories_by_kind": by_kind,
+            "tokens": {"prompt": tokens.prompt_tokens, "completion": tokens.completion_tokens,
+                       "full_definition": tokens.full_definition_tokens}}
+
+
+def run_stop(simulation: Simulation) -> None:
+    """A run left behind mid-way (time-out, Ctrl-C) is cancelled, so no worker goes on with it."""
+    simulation.refresh_from_db()
+    if not simulation.is_finished:
+        try:
+            simulation_cancel(simulation=simulation)
+        except ControlError:
+            pass  # it finished in the meantime
+
+
+@transaction.atomic
+def run_discard(*, imported: Imported, simulation: Simulation | None) -> None:
+    """Remove what the command created: the throw-away writer with all it owns, or (--owner) the run,
+    its memory bank, and the imported scenario and characters."""
+    if imported.throwaway:
+        imported.owner.delete()  # characters, scenarios, simulations and memory banks go with their owner
+        return
+    if simulation is not None:
+        bank = simulation.bank
+        simulation.delete()
+        if bank is not None:
+            bank.delete()  # the run's bank is the run's alone
+    scenario_delete(scenario=imported.scenario)
+    for character in imported.characters:
+        character_delete(character=character)

@@ -1,0 +1,104 @@
+"""Run a scenario file from the command line, through the same engine and Celery tasks as the browser.
+
+    manage.py run_simulation FILE [--owner USERNAME] [--turns N] [--provider scripted|openai]
+                                  [--mode tools|prepopulate|both] [--keep]
+
+FILE is Wonda JSON with a scenario and its characters (what "Export" on a scenario gives, e.g.
+examples/demo.json). Progress goes to stderr; the last stdout line is one JSON object:
+{"simulation", "turns": [{"number", "speaker", "text", "retrievals", "context"}], "memories_by_kind",
+"tokens"}. A run that pauses (a failed turn) prints what was done, then the reason, and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.management import BaseCommand, CommandError
+
+from chronicle import headless
+from chronicle.simulation.models import Simulation
+from chronicle.simulation.services import simulation_start
+
+
+class Command(BaseCommand):
+    help = "Import a Wonda scenario file, run it on a worker, print the turns, retrievals and context as JSON."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("file", help="Wonda JSON: a scenario with its characters (e.g. examples/demo.json)")
+        parser.add_argument("--owner", default="", help="import and run as this user (default: a throw-away "
+                                                        "run-<time> user, so no name can clash)")
+        parser.add_argument("--turns", type=int, default=None, help="turns to run (default: the file's, or 6)")
+        parser.add_argument("--provider", choices=Simulation.Provider.values, default=None,
+                            help="default: the file's, or WONDA_LLM_PROVIDER; openai uses WONDA_LLM_BASE_URL, "
+                                 "WONDA_LLM_MODEL and WONDA_LLM_API_KEY")
+        parser.add_argument("--mode", choices=Simulation.RetrievalMode.values, default=None,
+                            help="how agents get their memories (default: the file's, or the run page's default)")
+        parser.add_argument("--keep", action="store_true", help="keep the run (and the throw-away user) afterwards")
+        parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the run (default 1800)")
+        parser.add_argument("--progress-every", type=float, default=3, help=argparse.SUPPRESS)
+
+    def say(self, line: str) -> None:
+        self.stderr.write(line)
+
+    def handle(self, *args, file: str, owner: str, turns: int | None, provider: str | None, mode: str | None,
+               keep: bool, timeout: float, progress_every: float, **options) -> None:
+        path = Path(file)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise CommandError(f"{file}: {exc.strerror or exc}") from None
+        try:
+            imported = headless.scenario_import(raw=raw, username=owner or None)
+        except headless.HeadlessError as exc:
+            raise CommandError(f"{file}: {exc}") from None
+        cast = imported.characters
+        self.say(f"Imported {imported.scenario.title} with {', '.join(c.name for c in cast)} "
+                 f"as {imported.owner.username}.")
+        simulation = worker = None
+        finished = False
+        try:
+            log_dir = Path(settings.VAR_DIR) / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
+            try:
+                worker = headless.worker_for_run(log_dir)
+            except RuntimeError as exc:
+                raise CommandError(f"no worker was running and one could not be started: {exc}") from None
+            self.say(f"Started a worker for the run (log: {worker.log_path})." if worker
+                     else "Using the worker already running.")
+            values = headless.run_settings(imported=imported, turns=turns, provider=provider, mode=mode)
+            try:
+                simulation = simulation_start(owner=imported.owner, scenario=imported.scenario,
+                                              cast=list(imported.scenario.cast.all()), settings=values)
+            except ValidationError as exc:
+                problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+                raise CommandError(f"the run's settings are not valid: {problems}") from None
+            self.say(f"Simulation #{simulation.pk}: {simulation.max_turns} turns, {simulation.provider}, "
+                     f"{simulation.retrieval_mode}.")
+            try:
+                headless.wait_for_run(simulation, timeout=timeout, every=progress_every, say=self.say)
+            except headless.HeadlessError as exc:
+                self.stdout.write(json.dumps(headless.run_report(simulation), ensure_ascii=False))
+                raise CommandError(str(exc)) from None
+            finished = True
+            self.say(f"turns done: {headless.turns_done(simulation)}/{simulation.max_turns}; "
+                     f"the run is {simulation.status}.")
+            self.stdout.write(json.dumps(headless.run_report(simulation), ensure_ascii=False))
+            if simulation.status != Simulation.Status.COMPLETED:
+                reason = simulation.pause_reason or simulation.error or simulation.status
+                raise CommandError(f"the run is {simulation.status}: {reason}", returncode=1)
+        finally:
+            if simulation is not None and not finished:
+                headless.run_stop(simulation)  # Ctrl-C or a time-out: no worker goes on with it
+            if worker is not None:
+                worker.stop()
+            if keep:
+                if simulation is not None:
+                    self.say(f"Kept: simulation #{simulation.pk} ({simulation.get_absolute_url()}) "
+                             f"of {imported.owner.username}.")
+            else:
+                headless.run_discard(imported=imported, simulation=simulation)
+

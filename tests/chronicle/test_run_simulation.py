@@ -1,0 +1,106 @@
+"""`manage.py run_simulation`: a scenario file run headless on a real worker, reported as one JSON line."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from chronicle.models import Character, Scenario
+from chronicle.services.cards import card_import
+from chronicle.simulation.models import Simulation
+from memory.models import MemoryBank
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.json"
+CAST = {"Alex", "Jordan", "Sam"}
+
+
+def run(*args, **options) -> tuple[dict, str]:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("run_simulation", *args, stdout=out, stderr=err, **{"timeout": 300, **options})
+    finally:
+        print(err.getvalue())  # shown when a test fails
+    return json.loads(out.getvalue().strip().splitlines()[-1]), err.getvalue()
+
+
+def test_the_demo_file_runs_and_leaves_nothing_behind():
+    result, progress = run(str(DEMO), turns=3, provider="scripted")
+
+    turns = result["turns"]
+    assert [t["number"] for t in turns] == [1, 2, 3]
+    assert {t["speaker"] for t in turns} <= CAST and all(t["text"] for t in turns)
+    retrieved = [r for t in turns for r in t["retrievals"]]
+    assert retrieved and all(r["content"] and r["memory_id"] and r["tool"] for r in retrieved)
+    assert {"kind", "category", "score"} <= set(retrieved[0])
+    for turn in turns:  # what the model was sent: the system prompt first, and something naming the speaker
+        assert turn["context"][0]["role"] == "system"
+        assert all(set(m) == {"role", "content"} and isinstance(m["content"], str) for m in turn["context"])
+        assert turn["speaker"] in turn["context"][0]["content"]
+    assert result["memories_by_kind"]["episodic"] > 0
+    assert result["tokens"]["prompt"] > 0 and result["tokens"]["full_definition"] > 0
+    assert "turns done: 3/3" in progress
+
+    assert not Simulation.objects.exists() and not Character.objects.exists() and not Scenario.objects.exists()
+    assert not MemoryBank.objects.exists()
+    assert not get_user_model().objects.filter(username__startswith="run-").exists()
+
+
+def test_keep_leaves_the_run_with_its_owner_and_a_second_import_clashes(user):
+    result, _ = run(str(DEMO), turns=1, owner=user.username, keep=True)
+
+    simulation = Simulation.objects.owned_by(user).get(pk=result["simulation"])
+    assert simulation.status == Simulation.Status.COMPLETED and simulation.turns.count() == 1
+    assert set(Character.objects.owned_by(user).values_list("name", flat=True)) == CAST
+
+    with pytest.raises(CommandError, match="Alex"):  # the owner already has an Alex: nothing is created
+        run(str(DEMO), turns=1, owner=user.username)
+    assert Character.objects.count() == 3 and Simulation.objects.count() == 1
+
+
+@override_settings(LLM_BASE_URL="http://127.0.0.1:9/v1", LLM_MODEL="nobody")  # nothing listens on port 9
+def test_a_run_that_pauses_says_why_prints_what_was_done_and_exits_1(user):
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(CommandError, match="cannot reach the LLM server") as failure:
+        call_command("run_simulation", str(DEMO), turns=2, provider="openai", owner=user.username,
+                     timeout=300, stdout=out, stderr=err)
+    assert failure.value.returncode == 1
+    result = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert result["turns"] == [] and result["memories_by_kind"]["character"] > 0
+    # Without --keep the owner keeps nothing of it: no run, no bank, no imported scenario or characters.
+    assert not Simulation.objects.exists() and not Scenario.objects.exists() and not Character.objects.exists()
+    assert not MemoryBank.objects.exists() and get_user_model().objects.filter(pk=user.pk).exists()
+
+
+def test_a_malformed_file_names_the_field_and_creates_nothing(tmp_path):
+    data = json.loads(DEMO.read_text())
+    del data["characters"][1]["name"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+
+    with pytest.raises(CommandError, match=r"characters\[1\]\.name is missing"):
+        run(str(bad))
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(CommandError, match="not valid JSON"):
+        run(str(tmp_path / "broken.json"))
+    assert not Character.objects.exists() and not get_user_model().objects.exists()
+
+
+def test_the_demo_file_reimports_cleanly_and_the_import_page_takes_it(user, client_for):
+    result = card_import(owner=user, raw=DEMO.read_bytes())
+    assert result.scenario.title == "Friends deciding where to eat tonight"
+    assert {c.name for c in result.scenario.cast.all()} == CAST
+
+    other = get_user_model().objects.create_user(username="page", password="x")
+    with DEMO.open("rb") as upload:
+        response = client_for(other).post("/import/", {"file": upload})
+    scenario = Scenario.objects.owned_by(other).get()
+    assert response.status_code == 302 and response.url == f"/scenarios/{scenario.pk}/"
+    assert scenario.pair_notes == result.scenario.pair_notes
