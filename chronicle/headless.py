@@ -108,13 +108,12 @@ def run_settings(*, imported: Imported, turns: int | None, provider: str | None,
 
 
 def worker_running() -> bool:
-    """A worker is up: it has stamped the pool's heartbeat and answers a ping.
+    """A worker on this database is up: it has stamped the pool's heartbeat and answers a ping.
 
-    The stamps alone are not enough: a worker that just stopped leaves them for up to three beats
-    (15 s; nothing deletes them on shutdown), and a run started on them waited for nobody. A ping
-    costs up to a second, once per command.
+    A stopping worker removes its stamps; a killed one leaves them for up to three beats (15 s), and
+    a run started on them would wait for nobody, so a ping confirms (up to a second, once a command).
     """
-    status = pool_status()
+    status = pool_status(database=django_settings.DATABASES["default"]["NAME"])
     if not status["ok"]:
         return False
     replies = celery_app.control.ping(timeout=1.0) or []
@@ -125,8 +124,7 @@ def worker_running() -> bool:
 def worker_for_run(log_dir: Path, concurrency: int = 2) -> Worker | None:
     """None when a worker is already up (it takes the run's tasks); else one of our own, started and ready.
 
-    A running worker must use this process's database; neither its heartbeat nor its ping says which,
-    so a run whose tasks nobody takes says so while it waits, and ends on the time-out.
+    A worker counts only if its heartbeat names this process's database.
     """
     if worker_running():
         return None

@@ -3,7 +3,7 @@ import os
 import threading
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_ready
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
 
 from wonda_site.pool import PoolHeartbeat
 
@@ -44,7 +44,7 @@ def _warm_then_beat(hostname: str) -> None:
         info["query_encoder"] = warm_query_encoder()  # this process's own ONNX session
     except Exception:  # never keep a child from working: queries then use torch
         log.exception("query encoder warm-up failed")
-    PoolHeartbeat(hostname, info).start()
+    _worker["heartbeat"] = PoolHeartbeat(hostname, info).start()
 
 
 @worker_process_init.connect
@@ -62,3 +62,13 @@ def _worker_ready(sender=None, **_kwargs) -> None:
     name = getattr(pool, "__module__", "") if pool is not None else ""
     if name and "prefork" not in name:
         _warm_then_beat(hostname)
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _stop_beating(**_kwargs) -> None:
+    # A process that stops takes its stamp with it, so /healthz (and run_simulation's "is a worker
+    # up?") do not count it for the three beats it would otherwise linger.
+    heartbeat = _worker.pop("heartbeat", None)
+    if heartbeat is not None:
+        heartbeat.finish()

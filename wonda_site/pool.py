@@ -41,7 +41,8 @@ class PoolHeartbeat:
 
     def __init__(self, hostname: str, info: dict | None = None):
         self.key = f"{KEY_PREFIX}{hostname or socket.gethostname()}:{os.getpid()}"
-        self.info = dict(info or {}, hostname=hostname, pid=os.getpid(), since=time.time())
+        self.info = dict(info or {}, hostname=hostname, pid=os.getpid(), since=time.time(),
+                         database=settings.DATABASES["default"]["NAME"])
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, name="wonda-pool-heartbeat", daemon=True)
 
@@ -67,9 +68,20 @@ class PoolHeartbeat:
         self.thread.start()
         return self
 
+    def finish(self) -> None:
+        """Stop beating and remove the stamp now (the process is shutting down)."""
+        self.stop.set()
+        try:
+            client = _client()
+            client.delete(self.key)
+            client.close()
+        except Exception:  # the broker is gone too: the stamp expires on its own
+            pass
 
-def pool_status(client=None) -> dict:
-    """The live pool processes by worker, from their stamps; ok when at least one can run tasks."""
+
+def pool_status(client=None, *, database: str | None = None) -> dict:
+    """The live pool processes by worker, from their stamps; ok when at least one can run tasks
+    (on `database`, when given: a worker of another database would not run this one's tasks)."""
     own = client is None
     client = client or _client()
     try:
@@ -87,7 +99,7 @@ def pool_status(client=None) -> dict:
             info = json.loads(raw)
         except ValueError:
             continue
-        if now - float(info.get("at", 0)) <= window():
+        if now - float(info.get("at", 0)) <= window() and (database is None or info.get("database") == database):
             processes.append(info)
     if not processes:
         return {"ok": False, "error": f"no worker process has been able to run tasks in the last {window():g} s "

@@ -27,7 +27,8 @@ def _check_redis_and_pool() -> tuple[dict, dict, dict]:
     try:
         client.ping()
         version = client.info("server").get("redis_version")
-        pool = pool_status(client)
+        # Only workers on this site's database can run its tasks.
+        pool = pool_status(client, database=settings.DATABASES["default"]["NAME"])
     except redis.RedisError as exc:
         down = {"ok": False, "error": "broker unreachable"}
         return {"ok": False, "error": f"broker unreachable: {exc}"}, down, dict(down)

@@ -124,7 +124,7 @@ def worker_wait(simulation: Simulation, turns, *, now=None) -> dict | None:
 
 def _pool_words() -> str:
     try:
-        pool = pool_status()
+        pool = pool_status(database=settings.DATABASES["default"]["NAME"])
     except Exception:
         return "Wonda cannot reach its task queue (Redis)."
     if not pool["ok"]:
