@@ -28,6 +28,7 @@ from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.selectors import token_summary
 from chronicle.simulation.services import SECRET_SETTINGS, SETTING_FIELDS, ControlError, simulation_cancel
 from memory.models import Memory
+from memory.services import bank_delete
 from wonda_site.celery import app as celery_app
 from wonda_site.pool import pool_status
 
@@ -224,7 +225,7 @@ def run_discard(*, imported: Imported, simulation: Simulation | None) -> None:
         bank = simulation.bank
         simulation.delete()
         if bank is not None:
-            bank.delete()  # the run's bank is the run's alone
+            bank_delete(bank=bank)  # the run's bank is the run's alone
     scenario_delete(scenario=imported.scenario)
     for character in imported.characters:
         character_delete(character=character)

@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from chronicle.models import Character
-from memory.services import bank_create, bank_request_seed
+from memory.services import bank_create, bank_delete, bank_request_seed
 
 FIELDS = ("name", "role", "archetype", "description", "background", "communication_style", "decision_style",
           "traits", "skills", "values", "goals", "knowledge", "extra_memories", "card_extras")
@@ -53,4 +53,4 @@ def character_delete(*, character: Character) -> None:
     bank = character.preview_bank
     character.delete()
     if bank is not None:
-        bank.delete()  # the preview bank is the character's alone
+        bank_delete(bank=bank)  # the preview bank is the character's alone

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from chronicle.models import Character, Scenario
-from memory.services import bank_create, bank_request_seed
+from memory.services import bank_create, bank_delete, bank_request_seed
 
 FIELDS = ("title", "location", "atmosphere", "time_of_day", "description", "pair_notes")
 
@@ -67,4 +67,4 @@ def scenario_delete(*, scenario: Scenario) -> None:
     bank = scenario.preview_bank
     scenario.delete()
     if bank is not None:
-        bank.delete()
+        bank_delete(bank=bank)

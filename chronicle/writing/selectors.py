@@ -132,8 +132,7 @@ def inspector_overrides(simulation: Simulation, index: int) -> InspectorOverride
 def override_row(*, simulation: Simulation, turn: Turn, memory: Memory, retrieval_id) -> dict:
     """The context of one memory's row after the writer excluded or pinned it: the row as that
     retrieval returned it (score and why), else the memory itself."""
-    row = {"memory_id": memory.pk, "content": memory.content, "agent": memory.agent, "kind": memory.kind,
-           "category": memory.category, "turn": memory.turn, "speaker": memory.speaker, "status": memory.status}
+    row = memory.snapshot() | {"status": memory.status}
     retrieval = turn.retrievals.filter(pk=retrieval_id or 0).first()
     if retrieval:
         row = next((r for r in retrieval.results if r.get("memory_id") == memory.pk), row)

@@ -20,6 +20,12 @@ def bank_create(*, name: str, owner=None) -> MemoryBank:
     return bank
 
 
+@transaction.atomic
+def bank_delete(*, bank: MemoryBank) -> None:
+    """A bank and all its memories (a preview bank whose character went, a discarded run's bank)."""
+    bank.delete()
+
+
 def bank_mark_seeded(*, bank: MemoryBank) -> MemoryBank:
     """The bank holds what it should (a copy or an import filled it): searches may start."""
     MemoryBank.objects.filter(pk=bank.pk).update(seed_status=MemoryBank.SeedStatus.DONE)

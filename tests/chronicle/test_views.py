@@ -231,7 +231,8 @@ def test_pages_with_an_htmx_partial_vary_on_hx_request(client_for, user, make_ch
     memory = Memory.objects.in_bank(finished.bank).first()
     pk = finished.pk
     gets = [reverse("character_preview", args=[alex.pk]), reverse("character_ask", args=[alex.pk]) + "?q=who",
-            reverse("scenario_preview", args=[scenario.pk]), reverse("turn_inspect", args=[pk, 3]) + "?q=pasta"]
+            reverse("scenario_preview", args=[scenario.pk]), reverse("turn_inspect", args=[pk, 3]) + "?q=pasta",
+            reverse("simulation_detail", args=[pk])]
     posts = [(reverse("character_preview", args=[alex.pk]), {"retry": "1"}),
              (reverse("scenario_preview", args=[scenario.pk]), {"retry": "1"}),
              (reverse("turn_override", args=[pk, 3]), {"kind": "pin", "memory_id": memory.pk, "on": "1"}),
@@ -247,3 +248,6 @@ def test_pages_with_an_htmx_partial_vary_on_hx_request(client_for, user, make_ch
             response = client.post(url, data, **headers)
             assert response.status_code in (200, 286, 302), url
             assert "HX-Request" in response.get("Vary", ""), url
+        # The old turn address: the panel for htmx, a redirect to the inspector for a browser.
+        response = client.get(reverse("simulation_turn", args=[pk, 3]), **headers)
+        assert response.status_code in (200, 302) and "HX-Request" in response.get("Vary", "")
