@@ -29,6 +29,9 @@ class Character(models.Model):
     role = models.CharField(max_length=200, blank=True)
     archetype = models.CharField(max_length=200, blank=True)
     description = _text()
+    # What the rest of the cast knows of this character by default ("who is X?"); the description,
+    # background and secrets stay its own. Blank: others know only its name and role.
+    public_face = _text()
     background = _text()
     communication_style = _text()
     decision_style = _text()
@@ -36,6 +39,8 @@ class Character(models.Model):
     skills = _items()
     values = _items()
     goals = _items()
+    # Seeded only into this character's own memories: nobody else can retrieve them (issue 13).
+    secrets = ArrayField(models.TextField(max_length=TEXT_LIMIT), default=list, blank=True)
     # {other character's name: what this character knows about them}
     knowledge = models.JSONField(default=dict, blank=True)
     # SillyTavern character_book entries as [{"content": str, "keys": [str], "card": {...}}]
@@ -83,6 +88,8 @@ class Scenario(models.Model):
     atmosphere = _text()
     time_of_day = models.CharField(max_length=200, blank=True)
     description = _text()
+    # Who `{{user}}` means in imported card text when no character is being addressed.
+    user_name = models.CharField("Name for {{user}}", max_length=100, blank=True)
     cast = models.ManyToManyField(Character, related_name="scenarios", blank=True)
     # {"Alex": {"Jordan": "what Alex knows about Jordan"}}
     pair_notes = models.JSONField(default=dict, blank=True)

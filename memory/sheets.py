@@ -41,6 +41,12 @@ class CharacterSheet:
     goals: list[str] = field(default_factory=list)
     knowledge: dict[str, str] = field(default_factory=dict)  # other's name -> what THIS character knows of them
     extra_memories: list[ExtraMemory] = field(default_factory=list)
+    # What others know of this character by default; blank: its name and role only.
+    public_face: str = ""
+    # Seeded into this character's own memories only.
+    secrets: list[str] = field(default_factory=list)
+    # The card's greeting (SillyTavern first_mes), macros resolved: a simulation may open with it.
+    first_mes: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,7 +58,7 @@ class CharacterSheet:
             item if isinstance(item, ExtraMemory) else ExtraMemory.from_dict(item)
             for item in values.get("extra_memories") or []
         ]
-        for name in ("traits", "skills", "values", "goals"):
+        for name in ("traits", "skills", "values", "goals", "secrets"):
             values[name] = list(values.get(name) or [])
         values["knowledge"] = dict(values.get("knowledge") or {})
         return cls(**values)

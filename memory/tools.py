@@ -16,6 +16,7 @@ from memory.models import Memory
 from memory.retrieval import MemoryFilter, RecallResult, recall
 from memory.seeding import CHARACTER_QUERIES
 from memory.services import memory_associate, memory_create, memory_reinforce
+from memory.services.validation import validate_content
 
 
 @dataclass
@@ -26,6 +27,13 @@ class ToolContext:
     scoring: str = "similarity"
     weights: dict | None = None
     known_characters: list[str] | None = None
+    # Inside a simulated turn the write tools do not write: they queue here, and the turn's one
+    # transaction (chronicle's turn_finish) applies them, so a redone turn never writes twice.
+    # None (MCP, the API): writes happen at once.
+    deferred: list[dict] | None = None
+    # Query enhancement options for this call (see memory.retrieval): {"context": str, "temporal":
+    # bool, "synonyms": bool}; empty: queries go as the agent wrote them.
+    enhance: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -242,6 +250,11 @@ def _form_memory(ctx: ToolContext, args: dict):
     importance = float(args["importance"])
     if not 0 <= importance <= 10:
         raise ToolError("importance must be between 0 and 10.")
+    if ctx.deferred is not None:
+        validate_content(args["content"])
+        ctx.deferred.append({"tool": "form_memory", "content": args["content"].strip(), "kind": kind,
+                             "importance": importance})
+        return {"stored": True, "memory_id": None, "note": "It becomes a memory when your turn ends."}, "", None, []
     memory = memory_create(bank=ctx.bank, content=args["content"], agent=ctx.agent, kind=kind, category="formed",
                            importance=importance, source="earned", turn=ctx.current_turn)
     return {"memory_id": memory.pk, "stored": True}, "", None, []
@@ -255,6 +268,10 @@ def _own_memory(ctx: ToolContext, memory_id: int) -> Memory:
 
 
 def _reinforce(ctx: ToolContext, args: dict):
+    if ctx.deferred is not None:
+        memory = _own_memory(ctx, args["memory_id"])
+        ctx.deferred.append({"tool": "reinforce_memory", "memory_id": memory.pk})
+        return {"memory_id": memory.pk, "reinforced": True, "note": "Applied when your turn ends."}, "", None, []
     memory = memory_reinforce(memory=_own_memory(ctx, args["memory_id"]), current_turn=ctx.current_turn)
     return {"memory_id": memory.pk, "importance": memory.importance, "decay_rate": round(memory.decay_rate, 5),
             "access_count": memory.access_count}, "", None, []
@@ -264,6 +281,9 @@ def _associate(ctx: ToolContext, args: dict):
     first, second = _own_memory(ctx, args["memory_id_1"]), _own_memory(ctx, args["memory_id_2"])
     if first.pk == second.pk:
         raise ToolError("A memory cannot be associated with itself.")
+    if ctx.deferred is not None:
+        ctx.deferred.append({"tool": "associate_memories", "memory_ids": [first.pk, second.pk]})
+        return {"associated": [first.pk, second.pk], "note": "Linked when your turn ends."}, "", None, []
     memory_associate(first=first, second=second)
     return {"associated": [first.pk, second.pk]}, "", None, []
 
@@ -311,9 +331,11 @@ REGISTRY: dict[str, Tool] = {
 }
 TOOL_NAMES = list(REGISTRY)
 SEED000_TOOLS = [n for n, t in REGISTRY.items() if t.group == "seed000"]
-# What a simulated agent is offered: seed 000's tools and seed 001's reads. The writes (form_memory,
-# reinforce_memory, associate_memories) would write outside the turn's one transaction.
-SIMULATION_TOOLS = SEED000_TOOLS + ["recall_episodes", "recall_facts", "recall_interactions", "check_similar_situations"]
+WRITE_TOOLS = ["form_memory", "reinforce_memory", "associate_memories"]
+READ_TOOLS = [n for n in TOOL_NAMES if n not in WRITE_TOOLS]
+# What a simulated agent is offered by default (a simulation may narrow it): every read, and the
+# writes, which a turn defers to its own transaction (ToolContext.deferred).
+SIMULATION_TOOLS = READ_TOOLS + WRITE_TOOLS
 
 
 def openai_tool_schemas(names: list[str] | None = None) -> list[dict]:

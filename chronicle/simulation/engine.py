@@ -43,6 +43,10 @@ class TurnOutcome:
     notes: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     tools_unsupported: bool = False
+    # What the write tools asked for (form_memory & co.): applied by turns.turn_finish, in its transaction.
+    writes: list[dict] = field(default_factory=list)
+    # The context view (Turn.context): per model call, its sections with token counts and usage.
+    context: dict = field(default_factory=dict)
 
     @property
     def usage(self) -> dict:
@@ -80,6 +84,14 @@ class TurnInput:
     excluded: frozenset[int] = frozenset()
     pinned: list[dict] = field(default_factory=list)
     line: str = ""
+    greeting: str = ""  # the card's first message, said as this turn's line (Simulation.greeting_by)
+    # The simulation's options (issue 13): tools offered, query enhancement, prompt integration.
+    tool_set: list[str] = field(default_factory=lambda: list(SIMULATION_TOOLS))
+    query_context: bool = False
+    query_temporal: bool = False
+    query_synonyms: bool = False
+    consult_memories: bool = False
+    confidence_gating: bool = False
 
     @property
     def number(self) -> int:
@@ -107,6 +119,10 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
         outcome.utterance = shorten(turn.line.strip(), outcome, "The line written by hand")
         outcome.notes.append("Line written by the writer (no model call).")
         return outcome
+    if turn.greeting.strip():
+        outcome.utterance = shorten(turn.greeting.strip(), outcome, "The card's greeting")
+        outcome.notes.append(f"{turn.agent}'s greeting from the character card (no model call).")
+        return outcome
     try:
         _converse(turn, provider, outcome, mode=turn.mode, user=user, heartbeat=heartbeat, sleep=sleep)
     except ToolsUnsupported as exc:
@@ -124,12 +140,14 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     system = system_prompt(mode=mode, agent=turn.agent, sections=sections) + pinned_note(turn, outcome)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     outcome.messages = messages
-    # Read-only tools (seed 000's and seed 001's reads): form_memory & co. would write outside the
-    # turn's one transaction, so a redone turn could leave their writes twice.
-    tools = openai_tool_schemas(SIMULATION_TOOLS) if mode in ("tools", "both") and turn.max_tool_calls > 0 else None
+    # The simulation's tool set; the writes among them queue in context.deferred and are applied by
+    # the turn's one transaction (turns.turn_finish), so a redone turn never writes twice.
+    wanted = [n for n in SIMULATION_TOOLS if n in set(turn.tool_set)]
+    tools = openai_tool_schemas(wanted) if mode in ("tools", "both") and turn.max_tool_calls > 0 and wanted else None
     offered = {t["function"]["name"] for t in tools or []}
     context = ToolContext(bank=turn.bank, agent=turn.agent, current_turn=turn.number, scoring=turn.scoring,
-                          weights=turn.weights or None, known_characters=[c.name for c in turn.cast])
+                          weights=turn.weights or None, known_characters=[c.name for c in turn.cast],
+                          deferred=outcome.writes, enhance=enhance_options(turn))
     calls_left = turn.max_tool_calls
     hints = turn.hints
     empty_answers = 0
@@ -158,6 +176,20 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
             continue
         break
     raise TurnFailed(no_line_reason(outcome, empty_answers, turn.max_tool_calls), outcome=outcome)
+
+
+def enhance_options(turn: TurnInput) -> dict:
+    """The simulation's query enhancement for this turn's tool calls (memory.retrieval applies it)."""
+    options: dict = {}
+    if turn.query_context:
+        last = turn.transcript[-1] if turn.transcript else None
+        scene = turn.scenario.location if turn.scenario else ""
+        options["context"] = " ".join(p for p in [scene, f"{last[1]}: {last[2]}" if last else ""] if p)
+    if turn.query_temporal:
+        options["temporal"] = True
+    if turn.query_synonyms:
+        options["synonyms"] = True
+    return options
 
 
 def no_line_reason(outcome: TurnOutcome, empty_answers: int, limit: int) -> str:

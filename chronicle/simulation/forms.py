@@ -9,9 +9,14 @@ from chronicle.models import Character, Scenario
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.services import LLM_SETTING_FIELDS, SETTING_FIELDS
 from memory.retrieval import SCORING_PRESETS
+from memory.tools import REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS
 
 # The form's own fields for the run's settings (title first; weights come from three number fields).
-SETTINGS = tuple(name for name in SETTING_FIELDS if name not in ("title", "weights"))
+SETTINGS = tuple(name for name in SETTING_FIELDS if name not in ("title", "weights", "tool_set", "greeting_by"))
+
+
+def _tool_label(name: str) -> str:
+    return f"{name}{' (writes memories)' if name in WRITE_TOOLS else ''}: {REGISTRY[name].description}"
 
 
 class SimulationForm(forms.ModelForm):
@@ -26,6 +31,13 @@ class SimulationForm(forms.ModelForm):
     weight_importance = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: importance")
     api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False),
                               help_text="Stored encrypted for the workers; shown back only as a hint (sk-…abcd).")
+    tool_set = forms.MultipleChoiceField(
+        choices=[(n, _tool_label(n)) for n in SIMULATION_TOOLS], required=False, widget=forms.CheckboxSelectMultiple,
+        initial=list(SIMULATION_TOOLS), label="Tools offered to the agents",
+        help_text="Used in the Tools and Both modes. Writes made during a turn are stored when the turn is.")
+    greeting_by = forms.ChoiceField(
+        required=False, label="Open with a greeting",
+        help_text="Turn 1 is this character's card greeting (first message), said as written; it must be in the cast.")
 
     class Meta:
         model = Simulation
@@ -44,6 +56,9 @@ class SimulationForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.fields["scenario"].queryset = Scenario.objects.owned_by(owner).prefetch_related("cast")
         self.fields["cast"].queryset = Character.objects.owned_by(owner)
+        self.greeters = {c.name: c for c in Character.objects.owned_by(owner) if (c.card_extras or {}).get("first_mes")}
+        self.fields["greeting_by"].choices = [("", "— no greeting: the first speaker talks —")] + [
+            (name, name) for name in sorted(self.greeters)]
         self.fields["title"].required = False
         self.fields["base_url"].required = False
 
@@ -59,6 +74,9 @@ class SimulationForm(forms.ModelForm):
             elif not chosen:
                 self.add_error("scenario", "This scenario has no cast yet: add characters to it first.")
             data["cast"] = chosen
+            greeter = data.get("greeting_by")
+            if greeter and greeter not in [c.name for c in chosen]:
+                self.add_error("greeting_by", f"{greeter} is not in this run's cast.")
         if data.get("provider") == Simulation.Provider.OPENAI and not (data.get("base_url") and data.get("model")):
             self.add_error("base_url", "An OpenAI-compatible server needs a base URL and a model name.")
         data["weights"] = {name: data[f"weight_{name}"] for name in ("similarity", "recency", "importance")
@@ -70,6 +88,8 @@ class SimulationForm(forms.ModelForm):
         values = {name: data.get(name) for name in ("title", *SETTINGS)}
         values["weights"] = data["weights"]
         values["title"] = values["title"] or ""
+        values["tool_set"] = [n for n in SIMULATION_TOOLS if n in set(data.get("tool_set") or [])]
+        values["greeting_by"] = data.get("greeting_by") or ""
         return values
 
 

@@ -13,6 +13,12 @@ from wonda_site.querysets import OwnedQuerySet
 __all__ = ["Simulation", "Turn", "Retrieval", "TurnOverride"]
 
 
+def default_tool_set() -> list[str]:
+    from memory.tools import SIMULATION_TOOLS
+
+    return list(SIMULATION_TOOLS)
+
+
 class SimulationQuerySet(OwnedQuerySet):
     def active(self):
         return self.filter(status__in=Simulation.ACTIVE_STATUSES)
@@ -72,6 +78,18 @@ class Simulation(models.Model):
     max_tool_calls = models.PositiveIntegerField(default=6, validators=[MaxValueValidator(20)])
     # Seconds to wait before each line: lets a watcher follow a (fast) dry run as it unfolds.
     pace_s = models.FloatField(default=0, validators=[MinValueValidator(0), MaxValueValidator(30)])
+    # The tools offered to agents (memory.tools.SIMULATION_TOOLS by default: every read, and the writes).
+    tool_set = models.JSONField(default=default_tool_set, blank=True)
+    # Query enhancement (seed 000 "Retrieval Enhancements"): each is measured in the README.
+    query_context = models.BooleanField("Add the scene and the last line to queries", default=False)
+    query_temporal = models.BooleanField("Boost memories of the turns a query names", default=False)
+    query_synonyms = models.BooleanField("Expand queries with synonyms", default=False)
+    # Prompt integration (seed 000): ask the agent to consult its memories before deciding, and to
+    # say it is unsure when what came back is weak.
+    consult_memories = models.BooleanField("Consult memories before deciding", default=False)
+    confidence_gating = models.BooleanField("Say so when memories are weak", default=False)
+    # A character whose card greeting (first_mes) is turn 1, said without a model call; blank: none.
+    greeting_by = models.CharField("Opening greeting by", max_length=100, blank=True)
     # Set when the model refused tool calling: later turns go straight to pre-populated memories.
     tools_unsupported = models.BooleanField(default=False)
 
@@ -142,6 +160,9 @@ class Turn(models.Model):
     prompt_messages = models.JSONField(default=list, blank=True)  # exactly what was sent, tool rounds included
     usage = models.JSONField(default=dict, blank=True)  # {"prompt_tokens", "completion_tokens", "calls", "estimated"}
     full_definition_tokens = models.PositiveIntegerField(default=0)
+    # The context window as the inspector shows it: per model call, its sections with token counts
+    # and the provider's reported usage (engine.TurnOutcome.context).
+    context = models.JSONField(default=dict, blank=True)
     note = models.TextField(blank=True)
     # Which attempt owns the turn: a redone turn gets a new token, so a slow old attempt cannot write it.
     claim = models.CharField(max_length=64, blank=True)

@@ -21,7 +21,9 @@ DEMO_PACE_S = 1.0  # the demo is a dry run that would finish in a blink; a secon
 
 # A run's settings, one list for the form, a branch and an export (which leaves SECRET_SETTINGS out).
 SETTING_FIELDS = ("title", "max_turns", "speaking_order", "retrieval_mode", "scoring", "weights", "provider",
-                  "base_url", "model", "api_key", "temperature", "max_tokens", "seed", "max_tool_calls", "timeout_s", "pace_s")
+                  "base_url", "model", "api_key", "temperature", "max_tokens", "seed", "max_tool_calls", "timeout_s", "pace_s",
+                  "tool_set", "query_context", "query_temporal", "query_synonyms", "consult_memories",
+                  "confidence_gating", "greeting_by")
 SECRET_SETTINGS = ("api_key",)
 
 

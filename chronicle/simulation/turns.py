@@ -22,7 +22,8 @@ from django.utils import timezone
 from chronicle.simulation.engine import TurnInput, TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.simulation.selectors import turn_overrides
-from memory.services import accesses_record, remember_utterance
+from memory.models import Memory
+from memory.services import accesses_record, memory_associate, memory_create, memory_reinforce, remember_utterance
 from memory.sheets import CharacterSheet, ScenarioSheet
 
 
@@ -50,6 +51,10 @@ def queue_next(simulation: Simulation) -> None:
 
 def choose_speaker(*, simulation: Simulation, index: int, provider) -> str:
     names = simulation.cast_names
+    if simulation.greeting_by in names:
+        # The character who opens with its card's greeting speaks first; the rotation starts there.
+        start = names.index(simulation.greeting_by)
+        names = names[start:] + names[:start]
     if simulation.speaking_order == Simulation.SpeakingOrder.MODEL_PICKS and index > 0 and len(names) > 1:
         lines = transcript(simulation, index)
         try:
@@ -132,13 +137,20 @@ def turn_input(*, turn: Turn) -> TurnInput:
     if simulation.tools_unsupported and mode != Simulation.RetrievalMode.PREPOPULATE:
         mode = Simulation.RetrievalMode.PREPOPULATE
     overrides = turn_overrides(simulation=simulation, index=turn.index)
+    cast = [CharacterSheet.from_dict(c) for c in simulation.cast_snapshot]
+    greeting = ""
+    if turn.index == 0 and simulation.greeting_by == turn.agent:
+        greeting = next((c.first_mes for c in cast if c.name == turn.agent), "")
     return TurnInput(
-        excluded=overrides.excluded, pinned=overrides.pinned, line=overrides.line,
+        excluded=overrides.excluded, pinned=overrides.pinned, line=overrides.line, greeting=greeting,
         bank=simulation.bank, agent=turn.agent, index=turn.index,
-        cast=[CharacterSheet.from_dict(c) for c in simulation.cast_snapshot],
+        cast=cast,
         scenario=ScenarioSheet.from_dict(simulation.scenario_snapshot) if simulation.scenario_snapshot else None,
         transcript=transcript(simulation, turn.index), mode=mode, scoring=simulation.scoring,
         weights=simulation.weights or None, max_tool_calls=simulation.max_tool_calls,
+        tool_set=list(simulation.tool_set or []), query_context=simulation.query_context,
+        query_temporal=simulation.query_temporal, query_synonyms=simulation.query_synonyms,
+        consult_memories=simulation.consult_memories, confidence_gating=simulation.confidence_gating,
     )
 
 
@@ -183,6 +195,22 @@ def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "") -> str:
     return "\n".join(lines)
 
 
+def apply_writes(*, bank, agent: str, turn: int, writes: list[dict]) -> None:
+    """The write tools' requests of one turn (form_memory & co.), in turn_finish's transaction."""
+    for write in writes:
+        if write["tool"] == "form_memory":
+            memory_create(bank=bank, content=write["content"], agent=agent, kind=write["kind"], category="formed",
+                          importance=write["importance"], source="earned", turn=turn)
+        elif write["tool"] == "reinforce_memory":
+            memory = Memory.objects.in_bank(bank).filter(pk=write["memory_id"]).first()
+            if memory is not None:
+                memory_reinforce(memory=memory, current_turn=turn)
+        elif write["tool"] == "associate_memories":
+            pair = list(Memory.objects.in_bank(bank).filter(pk__in=write["memory_ids"]))
+            if len(pair) == 2:
+                memory_associate(first=pair[0], second=pair[1])
+
+
 @transaction.atomic
 def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | None:
     """Store the line, its retrievals and everyone's episodic memory of it; queue the next turn."""
@@ -201,6 +229,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | Non
     turn.prompt_messages = outcome.messages
     turn.usage = outcome.usage
     turn.full_definition_tokens = outcome.full_definition_tokens
+    turn.context = outcome.context
     turn.note = _notes(turn, outcome, mode_note)
     turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
     turn.save()
@@ -208,6 +237,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | Non
                        listeners=simulation.cast_names)
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
+    apply_writes(bank=simulation.bank, agent=turn.agent, turn=turn.number, writes=outcome.writes)
     fields = ["updated"]
     if outcome.tools_unsupported and not simulation.tools_unsupported:
         simulation.tools_unsupported = True
