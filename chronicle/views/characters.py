@@ -126,9 +126,8 @@ def character_ask(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         results = recall(bank, query, agent=character.name, k=ASK_K)
     elif query:
         error = "This character has no preview memories yet; save it to seed them."
-    template = "chronicle/character_detail.html"
-    if request.htmx:
-        template += "#ask-results"
+    # The Ask section lives in its own include; htmx asks for its results partial.
+    template = "chronicle/_ask.html#ask-results" if request.htmx else "chronicle/character_detail.html"
     return TemplateResponse(request, template, {**_preview_context(character), "query": query,
                                                 "results": results, "ask_error": error, "asked": True})
 
