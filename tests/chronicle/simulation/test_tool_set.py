@@ -1,0 +1,175 @@
+"""A simulation's tool set: what is offered is what the model sees; the write tools store their
+memories with the turn (never twice, never from a failed attempt); a card greeting opens a run."""
+
+from __future__ import annotations
+
+import pytest
+
+from chronicle.models import Character
+from chronicle.simulation import services
+from chronicle.simulation.forms import SimulationForm
+from chronicle.simulation.models import Simulation
+from chronicle.simulation.tasks import run_turn_task
+from memory.models import Memory
+from memory.tools import READ_TOOLS, SIMULATION_TOOLS, WRITE_TOOLS
+from tests.chronicle.simulation.fake_openai import FakeOpenAI, error, ok, tool_call
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def server():
+    fake = FakeOpenAI().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(settings):
+    settings.LLM_RETRIES = 1
+    settings.LLM_BACKOFF = 0.01
+
+
+def start(user, scenario, server=None, **settings) -> Simulation:
+    base = {"provider": "openai", "base_url": server.base_url, "model": "fake-model", "timeout_s": 5} if server else {}
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
+                                           settings={"max_turns": 3, **base, **settings})
+    services.simulation_seed(simulation_id=simulation.pk)
+    simulation.refresh_from_db()
+    return simulation
+
+
+def run(simulation, index=0) -> str:
+    return run_turn_task.apply(args=(simulation.pk, index)).get()
+
+
+def offered(request: dict) -> set[str]:
+    return {t["function"]["name"] for t in request.get("tools") or []}
+
+
+def test_by_default_every_read_and_write_tool_is_offered(user, dinner, server):
+    server.script(ok("Hello."))
+    simulation = start(user, dinner, server)
+    assert simulation.tool_set == SIMULATION_TOOLS
+    assert run(simulation) == "done"
+    assert offered(server.requests[0]) == set(READ_TOOLS) | set(WRITE_TOOLS)
+
+
+def test_a_narrowed_tool_set_is_what_the_model_is_offered(user, dinner, server):
+    server.script(ok(tool_calls=[tool_call("form_memory", {"content": "x", "importance": 5})]), ok("Fine."))
+    simulation = start(user, dinner, server, tool_set=["query_self", "query_memory"])
+    assert run(simulation) == "done"
+    assert offered(server.requests[0]) == {"query_self", "query_memory"}
+    # A tool outside the set is refused, readably, and writes nothing.
+    (refused,) = simulation.turns.get(index=0).retrievals.all()
+    assert "unknown tool 'form_memory'" in refused.error
+    assert not Memory.objects.in_bank(simulation.bank).filter(category="formed").exists()
+
+
+def test_no_tools_at_all_means_no_tool_round(user, dinner, server):
+    server.script(ok("Straight to it."))
+    simulation = start(user, dinner, server, tool_set=[])
+    assert run(simulation) == "done"
+    assert "tools" not in server.requests[0] or not server.requests[0]["tools"]
+
+
+def test_form_memory_in_a_turn_is_stored_with_the_turn_and_recalled_later(user, dinner, server):
+    server.script(
+        ok(tool_calls=[tool_call("form_memory", {"content": "Jordan's trattoria closes at ten on Sundays.",
+                                                 "importance": 8, "type": "semantic"})]),
+        ok("Noted."),
+        ok("Sure."),  # turn 2 (Jordan)
+        ok(tool_calls=[tool_call("recall_facts", {"topic": "when does the trattoria close?"})]),  # turn 3 (Sam)
+        ok("Hm."))
+    simulation = start(user, dinner, server)
+    assert run(simulation, 0) == "done"
+    turn = simulation.turns.get(index=0)
+    formed = Memory.objects.in_bank(simulation.bank).get(category="formed")
+    assert (formed.agent, formed.kind, formed.turn, formed.source) == ("Alex", "semantic", 1, "earned")
+    assert formed.importance == 8
+    write = turn.retrievals.get(tool="form_memory")
+    assert write.error == "" and write.response["stored"] is True
+    # The memory is Alex's: Sam's recall_facts does not see it, Alex's would.
+    assert run(simulation, 1) == "done" and run(simulation, 2) == "done"
+    facts = simulation.turns.get(index=2).retrievals.get(tool="recall_facts")
+    assert all("closes at ten" not in r["content"] for r in facts.results)
+
+
+def test_a_failed_attempt_leaves_no_written_memory_and_the_redo_writes_once(user, dinner, server):
+    remember = tool_call("form_memory", {"content": "I promised to book the table.", "importance": 7})
+    server.script(ok(tool_calls=[remember]), error(400, "bad request"))  # the model fails after asking to write
+    simulation = start(user, dinner, server)
+    assert run(simulation) == "failed"
+    assert not Memory.objects.in_bank(simulation.bank).filter(category="formed").exists()
+
+    server.script(ok(tool_calls=[remember]), ok("Booked."))
+    services.simulation_resume(simulation=simulation)
+    assert run(simulation) == "done"
+    assert Memory.objects.in_bank(simulation.bank).filter(category="formed").count() == 1
+
+
+def test_reinforce_and_associate_apply_to_the_agents_own_memories_at_the_end_of_the_turn(user, dinner, server):
+    simulation = start(user, dinner, server)
+    own = list(Memory.objects.in_bank(simulation.bank).filter(agent="Alex", kind="character").order_by("pk")[:2])
+    before = own[0].decay_rate
+    server.script(ok(tool_calls=[tool_call("reinforce_memory", {"memory_id": own[0].pk}),
+                                 tool_call("associate_memories", {"memory_id_1": own[0].pk, "memory_id_2": own[1].pk},
+                                           "c2")]),
+                  ok("Right."))
+    assert run(simulation) == "done"
+    own[0].refresh_from_db()
+    assert own[0].decay_rate == pytest.approx(before * 0.8)  # reinforced once, with the turn
+    assert set(own[0].evidence.values_list("pk", flat=True)) == {own[1].pk}
+
+
+def test_an_agent_cannot_reinforce_someone_elses_memory(user, dinner, server):
+    simulation = start(user, dinner, server)
+    other = Memory.objects.in_bank(simulation.bank).filter(agent="Sam").first()
+    server.script(ok(tool_calls=[tool_call("reinforce_memory", {"memory_id": other.pk})]), ok("Hm."))
+    assert run(simulation) == "done"
+    refused = simulation.turns.get(index=0).retrievals.get(tool="reinforce_memory")
+    assert f"No memory {other.pk} among your memories" in refused.error
+
+
+def test_the_form_saves_the_ticked_tools(user, dinner):
+    form = SimulationForm(owner=user, data={
+        "scenario": dinner.pk, "max_turns": 3, "speaking_order": "round_robin", "retrieval_mode": "tools",
+        "scoring": "similarity", "provider": "scripted", "temperature": 0.7, "max_tokens": 300, "timeout_s": 60,
+        "max_tool_calls": 6, "pace_s": 0, "tool_set": ["query_self", "recall_facts", "form_memory"]})
+    assert form.is_valid(), form.errors
+    settings = form.simulation_settings()
+    assert settings["tool_set"] == ["query_self", "recall_facts", "form_memory"]
+    simulation = services.simulation_start(owner=user, scenario=dinner, cast=form.cleaned_data["cast"], settings=settings)
+    assert simulation.tool_set == ["query_self", "recall_facts", "form_memory"]
+
+
+def test_a_card_greeting_opens_the_run_as_turn_one(user, dinner, server):
+    jordan = Character.objects.get(owner=user, name="Jordan")
+    jordan.card_extras = {"first_mes": "Welcome, welcome! Sit, the pasta is nearly ready."}
+    jordan.save()
+    form = SimulationForm(owner=user, data={
+        "scenario": dinner.pk, "max_turns": 3, "speaking_order": "round_robin", "retrieval_mode": "tools",
+        "scoring": "similarity", "provider": "scripted", "temperature": 0.7, "max_tokens": 300, "timeout_s": 60,
+        "max_tool_calls": 6, "pace_s": 0, "greeting_by": "Jordan"})
+    assert form.is_valid(), form.errors
+    server.script(ok("Smells great."))
+    simulation = start(user, dinner, server, greeting_by=form.simulation_settings()["greeting_by"])
+    assert run(simulation, 0) == "done"
+    first = simulation.turns.get(index=0)
+    assert first.agent == "Jordan" and first.utterance == "Welcome, welcome! Sit, the pasta is nearly ready."
+    assert first.usage["calls"] == 0 and "greeting" in first.note
+    assert not server.requests  # no model call for the greeting
+    # Everyone heard it; the rotation goes on from Jordan.
+    assert Memory.objects.in_bank(simulation.bank).filter(kind="episodic", turn=1).count() == 3
+    assert run(simulation, 1) == "done"
+    assert simulation.turns.get(index=1).agent == "Sam"
+
+
+def test_a_greeting_from_outside_the_cast_is_refused_by_the_form(user, dinner):
+    Character.objects.create(owner=user, name="Nobody", card_extras={"first_mes": "Hi."})
+    form = SimulationForm(owner=user, data={
+        "scenario": dinner.pk, "max_turns": 3, "speaking_order": "round_robin", "retrieval_mode": "tools",
+        "scoring": "similarity", "provider": "scripted", "temperature": 0.7, "max_tokens": 300, "timeout_s": 60,
+        "max_tool_calls": 6, "pace_s": 0, "greeting_by": "Nobody"})
+    assert not form.is_valid()
+    assert "Nobody is not in this run's cast." in form.errors["greeting_by"]
