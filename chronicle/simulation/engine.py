@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from chronicle.simulation.prompts import Section, full_definition_text, system_prompt, user_message
-from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints, estimate_tokens
+from chronicle.simulation.context import MESSAGE_OVERHEAD, REPLY_PRIMING, CallRecorder, Part, count_tokens, join_parts
+from chronicle.simulation.prompts import (
+    NO_MEMORIES, WEAK_SIMILARITY, Section, full_definition_text, system_parts, user_message,
+)
+from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
 from memory.retrieval import MemoryFilter, recall
 from memory.sheets import CharacterSheet, ScenarioSheet
 from memory.tools import MEMORY_KINDS, SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
@@ -105,7 +108,7 @@ class TurnInput:
     def hints(self) -> TurnHints:
         return TurnHints(agent=self.agent, others=self.others, index=self.index,
                          first_turn_of_agent=all(speaker != self.agent for _n, speaker, _t in self.transcript),
-                         transcript=list(self.transcript))
+                         transcript=list(self.transcript), max_tool_calls=self.max_tool_calls)
 
 
 def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], None] = lambda: None,
@@ -113,7 +116,9 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
     outcome = TurnOutcome()
     sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
     user = user_message(turn.agent, turn.transcript)
-    outcome.full_definition_tokens = estimate_tokens(full_definition_text(sheet, turn.scenario, turn.cast)) + estimate_tokens(user) + 8
+    # The baseline request: the whole definition as the system message, the same user message, no tools.
+    outcome.full_definition_tokens = (count_tokens(full_definition_text(sheet, turn.scenario, turn.cast)) + count_tokens(user)
+                                      + 2 * MESSAGE_OVERHEAD + REPLY_PRIMING)
     if turn.line.strip():
         # The writer wrote this line: no model call, but it is heard (and remembered) like any other.
         outcome.utterance = shorten(turn.line.strip(), outcome, "The line written by hand")
@@ -129,7 +134,7 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
         # A model without function calling still gets its memories: injected before the turn.
         outcome.tools_unsupported = True
         outcome.notes.append(f"model has no tool calling ({exc}): fell back to prepopulate")
-        outcome.messages, outcome.retrievals = [], []
+        outcome.messages, outcome.retrievals, outcome.context = [], [], {}
         _converse(turn, provider, outcome, mode="prepopulate", user=user, heartbeat=heartbeat, sleep=sleep)
     return outcome
 
@@ -137,13 +142,19 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
 def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode: str, user: str,
               heartbeat: Callable[[], None], sleep: Callable[[float], None]) -> None:
     sections = prepopulate(turn, outcome) if mode in ("prepopulate", "both") else []
-    system = system_prompt(mode=mode, agent=turn.agent, sections=sections) + pinned_note(turn, outcome)
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    outcome.messages = messages
     # The simulation's tool set; the writes among them queue in context.deferred and are applied by
     # the turn's one transaction (turns.turn_finish), so a redone turn never writes twice.
     wanted = [n for n in SIMULATION_TOOLS if n in set(turn.tool_set)]
-    tools = openai_tool_schemas(wanted) if mode in ("tools", "both") and turn.max_tool_calls > 0 and wanted else None
+    tools = compact_schemas(openai_tool_schemas(wanted)) \
+        if mode in ("tools", "both") and turn.max_tool_calls > 0 and wanted else None
+    parts = system_parts(mode=mode, agent=turn.agent, sections=sections, consult_memories=turn.consult_memories,
+                         confidence_gating=turn.confidence_gating, tools=bool(tools))
+    parts.append(Part("Pinned memories", "pinned", pinned_note(turn, outcome)))
+    system, spans = join_parts(parts)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    outcome.messages = messages
+    recorder = CallRecorder(system_spans=spans, tools=tools)
+    outcome.context = recorder.context()
     offered = {t["function"]["name"] for t in tools or []}
     context = ToolContext(bank=turn.bank, agent=turn.agent, current_turn=turn.number, scoring=turn.scoring,
                           weights=turn.weights or None, known_characters=[c.name for c in turn.cast],
@@ -154,6 +165,7 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     for _round in range(turn.max_tool_calls + 3):
         result = _call(provider, messages, tools, calls_left > 0, hints, outcome, heartbeat, sleep)
         outcome.add_usage(result)
+        recorder.record(outcome.context, messages, result)
         message = result.message
         tool_calls = message.get("tool_calls") or []
         if tool_calls and tools:
@@ -166,6 +178,10 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
             heartbeat()
             continue
         text = clean_utterance(message.get("content") or "", turn.agent, limit=None)
+        if text.startswith(NO_MEMORIES):
+            # Memory consultation: the agent said it found nothing relevant; a note, not part of the line.
+            text = text.removeprefix(NO_MEMORIES).strip()
+            outcome.notes.append(f"{turn.agent} found no relevant memories (memory consultation).")
         if text:
             messages.append({"role": "assistant", "content": message.get("content")})
             outcome.utterance = shorten(text, outcome, "The model's reply")
@@ -176,6 +192,26 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
             continue
         break
     raise TurnFailed(no_line_reason(outcome, empty_answers, turn.max_tool_calls), outcome=outcome)
+
+
+def compact_schemas(tools: list[dict]) -> list[dict]:
+    """The tool schemas without what a model does not need: every tool round re-sends all of them
+    (13 tools: 1,150 → 1,040 cl100k tokens a call). Dropped: `additionalProperties: false` and an empty
+    `required` (nothing is strict-mode here; the registry checks arguments itself), and a parameter's
+    description that only lists its enum's values."""
+    compact = []
+    for tool in tools:
+        function = dict(tool["function"])
+        parameters = json.loads(json.dumps(function.get("parameters") or {"type": "object", "properties": {}}))
+        parameters.pop("additionalProperties", None)
+        if not parameters.get("required"):
+            parameters.pop("required", None)
+        for prop in (parameters.get("properties") or {}).values():
+            if prop.get("enum"):
+                prop.pop("description", None)
+        function["parameters"] = parameters
+        compact.append(dict(tool, function=function))
+    return compact
 
 
 def enhance_options(turn: TurnInput) -> dict:
@@ -292,7 +328,7 @@ def pinned_note(turn: TurnInput, outcome: TurnOutcome) -> str:
         lines.append(f"- (turn {snap['turn']}) {snap['content']}" if snap.get("turn") else f"- {snap['content']}")
     outcome.record(agent=turn.agent, tool="pinned",
                    results=[dict(snap, rank=i + 1, pinned=True) for i, snap in enumerate(turn.pinned)])
-    return f"\n\n{PINNED_HEADING}\nThese memories are with you now:\n" + "\n".join(lines)
+    return f"{PINNED_HEADING}\nThese memories are with you now:\n" + "\n".join(lines)
 
 
 def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[int]) -> tuple[list[dict], dict]:
@@ -350,6 +386,8 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
             if snap.get("excluded"):
                 continue
             line = f"(turn {snap['turn']}) {snap['content']}" if snap.get("turn") else snap["content"]
+            if turn.confidence_gating and (snap.get("components") or {}).get("similarity", 1.0) < WEAK_SIMILARITY:
+                line += " (weak match)"  # confidence gating: the agent is told not to lean on these
             if line not in section.lines:
                 section.lines.append(line)
     return list(sections.values())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from chronicle.simulation.context import Part, join_parts
 from memory.sheets import CharacterSheet, ScenarioSheet
 
 TRANSCRIPT_LINES = 8  # recent lines sent with every turn
@@ -53,16 +54,50 @@ def user_message(agent: str, transcript: list[tuple[int, str, str]]) -> str:
     )
 
 
-def system_prompt(*, mode: str, agent: str, sections: list[Section] | None = None) -> str:
-    parts = []
+# Seed 000, "Prompt Integration": mandatory memory consultation and confidence gating (per simulation).
+NO_MEMORIES = "(no relevant memories)"
+CONSULT_TOOLS = f"""Before deciding what to say, you MUST:
+1. Check your memories for relevant past experiences (call your memory tools)
+2. Recall your history with the characters present
+3. Consider similar situations you have faced
+4. If none are relevant, start your reply with "{NO_MEMORIES}" on its own line, then speak."""
+CONSULT_READ = f"""Before deciding what to say, you MUST:
+1. Check the memories above for relevant past experiences
+2. Recall your history with the characters present
+3. Consider similar situations you have faced
+4. If none are relevant, start your reply with "{NO_MEMORIES}" on its own line, then speak."""
+CONFIDENCE_FLOOR = 0.5  # tool answers' retrieval_confidence (0..1) below this: the agent is told not to rely on them
+WEAK_SIMILARITY = 0.3   # a pre-populated memory matched below this (cosine) is marked weak: MiniLM's unrelated pairs score ~0.0–0.3
+GATING = f"""Confidence gating: rely only on memories you are sure of. A tool answer's "retrieval_confidence" below \
+{CONFIDENCE_FLOOR} means its memories may not be about this at all{{weak}}. When what you remember is weak or missing and \
+the decision matters, search your memories again (query_memory) before deciding; justify your line with the memories \
+you use and never invent one."""
+
+
+def system_parts(*, mode: str, agent: str, sections: list[Section] | None = None, consult_memories: bool = False,
+                 confidence_gating: bool = False, tools: bool | None = None) -> list[Part]:
+    """The system message as named parts, in order (the context view shows each with its token count)."""
+    parts: list[Part] = []
+    tools = mode in ("tools", "both") if tools is None else tools
     if mode in ("prepopulate", "both"):
-        parts.append(PREPOPULATED_HEAD)
+        parts.append(Part("Instructions", "instructions", PREPOPULATED_HEAD))
         for section in sections or []:
-            parts.append(f"## {section.title}\n" + ("\n".join(f"- {line}" for line in section.lines) or "- (nothing)"))
+            body = "\n".join(f"- {line}" for line in section.lines) or "- (nothing)"
+            parts.append(Part(f"Pre-populated: {section.title}", "prepopulated", f"## {section.title}\n{body}"))
     if mode in ("tools", "both"):
-        parts.append(MINIMAL_PROMPT if mode == "tools" else MINIMAL_PROMPT.split("\n", 1)[1].strip())
-    parts.append(speaker_label(agent))
-    return "\n\n".join(parts)
+        text = MINIMAL_PROMPT if mode == "tools" else MINIMAL_PROMPT.split("\n", 1)[1].strip()
+        parts.append(Part("Tool instructions", "tool_instructions", text))
+    if consult_memories:
+        parts.append(Part("Memory consultation", "prompt_options", CONSULT_TOOLS if tools else CONSULT_READ))
+    if confidence_gating:
+        weak = ' (and a pre-populated memory marked "(weak match)" may be unrelated)' if mode != "tools" else ""
+        parts.append(Part("Confidence gating", "prompt_options", GATING.format(weak=weak)))
+    parts.append(Part("Speaker label", "instructions", speaker_label(agent)))
+    return parts
+
+
+def system_prompt(*, mode: str, agent: str, sections: list[Section] | None = None, **options) -> str:
+    return join_parts(system_parts(mode=mode, agent=agent, sections=sections, **options))[0]
 
 
 def full_definition_text(sheet: CharacterSheet, scenario: ScenarioSheet | None, cast: list[CharacterSheet]) -> str:

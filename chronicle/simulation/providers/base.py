@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+
+from chronicle.simulation.context import count_tokens, request_tokens
 
 
 def estimate_tokens(text: str) -> int:
-    """A tokenizer-free estimate (about four characters a token), used the same way for every figure."""
-    return math.ceil(len(text or "") / 4)
+    """A text's tokens by cl100k_base (chronicle.simulation.context), or ~4 characters a token without
+    tiktoken: the same counter for every figure (the full-definition baseline, unreported usage)."""
+    return count_tokens(text)
 
 
-def estimate_messages_tokens(messages: list[dict]) -> int:
-    total = 0
-    for message in messages:
-        total += 4 + estimate_tokens(message.get("content") or "")
-        for call in message.get("tool_calls") or []:
-            total += estimate_tokens(call["function"]["name"]) + estimate_tokens(call["function"].get("arguments") or "")
-    return total
+def estimate_messages_tokens(messages: list[dict], tools: list[dict] | None = None) -> int:
+    """A request's prompt tokens for a provider that reports none: the messages and the tool schemas."""
+    return request_tokens(messages, tools)
 
 
 class ProviderError(Exception):
@@ -41,6 +39,7 @@ class TurnHints:
     index: int
     first_turn_of_agent: bool
     transcript: list[tuple[int, str, str]] = field(default_factory=list)  # (turn number, speaker, text)
+    max_tool_calls: int = 6  # the turn's budget: the scripted provider asks for no more in one round
 
 
 @dataclass

@@ -116,7 +116,7 @@ class OpenAIProvider(Provider):
             return ChatResult(message=message, prompt_tokens=usage.prompt_tokens or 0,
                               completion_tokens=usage.completion_tokens or 0)
         # Some servers send no usage: estimate it the same way as the full-definition baseline.
-        return ChatResult(message=message, prompt_tokens=estimate_messages_tokens(messages),
+        return ChatResult(message=message, prompt_tokens=estimate_messages_tokens(messages, tools),
                           completion_tokens=estimate_messages_tokens([message]), estimated=True)
 
     def pick_speaker(self, *, candidates, transcript):

@@ -1,8 +1,8 @@
 """The `scripted` provider: deterministic and offline, it plays seed 000's "agent behaviour pattern".
 
-It answers through the same OpenAI-shaped tool-calling loop as a real model, one tool call per
-response: on an agent's first turn `query_self`, `query_scene` and `query_character` for each other
-agent present; later `query_memory` about what another agent said. Then it composes a line from
+It answers through the same OpenAI-shaped tool-calling loop as a real model, all of a round's
+calls in one response (parallel tool calls): on an agent's first turn `query_self`, `query_scene`
+and `query_character` for each other agent present; later `query_memory` about what another agent said. Then it composes a line from
 what the tools returned (its name from its identity, the place from the scene, an earlier line
 quoted with its turn number), so a dry run shows whether retrieval actually worked.
 """
@@ -48,20 +48,24 @@ class ScriptedProvider(Provider):
         called, results = self._tool_results(messages)
         offered = {t["function"]["name"] for t in tools or []} if allow_tools else set()
         if offered:
-            for position, (name, arguments) in enumerate(self.plan(hints)):
-                if position < len(called):
-                    continue
-                if name in offered:
-                    call = {"id": f"call_{hints.index}_{position}", "type": "function",
-                            "function": {"name": name, "arguments": json.dumps(arguments)}}
-                    return self._result(messages, {"role": "assistant", "content": None, "tool_calls": [call]})
+            # The calls still to make, all in one response (parallel tool calls, as capable models
+            # make them), within the turn's budget: every extra round re-sends the prompt and the
+            # tool schemas (a first turn of the demo: 5 rounds → 2).
+            budget = max(0, hints.max_tool_calls - len(called))
+            batch = [{"id": f"call_{hints.index}_{position}", "type": "function",
+                      "function": {"name": name, "arguments": json.dumps(arguments)}}
+                     for position, (name, arguments) in enumerate(self.plan(hints))
+                     if position >= len(called) and name in offered][:budget]
+            if batch:
+                return self._result(messages, tools, {"role": "assistant", "content": None, "tool_calls": batch})
         line = self.compose(hints, results, self._prepopulated(messages))
-        return self._result(messages, {"role": "assistant", "content": line})
+        return self._result(messages, tools, {"role": "assistant", "content": line})
 
     @staticmethod
-    def _result(messages: list[dict], message: dict) -> ChatResult:
+    def _result(messages: list[dict], tools: list[dict] | None, message: dict) -> ChatResult:
+        # Counted as a server would: the messages and the tool schemas sent (cl100k_base).
         completion = estimate_messages_tokens([message])
-        return ChatResult(message=message, prompt_tokens=estimate_messages_tokens(messages),
+        return ChatResult(message=message, prompt_tokens=estimate_messages_tokens(messages, tools),
                           completion_tokens=completion, estimated=True)
 
     @staticmethod

