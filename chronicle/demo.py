@@ -18,6 +18,8 @@ CHARACTERS = [
         "description": "Alex is a pragmatic project manager in their early thirties who likes plans that can actually "
                        "be carried out. Friendly but efficient, Alex is usually the one who turns a vague idea into a "
                        "booking, a time and a plan B.",
+        "public_face": "Alex is the friend who always ends up making the booking: organised, fair, a little "
+                       "impatient when plans drift.",
         "background": "Alex grew up as the eldest of four siblings and organised family outings from the age of twelve. "
                       "They studied business at a state university while working evenings in a busy restaurant. "
                       "For the last six years Alex has led delivery teams at a software company. "
@@ -30,6 +32,8 @@ CHARACTERS = [
         "skills": ["planning", "mediating between friends", "finding a table at short notice"],
         "values": ["fairness", "reliability", "time well spent"],
         "goals": ["get everyone fed before nine", "pick a place all three can enjoy", "keep the evening relaxed"],
+        "secrets": ["Alex has already put down a deposit at the Thai place around the corner, just in case, and has "
+                    "not told anyone."],
         "knowledge": {
             "Jordan": "Jordan is Alex's oldest friend from university: warm, spontaneous, and passionate about food, "
                       "especially Italian. Jordan tends to suggest new places on a whim.",
@@ -43,6 +47,8 @@ CHARACTERS = [
         "archetype": "The enthusiast",
         "description": "Jordan is a warm, impulsive foodie who works as a sous-chef and writes a small food blog. "
                        "Jordan loves Italian food above all and is always excited to try somewhere new.",
+        "public_face": "Jordan is a sous-chef with a food blog who loves Italian food and always knows the newest "
+                       "place in town.",
         "background": "Jordan grew up above their grandmother's trattoria and learned to make fresh pasta at eight. "
                       "After a year cooking in Bologna, Jordan came home full of opinions about carbonara. "
                       "Jordan met Alex at university, where they shared a flat and many late dinners. "
@@ -55,6 +61,8 @@ CHARACTERS = [
         "skills": ["cooking Italian food", "knowing every new restaurant in town", "telling stories"],
         "values": ["good food shared with friends", "spontaneity", "hospitality"],
         "goals": ["convince the others to try the new Italian place, Bella's", "have a fun, lively evening"],
+        "secrets": ["Jordan knows the owner of Bella's and was promised a free dessert for a good review on the "
+                    "blog."],
         "knowledge": {
             "Alex": "Alex is Jordan's old flatmate: organised, practical, always the one who makes the booking. "
                     "Alex likes to decide quickly.",
@@ -67,6 +75,8 @@ CHARACTERS = [
         "archetype": "The careful one",
         "description": "Sam is a cautious, budget-minded junior accountant and a committed vegetarian. Sam is kind, "
                        "quietly funny, and prefers familiar places where the prices are on the website.",
+        "public_face": "Sam is a kind, quietly funny accountant from Alex's team, a vegetarian who likes to know "
+                       "prices before agreeing.",
         "background": "Sam grew up in a small town where eating out was a rare treat. "
                       "Sam became vegetarian at sixteen after a summer volunteering on an animal sanctuary. "
                       "Sam is saving for a deposit on a flat and tracks every expense in a spreadsheet. "
@@ -79,6 +89,8 @@ CHARACTERS = [
         "skills": ["budgeting", "reading reviews critically", "remembering everyone's allergies"],
         "values": ["animal welfare", "financial prudence", "being considerate"],
         "goals": ["keep dinner under twenty-five each", "find a place with real vegetarian options"],
+        "secrets": ["Sam got a small bonus this month and could afford Bella's, but is saving it for a flat and "
+                    "would rather not say so."],
         "knowledge": {
             "Alex": "Alex is Sam's team lead at work: fair, decisive, and good at making plans everyone can live with.",
             "Jordan": "Jordan is Alex's enthusiastic friend who loves Italian food and often suggests expensive new places.",

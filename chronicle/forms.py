@@ -28,8 +28,9 @@ class ListWidget(forms.Widget):
 class ListField(forms.Field):
     widget = ListWidget
 
-    def __init__(self, *, item_max_length: int = ITEM_LIMIT, max_items: int = 50, **kwargs):
-        self.item_max_length, self.max_items = item_max_length, max_items
+    def __init__(self, *, item_max_length: int = ITEM_LIMIT, max_items: int = 50, long: bool = False, **kwargs):
+        # long: items are paragraphs (secrets, greetings), edited in text areas.
+        self.item_max_length, self.max_items, self.long = item_max_length, max_items, long
         kwargs.setdefault("required", False)
         super().__init__(**kwargs)
 
@@ -47,7 +48,8 @@ class ListField(forms.Field):
         for item in value:
             if len(item) > self.item_max_length:
                 raise forms.ValidationError(
-                    f"“{item[:30]}…” is longer than {self.item_max_length} characters; keep each item short.")
+                    f"“{item[:30]}…” is longer than {self.item_max_length:,} characters"
+                    + ("." if self.long else "; keep each item short."))
 
     def has_changed(self, initial, data) -> bool:
         return list(initial or []) != self.to_python(data)
@@ -101,32 +103,145 @@ def knowledge_rows(value) -> list[tuple[str, str]]:
     return [(a, b) for a, b in (value or [])]
 
 
+LORE_KEYS_LIMIT, LORE_KEY_LIMIT, LORE_ENTRIES_LIMIT = 50, 300, 200
+CARD_TEXT_LIMIT = TEXT_LIMIT * 5  # what an imported card may carry in first_mes, scenario, mes_example
+
+
+class LoreWidget(forms.Widget):
+    """Rows of lore entries: `<name>_index` (the entry's place in extra_memories, blank when new),
+    `<name>_keys` (comma-separated), `<name>_content`, `<name>_state` (on / off / delete)."""
+
+    def value_from_datadict(self, data, files, name):
+        if not hasattr(data, "getlist"):
+            return data.get(name)
+        return list(zip(data.getlist(f"{name}_index"), data.getlist(f"{name}_keys"),
+                        data.getlist(f"{name}_content"), data.getlist(f"{name}_state")))
+
+    def value_omitted_from_data(self, data, files, name):
+        return False  # no rows left means no lore, not "field not sent"
+
+
+class LoreField(forms.Field):
+    """Card lore (SillyTavern character_book entries) as [{"index", "keys", "content", "enabled"}]."""
+
+    widget = LoreWidget
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+
+    def to_python(self, value) -> list[dict]:
+        rows = []
+        for number, row in enumerate(value or [], start=1):
+            if isinstance(row, dict):  # initial data: extra_memories as stored
+                rows.append(row)
+                continue
+            index, keys, content, state = (str(v) for v in row)
+            content = content.strip()
+            keys = [k.strip() for k in keys.split(",") if k.strip()]
+            if state == "delete" or (not content and not keys):
+                continue
+            if not content:
+                raise forms.ValidationError(f"Lore entry {number} has keys but no text; write it or delete it.")
+            if len(content) > TEXT_LIMIT:
+                raise forms.ValidationError(f"Lore entry {number} is longer than {TEXT_LIMIT:,} characters.")
+            if len(keys) > LORE_KEYS_LIMIT or any(len(k) > LORE_KEY_LIMIT for k in keys):
+                raise forms.ValidationError(
+                    f"Lore entry {number}: at most {LORE_KEYS_LIMIT} keys of {LORE_KEY_LIMIT} characters each.")
+            rows.append({"index": int(index) if index.isdigit() else None, "keys": keys, "content": content,
+                         "enabled": state != "off"})
+        if len(rows) > LORE_ENTRIES_LIMIT:
+            raise forms.ValidationError(f"Keep it to {LORE_ENTRIES_LIMIT} lore entries or fewer.")
+        return rows
+
+
+def lore_rows(value) -> list[dict]:
+    """Rows to render from initial data (extra_memories as stored) or a bound value (the inputs)."""
+    rows = []
+    for i, row in enumerate(value or []):
+        if isinstance(row, dict):
+            rows.append({"index": i, "keys": ", ".join(row.get("keys") or []), "content": row.get("content", ""),
+                         "enabled": (row.get("card") or {}).get("enabled", True) is not False})
+        elif row[3] != "delete":
+            rows.append({"index": row[0], "keys": row[1], "content": row[2], "enabled": row[3] != "off"})
+    return rows
+
+
+def _card_text(help_text: str, label: str) -> forms.CharField:
+    return forms.CharField(required=False, max_length=CARD_TEXT_LIMIT, label=label, help_text=help_text,
+                           strip=True, widget=forms.Textarea(attrs={"rows": 4}))
+
+
 class CharacterForm(forms.ModelForm):
     traits = ListField(help_text="Personality traits, one per item: “warm”, “impulsive”.")
     skills = ListField(help_text="What the character is good at.")
     values = ListField(help_text="What the character believes in.")
     goals = ListField(help_text="What the character wants, in this story or in life.")
+    secrets = ListField(item_max_length=TEXT_LIMIT, max_items=30, long=True,
+                        help_text="What the character hides, one per item. Only this character ever remembers "
+                                  "them; the others learn a secret only if it is said aloud.")
     knowledge = KnowledgeField(help_text="What this character knows about other characters.")
+    # SillyTavern card fields (kept in card_extras; {{char}} and {{user}} are resolved when they reach an agent).
+    first_mes = _card_text("The card's greeting. A simulation can open with it as turn 1.", "First message")
+    alternate_greetings = ListField(item_max_length=CARD_TEXT_LIMIT, max_items=50, long=True,
+                                    label="Alternate greetings", help_text="Other greetings the card offers.")
+    card_scenario = _card_text("The card's scenario: where the character's story stands. It becomes a memory of "
+                               "the character's situation.", "Scenario (card)")
+    mes_example = _card_text("Example dialogue. It becomes a memory of how the character speaks.",
+                             "Example messages")
+    extra_memories = LoreField(label="Lore entries")
 
     class Meta:
         model = Character
-        fields = ["name", "role", "archetype", "description", "background", "communication_style",
-                  "decision_style", "traits", "skills", "values", "goals", "knowledge"]
+        fields = ["name", "role", "archetype", "description", "public_face", "background", "communication_style",
+                  "decision_style", "traits", "skills", "values", "goals", "secrets", "knowledge"]
+        labels = {"public_face": "Public face"}
         help_texts = {
             "name": "How the character is called; unique among your characters.",
-            "role": "e.g. project manager, detective, innkeeper.",
-            "archetype": "e.g. the pragmatist, the mentor, the trickster.",
-            "description": "Who they are, in a few sentences: this becomes the “who am I?” memory.",
+            "role": "e.g. project manager, detective, innkeeper. Everyone in a scenario knows it.",
+            "archetype": "e.g. the pragmatist, the mentor, the trickster. Private, like the description.",
+            "description": "Who they are, in a few sentences: this becomes the “who am I?” memory. Only this "
+                           "character knows it.",
+            "public_face": "What the rest of the cast knows about this character by default (their “who is …?” "
+                           "memory, with the name and role). Blank: the others know only the name and role.",
             "background": "Their history. Split into memories of a sentence or two each.",
             "communication_style": "How they talk.",
             "decision_style": "How they make choices.",
         }
         widgets = {f: forms.Textarea(attrs={"rows": 3}) for f in
-                   ("description", "background", "communication_style", "decision_style")}
+                   ("description", "public_face", "background", "communication_style", "decision_style")}
 
     def __init__(self, *args, owner, **kwargs):
         super().__init__(*args, **kwargs)
         self.owner = owner
+        extras = self.instance.card_extras or {}
+        self.initial.setdefault("first_mes", extras.get("first_mes", ""))
+        self.initial.setdefault("alternate_greetings", list(extras.get("alternate_greetings") or []))
+        self.initial.setdefault("card_scenario", extras.get("scenario", ""))
+        self.initial.setdefault("mes_example", extras.get("mes_example", ""))
+        self.initial.setdefault("extra_memories", list(self.instance.extra_memories or []))
+
+    def lore_rows(self) -> list[dict]:
+        return lore_rows(self["extra_memories"].value())
+
+    def clean_extra_memories(self) -> list[dict]:
+        """The edited rows as extra_memories; an entry keeps its card's own fields (comment,
+        insertion_order, ...) so an export still gives them back."""
+        stored = list(self.instance.extra_memories or [])
+        entries = []
+        for row in self.cleaned_data.get("extra_memories") or []:
+            if "enabled" not in row:  # an entry as stored (data given as a dict, not the page's inputs)
+                entries.append(row)
+                continue
+            index = row["index"]
+            entry = dict(stored[index]) if index is not None and 0 <= index < len(stored) else {}
+            card = dict(entry.get("card") or {})
+            if row["enabled"]:
+                card.pop("enabled", None)  # enabled is the default an export writes back
+            else:
+                card["enabled"] = False
+            entries.append({**entry, "content": row["content"], "keys": row["keys"], "card": card})
+        return entries
 
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
@@ -156,8 +271,10 @@ class ScenarioForm(forms.ModelForm):
 
     class Meta:
         model = Scenario
-        fields = ["title", "location", "atmosphere", "time_of_day", "description", "cast"]
+        fields = ["title", "location", "atmosphere", "time_of_day", "description", "user_name", "cast"]
         help_texts = {
+            "user_name": "Imported cards write {{user}} for the one the character talks to. Blank: the other "
+                         "cast member when there are two, else “someone”.",
             "title": "e.g. Friends deciding where to eat tonight.",
             "location": "Where it happens.",
             "atmosphere": "The mood of the place and the people.",
@@ -213,3 +330,11 @@ def validate_upload_size(upload) -> None:
 class ImportForm(forms.Form):
     file = forms.FileField(help_text="A Wonda JSON export, or a Character Card V2 as .json or .png.",
                            validators=[validate_upload_size])
+    as_copy = forms.BooleanField(required=False, label="If a name is taken, import as a copy",
+                                 help_text="e.g. “Seraphina (2)”; otherwise you are asked first.")
+
+
+class ImportCopyForm(forms.Form):
+    """The second step after a name clash: import the file kept from the first step, as a copy."""
+
+    pending = forms.CharField(max_length=64)

@@ -7,6 +7,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxLengthValidator
 from django.db import models
 
+from chronicle import macros
 from memory.sheets import CharacterSheet, ExtraMemory, ScenarioSheet
 from wonda_site.querysets import OwnedQuerySet
 
@@ -63,22 +64,44 @@ class Character(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def to_sheet(self, *, extra_knowledge: dict[str, str] | None = None):
-        """The memory app's plain-data view of this character (knowledge merged with scenario notes)."""
-        knowledge = {k: v for k, v in (self.knowledge or {}).items() if v}
+    def to_sheet(self, *, extra_knowledge: dict[str, str] | None = None, user_name: str = macros.USER_ALONE):
+        """The memory app's plain-data view of this character (knowledge merged with scenario notes).
+
+        Card macros are resolved here, the one seam where card text becomes memories or a prompt:
+        {{char}} is this character's name, {{user}} is `user_name` (see chronicle.macros); the model
+        keeps the raw text for export.
+        """
+        def text(value: str) -> str:
+            return macros.resolve(value or "", char=self.name, user=user_name)
+
+        knowledge = {k: text(v) for k, v in (self.knowledge or {}).items() if v}
         for other, note in (extra_knowledge or {}).items():
             if not note:
                 continue
+            note = text(note)
             knowledge[other] = f"{knowledge[other]}\n{note}" if knowledge.get(other) else note
+        extras = self.card_extras or {}
         return CharacterSheet(
-            name=self.name, role=self.role, archetype=self.archetype, description=self.description,
-            background=self.background, communication_style=self.communication_style,
-            decision_style=self.decision_style, traits=list(self.traits), skills=list(self.skills),
-            values=list(self.values), goals=list(self.goals), knowledge=knowledge,
-            extra_memories=[ExtraMemory(content=e["content"], keys=list(e.get("keys") or []))
-                            for e in (self.extra_memories or [])
-                            if e.get("content") and (e.get("card") or {}).get("enabled", True) is not False],
+            name=self.name, role=text(self.role), archetype=text(self.archetype), description=text(self.description),
+            background=text(self.background), communication_style=text(self.communication_style),
+            decision_style=text(self.decision_style), traits=[text(t) for t in self.traits],
+            skills=[text(t) for t in self.skills], values=[text(t) for t in self.values],
+            goals=[text(t) for t in self.goals], knowledge=knowledge,
+            extra_memories=[ExtraMemory(content=text(e["content"]), keys=[text(k) for k in e.get("keys") or []])
+                            for e in self.lore_entries() if e["enabled"]],
+            public_face=text(self.public_face), secrets=[text(s) for s in self.secrets if s.strip()],
+            first_mes=text(extras.get("first_mes", "")), card_scenario=text(extras.get("scenario", "")),
+            mes_example=text(extras.get("mes_example", "")),
+            # A prose personality (kept in card_extras when it did not split into traits) is the
+            # character's own too: seeding files it with the traits.
+            personality=text(extras.get("personality", "")) if not self.traits else "",
         )
+
+    def lore_entries(self) -> list[dict]:
+        """extra_memories as rows to show and edit: content, keys, enabled (a card entry's own flag)."""
+        return [{"index": i, "content": e.get("content") or "", "keys": list(e.get("keys") or []),
+                 "enabled": (e.get("card") or {}).get("enabled", True) is not False}
+                for i, e in enumerate(self.extra_memories or []) if e.get("content")]
 
 
 class Scenario(models.Model):
@@ -109,8 +132,15 @@ class Scenario(models.Model):
         return ScenarioSheet(title=self.title, location=self.location, atmosphere=self.atmosphere,
                              time_of_day=self.time_of_day, description=self.description)
 
-    def cast_sheets(self) -> list:
-        return [c.to_sheet(extra_knowledge=(self.pair_notes or {}).get(c.name)) for c in self.cast.all()]
+    def cast_sheets(self, cast: list[Character] | None = None) -> list:
+        """The cast's sheets (this scenario's cast unless another list is given, e.g. a run's), each
+        with its pair notes, and {{user}} resolved for each character (chronicle.macros)."""
+        cast = list(self.cast.all()) if cast is None else list(cast)
+        names = [c.name for c in cast]
+        notes = self.pair_notes or {}
+        return [c.to_sheet(extra_knowledge=notes.get(c.name),
+                           user_name=macros.user_name_for(c.name, cast_names=names, user_name=self.user_name))
+                for c in cast]
 
 
 from chronicle.simulation.models import *  # noqa: E402,F401,F403  (simulation models live in their own module)

@@ -19,6 +19,9 @@ CHARACTER_QUERIES: dict[str, list[str]] = {
     "skills": ["what am I good at?", "what are my skills?"],
     "values": ["what do I value?", "what are my principles?"],
     "goals": ["what are my goals?", "what do I want?"],
+    # Seeded into the owner's memories only: query_self(aspect="secrets") and "Who you are" reach
+    # them; no tool reads another agent's "character" memories.
+    "secrets": ["what are my secrets?", "what am I hiding?", "what must nobody find out?"],
 }
 # Seed 000, "Scenario Context Seeding".
 SCENE_QUERIES: dict[str, list[str]] = {
@@ -59,6 +62,21 @@ def _listing(label: str, items: list[str]) -> str:
     return f"{label}: {', '.join(items)}." if items else ""
 
 
+def _long(text: str, limit: int = 9_000) -> list[str]:
+    """One memory for a text that fits the store's limit (10,000 characters, less room for a
+    prefix), else chunks of ~2,000 characters."""
+    text = (text or "").strip()
+    if not text:
+        return []
+    return chunk_text(text, 2000) if len(text) > limit else [text]
+
+
+def _dialogue(example: str) -> str:
+    """mes_example without SillyTavern's <START> separators (they mean nothing to the agent)."""
+    lines = [line for line in (example or "").splitlines() if line.strip().upper() != "<START>"]
+    return "\n".join(lines).strip()
+
+
 def identity_text(sheet: CharacterSheet, *, person: str = "You are") -> str:
     """Archetype + description (seed 000), led by the name so "who am I?" answers with it."""
     head = f"{person} {sheet.name}"
@@ -73,28 +91,40 @@ def identity_text(sheet: CharacterSheet, *, person: str = "You are") -> str:
 
 
 def other_text(other: CharacterSheet) -> str:
-    """What anyone could tell about another character: identity (archetype + description)."""
+    """What anyone could tell about another character: its name, role and public face, nothing else.
+
+    The description, background and secrets are the character's own. So is the archetype: it is
+    the writer's label for the inner type ("the manipulator", "the traitor"), which the others
+    could not see; a writer who wants it known writes it into the public face.
+    """
     head = f"{other.name} is {' '.join(other.role.split())}" if other.role.strip() else other.name
-    parts = [_sentence(head)]
-    if other.archetype.strip():
-        parts.append(_sentence(f"Archetype: {other.archetype.strip()}"))
-    if other.description.strip():
-        parts.append(_sentence(other.description))
-    return " ".join(parts)
+    return " ".join(p for p in [_sentence(head), _sentence(other.public_face)] if p)
 
 
 def character_specs(sheet: CharacterSheet, cast: list[CharacterSheet]) -> list[MemorySpec]:
-    """All gifted memories of one character: its seven (+goals) categories, lore, and knowledge of others."""
+    """All gifted memories of one character: its seven (+goals) categories, its secrets, the card's
+    scenario and example dialogue, lore, and what it knows of others (their public face + notes)."""
     name = sheet.name
     specs: list[MemorySpec] = [
         MemorySpec(name, "character", "identity", identity_text(sheet), CHARACTER_QUERIES["identity"], importance=9.0)
     ]
     for chunk in chunk_text(sheet.background, BACKGROUND_CHUNK_CHARS):
         specs.append(MemorySpec(name, "character", "background", chunk, CHARACTER_QUERIES["background"]))
+    # A card's scenario is where the character's story stands (SillyTavern sends it every turn):
+    # filed with the background, so query_background, query_self and "Who you are" reach it.
+    for chunk in _long(sheet.card_scenario):
+        specs.append(MemorySpec(name, "character", "background", f"My situation: {chunk}",
+                                CHARACTER_QUERIES["background"] + ["what is my situation?"], importance=8.0))
+    # A card's example dialogue (mes_example) shows how the character talks: a communication memory.
+    for chunk in _long(_dialogue(sheet.mes_example)):
+        specs.append(MemorySpec(name, "character", "communication", f"How I speak, for example:\n{chunk}",
+                                CHARACTER_QUERIES["communication"]))
     simple = [
         ("communication", _sentence(sheet.communication_style)),
         ("decision_style", _sentence(sheet.decision_style)),
-        ("traits", _listing("My traits", sheet.traits)),
+        ("traits", " ".join(p for p in [_listing("My traits", sheet.traits),
+                                        _sentence(f"My personality: {sheet.personality.strip()}")
+                                        if sheet.personality.strip() else ""] if p)),
         ("skills", _listing("My skills", sheet.skills)),
         ("values", _listing("I value", sheet.values)),
         ("goals", _listing("My goals", sheet.goals)),
@@ -105,8 +135,12 @@ def character_specs(sheet: CharacterSheet, cast: list[CharacterSheet]) -> list[M
             if category == "goals":
                 spec.related_goals = [g.strip() for g in sheet.goals if g.strip()][:20]
             specs.append(spec)
+    for secret in sheet.secrets:
+        for chunk in _long(secret):
+            specs.append(MemorySpec(name, "character", "secrets", f"My secret: {chunk}", CHARACTER_QUERIES["secrets"],
+                                    importance=8.0))
     for extra in sheet.extra_memories:
-        for chunk in chunk_text(extra.content, 2000) if len(extra.content) > 10_000 else [extra.content.strip()]:
+        for chunk in _long(extra.content, 10_000):
             if chunk:
                 keys = list(dict.fromkeys(k.strip()[:300] for k in extra.keys if k.strip()))
                 specs.append(MemorySpec(name, "semantic", (extra.category or "lore")[:50], chunk, keys, importance=6.0))

@@ -47,6 +47,11 @@ class CharacterSheet:
     secrets: list[str] = field(default_factory=list)
     # The card's greeting (SillyTavern first_mes), macros resolved: a simulation may open with it.
     first_mes: str = ""
+    # Card text with no Wonda field of its own, macros resolved (seeding says where each goes):
+    # the card's scenario, its example dialogue (mes_example) and a prose personality.
+    card_scenario: str = ""
+    mes_example: str = ""
+    personality: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -18,9 +18,13 @@ import binascii
 import io
 import json
 import re
+import secrets
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from PIL import Image, ImageDraw, ImageFont, UnidentifiedImageError
@@ -34,9 +38,12 @@ from chronicle.services.scenarios import scenario_create
 
 CARD_SPEC = "chara_card_v2"
 WONDA_FORMAT = "wonda"
-TEXT_FIELDS = ("role", "archetype", "description", "background", "communication_style", "decision_style")
+TEXT_FIELDS = ("role", "archetype", "description", "public_face", "background", "communication_style",
+               "decision_style")
 LIST_FIELDS = ("traits", "skills", "values", "goals")
-SHORT_LIMITS = {"name": 100, "role": 200, "archetype": 200, "title": 200, "time_of_day": 200}
+# Items of a list that may be paragraphs (a secret is not a one-word trait).
+LONG_LIST_FIELDS = ("secrets",)
+SHORT_LIMITS = {"name": 100, "role": 200, "archetype": 200, "title": 200, "time_of_day": 200, "user_name": 100}
 # Card V2 string fields kept verbatim in card_extras (Wonda has no field of its own for them).
 CARD_EXTRA_TEXT = ("first_mes", "mes_example", "scenario", "creator_notes", "system_prompt",
                    "post_history_instructions", "creator", "character_version")
@@ -44,10 +51,15 @@ CARD_EXTRA_LISTS = ("alternate_greetings", "tags")
 
 
 class CardImportError(Exception):
-    """A file that cannot be imported; `errors` name each problem ("data.name is missing")."""
+    """A file that cannot be imported; `errors` name each problem ("data.name is missing").
 
-    def __init__(self, errors: list[str]):
+    `clashes`: the names the writer already uses, when that is the only problem: the file can be
+    imported as a copy (card_import(as_copy=True)).
+    """
+
+    def __init__(self, errors: list[str], *, clashes: list[str] | None = None):
         self.errors = errors
+        self.clashes = clashes or []
         super().__init__("; ".join(errors))
 
 
@@ -66,6 +78,8 @@ def _character_from_wonda(data: Any, path: str, check: _Checker) -> dict | None:
         values[key] = check.text(data, key, path, limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
     for key in LIST_FIELDS:
         values[key] = check.items(data, key, path)
+    for key in LONG_LIST_FIELDS:
+        values[key] = check.items(data, key, path, limit=TEXT_LIMIT)
     values["knowledge"] = check.mapping(data, "knowledge", path)
     values["extra_memories"] = check.memories(data.get("extra_memories"), f"{path}extra_memories")
     extras = data.get("card_extras") or {}
@@ -126,6 +140,8 @@ def _character_from_card(card: Any, check: _Checker) -> dict | None:
                 values[key] = check.text(wonda, key, path, limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
         for key in LIST_FIELDS:
             values[key] = check.items(wonda, key, path)
+        for key in LONG_LIST_FIELDS:
+            values[key] = check.items(wonda, key, path, limit=TEXT_LIMIT)
         values["knowledge"] = check.mapping(wonda, "knowledge", path)
     if not values.get("traits") and personality:
         values["traits"] = _split_personality(personality) or []
@@ -174,7 +190,7 @@ def character_to_card(character: Character) -> dict:
         **extras.get("extensions", {}),
         "wonda": {
             **{key: getattr(character, key) for key in TEXT_FIELDS if key != "description"},
-            **{key: list(getattr(character, key)) for key in LIST_FIELDS},
+            **{key: list(getattr(character, key)) for key in (*LIST_FIELDS, *LONG_LIST_FIELDS)},
             "knowledge": dict(character.knowledge or {}),
         },
     }
@@ -217,7 +233,7 @@ def character_to_wonda(character: Character) -> dict:
     return {
         "name": character.name,
         **{key: getattr(character, key) for key in TEXT_FIELDS},
-        **{key: list(getattr(character, key)) for key in LIST_FIELDS},
+        **{key: list(getattr(character, key)) for key in (*LIST_FIELDS, *LONG_LIST_FIELDS)},
         "knowledge": dict(character.knowledge or {}),
         "extra_memories": list(character.extra_memories or []),
         "card_extras": dict(character.card_extras or {}),
@@ -235,6 +251,7 @@ def scenario_export(scenario: Scenario) -> dict:
         "scenario": {
             "title": scenario.title, "location": scenario.location, "atmosphere": scenario.atmosphere,
             "time_of_day": scenario.time_of_day, "description": scenario.description,
+            "user_name": scenario.user_name,
             "cast": [c.name for c in cast], "pair_notes": scenario.pair_notes or {},
         },
         "characters": [character_to_wonda(c) for c in cast],
@@ -246,7 +263,7 @@ def _scenario_from_wonda(data: Any, check: _Checker, names: set[str]) -> dict | 
         check.errors.append("scenario must be an object")
         return None
     values = {"title": check.text(data, "title", "scenario.", required=True, limit=200).strip()}
-    for key in ("location", "atmosphere", "time_of_day", "description"):
+    for key in ("location", "atmosphere", "time_of_day", "description", "user_name"):
         values[key] = check.text(data, key, "scenario.", limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
     values["cast"] = check.items(data, "cast", "scenario.", limit=100)
     for name in values["cast"]:
@@ -304,8 +321,65 @@ def _build_characters(owner, rows: list[dict], check: _Checker) -> list[Characte
     return characters
 
 
-def card_import(*, owner, raw: bytes) -> ImportResult:
-    """Import one file (Wonda JSON, Card V2 JSON or Card V2 PNG); all or nothing."""
+def copy_name(name: str, taken: set[str]) -> str:
+    """`name` if free, else "name (2)", "name (3)", … (taken: lower-cased names; fits in 100 characters)."""
+    if name.lower() not in taken:
+        return name
+    number = 2
+    while True:
+        suffix = f" ({number})"
+        candidate = name[:100 - len(suffix)].rstrip() + suffix
+        if candidate.lower() not in taken:
+            return candidate
+        number += 1
+
+
+def copy_names(*, owner, names: list[str]) -> dict[str, str]:
+    """The names a copy would get ({"Seraphina": "Seraphina (2)"}), to show before importing."""
+    taken = {n.lower() for n in Character.objects.owned_by(owner).values_list("name", flat=True)}
+    out = {}
+    for name in names:
+        out[name] = copy_name(name, taken)
+        taken.add(out[name].lower())
+    return out
+
+
+def _rename(rows: list[dict], scenario_values: dict | None, renamed: dict[str, str]) -> None:
+    """Apply renames everywhere the file names a character: names, knowledge, the cast, pair notes."""
+    def new(name: str) -> str:
+        return renamed.get(name, name)
+
+    for row in rows:
+        row["name"] = new(row["name"])
+        row["knowledge"] = {new(k): v for k, v in (row.get("knowledge") or {}).items()}
+    if scenario_values is not None:
+        scenario_values["cast"] = [new(n) for n in scenario_values["cast"]]
+        scenario_values["pair_notes"] = {new(k): {new(o): t for o, t in row.items()} if isinstance(row, dict) else row
+                                         for k, row in scenario_values["pair_notes"].items()}
+
+
+def _resolve_clashes(owner, rows: list[dict], scenario_values: dict | None, *, as_copy: bool) -> None:
+    # The character form refuses a name that differs only in case; so does an import.
+    taken = {n.lower() for n in Character.objects.owned_by(owner).values_list("name", flat=True)}
+    clashes = [r["name"] for r in rows if r["name"] and r["name"].lower() in taken]
+    if not clashes:
+        return
+    if not as_copy:
+        raise CardImportError([f"You already have a character named {n}." for n in clashes], clashes=clashes)
+    taken |= {r["name"].lower() for r in rows if r["name"] not in clashes}
+    renamed = {}
+    for name in clashes:
+        renamed[name] = copy_name(name, taken)
+        taken.add(renamed[name].lower())
+    _rename(rows, scenario_values, renamed)
+
+
+def card_import(*, owner, raw: bytes, as_copy: bool = False) -> ImportResult:
+    """Import one file (Wonda JSON, Card V2 JSON or Card V2 PNG); all or nothing.
+
+    A name the writer already uses stops the import with CardImportError.clashes set, unless
+    `as_copy`: then the file's character is imported under a free name ("Seraphina (2)").
+    """
     kind, data = _parse(raw)
     check = _Checker()
     scenario_values = None
@@ -324,7 +398,9 @@ def card_import(*, owner, raw: bytes) -> ImportResult:
         raise CardImportError(["this Wonda file has neither a character nor a scenario"])
     if check.errors:
         raise CardImportError(check.errors)
-    characters = _build_characters(owner, [r for r in rows if r], check)
+    rows = [r for r in rows if r]
+    _resolve_clashes(owner, rows, scenario_values, as_copy=as_copy)
+    characters = _build_characters(owner, rows, check)
     if check.errors:
         raise CardImportError(check.errors)
     return _save(owner=owner, characters=characters, scenario_values=scenario_values)
@@ -344,3 +420,46 @@ def _save(*, owner, characters: list[Character], scenario_values: dict | None) -
         except ValidationError as exc:  # leaving the atomic block by exception undoes the characters too
             raise CardImportError([f"scenario.{k}: {m}" for k, ms in exc.message_dict.items() for m in ms]) from None
     return result
+
+
+# --- a file held between "this name is taken" and "import as a copy" ------------------------
+
+HOLD_SECONDS = 3600
+
+
+def _held_path(owner, token: str) -> Path | None:
+    if not re.fullmatch(r"[A-Za-z0-9_-]{16,64}", token or ""):
+        return None
+    # The owner's id is in the file name: another writer's token finds nothing.
+    return Path(settings.VAR_DIR) / "imports" / f"{owner.pk}-{token}.upload"
+
+
+def import_hold(*, owner, raw: bytes) -> str:
+    """Keep an uploaded file (on disk, not in the session: a card may be megabytes) so that the
+    writer can import it as a copy without choosing it again; returns its token. Files older than
+    HOLD_SECONDS are removed on the way."""
+    folder = Path(settings.VAR_DIR) / "imports"
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.upload"):
+        try:
+            if old.stat().st_mtime < time.time() - HOLD_SECONDS:
+                old.unlink()
+        except FileNotFoundError:
+            pass
+    token = secrets.token_urlsafe(16)
+    _held_path(owner, token).write_bytes(raw)
+    return token
+
+
+def import_held(*, owner, token: str) -> bytes | None:
+    """The file held under `token` for this writer, or None (unknown, another writer's, expired)."""
+    path = _held_path(owner, token)
+    if path is None or not path.exists() or path.stat().st_mtime < time.time() - HOLD_SECONDS:
+        return None
+    return path.read_bytes()
+
+
+def import_release(*, owner, token: str) -> None:
+    path = _held_path(owner, token)
+    if path is not None:
+        path.unlink(missing_ok=True)

@@ -9,14 +9,29 @@ from django.db import transaction
 from chronicle.models import Character
 from memory.services import bank_create, bank_delete, bank_request_seed
 
-FIELDS = ("name", "role", "archetype", "description", "background", "communication_style", "decision_style",
-          "traits", "skills", "values", "goals", "knowledge", "extra_memories", "card_extras")
+FIELDS = ("name", "role", "archetype", "description", "public_face", "background", "communication_style",
+          "decision_style", "traits", "skills", "values", "goals", "secrets", "knowledge", "extra_memories",
+          "card_extras")
+# SillyTavern card fields the character form edits, by form field → card_extras key (they stay in
+# card_extras so an export gives them back where a card keeps them).
+CARD_FIELDS = {"first_mes": "first_mes", "alternate_greetings": "alternate_greetings",
+               "card_scenario": "scenario", "mes_example": "mes_example"}
 
 
 def _apply(character: Character, data: dict[str, Any]) -> None:
     for field in FIELDS:
         if field in data:
             setattr(character, field, data[field])
+    if any(field in data for field in CARD_FIELDS):
+        extras = dict(character.card_extras or {})
+        for field, key in CARD_FIELDS.items():
+            if field not in data:
+                continue
+            if data[field]:
+                extras[key] = data[field]
+            else:
+                extras.pop(key, None)  # blank: an export writes the card field blank anyway
+        character.card_extras = extras
 
 
 def character_request_preview(*, character: Character) -> Character:

@@ -34,8 +34,7 @@ def simulation_start(*, owner, scenario, cast: list, settings: dict) -> Simulati
     """Snapshot the scenario and cast, create the run's memory bank and queue seeding + turn 0."""
     from chronicle.simulation.tasks import start_simulation_task  # the tasks call these services
 
-    pair_notes = getattr(scenario, "pair_notes", None) or {}
-    sheets = [c.to_sheet(extra_knowledge=pair_notes.get(c.name)) for c in cast]
+    sheets = scenario.cast_sheets(cast)  # pair notes merged, card macros resolved for this cast
     simulation = Simulation(owner=owner, scenario=scenario, scenario_snapshot=scenario.to_sheet().to_dict(),
                             cast_snapshot=[s.to_dict() for s in sheets], status=Simulation.Status.SEEDING)
     for name, value in settings.items():

@@ -13,10 +13,11 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods
 
 from chronicle.views.common import HtmxHttpRequest
-from chronicle.forms import ImportForm
+from chronicle.forms import ImportCopyForm, ImportForm
 from chronicle.models import Character, Scenario
 from chronicle.services.cards import (CardImportError, card_import, character_export as wonda_character,
-                                      character_to_card, character_to_card_png, scenario_export as wonda_scenario)
+                                      character_to_card, character_to_card_png, copy_names, import_held,
+                                      import_hold, import_release, scenario_export as wonda_scenario)
 
 
 def _download(content: bytes, content_type: str, filename: str) -> HttpResponse:
@@ -51,24 +52,51 @@ def scenario_export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _download(_json(wonda_scenario(scenario)), "application/json", f"{stem}.wonda.json")
 
 
+def _imported(request: HtmxHttpRequest, result) -> HttpResponse:
+    if result.scenario is not None:
+        names = ", ".join(c.name for c in result.characters)
+        messages.success(request, f"Imported {result.scenario.title} with {names}.")
+        return redirect("scenario_detail", pk=result.scenario.pk)
+    character = result.characters[0]
+    messages.success(request, f"Imported {character.name}. Wonda is seeding the preview memories.")
+    return redirect("character_detail", pk=character.pk)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def import_page(request: HtmxHttpRequest) -> HttpResponse:
+    """Upload a file; on a name clash, the page offers to import it as a copy (the `import_copy`
+    button), from the file kept for that step so the writer need not choose it again."""
     form = ImportForm(request.POST or None, request.FILES or None)
     errors: list[str] = []
-    if request.method == "POST" and form.is_valid():
-        upload = form.cleaned_data["file"]  # its size is checked by the form, before it is read
+    clash: dict | None = None
+    if request.method == "POST" and "import_copy" in request.POST:
+        copy_form = ImportCopyForm(request.POST)
+        token = copy_form.cleaned_data["pending"] if copy_form.is_valid() else ""
+        raw = import_held(owner=request.user, token=token) if token else None
+        form = ImportForm()
+        if raw is None:
+            errors = ["That file is no longer kept (it is kept for an hour); choose it again."]
+        else:
+            try:
+                result = card_import(owner=request.user, raw=raw, as_copy=True)
+            except CardImportError as exc:
+                errors = exc.errors
+            else:
+                import_release(owner=request.user, token=token)
+                return _imported(request, result)
+    elif request.method == "POST" and form.is_valid():
+        raw = form.cleaned_data["file"].read()  # its size is checked by the form, before it is read
         try:
-            result = card_import(owner=request.user, raw=upload.read())
+            result = card_import(owner=request.user, raw=raw, as_copy=form.cleaned_data["as_copy"])
         except CardImportError as exc:
             errors = exc.errors
+            if exc.clashes and len(exc.clashes) == len(exc.errors):
+                clash = {"names": exc.clashes, "pending": import_hold(owner=request.user, raw=raw),
+                         "copies": copy_names(owner=request.user, names=exc.clashes)}
+                errors = []
         else:
-            if result.scenario is not None:
-                names = ", ".join(c.name for c in result.characters)
-                messages.success(request, f"Imported {result.scenario.title} with {names}.")
-                return redirect("scenario_detail", pk=result.scenario.pk)
-            character = result.characters[0]
-            messages.success(request, f"Imported {character.name}. Wonda is seeding the preview memories.")
-            return redirect("character_detail", pk=character.pk)
-    status = 400 if (errors or form.errors) else 200
-    return TemplateResponse(request, "chronicle/import.html", {"form": form, "errors": errors}, status=status)
+            return _imported(request, result)
+    status = 400 if (errors or form.errors) else (409 if clash else 200)
+    return TemplateResponse(request, "chronicle/import.html", {"form": form, "errors": errors, "clash": clash},
+                            status=status)

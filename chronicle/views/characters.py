@@ -41,7 +41,8 @@ def _form_page(request: HtmxHttpRequest, form: CharacterForm, character: Charact
     validate_url = (reverse("character_validate", args=[character.pk]) if character
                     else reverse("character_validate_new"))
     return TemplateResponse(request, "chronicle/character_form.html", {
-        "form": form, "character": character, "list_fields": LIST_FIELDS, "other_names": list(others),
+        "form": form, "character": character, "list_fields": (*LIST_FIELDS, "secrets", "alternate_greetings"),
+        "other_names": list(others),
         "validate_url": validate_url, "character_name": character.name if character else "",
     }, status=status)
 

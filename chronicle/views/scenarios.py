@@ -52,7 +52,8 @@ def _form_page(request, form: ScenarioForm, scenario: Scenario | None, status: i
 
 
 def _save(request, form: ScenarioForm, scenario: Scenario | None) -> HttpResponse:
-    data = {k: form.cleaned_data[k] for k in ("title", "location", "atmosphere", "time_of_day", "description", "pair_notes")}
+    data = {k: form.cleaned_data[k] for k in ("title", "location", "atmosphere", "time_of_day", "description",
+                                              "user_name", "pair_notes")}
     try:
         if scenario is None:
             scenario = create_scenario(owner=request.user, data=data, cast=form.cleaned_data["cast"])
