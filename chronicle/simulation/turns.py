@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from chronicle.simulation.engine import TurnInput, TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.pins import dropped_pins
 from chronicle.simulation.selectors import turn_overrides
 from memory.models import Memory
 from memory.services import accesses_record, memory_associate, memory_create, memory_reinforce, remember_utterance
@@ -117,6 +118,9 @@ def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", 
         else:
             turn.note = (turn.note + "\n" if turn.note else "") + \
                 f"Redone (attempt {turn.attempts + 1}): the previous attempt {'failed' if turn.status == Turn.Status.FAILED else 'stopped with its worker'}."
+        for note in dropped_pins(simulation=simulation, index=index, agent=agent):  # said, never dropped silently
+            if note not in turn.note:
+                turn.note = (turn.note + "\n" if turn.note else "") + note
         turn.status, turn.claim, turn.error = Turn.Status.RUNNING, token, ""
         turn.attempts += 1
         turn.worker = worker[:200]

@@ -18,6 +18,7 @@ from chronicle.services.characters import (character_create as create_character,
                                            character_delete as delete_character, character_request_preview,
                                            character_update)
 from chronicle.views.common import HtmxHttpRequest, field_errors_response, preview_response, vary_on_htmx
+from chronicle.writing.ask import ask, default_provider
 from memory.retrieval import recall
 
 ASK_K = 8
@@ -118,18 +119,23 @@ def character_preview(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @vary_on_htmx
 def character_ask(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Ask as the character: the preview memories a question retrieves, ranked with their scores, and
+    beside them the character's answer in its own voice, citing them (the default provider; offline,
+    the scripted answer). A provider that fails says why; the ranked memories are shown all the same."""
     character = _owned(request, pk)
     query = request.GET.get("q", "").strip()[:500]
-    results, error = [], ""
+    results, error, answer = [], "", None
     bank = character.preview_bank
     if query and bank is not None:
         # A pure read: asking from the authoring page changes no access count.
         results = recall(bank, query, agent=character.name, k=ASK_K)
+        answer = ask(agent=character.name, question=query, memories=[r.memory for r in results],
+                     provider=default_provider())
     elif query:
         error = "This character has no preview memories yet; save it to seed them."
     # The Ask section lives in its own include; htmx asks for its results partial.
     template = "chronicle/_ask.html#ask-results" if request.htmx else "chronicle/character_detail.html"
-    return TemplateResponse(request, template, {**_preview_context(character), "query": query,
+    return TemplateResponse(request, template, {**_preview_context(character), "query": query, "answer": answer,
                                                 "results": results, "ask_error": error, "asked": True})
 
 

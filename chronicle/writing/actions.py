@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from django.core.exceptions import ValidationError
 
 from chronicle.simulation.models import Simulation, Turn
-from chronicle.writing import exports, selectors, services
+from chronicle.writing import ask, exports, selectors, services
 from chronicle.writing.forms import LineForm, MemoryEditForm
 from chronicle.writing.models import ChronicleEntry
 from chronicle.writing.tasks import form_memory_task
@@ -61,3 +61,12 @@ def simulation_import_file(*, owner, upload) -> Simulation:
     except ValueError as exc:
         raise ValidationError(f"This is not a JSON file: {exc}") from exc
     return exports.simulation_import(owner=owner, data=data)
+
+
+def turn_ask(*, simulation: Simulation, turn: Turn, question: str, rows: list[dict]) -> ask.Answer:
+    """"Ask as" the turn's agent in the inspector: its answer from the memories the time-consistent
+    search found (`rows`, best first), with the run's provider (offline: the scripted answer)."""
+    ids = [r["memory_id"] for r in rows]
+    by_id = Memory.objects.in_bank(simulation.bank).in_bulk(ids) if simulation.bank_id else {}
+    return ask.ask(agent=turn.agent, question=question, memories=[by_id[i] for i in ids if i in by_id],
+                   provider=ask.simulation_provider(simulation))

@@ -10,10 +10,12 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
+from chronicle.simulation.pins import pin_refusal
 from chronicle.simulation.selectors import Overrides, turn_overrides  # noqa: F401  (the writer's pages read them too)
 from chronicle.writing.models import ChronicleEntry, Edit
 from memory.models import Memory
 from memory.retrieval import MemoryFilter, recall
+from memory.tools import MEMORY_KINDS, SIMULATION_TOOLS
 
 
 def turns_with_entries(simulation: Simulation):
@@ -111,9 +113,111 @@ def bank_search(simulation: Simulation, query: str, agent: str | None = None) ->
     return [r.snapshot() for r in results]
 
 
+# --- the bank as it stood at a turn ------------------------------------------------------------
+#
+# What "existed at turn N" means (N is 1-based, index = N - 1):
+# - in story time, a memory exists from the turn after the one it belongs to: gifted ones (no turn)
+#   from the start, the line of turn t (episodic, turn = t) from turn t + 1, a memory the writer
+#   formed for turn M (the inspector of turn M + 1 sends M) from turn M + 1. So turn N sees
+#   `turn IS NULL OR turn <= N - 1`: the rule of MemoryQuerySet.before_turn, bank_copy (what a
+#   branch from turn N starts with) and the engine's pre-population.
+# - a memory archived or consolidated after turn N began still existed then: it is shown, marked;
+#   one whose status changed before turn N began is not. Changes are dated by the clock: the writer's
+#   edit of its status (Edit rows), else the memory's last save.
+# - the agent reads its own memories and the shared ones (agent ""), never another agent's.
+# - content is today's (that is what a regeneration reads); a memory edited since turn N began is
+#   marked "edited after this turn", with what it said then and a link to its history.
+
+
+def turn_began(turn: Turn):
+    """When the agent of this turn read its memories (the turn's last attempt)."""
+    return turn.started or turn.finished
+
+
+def _status_changed(simulation: Simulation, memories: list[Memory]) -> dict[int, object]:
+    """When each non-active memory left the active ones: the writer's last status edit, else its last save."""
+    dated = dict(Edit.objects.for_simulation(simulation)
+                 .filter(target_type=Edit.Target.MEMORY, field="status", target_id__in=[m.pk for m in memories])
+                 .order_by("created", "id").values_list("target_id", "created"))
+    return {m.pk: dated.get(m.pk, m.updated_at) for m in memories}
+
+
+def _gone_before(simulation: Simulation, turn: Turn) -> set[int]:
+    """Ids of this agent's (and shared) memories that had been archived or consolidated before the turn began."""
+    began = turn_began(turn)
+    gone = list(Memory.objects.in_bank(simulation.bank).filter(agent__in=[turn.agent, ""])
+                .exclude(status=Memory.Status.ACTIVE).before_turn(turn.number).only("id", "updated_at"))
+    if began is None:
+        return {m.pk for m in gone}
+    return {pk for pk, when in _status_changed(simulation, gone).items() if when <= began}
+
+
+def memory_marks(simulation: Simulation, turn: Turn, memory_ids) -> dict[int, dict]:
+    """What changed about these memories since the turn began: {id: {"edited": [fields], "then": the
+    content at that turn (if it changed), "status": today's status if no longer active, "added": True
+    when the writer formed it after the turn ran}}. Memories with nothing to say are left out."""
+    ids = {int(i) for i in memory_ids if i}
+    began = turn_began(turn)
+    if not ids or began is None or simulation.bank_id is None:
+        return {}
+    marks: dict[int, dict] = {}
+    for edit in (Edit.objects.for_simulation(simulation)
+                 .filter(target_type=Edit.Target.MEMORY, target_id__in=ids, created__gt=began)
+                 .exclude(field="created").order_by("created", "id")):
+        mark = marks.setdefault(edit.target_id, {"edited": []})
+        if edit.field not in mark["edited"]:
+            mark["edited"].append(edit.field)
+        if edit.field == "content" and "then" not in mark:
+            mark["then"] = edit.before  # the first change after the turn began: the text the agent could read
+    for memory in Memory.objects.in_bank(simulation.bank).filter(pk__in=ids).only(
+            "id", "status", "source", "created_at", "metadata"):
+        if memory.status != Memory.Status.ACTIVE:
+            marks.setdefault(memory.pk, {"edited": []})["status"] = memory.status
+        # A branch's copies are younger than the turns it shares with its parent: not "added after".
+        if memory.source == Memory.Source.WRITER and memory.created_at > began \
+                and not (memory.metadata or {}).get("copied_from"):
+            marks.setdefault(memory.pk, {"edited": []})["added"] = True
+    return marks
+
+
+def with_marks(rows: list[dict], marks: dict[int, dict]) -> list[dict]:
+    return [dict(r, marks=marks[r["memory_id"]]) if r.get("memory_id") in marks else r for r in rows]
+
+
+def mark_retrievals(simulation: Simulation, turn: Turn) -> None:
+    """Mark, on the turn's prefetched retrievals (not saved), the memories changed since the turn."""
+    retrievals = list(turn.retrievals.all())
+    marks = memory_marks(simulation, turn, {r.get("memory_id") for x in retrievals for r in x.results or []})
+    for retrieval in retrievals:
+        retrieval.results = with_marks(retrieval.results or [], marks)
+
+
+def turn_search_results(simulation: Simulation, turn: Turn, query: str, *, k: int = SEARCH_K) -> list:
+    """The top k memories for `query` among those the turn's agent could have recalled at that turn
+    (see above), ranked the way the run ranks (its scoring preset, at that turn). A pure read."""
+    if not query or simulation.bank_id is None:
+        return []
+    gone = _gone_before(simulation, turn)
+    flt = MemoryFilter(agent=turn.agent, shared=True, max_turn=turn.index, statuses=list(Memory.Status.values))
+    # Asking for k + len(gone) cannot come back short when k memories that existed match.
+    results = recall(simulation.bank, query, filter=flt, k=k + len(gone), scoring=simulation.scoring,
+                     weights=simulation.weights or None, current_turn=turn.number)
+    return [r for r in results if r.memory.pk not in gone][:k]
+
+
+def turn_search(simulation: Simulation, turn: Turn, query: str) -> list[dict]:
+    """turn_search_results as the inspector's rows: ranked 1..k, marked where changed since the turn."""
+    found = turn_search_results(simulation, turn, query)
+    rows = [dict(r.snapshot(), rank=i + 1) for i, r in enumerate(found)]
+    return with_marks(rows, memory_marks(simulation, turn, [r["memory_id"] for r in rows]))
+
+
+# --- pins (the rule: chronicle.simulation.pins) ------------------------------------------------
+
 @dataclass
 class InspectorOverrides:
-    """A turn's overrides as the inspector shows them (pins as the writer made them, archived or not)."""
+    """A turn's overrides as the inspector shows them (pins as the writer made them, each with the
+    reason it would not apply now, if any)."""
 
     excluded: set[int]
     pinned_ids: set[int]
@@ -121,9 +225,16 @@ class InspectorOverrides:
     line: str
 
 
-def inspector_overrides(simulation: Simulation, index: int) -> InspectorOverrides:
+def inspector_overrides(simulation: Simulation, index: int, agent: str | None = None) -> InspectorOverrides:
     rows = list(TurnOverride.objects.at(simulation, index))
     pinned = [o for o in rows if o.kind == TurnOverride.Kind.PIN]
+    if agent is not None and pinned:
+        memories = Memory.objects.in_bank(simulation.bank).in_bulk([o.memory_id for o in pinned]) \
+            if simulation.bank_id else {}
+        for override in pinned:
+            memory = memories.get(override.memory_id)
+            override.refusal = (pin_refusal(simulation=simulation, index=index, agent=agent, memory=memory)
+                                if memory else f"Memory #{override.memory_id} is not in this run's bank.")
     return InspectorOverrides(excluded={o.memory_id for o in rows if o.kind == TurnOverride.Kind.EXCLUDE},
                               pinned_ids={o.memory_id for o in pinned}, pinned=pinned,
                               line=next((o.content for o in rows if o.kind == TurnOverride.Kind.LINE), ""))
@@ -137,6 +248,7 @@ def override_row(*, simulation: Simulation, turn: Turn, memory: Memory, retrieva
     if retrieval:
         row = next((r for r in retrieval.results if r.get("memory_id") == memory.pk), row)
     overrides = inspector_overrides(simulation, turn.index)
+    row = with_marks([row], memory_marks(simulation, turn, [memory.pk]))[0]
     return {"simulation": simulation, "turn": turn, "r": row, "retrieval": retrieval,
             "excluded": overrides.excluded, "pinned_ids": overrides.pinned_ids}
 
@@ -155,3 +267,87 @@ def bank_page(simulation: Simulation, *, query: str, agent: str) -> list[Memory]
     if query:
         return []
     return list(memories.order_by("agent", "turn", "id")[:300])
+
+
+# --- reach: can the agent get a memory the writer forms? ----------------------------------------
+#
+# A memory the writer forms has no category, `about` or participants, so it is returned only by a
+# tool (or pre-populated section) whose filter asks for its kind and nothing narrower. Each entry:
+# the kinds, and whose memories — "own" (the agent's), "shared" (the agent's and everyone's, agent
+# ""), "everyone" (only agent ""), "any" (anybody's). The tools that also filter by category
+# (query_background, query_communication_style), `about` (query_character) or participant
+# (recall_interactions) never return one, nor do the write tools. tests/chronicle/writing/
+# test_reach_warning.py runs every tool and the pre-population and checks their filters against
+# these tables, so a change to memory.tools or the engine that they miss fails there.
+TOOL_REACH: dict[str, tuple[tuple[str, ...], str]] = {
+    "query_self": (("character",), "own"),
+    "query_scene": (("scene",), "any"),
+    "query_memory": (tuple(MEMORY_KINDS), "shared"),
+    "recall_episodes": (("episodic", "observation", "action"), "own"),
+    "recall_facts": (("semantic", "character_knowledge", "reflection", "character"), "shared"),
+    "check_similar_situations": (("episodic", "observation", "action", "reflection", "procedural"), "own"),
+}
+# engine.prepopulate's sections, by title (the others present: filtered by `about`).
+PREPOPULATE_REACH: dict[str, tuple[tuple[str, ...], str]] = {
+    "Who you are": (("character",), "own"),
+    "Where you are": (("scene",), "everyone"),
+    "What you know": (("semantic", *(k for k in MEMORY_KINDS if k != "episodic")), "shared"),
+    "Recent events": (("episodic",), "own"),
+}
+_WHOSE_REACHES = {"own": {"own"}, "shared": {"own", "everyone"}, "everyone": {"everyone"}, "any": {"own", "everyone"}}
+
+
+@dataclass
+class Reach:
+    """What the agents of a run can get of a writer's memory: `ways[(kind, whose)]` names the offered
+    tools and pre-populated sections that return it (whose: "own" for an agent's, "everyone" for shared)."""
+
+    mode: str
+    tools: list[str]
+    ways: dict[tuple[str, str], list[str]]
+
+    def warning(self, kind: str, agent: str) -> str:
+        """"" when the memory is reachable, else why not and what would reach it, in the writer's words."""
+        whose = "own" if agent else "everyone"
+        if self.ways.get((kind, whose)):
+            return ""
+        label = dict(Memory.Kind.choices).get(kind, kind)
+        who = f"{agent}'s" if agent else "a shared"
+        tools = [name for name, (kinds, reach) in TOOL_REACH.items()
+                 if kind in kinds and whose in _WHOSE_REACHES[reach] and name not in self.tools]
+        sections = [title for title, (kinds, reach) in PREPOPULATE_REACH.items()
+                    if kind in kinds and whose in _WHOSE_REACHES[reach]]
+        fixes = []
+        if tools:
+            fixes.append(f"offer {' or '.join(tools)}" if self.mode != "prepopulate"
+                         else f"use the “Both” retrieval mode with {' or '.join(tools)} offered")
+        if sections and self.mode == "tools":
+            fixes.append(f"use the “Both” retrieval mode (pre-population “{sections[0]}”)")
+        advice = (" To reach it, " + ", or ".join(fixes) + " when you start a run; or pick another kind or owner."
+                  if fixes else " Pick another kind or owner.")
+        return (f"Unreachable: no agent would ever get {who} “{label}” memory in this run "
+                f"(retrieval mode {self.mode}; tools offered: {', '.join(self.tools) or 'none'}).{advice}")
+
+    def unreachable(self) -> list[tuple[str, str]]:
+        return [(kind, whose) for kind in Memory.Kind.values for whose in ("own", "everyone")
+                if not self.ways.get((kind, whose))]
+
+
+def reach(simulation: Simulation) -> Reach:
+    """Which kinds of writer-formed memory the run's agents can get, with its tool set and mode,
+    as the engine offers them (turns.turn_input and engine._converse)."""
+    mode = simulation.retrieval_mode
+    if simulation.tools_unsupported and mode != Simulation.RetrievalMode.PREPOPULATE:
+        mode = Simulation.RetrievalMode.PREPOPULATE  # the model refused tools: the engine fell back
+    chosen = set(simulation.tool_set or [])
+    tools = [n for n in SIMULATION_TOOLS if n in chosen] \
+        if mode in ("tools", "both") and simulation.max_tool_calls > 0 else []
+    sources = [(name, TOOL_REACH[name]) for name in tools if name in TOOL_REACH]
+    if mode in ("prepopulate", "both"):
+        sources += [(f"pre-population “{title}”", entry) for title, entry in PREPOPULATE_REACH.items()]
+    ways: dict[tuple[str, str], list[str]] = {}
+    for name, (kinds, whose) in sources:
+        for kind in kinds:
+            for owner in _WHOSE_REACHES[whose]:
+                ways.setdefault((kind, owner), []).append(name)
+    return Reach(mode=mode, tools=tools, ways=ways)

@@ -14,6 +14,8 @@ from django.db import transaction
 
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
 from chronicle.writing.models import ChronicleEntry, Edit
+from chronicle.simulation.pins import pin_refusal
+from chronicle.writing.selectors import inspector_overrides
 from chronicle.simulation import branching
 from chronicle.simulation.services import ControlError
 from memory.models import Memory
@@ -25,6 +27,10 @@ MEMORY_FIELDS = ("content", "importance", "tags", "status")
 
 class WritingError(Exception):
     pass
+
+
+class PinRefused(WritingError):
+    """A pin that could not apply when the turn is regenerated: the reason is the writer's to read."""
 
 
 def _record(*, simulation: Simulation, actor, target_type: str, target_id: int, field: str, before, after,
@@ -188,8 +194,13 @@ def override_toggle(*, turn: Turn, kind: str, memory_id: int, actor, on: bool) -
     simulation = turn.simulation
     if kind not in (TurnOverride.Kind.EXCLUDE, TurnOverride.Kind.PIN):
         raise WritingError(f"Unknown override {kind!r}.")
-    if not Memory.objects.in_bank(simulation.bank).filter(pk=memory_id).exists():
+    memory = Memory.objects.in_bank(simulation.bank).filter(pk=memory_id).first()
+    if memory is None:
         raise WritingError("That memory is not in this simulation's bank.")
+    if kind == TurnOverride.Kind.PIN and on:
+        refusal = pin_refusal(simulation=simulation, index=turn.index, agent=turn.agent, memory=memory)
+        if refusal:
+            raise PinRefused(refusal)
     before = _override_ids(simulation, turn.index, kind)
     after = sorted(set(before) | {memory_id}) if on else sorted(set(before) - {memory_id})
     if before != after:
@@ -254,7 +265,17 @@ def edit_undo(*, edit: Edit, actor) -> Edit:
 @transaction.atomic
 def simulation_branch(*, parent: Simulation, index: int, actor) -> Simulation:
     """Regenerate from turn `index` (0-based): the branch (chronicle.simulation.branching) with the
-    writer's versions of the lines it shares, and the regeneration in the parent's history."""
+    writer's versions of the lines it shares, and the regeneration in the parent's history.
+
+    A pin on that turn which the branch could not give its agent (its memory archived since it was
+    pinned, say) refuses the regeneration with the reason: the branch never drops it silently."""
+    turn = parent.turns.filter(index=index).first()
+    if turn is not None:
+        refusals = inspector_overrides(parent, index, turn.agent).pinned
+        reasons = [o.refusal for o in refusals if getattr(o, "refusal", "")]
+        if reasons:
+            raise PinRefused(f"Turn {index + 1} has a pin that cannot apply in a branch: {' '.join(reasons)} "
+                             "Unpin it, or fix it, before regenerating.")
     try:
         branch, turn_map = branching.simulation_branch(parent=parent, index=index)
     except ControlError as exc:

@@ -61,19 +61,31 @@ def _next(request: HttpRequest, default: str) -> str:
 
 def _inspector_context(request, simulation: Simulation, turn: Turn, *, form: MemoryFormForm | None = None,
                        line_form: LineOverrideForm | None = None) -> dict:
-    overrides = selectors.inspector_overrides(simulation, turn.index)
-    query = request.GET.get("q", "").strip()
+    overrides = selectors.inspector_overrides(simulation, turn.index, turn.agent)
+    query = request.GET.get("q", "").strip()[:500]
+    search_results = selectors.turn_search(simulation, turn, query)
+    selectors.mark_retrievals(simulation, turn)
+    form = form or MemoryFormForm(simulation=simulation, initial={"agent": turn.agent})
     return {
         "simulation": simulation, "turn": turn, "excluded": overrides.excluded, "pinned_ids": overrides.pinned_ids,
-        "pinned": overrides.pinned, "query": query,
+        "pinned": overrides.pinned, "query": query, "search_results": search_results,
+        # "Ask as" the agent: its answer from the memories the search found, with the run's provider
+        "answer": actions.turn_ask(simulation=simulation, turn=turn, question=query, rows=search_results)
+        if query and request.GET.get("ask") else None,
         # a refused hand-written line: show what the writer typed, with the error
         "line_override": line_form.data.get("line", "") if line_form is not None else overrides.line,
-        "search_results": selectors.bank_search(simulation, query, request.GET.get("agent") or None),
-        "form": form or MemoryFormForm(simulation=simulation, initial={"agent": turn.agent}),
+        "form": form, "reach_warning": _reach_warning(simulation, form),
         "line_form": line_form,
         "history": selectors.history(simulation).filter(target_id=turn.pk).exclude(target_type="memory")[:20],
         "can_regenerate": not simulation.is_live and turn.status in (Turn.Status.DONE, Turn.Status.FAILED),
     }
+
+
+def _reach_warning(simulation: Simulation, form: MemoryFormForm) -> str:
+    """The warning for the form's kind and owner as they stand (typed, or the initial ones)."""
+    kind = form["kind"].value() or "semantic"
+    agent = form["agent"].value() or ""
+    return selectors.reach(simulation).warning(kind, agent)
 
 
 @login_required
@@ -88,6 +100,7 @@ def turn_inspect(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     if request.htmx and request.GET.get("q") is not None:
         template += "#search"
     elif request.htmx:
+        selectors.mark_retrievals(simulation, turn)
         return TemplateResponse(request, template + "#turn-panel", {"simulation": simulation, "turn": turn,
                                                                     "panel": True})
     return TemplateResponse(request, template, _inspector_context(request, simulation, turn))
@@ -102,17 +115,24 @@ def turn_override(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     turn = _turn(simulation, index)
     if "line" in request.POST:
         return _line_override(request, simulation, turn)
+    refusal = ""
     try:
         memory = _memory(simulation, int(request.POST.get("memory_id", "")))
         services.override_toggle(turn=turn, kind=request.POST.get("kind", ""), memory_id=memory.pk,
                                  actor=request.user, on=request.POST.get("on") == "1")
+    except services.PinRefused as exc:  # the writer reads why, next to the memory
+        refusal = str(exc)
     except (ValueError, services.WritingError) as exc:
         raise Http404(str(exc)) from exc
     if not request.htmx:
+        if refusal:
+            messages.error(request, refusal)
         return redirect("turn_inspect", pk=pk, index=index)
+    # htmx swaps only 2xx answers (its default responseHandling): the row with the refusal comes back as 200.
     response = TemplateResponse(request, "chronicle/writing/_memory_row.html", selectors.override_row(
-        simulation=simulation, turn=turn, memory=memory, retrieval_id=request.POST.get("retrieval")))
-    return trigger_client_event(response, "overrides-changed")
+        simulation=simulation, turn=turn, memory=memory, retrieval_id=request.POST.get("retrieval")) | {
+        "pin_error": refusal})
+    return response if refusal else trigger_client_event(response, "overrides-changed")
 
 
 def _line_override(request: HttpRequest, simulation: Simulation, turn: Turn) -> HttpResponse:
@@ -151,8 +171,9 @@ def _memory_list_context(request: HttpRequest, simulation: Simulation, *, form: 
     memories = selectors.bank_page(simulation, query=query, agent=agent)
     if draft and all(m.pk != draft["memory"].pk for m in memories):
         memories = [draft["memory"], *memories]  # the card with the error is on the page, whatever the list
+    form = form or MemoryFormForm(simulation=simulation)
     return {"simulation": simulation, "memories": memories, "query": query, "agent": agent,
-            "form": form or MemoryFormForm(simulation=simulation), "draft": draft}
+            "form": form, "reach_warning": _reach_warning(simulation, form), "draft": draft}
 
 
 @login_required
@@ -199,7 +220,20 @@ def memory_form(request: HttpRequest, pk: int) -> HttpResponse:
         return TemplateResponse(request, *_memory_form_page(request, simulation, next_url, form), status=400)
     actions.memory_form_request(simulation=simulation, actor=request.user, data=form.cleaned_data)
     messages.success(request, "Memory written: it is being embedded and will be in the bank in a moment.")
+    warning = selectors.reach(simulation).warning(form.cleaned_data["kind"], form.cleaned_data["agent"])
+    if warning:
+        messages.warning(request, warning)
     return redirect(next_url)
+
+
+@login_required
+@require_GET
+def memory_reach(request: HttpRequest, pk: int) -> HttpResponse:
+    """The "Form a memory" warning for a kind and owner (htmx, as the writer picks them)."""
+    simulation = _simulation(request, pk)
+    warning = selectors.reach(simulation).warning(request.GET.get("kind", "semantic"), request.GET.get("agent", ""))
+    return TemplateResponse(request, "chronicle/writing/_form_memory.html#reach-warning",
+                            {"simulation": simulation, "reach_warning": warning})
 
 
 def _memory_form_page(request: HttpRequest, simulation: Simulation, next_url: str,
@@ -260,9 +294,16 @@ def line_update(request: HttpRequest, pk: int, index: int) -> HttpResponse:
 @login_required
 @require_GET
 def edit_history(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run's edits, newest first; `?memory=<id>`: one memory's (the inspector links there)."""
     simulation = _simulation(request, pk)
+    try:
+        memory_id = int(request.GET.get("memory") or 0) or None
+    except ValueError:
+        memory_id = None
+    edits = selectors.history(simulation, target_type=Edit.Target.MEMORY, target_id=memory_id) if memory_id \
+        else selectors.history(simulation)
     return TemplateResponse(request, "chronicle/writing/edit_history.html",
-                            {"simulation": simulation, "edits": selectors.history(simulation)[:500]})
+                            {"simulation": simulation, "edits": edits[:500], "memory_id": memory_id})
 
 
 @login_required
