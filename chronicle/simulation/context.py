@@ -117,7 +117,9 @@ class CallRecorder:
     def context(self) -> dict:
         return {"tokenizer": tokenizer_name(), "estimate": tokenizer_is_estimate(),
                 "tools": tools_text(self.tools), "tool_names": [t["function"]["name"] for t in self.tools or []],
-                "calls": []}
+                "tools_tokens": count_tokens(tools_text(self.tools)), "tool_count": len(self.tools or []), "calls": [],
+                # Per kind over the turn's calls: what the run page's token report explains itself with.
+                "totals": {}}
 
     def _message_sections(self, index: int, message: dict, tool_names: dict[str, str]) -> list[dict]:
         role = message.get("role")
@@ -160,6 +162,9 @@ class CallRecorder:
             s["counted"] = s["tokens"]
         if scaled:
             _scale(sections, reported)
+        totals = context.setdefault("totals", {})
+        for s in sections:
+            totals[s["kind"]] = totals.get(s["kind"], 0) + s["tokens"]
         context["calls"].append({
             "messages": len(messages), "sections": sections, "counted": counted,
             "usage": {"prompt_tokens": reported, "completion_tokens": int(result.completion_tokens or 0)},

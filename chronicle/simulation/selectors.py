@@ -6,8 +6,10 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db.models import Count, Prefetch
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
+from chronicle.simulation.context import tokenizer_name
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
 from memory.models import Memory
 from memory.retrieval.scoring import resolve_weights
@@ -18,8 +20,12 @@ def turns_for_page(simulation: Simulation):
     """The run page's lines (polled every 2 s while live): each with `retrieval_count` counted in the
     database, without the messages sent or any retrieval's JSON. On a 300-turn run (3 retrievals a
     turn) this took one poll from 7 queries and ~280 ms to 4 queries and ~57 ms."""
-    return (simulation.turns.order_by("index").defer("prompt_messages")
-            .annotate(retrieval_count=Count("retrievals")))
+    return (simulation.turns.order_by("index").defer("prompt_messages", "context")
+            .annotate(retrieval_count=Count("retrievals"),
+                      # Only the context's per-kind totals (a few numbers), for the token report.
+                      context_totals=KeyTransform("totals", "context"),
+                      tools_tokens=KeyTransform("tools_tokens", "context"),
+                      tool_count=KeyTransform("tool_count", "context")))
 
 
 def turn_with_retrievals(simulation: Simulation, index: int) -> Turn | None:
@@ -66,6 +72,10 @@ class TokenSummary:
     full_definition_tokens: int = 0
     estimated: bool = False
     turns: int = 0
+    calls: int = 0
+    by_kind: dict = field(default_factory=dict)  # section kind → prompt tokens over the run (context.KIND_LABELS)
+    tools_tokens: int = 0  # the tool schemas, once (re-sent with every call that offers tools)
+    tool_count: int = 0
 
     @property
     def saving_percent(self) -> float | None:
@@ -73,6 +83,45 @@ class TokenSummary:
         if not self.full_definition_tokens:
             return None
         return round(100 * (1 - self.prompt_tokens / self.full_definition_tokens), 1)
+
+    @property
+    def tokenizer(self) -> str:
+        return tokenizer_name()
+
+    def share(self, *kinds: str) -> tuple[int, int]:
+        tokens = sum(self.by_kind.get(k, 0) for k in kinds)
+        return tokens, round(100 * tokens / self.prompt_tokens) if self.prompt_tokens else 0
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the figure is what it is, in words, from what the calls actually sent."""
+        if not self.turns or not self.calls:
+            return []
+        words = []
+        if self.calls > self.turns:
+            words.append(f"{self.calls} model calls for {self.turns} turns ({self.calls / self.turns:.1f} a turn): "
+                         "every tool round is one more call, and each call re-sends the whole prompt so far.")
+        tokens, pct = self.share("tools")
+        if tokens:
+            words.append(f"Each call with tools re-sends the {self.tool_count} tool schemas ({self.tools_tokens:,} tokens): "
+                         f"{tokens:,} tokens, {pct}% of what was sent.")
+        tokens, pct = self.share("tool_call", "tool_result")
+        if tokens:
+            words.append(f"Tool calls and their results, re-sent by the rounds after them: {tokens:,} tokens ({pct}%).")
+        tokens, pct = self.share("prepopulated")
+        if tokens:
+            words.append(f"Pre-populated memories: {tokens:,} tokens ({pct}%), one call a turn; they are capped "
+                         "(a dozen memories of the sheet, a few of the rest), so unlike the full definition they do not "
+                         "grow with a long character sheet.")
+        tokens, pct = self.share("instructions", "tool_instructions", "prompt_options", "format")
+        if tokens:
+            words.append(f"Instructions and chat format: {tokens:,} tokens ({pct}%); the transcript window: "
+                         f"{self.by_kind.get('transcript', 0):,}.")
+        if self.full_definition_tokens:
+            per_turn = self.full_definition_tokens // self.turns
+            words.append(f"The baseline, one call a turn with the speaker's whole definition, the scene and the others, "
+                         f"is ~{per_turn:,} tokens a turn here{' (short sheets)' if per_turn < 1500 else ''}.")
+        return words
 
 
 def token_summary(turns) -> TokenSummary:
@@ -85,6 +134,14 @@ def token_summary(turns) -> TokenSummary:
         summary.completion_tokens += turn.completion_tokens
         summary.full_definition_tokens += turn.full_definition_tokens
         summary.estimated = summary.estimated or bool((turn.usage or {}).get("estimated"))
+        summary.calls += int((turn.usage or {}).get("calls") or 0)
+        totals = getattr(turn, "context_totals", None)
+        if totals is None and "context" not in turn.get_deferred_fields():
+            totals = (turn.context or {}).get("totals")
+        for kind, tokens in (totals or {}).items():
+            summary.by_kind[kind] = summary.by_kind.get(kind, 0) + int(tokens or 0)
+        summary.tools_tokens = max(summary.tools_tokens, int(getattr(turn, "tools_tokens", None) or 0))
+        summary.tool_count = max(summary.tool_count, int(getattr(turn, "tool_count", None) or 0))
     return summary
 
 

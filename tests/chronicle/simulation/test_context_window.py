@@ -156,3 +156,24 @@ def test_score_bars_add_up_under_the_preset_and_the_speaker_boost_passes_one(set
     assert bars.boosted and bars.total == pytest.approx(1.2)
     # Weights changed since: said, not hidden.
     assert not score_breakdown(plain, scoring="hybrid", weights={"similarity": 1.0}).adds_up
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["tools", "prepopulate"])
+def test_run_page_says_why_the_token_figure_is_what_it_is(user, dinner, client_for, mode):
+    simulation = start(user, dinner, retrieval_mode=mode)
+    for index in range(3):
+        assert run(simulation, index) == "done"
+    page = html.unescape(client_for(user).get(simulation.get_absolute_url()).content.decode())
+    assert "Why this figure" in page
+    turns = list(simulation.turns.all())
+    calls = sum(t.usage["calls"] for t in turns)
+    if mode == "tools":
+        schemas = turns[0].context["tools_tokens"]
+        assert f"{calls} model calls for 3 turns" in page
+        assert f"re-sends the 13 tool schemas ({schemas:,} tokens)" in page
+        # The schemas' share is what the calls really sent: the sum over every call's schema section.
+        sent = sum(s["tokens"] for t in turns for c in t.context["calls"] for s in c["sections"] if s["kind"] == "tools")
+        assert f"{sent:,} tokens, {round(100 * sent / sum(t.prompt_tokens for t in turns))}% of what was sent" in page
+    else:
+        assert calls == 3 and "model calls for" not in page and "Pre-populated memories:" in page

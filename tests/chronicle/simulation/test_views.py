@@ -130,7 +130,7 @@ def test_polling_continues_while_running_and_stops_when_done(user, dinner, clien
     html = response.content.decode()
     assert response.status_code == 286  # htmx: stop polling
     assert "hx-trigger" not in html and "Hello, I&#x27;m Alex" in html and 'data-status="completed"' in html
-    assert "Real saving" in html and "~4 characters a token" in html
+    assert "Real saving" in html and "Counted with cl100k_base" in html
 
 
 @pytest.mark.django_db
