@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -18,8 +19,9 @@ from chronicle.services.cards import CardImportError, card_import, character_to_
 
 pytestmark = pytest.mark.django_db
 
-FIELDS = ["name", "role", "archetype", "description", "background", "communication_style", "decision_style",
-          "traits", "skills", "values", "goals", "knowledge", "extra_memories", "card_extras"]
+FIELDS = ["name", "role", "archetype", "description", "public_face", "background", "communication_style",
+          "decision_style", "traits", "skills", "values", "goals", "secrets", "knowledge", "extra_memories",
+          "card_extras"]
 
 SILLY_CARD = {
     "spec": "chara_card_v2", "spec_version": "2.0",
@@ -57,7 +59,9 @@ def _png(card: dict | None, *, chunk: str = "chara") -> bytes:
 @pytest.mark.parametrize("fmt", ["json", "card.json", "card.png"])
 def test_character_export_then_import_gives_the_same_data(client_for, user, other_user, make_character, fmt):
     alex = make_character(user, extra_memories=[{"content": "Alex once ran a marathon.", "keys": ["marathon"], "card": {}}],
-                          card_extras={"creator_notes": "demo", "first_mes": "Hi!", "extensions": {"x": 1}})
+                          card_extras={"creator_notes": "demo", "first_mes": "Hi!", "extensions": {"x": 1}},
+                          public_face="Alex is the one who books the table.",
+                          secrets=["Alex booked the Thai place already.\nA second line."])
     response = client_for(user).get(reverse("character_export", args=[alex.pk, fmt]))
     assert response.status_code == 200 and "attachment" in response["Content-Disposition"]
     result = card_import(owner=other_user, raw=response.content)
@@ -149,6 +153,23 @@ def test_scenario_file_with_one_bad_character_saves_nothing(user):
     assert not Character.objects.exists() and not Scenario.objects.exists()
 
 
+def test_secrets_and_public_face_travel_in_both_formats(user, make_character):
+    from chronicle.services.cards import character_export
+
+    alex = make_character(user, public_face="Books tables.", secrets=["Hid the receipt.", "Hates pizza."])
+    card = character_to_card(alex)["data"]
+    assert card["extensions"]["wonda"]["secrets"] == ["Hid the receipt.", "Hates pizza."]
+    assert card["extensions"]["wonda"]["public_face"] == "Books tables."
+    wonda = character_export(alex)["character"]
+    assert wonda["secrets"] == ["Hid the receipt.", "Hates pizza."] and wonda["public_face"] == "Books tables."
+
+
+def test_a_scenario_keeps_its_name_for_user_through_export(client_for, user, other_user, make_character, make_scenario):
+    scenario = make_scenario(user, cast=[make_character(user)], user_name="the traveller")
+    raw = client_for(user).get(reverse("scenario_export", args=[scenario.pk])).content
+    assert card_import(owner=other_user, raw=raw).scenario.user_name == "the traveller"
+
+
 def test_import_refuses_a_name_the_writer_already_uses(user, make_character):
     make_character(user)
     card = {"spec": "chara_card_v2", "data": {"name": "Alex", "description": "another Alex"}}
@@ -171,3 +192,56 @@ def test_a_card_over_the_upload_limit_is_refused_with_the_sizes(client_for, user
     assert "The file is 1.3 MB; imports are limited to 1 MB (WONDA_UPLOAD_LIMIT_MB)." in response.content.decode()
     assert not Character.objects.filter(owner=user).exists()
 
+
+
+def test_a_name_clash_can_be_imported_as_a_copy(user, make_character):
+    make_character(user)
+    card = {"spec": "chara_card_v2", "data": {"name": "Alex", "description": "another Alex"}}
+    with pytest.raises(CardImportError) as info:
+        card_import(owner=user, raw=json.dumps(card).encode())
+    assert info.value.clashes == ["Alex"]
+    (copy,) = card_import(owner=user, raw=json.dumps(card).encode(), as_copy=True).characters
+    assert copy.name == "Alex (2)" and copy.description == "another Alex"
+    (third,) = card_import(owner=user, raw=json.dumps({**card, "data": {"name": "alex"}}).encode(), as_copy=True).characters
+    assert third.name == "alex (3)"  # names differing only in case clash too, as in the form
+    assert Character.objects.get(owner=user, name="Alex").description.startswith("Alex is a pragmatic")
+
+
+def test_a_scenario_imported_as_a_copy_renames_its_cast_everywhere(user, make_character):
+    make_character(user)  # the writer's own Alex
+    data = {"format": "wonda", "version": 1,
+            "scenario": {"title": "Dinner", "cast": ["Alex", "Jordan"], "pair_notes": {"Jordan": {"Alex": "owes me"}}},
+            "characters": [{"name": "Alex"}, {"name": "Jordan", "knowledge": {"Alex": "flatmate"}}]}
+    result = card_import(owner=user, raw=json.dumps(data).encode(), as_copy=True)
+    assert sorted(c.name for c in result.scenario.cast.all()) == ["Alex (2)", "Jordan"]
+    assert result.scenario.pair_notes == {"Jordan": {"Alex (2)": "owes me"}}
+    assert Character.objects.get(owner=user, name="Jordan").knowledge == {"Alex (2)": "flatmate"}
+
+
+def test_the_import_page_offers_a_copy_on_a_name_clash(client_for, user):
+    client = client_for(user)
+    raw = json.dumps(SILLY_CARD).encode()
+    client.post(reverse("import"), {"file": SimpleUploadedFile("s.json", raw)})
+    response = client.post(reverse("import"), {"file": SimpleUploadedFile("s.json", raw)})
+    html = response.content.decode()
+    assert response.status_code == 409
+    assert "you already have" in html and "Seraphina (2)" in html and 'name="import_copy"' in html
+    assert Character.objects.filter(owner=user).count() == 1
+    pending = re.search(r'name="pending" value="([^"]+)"', html)[1]
+    # The token is this writer's: another writer cannot import the held file.
+    from django.contrib.auth import get_user_model
+    stranger = get_user_model().objects.create_user("mallory", password="pw-mallory-1")
+    refused = client_for(stranger).post(reverse("import"), {"pending": pending, "import_copy": "1"})
+    assert refused.status_code == 400 and "no longer kept" in refused.content.decode()
+    response = client_for(user).post(reverse("import"), {"pending": pending, "import_copy": "1"})
+    copy = Character.objects.get(owner=user, name="Seraphina (2)")
+    assert response.status_code == 302 and response["Location"] == reverse("character_detail", args=[copy.pk])
+    assert copy.extra_memories == Character.objects.get(owner=user, name="Seraphina").extra_memories
+    assert not Character.objects.filter(owner=stranger).exists()
+
+
+def test_the_copy_checkbox_imports_a_clash_in_one_step(client_for, user, make_character):
+    make_character(user)
+    card = json.dumps({"spec": "chara_card_v2", "data": {"name": "Alex"}}).encode()
+    response = client_for(user).post(reverse("import"), {"file": SimpleUploadedFile("a.json", card), "as_copy": "on"})
+    assert response.status_code == 302 and Character.objects.filter(owner=user, name="Alex (2)").exists()

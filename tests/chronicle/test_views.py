@@ -251,3 +251,111 @@ def test_pages_with_an_htmx_partial_vary_on_hx_request(client_for, user, make_ch
         # The old turn address: the panel for htmx, a redirect to the inspector for a browser.
         response = client.get(reverse("simulation_turn", args=[pk, 3]), **headers)
         assert response.status_code in (200, 302) and "HX-Request" in response.get("Vary", "")
+
+
+# --- issue 13: public face, secrets, card fields, lore entries, Name for {{user}} ---------------
+
+def _form_data(character, **changes) -> dict:
+    """What the edit page posts for `character` unchanged (lore rows included), plus `changes`."""
+    data = {"name": character.name, "role": character.role, "description": character.description,
+            "traits": list(character.traits), "secrets": list(character.secrets),
+            "extra_memories_index": [], "extra_memories_keys": [], "extra_memories_content": [],
+            "extra_memories_state": []}
+    for row in character.lore_entries():
+        data["extra_memories_index"].append(str(row["index"]))
+        data["extra_memories_keys"].append(", ".join(row["keys"]))
+        data["extra_memories_content"].append(row["content"])
+        data["extra_memories_state"].append("on" if row["enabled"] else "off")
+    return {**data, **changes}
+
+
+def test_public_face_and_long_secrets_are_edited_and_shown_escaped(client_for, user):
+    client = client_for(user)
+    secret = "Mira <b>sank</b> the boat.\nNobody saw her do it, not even the harbourmaster's dog." * 3
+    response = client.post(reverse("character_create"), {
+        "name": "Mira", "public_face": "Known for her lantern.", "secrets": [secret, "", "She can't swim."]})
+    mira = Character.objects.get(owner=user, name="Mira")
+    assert response.status_code == 302
+    assert mira.public_face == "Known for her lantern." and mira.secrets == [secret.strip(), "She can't swim."]
+    edit = client.get(reverse("character_edit", args=[mira.pk])).content.decode()
+    assert '<textarea name="secrets"' in edit and "&lt;b&gt;sank&lt;/b&gt;" in edit
+    detail = client.get(reverse("character_detail", args=[mira.pk])).content.decode()
+    assert "Known for her lantern." in detail and "private" in detail
+    assert "&lt;b&gt;sank&lt;/b&gt;" in detail and "<b>sank</b>" not in detail
+    too_long = client.post(reverse("character_edit", args=[mira.pk]), _form_data(mira, secrets=["x" * 10_001]))
+    assert too_long.status_code == 400 and "longer than 10,000 characters" in too_long.content.decode()
+
+
+def test_card_fields_are_edited_in_the_form_and_kept_for_export(client_for, user, make_character):
+    alex = make_character(user, card_extras={"first_mes": "Hi {{user}}!", "creator_notes": "keep me"})
+    client = client_for(user)
+    edit = client.get(reverse("character_edit", args=[alex.pk])).content.decode()
+    assert "Hi {{user}}!" in edit and 'name="card_scenario"' in edit and 'name="mes_example"' in edit
+    response = client.post(reverse("character_edit", args=[alex.pk]), _form_data(
+        alex, first_mes="Evening, {{user}}.", alternate_greetings=["Oh, it's you.", ""],
+        card_scenario="{{char}} hosts dinner.", mes_example="<START>\n{{char}}: Booked."))
+    assert response.status_code == 302
+    alex.refresh_from_db()
+    assert alex.card_extras == {"first_mes": "Evening, {{user}}.", "alternate_greetings": ["Oh, it's you."],
+                                "scenario": "{{char}} hosts dinner.", "mes_example": "<START>\n{{char}}: Booked.",
+                                "creator_notes": "keep me"}
+    card = client.get(reverse("character_export", args=[alex.pk, "card.json"])).json()["data"]
+    assert card["first_mes"] == "Evening, {{user}}." and card["scenario"] == "{{char}} hosts dinner."
+    assert card["creator_notes"] == "keep me"
+    detail = client.get(reverse("character_detail", args=[alex.pk])).content.decode()
+    assert "Evening, {{user}}." in detail and "Oh, it&#x27;s you." in detail
+    # Clearing a field removes it from the card.
+    client.post(reverse("character_edit", args=[alex.pk]), _form_data(alex, first_mes=""))
+    alex.refresh_from_db()
+    assert "first_mes" not in alex.card_extras and alex.card_extras["creator_notes"] == "keep me"
+
+
+def test_lore_entries_are_edited_disabled_deleted_and_added_then_reseeded(client_for, user, make_character):
+    from memory.services import seed_bank
+
+    lore = [{"content": "The glade is protected by ancient magic.", "keys": ["glade"],
+             "card": {"comment": "place", "insertion_order": 3}},
+            {"content": "Eldoria is the kingdom beyond the forest.", "keys": ["Eldoria"], "card": {}},
+            {"content": "The river runs west.", "keys": ["river"], "card": {}}]
+    alex = make_character(user, extra_memories=lore)
+    alex.preview_bank.seed_status = "done"
+    alex.preview_bank.save()
+    client = client_for(user)
+    edit = client.get(reverse("character_edit", args=[alex.pk])).content.decode()
+    assert "The glade is protected by ancient magic." in edit and 'value="glade"' in edit
+    data = _form_data(alex)
+    data["extra_memories_content"][0] = "The glade is protected by old moonwort magic."
+    data["extra_memories_state"][1] = "off"
+    data["extra_memories_state"][2] = "delete"
+    data["extra_memories_index"].append("")
+    data["extra_memories_keys"].append("bridge, troll")
+    data["extra_memories_content"].append("A troll guards the bridge.")
+    data["extra_memories_state"].append("on")
+    response = client.post(reverse("character_edit", args=[alex.pk]), data)
+    assert response.status_code == 302
+    alex.refresh_from_db()
+    assert alex.extra_memories == [
+        {"content": "The glade is protected by old moonwort magic.", "keys": ["glade"],
+         "card": {"comment": "place", "insertion_order": 3}},
+        {"content": "Eldoria is the kingdom beyond the forest.", "keys": ["Eldoria"], "card": {"enabled": False}},
+        {"content": "A troll guards the bridge.", "keys": ["bridge", "troll"], "card": {}},
+    ]
+    assert alex.preview_bank.seed_status == "pending"  # saving re-seeds, like any other edit
+    seed_bank(bank=alex.preview_bank, characters=[alex.to_sheet()], scenario=None)
+    lore_now = set(alex.preview_bank.memories.filter(status="active", kind="semantic").values_list("content", flat=True))
+    assert lore_now == {"The glade is protected by old moonwort magic.", "A troll guards the bridge."}
+    detail = client.get(reverse("character_detail", args=[alex.pk])).content.decode()
+    assert "disabled" in detail and "Eldoria is the kingdom" in detail
+    bad = dict(data, extra_memories_content=["", *data["extra_memories_content"][1:]])
+    response = client.post(reverse("character_edit", args=[alex.pk]), bad)
+    assert response.status_code == 400 and "Lore entry 1 has keys but no text" in response.content.decode()
+
+
+def test_scenario_form_sets_the_name_for_user(client_for, user, make_character):
+    alex = make_character(user)
+    client = client_for(user)
+    assert "Name for {{user}}" in client.get(reverse("scenario_create")).content.decode()
+    response = client.post(reverse("scenario_create"), {"title": "Glade", "cast": [alex.pk], "user_name": "the wanderer"})
+    scenario = Scenario.objects.get(owner=user, title="Glade")
+    assert response.status_code == 302 and scenario.user_name == "the wanderer"
+    assert "the wanderer" in client.get(reverse("scenario_detail", args=[scenario.pk])).content.decode()

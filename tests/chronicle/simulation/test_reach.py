@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.urls import reverse
 
 from chronicle.models import Character, Scenario
 from chronicle.simulation import services
@@ -128,3 +129,78 @@ def test_what_you_know_finds_lore_and_writer_memories_by_the_last_line(user, har
     turn = simulation.turns.get(index=0)
     known = [r["content"] for r in turn.retrievals.get(arguments__section="What you know").results]
     assert any("lighthouse bell" in c for c in known) or any(w in c for w in words.values() for c in known)
+
+
+# --- issue 13, characters: public face (to others), secrets (owner only), the card's scenario and
+# example dialogue, and lore entries as edited on the character page ----------------------------
+
+CARD_MARKERS = {"public_face": "tangerine", "secret": "wolframite", "card_scenario": "driftglass",
+                "mes_example": "periwinkle", "edited_lore": "moonwort", "new_lore": "bridgetroll"}
+
+
+@pytest.fixture
+def authored_harbour(user, harbour, client):
+    """Mira's public face, a secret, card scenario and example dialogue; her lore edited through the
+    character page (the card entry rewritten, one added, one disabled)."""
+    mira = harbour.cast.get(name="Mira")
+    mira.extra_memories = mira.extra_memories + [{"content": "The fog hides a kraken named Gorvald.", "keys": ["fog"],
+                                                  "card": {}}]
+    mira.save()
+    client.force_login(user)
+    response = client.post(reverse("character_edit", args=[mira.pk]), {
+        "name": "Mira", "role": MIRA["role"], "archetype": MIRA["archetype"], "description": MIRA["description"],
+        "background": MIRA["background"], "communication_style": MIRA["communication_style"],
+        "decision_style": MIRA["decision_style"], **{f: MIRA[f] for f in ("traits", "skills", "values", "goals")},
+        "knowledge_name": ["Oren"], "knowledge_text": [MIRA["knowledge"]["Oren"]],
+        "public_face": "Mira wears a tangerine scarf and greets every boat.",
+        "secrets": ["Mira hid the wolframite key under the pier."],
+        "card_scenario": "{{char}} waits for {{user}} by the driftglass beacon.",
+        "mes_example": "<START>\n{{user}}: Lit yet?\n{{char}}: Not till the periwinkle hour.",
+        "extra_memories_index": ["0", "1", ""], "extra_memories_keys": ["bell", "fog", "bridge"],
+        "extra_memories_content": ["The moonwort bell rings thrice for a drowned ship.",
+                                   "The fog hides a kraken named Gorvald.", "A bridgetroll tolls the ferry."],
+        "extra_memories_state": ["on", "off", "on"],
+    })
+    assert response.status_code == 302, response.content.decode()[:2000]
+    return harbour
+
+
+def test_authored_card_fields_reach_through_the_tools_and_the_secret_only_its_owner(user, authored_harbour):
+    simulation = started(user, authored_harbour)
+
+    def answer(agent, tool, arguments=None) -> str:
+        ctx = ToolContext(bank=simulation.bank, agent=agent, current_turn=1, known_characters=["Mira", "Oren"])
+        result = call_tool(tool, arguments or {}, context=ctx)
+        assert not result.error, result.error
+        return json.dumps([r.memory.content for r in result.results])
+
+    assert "tangerine" in answer("Oren", "query_character", {"name": "Mira"})
+    assert "wolframite" in answer("Mira", "query_self", {"aspect": "secrets"})
+    assert "driftglass" in answer("Mira", "query_background")
+    assert "periwinkle" in answer("Mira", "query_communication_style")
+    assert "Oren waits for" not in answer("Mira", "query_background")  # {{char}} is Mira, {{user}} is Oren
+    assert "Mira waits for Oren by the driftglass beacon" in answer("Mira", "query_self", {"aspect": "background"})
+    facts = answer("Mira", "recall_facts", {"topic": "the bell and the bridge"})
+    assert "moonwort" in facts and "bridgetroll" in facts
+    assert "lighthouse bell" not in facts and "Gorvald" not in answer("Mira", "recall_facts", {"topic": "fog kraken"})
+    for tool, arguments in [("query_self", {}), ("recall_facts", {"topic": "the wolframite key"}),
+                            ("query_memory", {"query": "the wolframite key"}), ("query_character", {"name": "Mira"})]:
+        assert "wolframite" not in answer("Oren", tool, arguments), tool
+
+
+@pytest.mark.parametrize("mode", ["tools", "prepopulate", "both"])
+def test_authored_card_fields_reach_each_mode_and_the_secret_stays_with_its_owner(mode, user, authored_harbour):
+    simulation = started(user, authored_harbour, retrieval_mode=mode)
+    for index in (0, 1):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    mira, oren = simulation.turns.get(index=0), simulation.turns.get(index=1)
+    assert (mira.agent, oren.agent) == ("Mira", "Oren")
+    mira_seen = context_text(mira) + json.dumps([r.results for r in mira.retrievals.all()])
+    for marker in ("wolframite", "driftglass", "periwinkle"):
+        assert marker in mira_seen, marker
+    if mode != "tools":  # pre-populated "What you know": the edited and the added lore entry
+        assert "moonwort" in mira_seen and "bridgetroll" in mira_seen
+    assert "Gorvald" not in mira_seen  # the disabled entry
+    oren_retrieved = json.dumps([r.results for r in oren.retrievals.all()])
+    assert "tangerine" in context_text(oren) + oren_retrieved  # Mira's public face
+    assert "wolframite" not in oren_retrieved and "wolframite" not in oren.prompt_messages[0]["content"]
