@@ -5,10 +5,12 @@ Card V2 → Wonda mapping (README "Character cards"):
   data.name → name; data.description → description; data.personality → traits (split on commas/
   semicolons/new lines; kept verbatim in card_extras when it is prose); data.character_book.entries →
   extra_memories (content + keys; the keys become canonical queries); data.extensions.wonda → the
-  Wonda fields a card has no place for (role, archetype, background, styles, skills, values, goals,
-  knowledge); everything else (first_mes, mes_example, scenario, creator_notes, system_prompt,
+  Wonda fields a card has no place for (role, archetype, public_face, background, styles, skills,
+  values, goals, secrets, knowledge); everything else (first_mes, mes_example, scenario, creator_notes, system_prompt,
   post_history_instructions, alternate_greetings, tags, creator, character_version, the other
   extensions, character_book's own settings) → card_extras, and export gives it back unchanged.
+Card text keeps its macros ({{char}}, {{user}}) as written: Character.to_sheet resolves them.
+A name the writer already uses is refused with `clashes` set; `as_copy` imports under "Name (2)".
 """
 
 from __future__ import annotations

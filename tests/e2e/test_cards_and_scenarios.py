@@ -34,15 +34,15 @@ def test_import_card_png_and_export_it_back(logged_in_page, tmp_path, shot):
     page = logged_in_page
     page.get_by_role("navigation").get_by_role("link", name="Import").click()
     page.set_input_files("input[type=file]", _card_png(tmp_path, None))
-    page.get_by_role("button", name="Import").click()
+    page.get_by_role("button", name="Import", exact=True).click()
     expect(page.get_by_role("alert")).to_contain_text("this PNG has no chara chunk")
     shot(page, "10-import-refused")
 
     page.set_input_files("input[type=file]", _card_png(tmp_path, CARD))
-    page.get_by_role("button", name="Import").click()
+    page.get_by_role("button", name="Import", exact=True).click()
     page.wait_for_url(re.compile(r"/characters/\d+/$"))
     expect(page.get_by_role("heading", level=1)).to_contain_text("Seraphina")
-    expect(page.locator(".sheet")).to_contain_text("1 lore entry")
+    expect(page.locator(".sheet .lore")).to_contain_text("The glade is protected by old magic.")
     shot(page, "11-imported-card")
 
     with page.expect_download() as info:
@@ -79,3 +79,36 @@ def test_demo_scenario_pages_and_unsaved_changes_warning(logged_in_page, user, s
     page.wait_for_timeout(500)
     assert dialogs == ["beforeunload"]
     assert "/edit/" in page.url  # dismissing the warning keeps the writer on the page
+
+
+def test_a_name_clash_imports_as_a_copy_and_its_lore_is_edited_in_the_page(logged_in_page, tmp_path, shot):
+    page = logged_in_page
+    for _ in range(2):
+        page.goto("/import/")
+        page.set_input_files("input[type=file]", _card_png(tmp_path, CARD))
+        page.get_by_role("button", name="Import", exact=True).click()
+    clash = page.locator("#import-clash")
+    expect(clash).to_contain_text("you already have Seraphina")
+    expect(clash).to_contain_text("Seraphina (2)")
+    shot(page, "12-import-clash")
+    page.get_by_role("button", name="Import as a copy").click()
+    page.wait_for_url(re.compile(r"/characters/\d+/$"))
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Seraphina (2)")
+
+    page.get_by_role("link", name="Edit", exact=True).click()
+    page.get_by_label("Lore entry 1 is").select_option("off")
+    page.locator("[data-list-add][data-field=extra_memories]").click()
+    page.locator("input[name=extra_memories_keys]").last.fill("shadows, moss")
+    page.locator("textarea[name=extra_memories_content]").last.fill("{{char}} fears the shadowmoss.")
+    page.locator("#id_public_face").fill("A gentle healer of travellers.")
+    page.locator("[data-list-add][data-field=secrets]").click()
+    page.locator("textarea[name=secrets]").last.fill("She was once a shadow herself.")
+    shot(page, "13-lore-editor")
+    page.get_by_role("button", name="Save and re-seed").click()
+    page.wait_for_url(re.compile(r"/characters/\d+/$"))
+    lore = page.locator(".sheet .lore")
+    expect(lore.locator("li").first).to_contain_text("disabled")
+    expect(lore).to_contain_text("{{char}} fears the shadowmoss.")  # the page shows what the writer wrote
+    expect(page.locator(".sheet")).to_contain_text("A gentle healer of travellers.")
+    expect(page.locator(".sheet .secrets")).to_contain_text("She was once a shadow herself.")
+    shot(page, "14-lore-edited")
