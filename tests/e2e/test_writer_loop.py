@@ -1,5 +1,5 @@
-"""The writer's loop in a browser: open a turn, exclude a memory, regenerate, see the branch, edit a line,
-export Fountain."""
+"""The writer's loop in a browser: open a turn, ask as its agent, exclude a memory, regenerate, see the
+branch, edit a line, export Fountain."""
 
 from __future__ import annotations
 
@@ -22,6 +22,19 @@ def test_exclude_regenerate_polish_and_export(logged_in_page, celery_worker, sho
     # Open turn 4 (Alex recalls what Sam said) in the inspector.
     page.locator("#turn-3 .inspect-link").click()
     expect(page.get_by_role("heading", name=re.compile("Turn 4 · Alex"))).to_be_visible()
+
+    # Ask as Alex at turn 4: an answer in Alex's voice beside the memories Alex could have recalled
+    # then, each citation a link to its memory in the list.
+    expect(page.locator("#search-heading")).to_contain_text("as Alex could have recalled it at turn 4")
+    page.locator("#search-form input[name=q]").fill("what did Sam say?")
+    page.locator("#ask-button").click()
+    answer = page.locator("#ask-answer")
+    expect(answer).to_contain_text("Alex answers, at turn 4")
+    expect(answer).to_contain_text("Sam said: “")
+    cited = answer.locator("a.cite").first.get_attribute("href")
+    expect(page.locator(f"#search {cited}")).to_be_visible()
+    shot(page, "writer-00-ask-as-alex")
+
     recall = page.locator(".retrieval[data-tool=query_memory]")
     first = recall.locator("tr.memory-result").first
     quoted = first.locator("td").nth(1).inner_text().split("\n")[0]
