@@ -3,6 +3,14 @@
 Each conversation becomes a fresh bank holding one episodic memory per turn, stored through the
 real capture path (remember_utterance); each question goes through query_memory's own search
 (memory.tools.search_memory). Plain cosine over the same stored vectors is measured alongside.
+
+Query enhancement is measured through the same path: the options a simulation would put in
+ToolContext.enhance. The questions have no scene, so context injection gets what an agent would
+have heard last: the conversation's final line ("<speaker>: <text>", as the engine writes it).
+Where an enhancement applies, the same questions are also asked without it, so its effect on the
+questions it touched is reported beside the overall figure. --calibrate fits the confidence
+scale (memory.retrieval.confidence) on the similarities of every (question, line) pair, evidence
+lines against the rest.
 """
 
 from __future__ import annotations
@@ -19,8 +27,9 @@ from django.db import connection
 from memory.cache import embed_texts
 from memory.embedding import encode
 from memory.indexing import build_bank_index, drop_bank_index
-from memory.models import Memory
+from memory.models import Memory, MemoryKey
 from memory.retrieval import episode_context_text
+from memory.retrieval.confidence import calibrated, fit_logistic
 from memory.services import bank_create, remember_utterance
 from memory.tools import ToolContext, search_memory
 
@@ -104,8 +113,15 @@ def _recall_at(ranked: list[str], evidence: set[str], k: int) -> float:
     return len(set(ranked[:k]) & evidence) / len(evidence)
 
 
-def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity", log=lambda _s: None) -> dict:
+def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity", log=lambda _s: None,
+             enhance: dict | None = None, calibrate: bool = False) -> dict:
+    """enhance: {"context": True, "temporal": True, "synonyms": True} (any of them), as a simulation's
+    options would set them; context is filled per conversation (its last line)."""
     started = time.perf_counter()
+    enhance = dict(enhance or {})
+    touched: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"with": [], "without": []})
+    relevant: list[np.ndarray] = []    # similarity of each (question, evidence line) pair
+    irrelevant: list[np.ndarray] = []  # similarity of each (question, any other line) pair
     ks = sorted(set(ks))
     kmax = max(ks)
     fused: dict[int, list[float]] = defaultdict(list)
@@ -121,17 +137,42 @@ def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity",
             if len(conv.turns) > settings.RETRIEVAL_FUSION_EXACT_LIMIT:
                 # As a worker would for a live bank this big (memory.indexing): its own vector indexes.
                 build_bank_index(bank.pk)
-            ctx = ToolContext(bank=bank, agent=LISTENER, current_turn=len(conv.turns) + 1, scoring=scoring)
+            options = dict(enhance)
+            if options.pop("context", False):
+                last = conv.turns[-1]
+                options["context"] = f"{last.speaker}: {last.text}"
+            ctx = ToolContext(bank=bank, agent=LISTENER, current_turn=len(conv.turns) + 1, scoring=scoring,
+                              enhance=options)
+            plain_ctx = ToolContext(bank=bank, agent=LISTENER, current_turn=len(conv.turns) + 1, scoring=scoring)
             rows = list(Memory.objects.in_bank(bank).filter(agent=LISTENER, kind="episodic").values_list("id", "embedding"))
             ids = [dia_of[pk] for pk, _ in rows]
             matrix = np.asarray([v for _, v in rows], dtype=np.float32)
+            if calibrate:
+                # The ranking's similarity: the best of a memory's content and its keys (the in-reply-to key).
+                position = {pk: i for i, (pk, _) in enumerate(rows)}
+                keys = list(MemoryKey.objects.filter(memory__bank=bank, memory_id__in=position).values_list("memory_id", "embedding"))
+                key_rows = np.asarray([position[pk] for pk, _ in keys], dtype=np.int64)
+                key_matrix = np.asarray([v for _, v in keys], dtype=np.float32) if keys else None
             # The baseline's question vectors straight from the model, not through the cache: cached
             # there, they would also serve query_memory, which must embed each question as a live
             # search does (the query encoder).
             qvectors = encode([q.text for q in conv.questions])
             for q, qv in zip(conv.questions, qvectors):
-                _flt, results = search_memory(ctx, q.text, k=kmax)
+                enhanced = ctx.enhanced(q.text)
+                _flt, results = search_memory(ctx, q.text, k=kmax, enhanced=enhanced)
                 ranked = [dia_of.get(r.memory.pk, "") for r in results]
+                if enhanced.used:
+                    _flt, before = search_memory(plain_ctx, q.text, k=kmax)
+                    without = [dia_of.get(r.memory.pk, "") for r in before]
+                    for name in enhanced.used:
+                        touched[name]["with"].append(_recall_at(ranked, q.evidence, min(10, kmax)))
+                        touched[name]["without"].append(_recall_at(without, q.evidence, min(10, kmax)))
+                if calibrate:
+                    sims = matrix @ qv
+                    if len(key_rows):
+                        np.maximum.at(sims, key_rows, key_matrix @ qv)
+                    is_evidence = np.array([i in q.evidence for i in ids])
+                    relevant.append(sims[is_evidence]); irrelevant.append(sims[~is_evidence])
                 plain = [ids[i] for i in np.argsort(-(matrix @ qv), kind="stable")[:kmax]]
                 for k in ks:
                     fused[k].append(_recall_at(ranked, q.evidence, k))
@@ -145,7 +186,7 @@ def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity",
     def mean(values: list[float]) -> float:
         return round(float(np.mean(values)), 4) if values else 0.0
 
-    return {
+    figures = {
         "questions": len(fused[kmax]),
         "recall": {str(k): mean(fused[k]) for k in ks},
         "by_category": {str(c): {str(k): mean(v[k]) for k in ks} for c, v in sorted(by_cat.items())},
@@ -153,3 +194,35 @@ def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity",
         "cosine_by_category": {str(c): {str(k): mean(v[k]) for k in ks} for c, v in sorted(cos_by_cat.items())},
         "seconds": round(time.perf_counter() - started, 1),
     }
+    if enhance:
+        # R@10 (or the largest k below 10) on the questions each enhancement changed, with and without it.
+        figures["enhancement"] = {
+            "options": sorted(enhance),
+            "applied": {name: {"questions": len(v["with"]), "with": mean(v["with"]), "without": mean(v["without"])}
+                        for name, v in sorted(touched.items())},
+        }
+    if calibrate and relevant:
+        figures["calibration"] = calibration_report(np.concatenate(relevant), np.concatenate(irrelevant))
+    return figures
+
+
+def calibration_report(relevant: np.ndarray, irrelevant: np.ndarray) -> dict:
+    """The confidence scale's fit: P(relevant | similarity) with relevant and irrelevant pairs
+    weighted equally (a logistic fit of the two distributions' likelihood ratio), and a
+    reliability table: per similarity bin, the share of relevant pairs after that weighting beside
+    what the current constants (confidence.calibrated) say."""
+    sims = np.concatenate([relevant, irrelevant])
+    labels = np.concatenate([np.ones(len(relevant)), np.zeros(len(irrelevant))])
+    weights = np.concatenate([np.full(len(relevant), 0.5 / len(relevant)), np.full(len(irrelevant), 0.5 / len(irrelevant))])
+    slope, intercept = fit_logistic(sims, labels, weights=weights)
+    bins = []
+    for lo in np.arange(-0.2, 1.0, 0.1):
+        inside = (sims >= lo) & (sims < lo + 0.1)
+        if inside.sum():
+            share = float((weights * labels)[inside].sum() / weights[inside].sum())
+            bins.append({"similarity": f"{lo:.1f}..{lo + 0.1:.1f}", "pairs": int(inside.sum()),
+                         "relevant": round(share, 4),
+                         "calibrated": round(float(np.mean([calibrated(s) for s in sims[inside]])), 4)})
+    return {"relevant_pairs": len(relevant), "irrelevant_pairs": len(irrelevant),
+            "relevant_mean": round(float(relevant.mean()), 4), "irrelevant_mean": round(float(irrelevant.mean()), 4),
+            "slope": round(slope, 3), "intercept": round(intercept, 3), "bins": bins}

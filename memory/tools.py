@@ -14,6 +14,8 @@ from django.core.exceptions import ValidationError
 
 from memory.models import Memory
 from memory.retrieval import MemoryFilter, RecallResult, recall
+from memory.retrieval.confidence import calibrated, retrieval_confidence
+from memory.retrieval.enhance import EnhancedQuery, QueryEnhancement
 from memory.seeding import CHARACTER_QUERIES
 from memory.services import memory_associate, memory_create, memory_reinforce
 from memory.services.validation import validate_content
@@ -34,6 +36,10 @@ class ToolContext:
     # Query enhancement options for this call (see memory.retrieval): {"context": str, "temporal":
     # bool, "synonyms": bool}; empty: queries go as the agent wrote them.
     enhance: dict = field(default_factory=dict)
+
+    def enhanced(self, query: str) -> EnhancedQuery:
+        """This call's enhancement of one query (what applies to it, in .used)."""
+        return QueryEnhancement.from_options(self.enhance).apply(query, self.current_turn)
 
 
 @dataclass
@@ -171,22 +177,33 @@ def _query_character(ctx: ToolContext, args: dict):
     return {"memories": _entries(results)}, query, flt, results
 
 
-def search_memory(ctx: ToolContext, query: str, *, k: int = 5,
-                  exact: bool | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
+def _metadata(results: list[RecallResult], enhanced: EnhancedQuery) -> dict:
+    """Seed 001's response metadata, on every search tool's answer: retrieval_confidence (the best
+    memory's calibrated similarity: memory.retrieval.confidence) and query_expansion_used (the
+    enhancements that changed this query: memory.retrieval.enhance)."""
+    return {"retrieval_confidence": retrieval_confidence(results), "query_expansion_used": list(enhanced.used)}
+
+
+def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | None = None,
+                  enhanced: EnhancedQuery | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
     """query_memory's search, k aside: evaluate_retrieval measures exactly this path (bench_memory
-    compares it with exact=True)."""
+    compares it with exact=True). enhanced: the call's query enhancement (ctx's when not given)."""
     # What happened and what was learned: the agent's own copies (episodic memories are stored once
     # per listener) and the memories shared with everyone, of every kind a run or a writer forms.
     flt = MemoryFilter(agent=ctx.agent, kinds=MEMORY_KINDS, shared=True)
+    if enhanced is None:
+        enhanced = ctx.enhanced(query)
     results = recall(ctx.bank, query, filter=flt, k=k, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, fusion=True, exact=exact)
+                     current_turn=ctx.current_turn, fusion=True, exact=exact, enhance=enhanced)
     return flt, results
 
 
 def _query_memory(ctx: ToolContext, args: dict):
     query = args["query"].strip()
-    flt, results = search_memory(ctx, query)
-    return {"query": query, "memories": _entries(results, with_turn=True)}, query, flt, results
+    enhanced = ctx.enhanced(query)
+    flt, results = search_memory(ctx, query, enhanced=enhanced)
+    return ({"query": query, "memories": _entries(results, with_turn=True)} | _metadata(results, enhanced),
+            query, flt, results)
 
 
 def _recall_episodes(ctx: ToolContext, args: dict):
@@ -202,21 +219,26 @@ def _recall_episodes(ctx: ToolContext, args: dict):
         if not 0 <= threshold <= 10:
             raise ToolError("importance_threshold must be between 0 and 10.")
         flt.min_importance = threshold
+    enhanced = ctx.enhanced(query)
     results = recall(ctx.bank, query, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn)
+                     current_turn=ctx.current_turn, enhance=enhanced)
     ordered = sorted(results, key=lambda r: (r.memory.turn is None, r.memory.turn or 0))  # seed 001: in time order
-    return {"query": query, "memories": _entries(ordered, with_turn=True, extra=True)}, query, flt, results
+    return ({"query": query, "memories": _entries(ordered, with_turn=True, extra=True)} | _metadata(results, enhanced),
+            query, flt, results)
 
 
 def _recall_facts(ctx: ToolContext, args: dict):
     topic = args["topic"].strip()
     flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection", "character"],
                        shared=True)
+    enhanced = ctx.enhanced(topic)
     results = recall(ctx.bank, topic, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn)
-    facts = [{"content": r.memory.content, "confidence": round(max(0.0, r.components["similarity"]), 4),
+                     current_turn=ctx.current_turn, enhance=enhanced)
+    # confidence: the probability that a memory this similar to the topic is one asked for
+    # (memory.retrieval.confidence: a logistic fit on locomo-dev), not the raw cosine.
+    facts = [{"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
               "memory_id": r.memory.pk} for r in results]
-    return {"topic": topic, "facts": facts}, topic, flt, results
+    return {"topic": topic, "facts": facts} | _metadata(results, enhanced), topic, flt, results
 
 
 def _recall_interactions(ctx: ToolContext, args: dict):
@@ -227,17 +249,21 @@ def _recall_interactions(ctx: ToolContext, args: dict):
     name = known[name.lower()]
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action"], participant=name)
     query = f"my interactions with {name}"
+    enhanced = ctx.enhanced(query)
     results = recall(ctx.bank, query, filter=flt, k=10, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn)
+                     current_turn=ctx.current_turn, enhance=enhanced)
     ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
-    return {"character": name, "memories": _entries(ordered, with_turn=True)}, query, flt, results
+    return ({"character": name, "memories": _entries(ordered, with_turn=True)} | _metadata(results, enhanced),
+            query, flt, results)
 
 
 def _check_similar(ctx: ToolContext, args: dict):
     context = args["current_context"].strip()
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action", "reflection", "procedural"])
-    results = recall(ctx.bank, context, filter=flt, k=5, scoring="similarity", current_turn=ctx.current_turn)
-    return {"memories": _entries(results, with_turn=True)}, context, flt, results
+    enhanced = ctx.enhanced(context)
+    results = recall(ctx.bank, context, filter=flt, k=5, scoring="similarity", current_turn=ctx.current_turn,
+                     enhance=enhanced)
+    return {"memories": _entries(results, with_turn=True)} | _metadata(results, enhanced), context, flt, results
 
 
 FORMABLE_KINDS = ["episodic", "semantic", "procedural", "emotional", "observation", "reflection", "plan"]

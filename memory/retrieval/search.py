@@ -11,13 +11,14 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from memory.cache import embed_one
+from memory.cache import embed_one, embed_texts
 from memory.indexing import has_bank_index
 from memory.lexical import lexical_query, lexical_query_from_stats, name_grams, termstat_count
+from memory.retrieval.enhance import CONTEXT_WEIGHT, SYNONYM_IDF_SCALE, SYNONYM_VECTOR_WEIGHT, EnhancedQuery
 from memory.retrieval.filters import MemoryFilter, RecallResult
 from memory.retrieval.scoring import FUSION_DEPTH, Fusion, resolve_weights
 from memory.retrieval.sql import (
-    Ranked, count_candidates, hnsw_settings, index_candidates, pyformat, ranked_sql, run_ranked,
+    Ranked, count_candidates, hnsw_settings, index_candidates, pyformat, ranked_sql, run_ranked, window_candidates,
 )
 
 EXACT_LIMIT = 10_000        # up to this many matching memories the scan is exact (identical top k)
@@ -30,7 +31,8 @@ LEXICAL_POOL_ROWS = 1_000   # above it, the BM25 list scores at most ~this many 
 def recall(bank, query: str | None = None, *, agent: str | None = None, filter: MemoryFilter | None = None,
            k: int = 5, scoring: str = "similarity", weights: dict | None = None, current_turn: int | None = None,
            query_vector=None, exact: bool | None = None, fusion: bool = False,
-           lexical_weight: float | None = None, speaker_boost: float | None = None) -> list[RecallResult]:
+           lexical_weight: float | None = None, speaker_boost: float | None = None,
+           enhance: EnhancedQuery | None = None) -> list[RecallResult]:
     """Top k memories of a bank for a query, honouring the filter exactly.
 
     exact=None chooses: an exact scan while at most EXACT_LIMIT memories match, else the HNSW
@@ -39,6 +41,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     fusion=True (free-text search: query_memory) adds BM25 and the speaker boost to similarity,
     weights from settings.RETRIEVAL_* unless given; canonical queries keep plain similarity. Fused,
     exact=None is an exact scan up to RETRIEVAL_FUSION_EXACT_LIMIT candidates, else the indexes' top lists.
+    enhance (QueryEnhancement.apply's answer): context and synonyms shape the query vector and the
+    BM25 terms, a time window adds a "temporal" component; None or nothing used: the same ranking.
     """
     flt = MemoryFilter(**(filter.to_dict() if filter else {}))
     if agent is not None:
@@ -47,13 +51,17 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     k = int(k)
     if k <= 0:
         return []
+    fused = None
+    if fusion and query and settings.RETRIEVAL_FUSION:
+        fused = Fusion.from_settings(lexical_weight, speaker_boost)
+    if enhance is not None and not enhance.used:
+        enhance = None
     if query_vector is None and query:
         # A query's vector stays in this process: canonical queries were cached in the table at
         # seeding (still read from it), a free-text one is not worth an INSERT per request.
         query_vector = embed_one(query, store=False, query=True)
-    fused = None
-    if fusion and query and settings.RETRIEVAL_FUSION:
-        fused = Fusion.from_settings(lexical_weight, speaker_boost)
+    if enhance is not None and query_vector is not None:
+        query_vector = _enhanced_vector(query_vector, enhance, lexical=bool(fused and fused.lexical_weight))
     bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
     has_vector = query_vector is not None
     qvec = np.asarray(query_vector, dtype=np.float32) if has_vector else None
@@ -62,10 +70,13 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     with transaction.atomic():
         base = {"vec": qvec, "turn": int(current_turn or 0), "ws": w["similarity"], "wr": w["recency"],
                 "wi": w["importance"], "k": k}
+        window = enhance.window if enhance is not None else None
+        if window is not None:
+            base |= {"tlo": window.lo, "thi": window.hi, "tw": window.weight, "twidth": window.width}
         if fused and has_vector:
-            rows = _fused_rows(query, flt, bank_id, qvec, base, k, scoring, exact, fused)
+            rows = _fused_rows(query, flt, bank_id, qvec, base, k, scoring, exact, fused, enhance)
         else:
-            rows = _plain_rows(flt, bank_id, qvec, base, k, scoring, exact)
+            rows = _plain_rows(flt, bank_id, qvec, base, k, scoring, exact, window)
         if not outermost:
             # hnsw_settings' planner setting would outlive this search in the caller's transaction.
             with connection.cursor() as cursor:
@@ -75,15 +86,31 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
             memory=row.memory, rank=i + 1, score=float(row.score),
             components={"similarity": float(row.c_similarity), "recency": float(row.c_recency),
                         "importance": float(row.c_importance)}
-            | ({"lexical": float(row.c_lexical), "speaker": float(row.c_speaker)} if fused else {}),
+            | ({"lexical": float(row.c_lexical), "speaker": float(row.c_speaker)} if fused else {})
+            | ({"temporal": float(row.c_time)} if window is not None else {}),
             matched_key=row.matched_key,
         )
         for i, row in enumerate(rows)
     ]
 
 
+def _enhanced_vector(query_vector, enhance: EnhancedQuery, *, lexical: bool) -> np.ndarray:
+    """The query vector with the context's mixed in (context injection) and, for a ranking without
+    a BM25 side to carry them, the synonyms' (the query re-embedded with its expansions); unit length."""
+    vector = np.asarray(query_vector, dtype=np.float32)
+    texts = ([enhance.context] if enhance.context else []) + ([enhance.expanded_text] if enhance.expansions and not lexical else [])
+    if not texts:
+        return vector
+    extra = iter(embed_texts(texts, store=False, query=True))
+    if enhance.context:
+        vector = (1 - CONTEXT_WEIGHT) * vector + CONTEXT_WEIGHT * next(extra)
+    if enhance.expansions and not lexical:
+        vector = (1 - SYNONYM_VECTOR_WEIGHT) * vector + SYNONYM_VECTOR_WEIGHT * next(extra)
+    return (vector / (np.linalg.norm(vector) or 1.0)).astype(np.float32)
+
+
 def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
-                exact: bool | None) -> list[Ranked]:
+                exact: bool | None, window=None) -> list[Ranked]:
     """Similarity (and the preset's recency and importance) over every candidate: exact while at
     most EXACT_LIMIT match (NARROW_EXACT_LIMIT for a filter narrower than a bank without its own
     index), else HNSW."""
@@ -117,29 +144,35 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
         # Re-rank the index's candidates exactly (they already satisfy the filter; it is kept anyway).
         bank_index = has_bank_index(bank_id)
         named["ids"] = index_candidates(where, params, qvec, max(HNSW_FETCH, 4 * k), bank_id, bank_index)
+        if window is not None:
+            named["ids"] = list(dict.fromkeys(named["ids"] + window_candidates(where, params, qvec, max(HNSW_FETCH, 4 * k), window)))
         named_where = f"m.id = ANY(%(ids)s) AND {named_where}"
-    sql = ranked_sql(scoring, named_where, has_vector, guarded=guarded)
+    sql = ranked_sql(scoring, named_where, has_vector, guarded=guarded, temporal=window is not None)
     rows = run_ranked(sql, named | base | {"guard": NARROW_EXACT_LIMIT + 1})
     if guarded and rows and rows[0].n > NARROW_EXACT_LIMIT:
-        return _plain_rows(flt, bank_id, qvec, base, k, scoring, exact=False)
+        return _plain_rows(flt, bank_id, qvec, base, k, scoring, False, window)
     if not exact and len(rows) < k:
         # More than EXACT_LIMIT match, so k do: an index scan that came back short is redone exactly.
-        return _plain_rows(flt, bank_id, qvec, base, k, scoring, exact=True)
+        return _plain_rows(flt, bank_id, qvec, base, k, scoring, True, window)
     return rows
 
 
 def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
-                exact: bool | None, fusion: Fusion) -> list[Ranked]:
+                exact: bool | None, fusion: Fusion, enhance: EnhancedQuery | None = None) -> list[Ranked]:
     """query_memory's ranking (see sql.ranked_sql). Up to RETRIEVAL_FUSION_EXACT_LIMIT candidates one
     scan makes both top lists exactly; above, HNSW gives the similarity list (content and keys) and
     the GIN index the BM25 list from the query's rarer terms, and only that pool is scored."""
     where, params = flt.where(bank_id)
     depth = max(FUSION_DEPTH, k)
     lex = None
+    window = enhance.window if enhance is not None else None
     if fusion.lexical_weight:
         # The BM25 statistics also say how many memories match.
-        lex = (lexical_query_from_stats(query, bank_id, flt.agents(), flt.kinds) if flt.counted_by_termstat()
-               else lexical_query(query, where, params))
+        text = enhance.lexical_text if enhance is not None and enhance.expansions else query
+        lex = (lexical_query_from_stats(text, bank_id, flt.agents(), flt.kinds) if flt.counted_by_termstat()
+               else lexical_query(text, where, params))
+        if text != query:
+            _scale_expansions(lex, query)
         candidates = lex.candidates
     else:
         candidates = count_candidates(where, params, NARROW_EXACT_LIMIT + 1)
@@ -177,11 +210,22 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
             pool.append(f"(SELECT m.id FROM memory_memory m WHERE {filter_where} AND m.search @@ {rare.tsquery_sql('lr')} "
                         f"ORDER BY {lexical_sql} DESC, m.id LIMIT %(depth)s)")
             named |= rare.score_sql("lr")[1]
+        if window is not None:
+            pool.append(f"(SELECT m.id FROM memory_memory m WHERE {filter_where} AND m.turn BETWEEN %(tlo)s AND %(thi)s "
+                        "ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)")
         named["bank"] = bank_id
         with connection.cursor() as cursor:
             hnsw_settings(cursor, depth, prefer_index=bank_index)
     rows = run_ranked(ranked_sql(scoring, named_where, True, True, lexical_sql,
-                                 pool_ids=" UNION ".join(pool) if pool else None), named)
+                                 pool_ids=" UNION ".join(pool) if pool else None, temporal=window is not None), named)
     if not exact and len(rows) < min(k, candidates):
-        return _fused_rows(query, flt, bank_id, qvec, base, k, scoring, True, fusion)
+        return _fused_rows(query, flt, bank_id, qvec, base, k, scoring, True, fusion, enhance)
     return rows
+
+
+def _scale_expansions(lex, query: str) -> None:
+    """Synonym expansion: a term only the expansion brought in weighs SYNONYM_IDF_SCALE of its idf."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", [query])
+        own = set(cursor.fetchone()[0] or [])
+    lex.idf = [idf if term in own else idf * SYNONYM_IDF_SCALE for term, idf in zip(lex.terms, lex.idf)]

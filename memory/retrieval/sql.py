@@ -63,8 +63,27 @@ def index_candidates(where: str, params: list, vector: np.ndarray, fetch: int, b
     return list(dict.fromkeys(ids))
 
 
+def time_sql() -> str:
+    """The temporal boost (enhance.TimeWindow.boost) over alias m: %(tw)s inside turns
+    %(tlo)s..%(thi)s, decaying by exp(−distance/%(twidth)s) outside; 0 for a memory without a turn."""
+    return ("(CASE WHEN m.turn IS NULL THEN 0.0 ELSE %(tw)s * exp(-GREATEST(%(tlo)s - m.turn, m.turn - %(thi)s, 0)"
+            "::float8 / %(twidth)s) END)::float8")
+
+
+def window_candidates(where: str, params: list, vector: np.ndarray, fetch: int, window) -> list[int]:
+    """The index path's candidates from a time window a query names: its turns' nearest memories,
+    which the similarity top list alone may miss (a query naming a turn rarely says its words)."""
+    with vector_cursor() as cursor:
+        cursor.execute(
+            f"SELECT m.id FROM memory_memory m WHERE {where} AND m.turn BETWEEN %s AND %s "
+            "ORDER BY m.embedding <=> %s::vector LIMIT %s",
+            [*params, window.lo, window.hi, vector, fetch], prepare=False,
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
 def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = False, lexical_sql: str = "0.0::float8",
-               guarded: bool = False, pool_ids: str | None = None) -> str:
+               guarded: bool = False, pool_ids: str | None = None, temporal: bool = False) -> str:
     """One pass over the candidates: content similarity, best key per memory, score, top k; then
     the full rows of those k only. Ordering by an expression over a CTE keeps the HNSW index out:
     this scan is exact. pool_ids, a query of memory ids (the indexes' top lists), restricts the
@@ -78,6 +97,10 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
     dialogue), min-max would turn their length differences into a 0-to-1 spread. Defined on the two
     top lists only, the same ranking comes out whether the lists are computed here over every
     candidate or fetched from the HNSW and GIN indexes (recall() chooses).
+
+    temporal (a query naming a time, enhance.TimeWindow): the boost time_sql() is added to the
+    score as its own component, and with fusion the window's top FUSION_DEPTH by similarity join
+    the pool. Off, the statement is the one it was before query enhancement.
     """
     content_sim = "1 - (m.embedding <=> %(vec)s::vector)" if has_vector else "0.0::float8"
     # The best key per candidate through a LATERAL probe of the memory_id index: linear in the
@@ -100,10 +123,14 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
                        + %(wb)s * spk"""
         lexical_cols = """, (CASE WHEN max(lex) OVER () > 0 THEN lex / max(lex) OVER () ELSE 0.0 END) AS c_lexical,
                           spk AS c_speaker"""
-        pool = """pool AS (
+        in_window = ("""
+            UNION
+            (SELECT * FROM best WHERE turn BETWEEN %(tlo)s AND %(thi)s ORDER BY sim DESC, id LIMIT %(depth)s)"""
+                     if temporal else "")
+        pool = f"""pool AS (
             (SELECT * FROM best ORDER BY sim DESC, id LIMIT %(depth)s)
             UNION
-            (SELECT * FROM best WHERE lex > 0 ORDER BY lex DESC, id LIMIT %(depth)s)
+            (SELECT * FROM best WHERE lex > 0 ORDER BY lex DESC, id LIMIT %(depth)s){in_window}
         ),"""
     else:
         extra, relevance, lexical_cols = "", "sim", ", 0.0::float8 AS c_lexical, 0.0::float8 AS c_speaker"
@@ -123,14 +150,16 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
         ),
         {pool}
         fused AS (SELECT pool.*, ({relevance})::float8 AS relevance {lexical_cols} FROM pool),
-        comp AS (SELECT m.id, m.turn, m.matched_key, m.relevance, m.c_lexical, m.c_speaker, {score_sql(scoring)}
+        comp AS (SELECT m.id, m.turn, m.matched_key, m.relevance, m.c_lexical, m.c_speaker, {score_sql(scoring)},
+                        {time_sql() if temporal else "0.0::float8"} AS c_time
                    FROM fused m),
         top AS (
-            SELECT comp.*, %(ws)s * relevance + %(wr)s * c_recency + %(wi)s * c_importance AS score
+            SELECT comp.*, %(ws)s * relevance + %(wr)s * c_recency + %(wi)s * c_importance{" + c_time" if temporal else ""} AS score
               FROM comp ORDER BY score DESC, turn DESC NULLS LAST, id LIMIT %(k)s
         )
         SELECT top.id, top.matched_key, top.c_similarity, top.c_recency, top.c_importance, top.c_lexical,
-               top.c_speaker, top.score, {"(SELECT count(*) FROM c)" if guarded else "NULL::bigint"} AS n, {_SELECT}
+               top.c_speaker, top.score, {"(SELECT count(*) FROM c)" if guarded else "NULL::bigint"} AS n,
+               top.c_time, {_SELECT}
           FROM top JOIN memory_memory m ON m.id = top.id
          ORDER BY top.score DESC, top.turn DESC NULLS LAST, top.id"""
 
@@ -146,10 +175,11 @@ class Ranked:
     c_speaker: float
     score: float
     n: int | None = None  # candidates scanned (guarded statements only)
+    c_time: float = 0.0   # the temporal boost (query enhancement), already weighted
     memory: Memory | None = None
 
 
-_RANK_COLUMNS = 9  # Ranked's fields before memory; the memory's own columns follow
+_RANK_COLUMNS = 10  # Ranked's fields before memory; the memory's own columns follow
 
 
 def run_ranked(sql: str, named: dict) -> list[Ranked]:

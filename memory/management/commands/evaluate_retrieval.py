@@ -2,6 +2,8 @@
 LoCoMo-format conversations, beside plain cosine; the last line is JSON.
 
 Stages can be switched off for an ablation: --lexical-weight 0, --speaker-boost 0, --no-context-keys.
+Query enhancement is switched on with --enhance context temporal synonyms (any of them; the
+conversation's last line is the context); --calibrate fits the confidence scale the tools answer.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ class Command(BaseCommand):
         parser.add_argument("--speaker-boost", type=float, default=None, help="override WONDA_RETRIEVAL_SPEAKER_BOOST")
         parser.add_argument("--no-context-keys", action="store_true", help="capture without the in-reply-to key")
         parser.add_argument("--no-fusion", action="store_true", help="query_memory ranks by the scoring preset alone")
+        parser.add_argument("--enhance", nargs="+", default=[], choices=["context", "temporal", "synonyms"],
+                            help="query enhancement, as a simulation's options switch it on")
+        parser.add_argument("--calibrate", action="store_true",
+                            help="fit the confidence scale on (similarity, is-evidence) pairs of the answers")
         parser.add_argument("--fusion-exact-limit", type=int, default=None,
                             help="override WONDA_RETRIEVAL_FUSION_EXACT_LIMIT (0: every search takes the index path)")
 
@@ -52,7 +58,8 @@ class Command(BaseCommand):
         if opts["fusion_exact_limit"] is not None:
             overrides["RETRIEVAL_FUSION_EXACT_LIMIT"] = opts["fusion_exact_limit"]
         with override_settings(**overrides):
-            figures = evaluate(samples, ks=opts["k"], scoring=opts["scoring"], log=self.stderr.write)
+            figures = evaluate(samples, ks=opts["k"], scoring=opts["scoring"], log=self.stderr.write,
+                               enhance={name: True for name in opts["enhance"]}, calibrate=opts["calibrate"])
         out = self.stdout.write
         ks = list(figures["recall"])
         out(f"{figures['questions']} questions, scoring {opts['scoring']}, {figures['seconds']}s")
@@ -63,4 +70,13 @@ class Command(BaseCommand):
             cos = figures["cosine_by_category"][cat]
             out(f"{'category ' + cat:16}" + "".join(f"{row[k]:>8.3f}" for k in ks)
                 + "   cosine " + " ".join(f"{cos[k]:.3f}" for k in ks))
+        for name, row in figures.get("enhancement", {}).get("applied", {}).items():
+            out(f"{name}: changed {row['questions']} questions, R@10 there {row['without']:.3f} -> {row['with']:.3f}")
+        if cal := figures.get("calibration"):
+            out(f"calibration: {cal['relevant_pairs']} relevant pairs (mean similarity {cal['relevant_mean']}), "
+                f"{cal['irrelevant_pairs']} irrelevant ({cal['irrelevant_mean']}); "
+                f"fit slope {cal['slope']}, intercept {cal['intercept']}")
+            for row in cal["bins"]:
+                out(f"  similarity {row['similarity']}: {row['pairs']:>6} pairs, relevant (equal priors) "
+                    f"{row['relevant']:.3f}, calibrated now {row['calibrated']:.3f}")
         out(json.dumps(figures, separators=(",", ":")))
