@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
-from chronicle.writing.models import ChronicleEntry, Edit
-from chronicle.simulation.pins import pin_refusal
-from chronicle.writing.selectors import inspector_overrides
 from chronicle.simulation import branching
+from chronicle.simulation.models import Simulation, Turn, TurnOverride
+from chronicle.simulation.pins import pin_refusal
 from chronicle.simulation.services import ControlError
+from chronicle.writing.models import ChronicleEntry, Edit
+from chronicle.writing.selectors import inspector_overrides
 from memory.models import Memory
 from memory.services import memory_archive, memory_create, memory_restore, memory_update, validate_content
 

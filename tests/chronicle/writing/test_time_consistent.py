@@ -3,6 +3,7 @@ pins that could not apply are refused with the reason, and memories changed sinc
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -25,8 +26,6 @@ def search(client, simulation, index, q, **extra):
 
 
 def found_ids(html: str) -> set[int]:
-    import re
-
     return {int(i) for i in re.findall(r'data-memory="(\d+)"', html)}
 
 
