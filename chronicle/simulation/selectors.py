@@ -110,7 +110,8 @@ class TokenSummary:
             words.append(f"Tool calls and their results, re-sent by the rounds after them: {tokens:,} tokens ({pct}%).")
         tokens, pct = self.share("prepopulated")
         if tokens:
-            words.append(f"Pre-populated memories: {tokens:,} tokens ({pct}%), one call a turn; they are capped "
+            calls = "one call a turn" if self.calls == self.turns else "re-sent by every tool round"
+            words.append(f"Pre-populated memories: {tokens:,} tokens ({pct}%), {calls}; they are capped "
                          "(a dozen memories of the sheet, a few of the rest), so unlike the full definition they do not "
                          "grow with a long character sheet.")
         tokens, pct = self.share("instructions", "tool_instructions", "prompt_options", "format")
