@@ -16,10 +16,11 @@ from django.conf import settings
 
 from chronicle.simulation.context import MESSAGE_OVERHEAD, REPLY_PRIMING, CallRecorder, Part, count_tokens, join_parts
 from chronicle.simulation.prompts import (
-    NO_MEMORIES, WEAK_SIMILARITY, Section, full_definition_text, system_parts, user_message,
+    CONFIDENCE_FLOOR, NO_MEMORIES, Section, full_definition_text, system_parts, user_message,
 )
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
 from memory.retrieval import MemoryFilter, recall
+from memory.retrieval.confidence import calibrated
 from memory.sheets import CharacterSheet, ScenarioSheet
 from memory.tools import MEMORY_KINDS, SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
 
@@ -386,8 +387,9 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
             if snap.get("excluded"):
                 continue
             line = f"(turn {snap['turn']}) {snap['content']}" if snap.get("turn") else snap["content"]
-            if turn.confidence_gating and (snap.get("components") or {}).get("similarity", 1.0) < WEAK_SIMILARITY:
-                line += " (weak match)"  # confidence gating: the agent is told not to lean on these
+            similarity = (snap.get("components") or {}).get("similarity")
+            if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
+                line += " (weak match)"  # the scale of the tools' retrieval_confidence; the prompt says below it is weak
             if line not in section.lines:
                 section.lines.append(line)
     return list(sections.values())

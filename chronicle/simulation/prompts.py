@@ -66,8 +66,9 @@ CONSULT_READ = f"""Before deciding what to say, you MUST:
 2. Recall your history with the characters present
 3. Consider similar situations you have faced
 4. If none are relevant, start your reply with "{NO_MEMORIES}" on its own line, then speak."""
-CONFIDENCE_FLOOR = 0.5  # tool answers' retrieval_confidence (0..1) below this: the agent is told not to rely on them
-WEAK_SIMILARITY = 0.3   # a pre-populated memory matched below this (cosine) is marked weak: MiniLM's unrelated pairs score ~0.0–0.3
+# Tool answers' retrieval_confidence (memory/retrieval/confidence.py: a calibrated probability of
+# relevance) below this: the agent is told not to rely on them; pre-populated memories below it are marked weak.
+CONFIDENCE_FLOOR = 0.5
 GATING = f"""Confidence gating: rely only on memories you are sure of. A tool answer's "retrieval_confidence" below \
 {CONFIDENCE_FLOOR} means its memories may not be about this at all{{weak}}. When what you remember is weak or missing and \
 the decision matters, search your memories again (query_memory) before deciding; justify your line with the memories \

@@ -177,3 +177,22 @@ def test_run_page_says_why_the_token_figure_is_what_it_is(user, dinner, client_f
         assert f"{sent:,} tokens, {round(100 * sent / sum(t.prompt_tokens for t in turns))}% of what was sent" in page
     else:
         assert calls == 3 and "model calls for" not in page and "Pre-populated memories:" in page
+
+
+@pytest.mark.django_db
+def test_confidence_gating_marks_weak_prepopulated_memories(user, dinner):
+    from memory.retrieval.confidence import calibrated
+
+    simulation = start(user, dinner, retrieval_mode="prepopulate", confidence_gating=True)
+    for index in range(2):
+        assert run(simulation, index) == "done"
+    turn = simulation.turns.get(index=1)
+    system = turn.prompt_messages[0]["content"]
+    weak, strong = [], []
+    for retrieval in turn.retrievals.filter(tool="prepopulate"):
+        for r in retrieval.results:
+            (weak if calibrated(r["components"]["similarity"]) < 0.5 else strong).append(r["content"])
+    assert weak and strong  # the dinner bank has both: the sheet matches "who am I?", not everything matches the last line
+    for content in strong:
+        assert f"{content} (weak match)" not in system
+    assert any(f"{content} (weak match)" in system for content in weak)
