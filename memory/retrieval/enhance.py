@@ -24,7 +24,7 @@ from dataclasses import dataclass
 # Measured on locomo-dev (README): the context vector gets this share of the query vector.
 CONTEXT_WEIGHT = 0.3
 # An expansion word's BM25 weight against the agent's own words: a synonym is evidence, not proof.
-SYNONYM_IDF_SCALE = 0.5
+SYNONYM_IDF_SCALE = 0.3
 # Tools without a BM25 side: the vector of the query with its synonyms gets this share.
 SYNONYM_VECTOR_WEIGHT = 0.3
 MAX_EXPANSIONS = 12        # words added in all (BM25 reads at most 32 terms of a query)
