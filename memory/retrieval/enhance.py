@@ -21,9 +21,11 @@ import math
 import re
 from dataclasses import dataclass
 
-# Measured on locomo-dev (README): the context vector gets this share of the query vector.
+# The context vector's share of the query vector. On locomo-dev (its last line as context) R@10 fell
+# 0.729 → 0.725 at 0.15 and → 0.716 at 0.3: off by default, and kept light.
 CONTEXT_WEIGHT = 0.3
-# An expansion word's BM25 weight against the agent's own words: a synonym is evidence, not proof.
+# An expansion word's BM25 weight against the agent's own words: a synonym is evidence, not proof
+# (locomo-dev R@10: 0.744 at 0.3, 0.738 at 0.5, 0.729 without).
 SYNONYM_IDF_SCALE = 0.3
 # Tools without a BM25 side: the vector of the query with its synonyms gets this share.
 SYNONYM_VECTOR_WEIGHT = 0.3
