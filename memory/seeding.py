@@ -30,6 +30,9 @@ SCENE_QUERIES: dict[str, list[str]] = {
     "time": ["what time is it?", "when is this happening?"],
     "context": ["what is happening?", "what's the situation?"],
 }
+# How many memories "the whole sheet" is at most (query_self(), pre-populated "Who you are"): every
+# category, secrets and card fields of a full sheet, plus a long background's chunks.
+WHOLE_SHEET_K = 24
 KNOWLEDGE_QUERIES = ["who is {name}?", "what do I know about {name}?", "describe {name}"]
 
 

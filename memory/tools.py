@@ -16,7 +16,7 @@ from memory.models import Memory
 from memory.retrieval import MemoryFilter, RecallResult, recall
 from memory.retrieval.confidence import calibrated, retrieval_confidence
 from memory.retrieval.enhance import EnhancedQuery, QueryEnhancement
-from memory.seeding import CHARACTER_QUERIES
+from memory.seeding import CHARACTER_QUERIES, WHOLE_SHEET_K
 from memory.services import memory_associate, memory_create, memory_reinforce
 from memory.services.validation import validate_content
 
@@ -145,7 +145,7 @@ def _query_self(ctx: ToolContext, args: dict):
     if aspect not in SELF_ASPECTS:
         raise ToolError(f"query_self: aspect must be one of: {', '.join(SELF_ASPECTS)}.")
     if aspect == "all":
-        query, categories, k = "who am I?", None, 12
+        query, categories, k = "who am I?", None, WHOLE_SHEET_K
     else:
         query, categories, k = CHARACTER_QUERIES[aspect][0], [aspect], 5
     flt = MemoryFilter(agent=ctx.agent, kinds=["character"], categories=categories)
@@ -318,8 +318,8 @@ _S, _I, _N = "string", "integer", "number"
 REGISTRY: dict[str, Tool] = {
     t.name: t
     for t in [
-        Tool("query_self", "Retrieve who you are: identity, traits, skills, values, goals, how you decide "
-             "and speak (aspect narrows it to one of them)",
+        Tool("query_self", "Retrieve who you are: identity, traits, skills, values, goals, secrets, how you "
+             "decide and speak (aspect narrows it to one of them)",
              {"aspect": Param(_S, "Optional: all (default), " + ", ".join(SELF_ASPECTS[1:]), required=False,
                               enum=SELF_ASPECTS)}, _query_self),
         Tool("query_background", "Retrieve your personal history and background", {},

@@ -21,6 +21,7 @@ from chronicle.simulation.prompts import (
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
 from memory.retrieval import MemoryFilter, recall
 from memory.retrieval.confidence import calibrated
+from memory.seeding import WHOLE_SHEET_K
 from memory.sheets import CharacterSheet, ScenarioSheet
 from memory.tools import MEMORY_KINDS, SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
 
@@ -351,7 +352,7 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     """Seed 001's pre-population: who I am, the scene, the others present, recent important events."""
     # The whole sheet (identity, background, ways, traits, skills, values, goals) and the scene.
     queries = [
-        ("Who you are", "who am I?", MemoryFilter(agent=turn.agent, kinds=["character"]), 12),
+        ("Who you are", "who am I?", MemoryFilter(agent=turn.agent, kinds=["character"]), WHOLE_SHEET_K),
         ("Where you are", "where am I?", MemoryFilter(agent="", kinds=["scene"]), 4),
     ]
     for other in turn.others:

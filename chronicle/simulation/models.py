@@ -62,7 +62,8 @@ class Simulation(models.Model):
 
     max_turns = models.PositiveIntegerField(default=6, validators=[MinValueValidator(1), MaxValueValidator(500)])
     speaking_order = models.CharField(max_length=16, choices=SpeakingOrder.choices, default=SpeakingOrder.ROUND_ROBIN)
-    retrieval_mode = models.CharField(max_length=16, choices=RetrievalMode.choices, default=RetrievalMode.TOOLS)
+    # Pre-populate by default: one call a turn, the cheaper mode at equal reach (README "Token figures").
+    retrieval_mode = models.CharField(max_length=16, choices=RetrievalMode.choices, default=RetrievalMode.PREPOPULATE)
     scoring = models.CharField(max_length=16, default="similarity")
     weights = models.JSONField(default=dict, blank=True)
     provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.SCRIPTED)
@@ -82,8 +83,9 @@ class Simulation(models.Model):
     tool_set = models.JSONField(default=default_tool_set, blank=True)
     # Query enhancement (seed 000 "Retrieval Enhancements"): each is measured in the README.
     query_context = models.BooleanField("Add the scene and the last line to queries", default=False)
-    query_temporal = models.BooleanField("Boost memories of the turns a query names", default=False)
-    query_synonyms = models.BooleanField("Expand queries with synonyms", default=False)
+    # On by default: R@10 on locomo-dev 0.729 → 0.748 together; context injection lowered it (off).
+    query_temporal = models.BooleanField("Boost memories of the turns a query names", default=True)
+    query_synonyms = models.BooleanField("Expand queries with synonyms", default=True)
     # Prompt integration (seed 000): ask the agent to consult its memories before deciding, and to
     # say it is unsure when what came back is weak.
     consult_memories = models.BooleanField("Consult memories before deciding", default=False)

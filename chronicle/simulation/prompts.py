@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from chronicle.simulation.context import Part, join_parts
+from memory.seeding import other_text
 from memory.sheets import CharacterSheet, ScenarioSheet
 
 TRANSCRIPT_LINES = 8  # recent lines sent with every turn
@@ -108,7 +109,7 @@ def full_definition_text(sheet: CharacterSheet, scenario: ScenarioSheet | None, 
                          ("Background", sheet.background), ("Communication style", sheet.communication_style),
                          ("Decision style", sheet.decision_style), ("Traits", ", ".join(sheet.traits)),
                          ("Skills", ", ".join(sheet.skills)), ("Values", ", ".join(sheet.values)),
-                         ("Goals", ", ".join(sheet.goals))]:
+                         ("Goals", ", ".join(sheet.goals)), ("Secrets", " ".join(sheet.secrets))]:
         if value:
             lines.append(f"{label}: {value}")
     for extra in sheet.extra_memories:
@@ -121,6 +122,6 @@ def full_definition_text(sheet: CharacterSheet, scenario: ScenarioSheet | None, 
     for other in cast:
         if other.name == sheet.name:
             continue
-        known = sheet.knowledge.get(other.name, "")
-        lines.append(f"{other.name}: {other.role}. {other.archetype}. {other.description} {known}".strip())
+        # What this character can know of the other: the same as its gifted "who is X" memory.
+        lines.append(f"{other_text(other)} {sheet.knowledge.get(other.name, '')}".strip())
     return "\n".join(lines)

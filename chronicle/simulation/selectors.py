@@ -270,6 +270,9 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
     rest += [ScorePart("recency", "recency", f"{wr:g}", components.get("recency", 0.0), wr * components.get("recency", 0.0)),
              ScorePart("importance", "importance", f"{wi:g}", components.get("importance", 0.0),
                        wi * components.get("importance", 0.0))]
+    # Query enhancement's temporal boost (memory/retrieval/enhance.py) comes weighted: added as it is.
+    temporal = components.get("temporal", 0.0)
+    rest.append(ScorePart("temporal", "turn named in the question", "1", temporal, temporal))
     if fused:
         share = max(0.0, float(score) - sum(p.contribution for p in rest))
         scale = ws * (1 - wl)
@@ -279,7 +282,8 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
         parts.append(ScorePart("similarity", "similarity", f"{ws:g}", components.get("similarity", 0.0),
                                ws * components.get("similarity", 0.0)))
     # A part whose weight is 0 under this preset says nothing; the speaker boost shows where it applied.
-    weight_of = {"speaker": ws * wb if fused else 0, "lexical": ws * wl if fused else 0, "recency": wr, "importance": wi}
+    weight_of = {"speaker": ws * wb if fused else 0, "lexical": ws * wl if fused else 0, "recency": wr, "importance": wi,
+                 "temporal": 1 if temporal else 0}
     parts += [p for p in rest if weight_of[p.key] and (p.key != "speaker" or p.contribution > 0)]
     total = sum(p.contribution for p in parts)
     return ScoreBreakdown(parts=parts, total=total, scoring=scoring,

@@ -273,6 +273,7 @@ def turn_fail(*, turn_id: int, token: str, reason: str, outcome: TurnOutcome | N
     Retrieval.objects.bulk_create(_retrieval_rows(turn, outcome))
     turn.prompt_messages = outcome.messages
     turn.usage = outcome.usage
+    turn.context = outcome.context  # what was sent before it failed: the inspector shows it
     turn.note = _notes(turn, outcome)
     turn.status, turn.error, turn.finished = Turn.Status.FAILED, reason[:4000], timezone.now()
     turn.save()

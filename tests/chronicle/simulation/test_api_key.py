@@ -33,7 +33,7 @@ def server():
 
 def start(user, scenario, server, api_key=KEY) -> Simulation:
     simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
-        "provider": "openai", "base_url": server.base_url, "model": "fake-model", "api_key": api_key,
+        "retrieval_mode": "tools", "provider": "openai", "base_url": server.base_url, "model": "fake-model", "api_key": api_key,
         "max_turns": 2, "timeout_s": 5})
     services.simulation_seed(simulation_id=simulation.pk)
     simulation.refresh_from_db()

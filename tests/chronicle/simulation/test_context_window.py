@@ -26,7 +26,7 @@ def server():
 
 def start(user, scenario, **settings) -> Simulation:
     simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                           settings={"max_turns": 3, **settings})
+                                           settings={"max_turns": 3, "retrieval_mode": "tools", **settings})
     services.simulation_seed(simulation_id=simulation.pk)
     simulation.refresh_from_db()
     return simulation

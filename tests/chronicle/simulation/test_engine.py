@@ -14,7 +14,7 @@ from memory.models import Memory
 
 def start(user, scenario, **settings) -> Simulation:
     simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                           settings={"max_turns": 6, **settings})
+                                           settings={"max_turns": 6, "retrieval_mode": "tools", **settings})
     services.simulation_seed(simulation_id=simulation.pk)  # what the first task does (on_commit never fires here)
     simulation.refresh_from_db()
     return simulation

@@ -37,7 +37,7 @@ def quick_backoff(settings):
 
 def start(user, scenario, server, model: str, **extra):
     simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
-        "provider": "openai", "base_url": server.base_url, "model": model, "max_turns": 2, "timeout_s": 2,
+        "retrieval_mode": "tools", "provider": "openai", "base_url": server.base_url, "model": model, "max_turns": 2, "timeout_s": 2,
         "max_tool_calls": 3, **extra})
     services.simulation_seed(simulation_id=simulation.pk)
     simulation.refresh_from_db()

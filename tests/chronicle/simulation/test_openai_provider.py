@@ -27,7 +27,7 @@ def quick_backoff(settings):
 
 def start(user, scenario, server, **settings) -> Simulation:
     simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
-        "provider": "openai", "base_url": server.base_url, "model": "fake-model", "api_key": "sk-test-secret-abcd",
+        "retrieval_mode": "tools", "provider": "openai", "base_url": server.base_url, "model": "fake-model", "api_key": "sk-test-secret-abcd",
         "temperature": 0.3, "seed": 7, "max_turns": 3, "timeout_s": 5, **settings})
     services.simulation_seed(simulation_id=simulation.pk)
     simulation.refresh_from_db()

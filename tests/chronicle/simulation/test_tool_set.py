@@ -33,7 +33,7 @@ def quick_backoff(settings):
 def start(user, scenario, server=None, **settings) -> Simulation:
     base = {"provider": "openai", "base_url": server.base_url, "model": "fake-model", "timeout_s": 5} if server else {}
     simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                           settings={"max_turns": 3, **base, **settings})
+                                           settings={"max_turns": 3, "retrieval_mode": "tools", **base, **settings})
     services.simulation_seed(simulation_id=simulation.pk)
     simulation.refresh_from_db()
     return simulation

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 def start(user, scenario, **settings) -> Simulation:
     return services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                     settings={"max_turns": 6, **settings})
+                                     settings={"max_turns": 6, "retrieval_mode": "tools", **settings})
 
 
 def done_turns(simulation) -> int:

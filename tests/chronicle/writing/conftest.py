@@ -12,7 +12,7 @@ from tests.chronicle.simulation.conftest import dinner, make_dinner  # noqa: F40
 
 def start(user, scenario, **settings) -> Simulation:
     simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                           settings={"max_turns": 6, **settings})
+                                           settings={"max_turns": 6, "retrieval_mode": "tools", **settings})
     services.simulation_seed(simulation_id=simulation.pk)
     simulation.refresh_from_db()
     return simulation
