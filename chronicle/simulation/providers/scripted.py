@@ -51,11 +51,12 @@ class ScriptedProvider(Provider):
             # The calls still to make, all in one response (parallel tool calls, as capable models
             # make them), within the turn's budget: every extra round re-sends the prompt and the
             # tool schemas (a first turn of the demo: 5 rounds → 2).
+            # The plan narrowed to the offered tools first, so the calls made are a prefix of it.
             budget = max(0, hints.max_tool_calls - len(called))
+            planned = [(name, arguments) for name, arguments in self.plan(hints) if name in offered]
             batch = [{"id": f"call_{hints.index}_{position}", "type": "function",
                       "function": {"name": name, "arguments": json.dumps(arguments)}}
-                     for position, (name, arguments) in enumerate(self.plan(hints))
-                     if position >= len(called) and name in offered][:budget]
+                     for position, (name, arguments) in enumerate(planned) if position >= len(called)][:budget]
             if batch:
                 return self._result(messages, tools, {"role": "assistant", "content": None, "tool_calls": batch})
         line = self.compose(hints, results, self._prepopulated(messages))

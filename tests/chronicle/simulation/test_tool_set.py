@@ -173,3 +173,10 @@ def test_a_greeting_from_outside_the_cast_is_refused_by_the_form(user, dinner):
         "max_tool_calls": 6, "pace_s": 0, "greeting_by": "Nobody"})
     assert not form.is_valid()
     assert "Nobody is not in this run's cast." in form.errors["greeting_by"]
+
+
+def test_the_dry_run_uses_only_the_offered_tools_once_each(user, dinner):
+    simulation = start(user, dinner, provider="scripted", tool_set=["query_self", "query_character"])
+    assert run(simulation, 0) == "done"
+    tools = list(simulation.turns.get(index=0).retrievals.values_list("tool", flat=True))
+    assert sorted(tools) == ["query_character", "query_character", "query_self"]  # no scene, nobody asked twice
