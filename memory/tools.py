@@ -140,16 +140,58 @@ MEMORY_KINDS = ["episodic", "procedural", "emotional", "observation", "action", 
 SELF_ASPECTS = ["all", *CHARACTER_QUERIES]
 
 
+# The whole sheet, category by category: (category, how many of its memories). A long background
+# (one memory per ~300 characters) or many secrets must not crowd out the traits or the goals.
+SHEET_PARTS = [("identity", 1), ("secrets", 5), ("background", 4), ("communication", 2), ("decision_style", 1),
+               ("traits", 2), ("skills", 1), ("values", 1), ("goals", 1)]
+
+
+def recall_sheet(bank, agent: str, *, scoring: str = "similarity", weights: dict | None = None,
+                 current_turn: int | None = None, shared: bool = False,
+                 k: int = WHOLE_SHEET_K) -> tuple[MemoryFilter, list[RecallResult]]:
+    """An agent's whole sheet (query_self(), pre-populated "Who you are"): each category's best
+    memories in sheet order, identity first, then its other memories of kind "character" (the
+    writer's own, a card's extra background) by relevance to "who am I?", k in all."""
+    picked: list[RecallResult] = []
+    seen: set[int] = set()
+    # Only the categories this sheet has: each one's canonical query was embedded at seeding (served
+    # from the cache, no model call), an absent one's was not.
+    present = set(Memory.objects.in_bank(bank).filter(agent=agent, kind="character", status=Memory.Status.ACTIVE)
+                  .values_list("category", flat=True).distinct())
+    for category, n in SHEET_PARTS:
+        if category not in present:
+            continue
+        part = MemoryFilter(agent=agent, kinds=["character"], categories=[category])
+        for result in recall(bank, CHARACTER_QUERIES[category][0], filter=part, k=n, scoring=scoring,
+                             weights=weights, current_turn=current_turn):
+            if result.memory.pk not in seen:
+                seen.add(result.memory.pk)
+                picked.append(result)
+    flt = MemoryFilter(agent=agent, kinds=["character"], shared=shared)
+    for result in recall(bank, "who am I?", filter=flt, k=k, scoring=scoring, weights=weights,
+                         current_turn=current_turn):
+        if len(picked) >= k:
+            break
+        if result.memory.pk not in seen:
+            seen.add(result.memory.pk)
+            picked.append(result)
+    picked = picked[:k]
+    for rank, result in enumerate(picked, start=1):
+        result.rank = rank
+    return flt, picked
+
+
 def _query_self(ctx: ToolContext, args: dict):
     aspect = str(args.get("aspect") or "all").strip().lower()
     if aspect not in SELF_ASPECTS:
         raise ToolError(f"query_self: aspect must be one of: {', '.join(SELF_ASPECTS)}.")
     if aspect == "all":
-        query, categories, k = "who am I?", None, WHOLE_SHEET_K
-    else:
-        query, categories, k = CHARACTER_QUERIES[aspect][0], [aspect], 5
-    flt = MemoryFilter(agent=ctx.agent, kinds=["character"], categories=categories)
-    results = recall(ctx.bank, query, filter=flt, k=k, scoring=ctx.scoring, weights=ctx.weights,
+        flt, results = recall_sheet(ctx.bank, ctx.agent, scoring=ctx.scoring, weights=ctx.weights,
+                                    current_turn=ctx.current_turn, shared=True)
+        return {"memories": _entries(results)}, "who am I?", flt, results
+    query = CHARACTER_QUERIES[aspect][0]
+    flt = MemoryFilter(agent=ctx.agent, kinds=["character"], categories=[aspect])
+    results = recall(ctx.bank, query, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
                      current_turn=ctx.current_turn)
     return {"memories": _entries(results)}, query, flt, results
 

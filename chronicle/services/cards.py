@@ -59,9 +59,10 @@ class CardImportError(Exception):
     imported as a copy (card_import(as_copy=True)).
     """
 
-    def __init__(self, errors: list[str], *, clashes: list[str] | None = None):
+    def __init__(self, errors: list[str], *, clashes: list[str] | None = None, copies: dict[str, str] | None = None):
         self.errors = errors
         self.clashes = clashes or []
+        self.copies = copies or {}  # the names the copies would get: exactly what as_copy=True does
         super().__init__("; ".join(errors))
 
 
@@ -336,16 +337,6 @@ def copy_name(name: str, taken: set[str]) -> str:
         number += 1
 
 
-def copy_names(*, owner, names: list[str]) -> dict[str, str]:
-    """The names a copy would get ({"Seraphina": "Seraphina (2)"}), to show before importing."""
-    taken = {n.lower() for n in Character.objects.owned_by(owner).values_list("name", flat=True)}
-    out = {}
-    for name in names:
-        out[name] = copy_name(name, taken)
-        taken.add(out[name].lower())
-    return out
-
-
 def _rename(rows: list[dict], scenario_values: dict | None, renamed: dict[str, str]) -> None:
     """Apply renames everywhere the file names a character: names, knowledge, the cast, pair notes."""
     def new(name: str) -> str:
@@ -366,13 +357,14 @@ def _resolve_clashes(owner, rows: list[dict], scenario_values: dict | None, *, a
     clashes = [r["name"] for r in rows if r["name"] and r["name"].lower() in taken]
     if not clashes:
         return
-    if not as_copy:
-        raise CardImportError([f"You already have a character named {n}." for n in clashes], clashes=clashes)
     taken |= {r["name"].lower() for r in rows if r["name"] not in clashes}
     renamed = {}
     for name in clashes:
         renamed[name] = copy_name(name, taken)
         taken.add(renamed[name].lower())
+    if not as_copy:
+        raise CardImportError([f"You already have a character named {n}." for n in clashes], clashes=clashes,
+                              copies=renamed)
     _rename(rows, scenario_values, renamed)
 
 
@@ -456,9 +448,12 @@ def import_hold(*, owner, raw: bytes) -> str:
 def import_held(*, owner, token: str) -> bytes | None:
     """The file held under `token` for this writer, or None (unknown, another writer's, expired)."""
     path = _held_path(owner, token)
-    if path is None or not path.exists() or path.stat().st_mtime < time.time() - HOLD_SECONDS:
+    try:  # another writer's import may sweep an expired file away meanwhile
+        if path is None or path.stat().st_mtime < time.time() - HOLD_SECONDS:
+            return None
+        return path.read_bytes()
+    except FileNotFoundError:
         return None
-    return path.read_bytes()
 
 
 def import_release(*, owner, token: str) -> None:

@@ -16,16 +16,18 @@ from django.conf import settings
 
 from chronicle.simulation.context import MESSAGE_OVERHEAD, REPLY_PRIMING, CallRecorder, Part, count_tokens, join_parts
 from chronicle.simulation.prompts import (
-    CONFIDENCE_FLOOR, NO_MEMORIES, Section, full_definition_text, system_parts, user_message,
+    CONFIDENCE_FLOOR, Section, full_definition_text, system_parts, user_message,
 )
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
 from memory.retrieval import MemoryFilter, recall
 from memory.retrieval.confidence import calibrated
 from memory.seeding import WHOLE_SHEET_K
 from memory.sheets import CharacterSheet, ScenarioSheet
-from memory.tools import MEMORY_KINDS, SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
+from memory.tools import MEMORY_KINDS, SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas, recall_sheet
 
 MAX_UTTERANCE = 4000
+# "(no relevant memories)" as models write it: any case, brackets or not, a full stop or a colon after.
+NO_MEMORIES_RE = re.compile(r"^[(\[]?\s*no relevant memor(?:y|ies)(?: found)?\s*[)\]]?\s*[.:;!—-]?\s*", re.IGNORECASE)
 
 
 class TurnFailed(Exception):
@@ -180,9 +182,9 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
             heartbeat()
             continue
         text = clean_utterance(message.get("content") or "", turn.agent, limit=None)
-        if text.startswith(NO_MEMORIES):
+        if marker := NO_MEMORIES_RE.match(text):
             # Memory consultation: the agent said it found nothing relevant; a note, not part of the line.
-            text = text.removeprefix(NO_MEMORIES).strip()
+            text = text[marker.end():].strip()
             outcome.notes.append(f"{turn.agent} found no relevant memories (memory consultation).")
         if text:
             messages.append({"role": "assistant", "content": message.get("content")})
@@ -348,12 +350,17 @@ def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[i
     return marked, response
 
 
+# "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
+PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMORY_KINDS if k != "episodic")]
+
+
 def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     """Seed 001's pre-population: who I am, the scene, the others present, recent important events."""
-    # The whole sheet (identity, background, ways, traits, skills, values, goals) and the scene.
+    # The whole sheet, category by category (memory.tools.recall_sheet), then the scene. Every
+    # section takes the agent's own memories and the shared ones (the writer's "for everyone").
     queries = [
-        ("Who you are", "who am I?", MemoryFilter(agent=turn.agent, kinds=["character"]), WHOLE_SHEET_K),
-        ("Where you are", "where am I?", MemoryFilter(agent="", kinds=["scene"]), 4),
+        ("Who you are", "who am I?", None, WHOLE_SHEET_K),
+        ("Where you are", "where am I?", MemoryFilter(agent=turn.agent, kinds=["scene"], shared=True), 4),
     ]
     for other in turn.others:
         queries.append(("The others present", f"who is {other}?",
@@ -361,32 +368,40 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     last = turn.transcript[-1] if turn.transcript else None
     situation = f"{last[1]} said: {last[2]}" if last else "what do I know that matters here?"
     # What the agent (or everyone) learned or was given: card lore, the writer's memories, insights.
+    # What the agent (or everyone) learned or was given: card lore, the writer's memories, insights,
+    # and what it knows of people outside the cast.
     queries.append(("What you know", situation,
-                     MemoryFilter(agent=turn.agent, kinds=["semantic", *(k for k in MEMORY_KINDS if k != "episodic")],
-                                  shared=True,
+                     MemoryFilter(agent=turn.agent, kinds=PREPOPULATED_FACT_KINDS, shared=True,
                                   max_turn=turn.index or None), 5))
     if last:
         queries.append(("Recent events", situation,
                         MemoryFilter(agent=turn.agent, kinds=["episodic"], max_turn=turn.index,
-                                     min_turn=max(1, turn.number - 8)), 5))
+                                     min_turn=max(1, turn.number - 8), shared=True), 5))
     sections: dict[str, Section] = {}
+    shown: set[int] = set()
     for title, query, memory_filter, k in queries:
         started = time.perf_counter()
         error, results = "", []
         try:
-            results = recall(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
-                             weights=turn.weights or None, current_turn=turn.number)
+            if memory_filter is None:  # "Who you are"
+                memory_filter, results = recall_sheet(turn.bank, turn.agent, scoring=turn.scoring,
+                                                      weights=turn.weights or None, current_turn=turn.number,
+                                                      shared=True, k=k)
+            else:
+                results = recall(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
+                                 weights=turn.weights or None, current_turn=turn.number)
         except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
             error = f"{type(exc).__name__}: {exc}"
         snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot()
                      for r in results]
         outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
-                       filter=memory_filter.to_dict(), results=snapshots, error=error,
+                       filter=memory_filter.to_dict() if memory_filter else {}, results=snapshots, error=error,
                        latency_ms=round((time.perf_counter() - started) * 1000, 2))
         section = sections.setdefault(title, Section(title))
         for snap in snapshots:
-            if snap.get("excluded"):
-                continue
+            if snap.get("excluded") or snap["memory_id"] in shown:
+                continue  # a memory already in an earlier section is not sent twice
+            shown.add(snap["memory_id"])
             line = f"(turn {snap['turn']}) {snap['content']}" if snap.get("turn") else snap["content"]
             similarity = (snap.get("components") or {}).get("similarity")
             if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:

@@ -79,6 +79,8 @@ class SimulationForm(forms.ModelForm):
                 self.add_error("greeting_by", f"{greeter} is not in this run's cast.")
         if data.get("provider") == Simulation.Provider.OPENAI and not (data.get("base_url") and data.get("model")):
             self.add_error("base_url", "An OpenAI-compatible server needs a base URL and a model name.")
+        if data.get("retrieval_mode") == Simulation.RetrievalMode.TOOLS and not data.get("tool_set"):
+            self.add_error("tool_set", "The Tools mode needs at least one tool: tick some, or choose Pre-populate.")
         data["weights"] = {name: data[f"weight_{name}"] for name in ("similarity", "recency", "importance")
                            if data.get(f"weight_{name}") is not None}
         return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
@@ -115,6 +116,23 @@ class Simulation(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("simulation_detail", args=[self.pk])
+
+    def clean(self):
+        # Settings also arrive from files (simulation import, run_simulation): checked here, not only in the form.
+        from memory.tools import SIMULATION_TOOLS
+
+        errors = {}
+        tools = self.tool_set
+        if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
+            errors["tool_set"] = "A list of tool names."
+        elif unknown := [name for name in tools if name not in SIMULATION_TOOLS]:
+            errors["tool_set"] = f"Unknown tool {unknown[0]!r}; the tools are: {', '.join(SIMULATION_TOOLS)}."
+        elif not tools and self.retrieval_mode == self.RetrievalMode.TOOLS:
+            errors["tool_set"] = "The Tools mode needs at least one tool: tick some, or choose Pre-populate."
+        if self.greeting_by and self.cast_snapshot and self.greeting_by not in self.cast_names:
+            errors["greeting_by"] = f"{self.greeting_by} is not in this run's cast."
+        if errors:
+            raise ValidationError(errors)
 
     @property
     def is_dry_run(self) -> bool:

@@ -86,7 +86,7 @@ def system_parts(*, mode: str, agent: str, sections: list[Section] | None = None
         for section in sections or []:
             body = "\n".join(f"- {line}" for line in section.lines) or "- (nothing)"
             parts.append(Part(f"Pre-populated: {section.title}", "prepopulated", f"## {section.title}\n{body}"))
-    if mode in ("tools", "both"):
+    if mode in ("tools", "both") and tools:  # no tool offered: no instructions to use them
         text = MINIMAL_PROMPT if mode == "tools" else MINIMAL_PROMPT.split("\n", 1)[1].strip()
         parts.append(Part("Tool instructions", "tool_instructions", text))
     if consult_memories:
@@ -109,7 +109,9 @@ def full_definition_text(sheet: CharacterSheet, scenario: ScenarioSheet | None, 
                          ("Background", sheet.background), ("Communication style", sheet.communication_style),
                          ("Decision style", sheet.decision_style), ("Traits", ", ".join(sheet.traits)),
                          ("Skills", ", ".join(sheet.skills)), ("Values", ", ".join(sheet.values)),
-                         ("Goals", ", ".join(sheet.goals)), ("Secrets", " ".join(sheet.secrets))]:
+                         ("Goals", ", ".join(sheet.goals)), ("Secrets", " ".join(sheet.secrets)),
+                         ("Personality", sheet.personality), ("Situation", sheet.card_scenario),
+                         ("Example dialogue", sheet.mes_example)]:
         if value:
             lines.append(f"{label}: {value}")
     for extra in sheet.extra_memories:

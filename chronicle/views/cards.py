@@ -16,7 +16,7 @@ from chronicle.views.common import HtmxHttpRequest
 from chronicle.forms import ImportCopyForm, ImportForm
 from chronicle.models import Character, Scenario
 from chronicle.services.cards import (CardImportError, card_import, character_export as wonda_character,
-                                      character_to_card, character_to_card_png, copy_names, import_held,
+                                      character_to_card, character_to_card_png, import_held,
                                       import_hold, import_release, scenario_export as wonda_scenario)
 
 
@@ -93,7 +93,7 @@ def import_page(request: HtmxHttpRequest) -> HttpResponse:
             errors = exc.errors
             if exc.clashes and len(exc.clashes) == len(exc.errors):
                 clash = {"names": exc.clashes, "pending": import_hold(owner=request.user, raw=raw),
-                         "copies": copy_names(owner=request.user, names=exc.clashes)}
+                         "copies": exc.copies}
                 errors = []
         else:
             return _imported(request, result)

@@ -9,6 +9,7 @@ from django.db.models import Prefetch
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from chronicle.simulation.engine import PREPOPULATED_FACT_KINDS
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
 from chronicle.simulation.pins import pin_refusal
 from chronicle.simulation.selectors import Overrides, turn_overrides  # noqa: F401  (the writer's pages read them too)
@@ -134,22 +135,32 @@ def turn_began(turn: Turn):
     return turn.started or turn.finished
 
 
-def _status_changed(simulation: Simulation, memories: list[Memory]) -> dict[int, object]:
-    """When each non-active memory left the active ones: the writer's last status edit, else its last save."""
-    dated = dict(Edit.objects.for_simulation(simulation)
-                 .filter(target_type=Edit.Target.MEMORY, field="status", target_id__in=[m.pk for m in memories])
-                 .order_by("created", "id").values_list("target_id", "created"))
-    return {m.pk: dated.get(m.pk, m.updated_at) for m in memories}
-
-
 def _gone_before(simulation: Simulation, turn: Turn) -> set[int]:
-    """Ids of this agent's (and shared) memories that had been archived or consolidated before the turn began."""
+    """Ids of this agent's (and shared) memories that were not active when the turn began.
+
+    The writer's status edits say what the status was then (the last one before, else the first
+    one after's "before"), so an archived-then-restored memory counts as gone in between; a memory
+    with no status edit has its status of today, dated by its last save."""
     began = turn_began(turn)
-    gone = list(Memory.objects.in_bank(simulation.bank).filter(agent__in=[turn.agent, ""])
-                .exclude(status=Memory.Status.ACTIVE).before_turn(turn.number).only("id", "updated_at"))
+    candidates = Memory.objects.in_bank(simulation.bank).filter(agent__in=[turn.agent, ""]).before_turn(turn.number)
+    gone = list(candidates.exclude(status=Memory.Status.ACTIVE).only("id", "updated_at"))
     if began is None:
         return {m.pk for m in gone}
-    return {pk for pk, when in _status_changed(simulation, gone).items() if when <= began}
+    edits: dict[int, list] = {}
+    for target, created, before, after in (Edit.objects.for_simulation(simulation)
+                                           .filter(target_type=Edit.Target.MEMORY, field="status",
+                                                   target_id__in=candidates.values("pk"))
+                                           .order_by("created", "id")
+                                           .values_list("target_id", "created", "before", "after")):
+        edits.setdefault(target, []).append((created, before, after))
+    out = set()
+    for pk, history in edits.items():
+        earlier = [after for created, _before, after in history if created <= began]
+        status = earlier[-1] if earlier else next(before for created, before, _after in history if created > began)
+        if status != Memory.Status.ACTIVE:
+            out.add(pk)
+    out |= {m.pk for m in gone if m.pk not in edits and m.updated_at <= began}
+    return out
 
 
 def memory_marks(simulation: Simulation, turn: Turn, memory_ids) -> dict[int, dict]:
@@ -280,7 +291,7 @@ def bank_page(simulation: Simulation, *, query: str, agent: str) -> list[Memory]
 # test_reach_warning.py runs every tool and the pre-population and checks their filters against
 # these tables, so a change to memory.tools or the engine that they miss fails there.
 TOOL_REACH: dict[str, tuple[tuple[str, ...], str]] = {
-    "query_self": (("character",), "own"),
+    "query_self": (("character",), "shared"),
     "query_scene": (("scene",), "any"),
     "query_memory": (tuple(MEMORY_KINDS), "shared"),
     "recall_episodes": (("episodic", "observation", "action"), "own"),
@@ -289,10 +300,10 @@ TOOL_REACH: dict[str, tuple[tuple[str, ...], str]] = {
 }
 # engine.prepopulate's sections, by title (the others present: filtered by `about`).
 PREPOPULATE_REACH: dict[str, tuple[tuple[str, ...], str]] = {
-    "Who you are": (("character",), "own"),
-    "Where you are": (("scene",), "everyone"),
-    "What you know": (("semantic", *(k for k in MEMORY_KINDS if k != "episodic")), "shared"),
-    "Recent events": (("episodic",), "own"),
+    "Who you are": (("character",), "shared"),
+    "Where you are": (("scene",), "shared"),
+    "What you know": (tuple(PREPOPULATED_FACT_KINDS), "shared"),
+    "Recent events": (("episodic",), "shared"),
 }
 _WHOSE_REACHES = {"own": {"own"}, "shared": {"own", "everyone"}, "everyone": {"everyone"}, "any": {"own", "everyone"}}
 

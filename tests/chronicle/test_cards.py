@@ -218,6 +218,17 @@ def test_a_scenario_imported_as_a_copy_renames_its_cast_everywhere(user, make_ch
     assert Character.objects.get(owner=user, name="Jordan").knowledge == {"Alex (2)": "flatmate"}
 
 
+def test_the_copy_name_promised_is_the_one_imported(user, make_character):
+    make_character(user)  # Alex; the file brings another Alex and an "Alex (2)"
+    data = {"format": "wonda", "version": 1, "scenario": {"title": "Twins", "cast": ["Alex", "Alex (2)"]},
+            "characters": [{"name": "Alex"}, {"name": "Alex (2)"}]}
+    with pytest.raises(CardImportError) as info:
+        card_import(owner=user, raw=json.dumps(data).encode())
+    assert info.value.copies == {"Alex": "Alex (3)"}
+    result = card_import(owner=user, raw=json.dumps(data).encode(), as_copy=True)
+    assert sorted(c.name for c in result.scenario.cast.all()) == ["Alex (2)", "Alex (3)"]
+
+
 def test_the_import_page_offers_a_copy_on_a_name_clash(client_for, user):
     client = client_for(user)
     raw = json.dumps(SILLY_CARD).encode()

@@ -50,10 +50,10 @@ def test_imported_card_lore_is_retrieved_in_a_run(logged_in_page, user, celery_w
     page.wait_for_url(re.compile(r"/simulations/\d+/$"))
     expect(page.locator("#live")).to_have_attribute("data-status", "completed", timeout=180_000)
 
-    seraphina_turn = page.locator("#turn-list li.line.done", has_text="Seraphina").first
-    seraphina_turn.locator(".memories-link").click()
+    # The cast speaks in name order: Ash, then Seraphina on turn 2.
+    page.locator("#turn-1 .memories-link").click()
     panel = page.locator("#turn-panel")
-    expect(panel).to_contain_text("Seraphina")
+    expect(panel).to_contain_text("Turn 2 · Seraphina")
     expect(panel).to_contain_text("Seraphina's glade is hidden behind a moonpetal barrier")
     expect(panel).not_to_contain_text("{{char}}")
     shot(page, "lore-01-retrieved-in-run")

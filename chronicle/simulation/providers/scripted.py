@@ -2,7 +2,8 @@
 
 It answers through the same OpenAI-shaped tool-calling loop as a real model, all of a round's
 calls in one response (parallel tool calls): on an agent's first turn `query_self`, `query_scene`
-and `query_character` for each other agent present; later `query_memory` about what another agent said. Then it composes a line from
+and `query_character` for each other agent present; later `query_memory` about what another agent
+said and `recall_facts` about the last line (card lore, the writer's facts). Then it composes a line from
 what the tools returned (its name from its identity, the place from the scene, an earlier line
 quoted with its turn number), so a dry run shows whether retrieval actually worked.
 """
@@ -34,7 +35,10 @@ class ScriptedProvider(Provider):
         if hints.first_turn_of_agent:
             return [("query_self", {}), ("query_scene", {})] + [("query_character", {"name": o}) for o in hints.others]
         target = self._addressee(hints)
-        return [("query_memory", {"query": f"what did {target} say?"})]
+        # What was said, and what the agent knows that bears on it (card lore, the writer's facts).
+        last = hints.transcript[-1][2] if hints.transcript else ""
+        return [("query_memory", {"query": f"what did {target} say?"}),
+                ("recall_facts", {"topic": _short(last, 200) or f"what I know about {target}"})]
 
     @staticmethod
     def _addressee(hints: TurnHints) -> str:
@@ -85,7 +89,7 @@ class ScriptedProvider(Provider):
                     body = json.loads(message.get("content") or "{}")
                 except ValueError:
                     body = {}
-                results.setdefault(name, []).extend(body.get("memories") or [])
+                results.setdefault(name, []).extend(body.get("memories") or body.get("facts") or [])
         return called, results
 
     @staticmethod

@@ -41,8 +41,10 @@ def test_scripted_turns_discover_then_recall(user, dinner):
     assert "I'm Alex" in first.utterance and "living room" in first.utterance
     # Later turns: query_memory brings back earlier lines with their turn numbers.
     fourth = turns[3]
-    (retrieval,) = fourth.retrievals.all()
+    retrieval, facts = fourth.retrievals.all()
     assert retrieval.tool == "query_memory" and retrieval.query == "what did Sam say?"
+    # And what Alex knows that bears on Sam's line (card lore, the writer's facts): recall_facts.
+    assert facts.tool == "recall_facts" and facts.query[:40] == turns[2].utterance[:40]
     turns_back = {int(r["turn"]) for r in retrieval.results}
     assert turns_back <= {1, 2, 3} and 3 in turns_back
     assert any(r["content"].startswith("Sam said: ") and r["turn"] == 3 for r in retrieval.results)

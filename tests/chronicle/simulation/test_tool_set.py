@@ -4,6 +4,7 @@ memories with the turn (never twice, never from a failed attempt); a card greeti
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from chronicle.models import Character
 from chronicle.simulation import services
@@ -66,11 +67,20 @@ def test_a_narrowed_tool_set_is_what_the_model_is_offered(user, dinner, server):
     assert not Memory.objects.in_bank(simulation.bank).filter(category="formed").exists()
 
 
-def test_no_tools_at_all_means_no_tool_round(user, dinner, server):
+def test_no_tools_at_all_means_no_tool_round_nor_tool_instructions(user, dinner, server):
     server.script(ok("Straight to it."))
-    simulation = start(user, dinner, server, tool_set=[])
+    simulation = start(user, dinner, server, tool_set=[], retrieval_mode="both")
     assert run(simulation) == "done"
     assert "tools" not in server.requests[0] or not server.requests[0]["tools"]
+    system = server.requests[0]["messages"][0]["content"]
+    assert "Who you are" in system and "query_self" not in system
+
+
+def test_tools_mode_without_a_tool_or_with_an_unknown_one_is_refused(user, dinner):
+    for tool_set, message in (([], "The Tools mode needs at least one tool"), (["launch_rockets"], "Unknown tool"),
+                              ("query_self", "A list of tool names")):
+        with pytest.raises(ValidationError, match=message):
+            start(user, dinner, retrieval_mode="tools", tool_set=tool_set)
 
 
 def test_form_memory_in_a_turn_is_stored_with_the_turn_and_recalled_later(user, dinner, server):
@@ -150,7 +160,7 @@ def test_a_card_greeting_opens_the_run_as_turn_one(user, dinner, server):
     form = SimulationForm(owner=user, data={
         "scenario": dinner.pk, "max_turns": 3, "speaking_order": "round_robin", "retrieval_mode": "tools",
         "scoring": "similarity", "provider": "scripted", "temperature": 0.7, "max_tokens": 300, "timeout_s": 60,
-        "max_tool_calls": 6, "pace_s": 0, "greeting_by": "Jordan"})
+        "max_tool_calls": 6, "pace_s": 0, "greeting_by": "Jordan", "tool_set": ["query_self"]})
     assert form.is_valid(), form.errors
     server.script(ok("Smells great."))
     simulation = start(user, dinner, server, greeting_by=form.simulation_settings()["greeting_by"])

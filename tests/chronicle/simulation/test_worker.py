@@ -47,8 +47,8 @@ def test_full_scripted_run_through_a_real_worker(celery_worker, user, client_for
         assert turn.utterance.startswith(f"Hello, I'm {turn.agent}")
         assert all(r.results for r in turn.retrievals.all())
     for turn in turns[3:]:  # later turns: recall, with turn numbers
-        (retrieval,) = turn.retrievals.all()
-        assert retrieval.tool == "query_memory"
+        assert list(turn.retrievals.values_list("tool", flat=True)) == ["query_memory", "recall_facts"]
+        retrieval = turn.retrievals.get(tool="query_memory")
         earlier = {t.number: t.utterance for t in turns if t.index < turn.index}
         quoted = [r for r in retrieval.results if r["speaker"] != turn.agent]
         assert quoted, retrieval.results
@@ -60,7 +60,7 @@ def test_full_scripted_run_through_a_real_worker(celery_worker, user, client_for
         assert turn.utterance.count('"') == 2
     # Every tool call has its Retrieval row.
     calls = sum(len(m.get("tool_calls") or []) for t in turns for m in t.prompt_messages)
-    assert calls == Retrieval.objects.filter(turn__simulation=simulation).count() == 3 * 4 + 3
+    assert calls == Retrieval.objects.filter(turn__simulation=simulation).count() == 3 * 4 + 3 * 2
     assert all(t.worker for t in turns)
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert "dry run" in page and turns[5].utterance.split('"')[0] in page.replace("&quot;", '"')

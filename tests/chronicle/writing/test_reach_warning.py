@@ -93,7 +93,7 @@ def test_unticked_tools_show_the_warning_as_the_writer_picks_a_kind(client_for, 
     assert "<html" not in html and 'id="reach-warning"' in html
     assert "no agent would ever get Alex&#x27;s “Semantic” memory" in html and "offer recall_facts" in html
     assert "Unreachable" not in client.get(url, {"kind": "character", "agent": "Alex"}, **HX).content.decode()
-    assert "Unreachable" in client.get(url, {"kind": "character", "agent": ""}, **HX).content.decode()
+    assert "Unreachable" not in client.get(url, {"kind": "character", "agent": ""}, **HX).content.decode()  # shared: query_self
     # The form's first choice (semantic, for the turn's agent) is warned about on the page itself.
     page = client.get(reverse("turn_inspect", args=[finished.pk, 3])).content.decode()
     assert "Unreachable: no agent would ever get Alex&#x27;s “Semantic” memory" in page
@@ -103,11 +103,17 @@ def test_unticked_tools_show_the_warning_as_the_writer_picks_a_kind(client_for, 
                             "next": reverse("turn_inspect", args=[finished.pk, 3])}, follow=True)
     assert "Memory written" in response.content.decode() and "Unreachable" in response.content.decode()
 
-    # Pre-population alone reaches the sheet, the shared scene and what one knows, not another's scene.
-    Simulation.objects.filter(pk=finished.pk).update(retrieval_mode="prepopulate", tool_set=[])
-    assert "Unreachable" not in client.get(url, {"kind": "semantic", "agent": ""}, **HX).content.decode()
-    html = client.get(url, {"kind": "scene", "agent": "Alex"}, **HX).content.decode()
-    assert "Unreachable" in html and "use the “Both” retrieval mode with query_scene offered" in html
+    # Tools mode with the scene tool alone: the warning says what would reach the rest.
+    Simulation.objects.filter(pk=finished.pk).update(tool_set=["query_scene"])
+    html = client.get(url, {"kind": "character_knowledge", "agent": "Alex"}, **HX).content.decode()
+    assert "Unreachable" in html and "offer recall_facts" in html and "use the “Both” retrieval mode" in html
+
+    # Pre-population alone (the default mode) reaches every kind, own or shared, with no tool at all.
+    for mode in ("prepopulate", "both"):
+        Simulation.objects.filter(pk=finished.pk).update(retrieval_mode=mode, tool_set=[])
+        finished.refresh_from_db()
+        assert selectors.reach(finished).unreachable() == [], mode
+        assert "Unreachable" not in client.get(url, {"kind": "scene", "agent": "Alex"}, **HX).content.decode()
 
 
 def test_another_writer_gets_no_reach_answer(client_for, other_user, finished):

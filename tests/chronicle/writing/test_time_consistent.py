@@ -70,6 +70,20 @@ def test_a_memory_archived_after_the_turn_still_shows_one_archived_before_does_n
     assert line.pk not in found_ids(search(client, finished, 3, line.content))
 
 
+def test_a_memory_archived_before_the_turn_and_restored_since_is_not_shown(client_for, user, finished):
+    client = client_for(user)
+    line = Memory.objects.in_bank(finished.bank).get(agent="Alex", kind="episodic", turn=3)
+    archive = services.memory_archive_edit(simulation=finished, memory=line, actor=user)
+    # Archived, then turn 4 (re)began, then restored: at turn 4 it was archived.
+    edit = finished.edits.filter(target_id=line.pk, field="status").latest("id")
+    edit.__class__.objects.filter(pk=edit.pk).update(created=timezone.now() - timedelta(seconds=10))
+    Turn.objects.filter(simulation=finished, index=3).update(started=timezone.now() - timedelta(seconds=5))
+    services.edit_undo(edit=edit, actor=user)
+    line.refresh_from_db()
+    assert archive.pk == line.pk and line.status == Memory.Status.ACTIVE
+    assert line.pk not in found_ids(search(client, finished, 3, line.content))
+
+
 def test_memories_edited_since_the_turn_are_marked_in_its_retrievals_and_search(client_for, user, finished):
     client = client_for(user)
     turn = finished.turns.get(index=3)
