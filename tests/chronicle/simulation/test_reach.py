@@ -204,3 +204,19 @@ def test_authored_card_fields_reach_each_mode_and_the_secret_stays_with_its_owne
     oren_retrieved = json.dumps([r.results for r in oren.retrievals.all()])
     assert "tangerine" in context_text(oren) + oren_retrieved  # Mira's public face
     assert "wolframite" not in oren_retrieved and "wolframite" not in oren.prompt_messages[0]["content"]
+
+
+@pytest.mark.parametrize("mode", ["tools", "prepopulate"])
+def test_a_long_background_does_not_crowd_out_the_rest_of_the_sheet(mode, user, harbour):
+    mira = Character.objects.get(owner=user, name="Mira")
+    mira.background = " ".join(f"In year {n} Mira mended the seawall and counted the gulls again." for n in range(120))
+    mira.secrets = ["I sank the tallow barge."]
+    mira.save()
+    simulation = started(user, harbour, retrieval_mode=mode)
+    assert Memory.objects.in_bank(simulation.bank).filter(agent="Mira", category="background").count() > 20
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    text = context_text(simulation.turns.get(index=0))
+    for field, marker in SHEET_MARKERS.items():
+        if field != "background":  # replaced: some of the long one is there instead
+            assert marker in text, field
+    assert "seawall" in text and "tallow barge" in text
