@@ -156,6 +156,27 @@ class Simulation(models.Model):
         return f"{self.api_key[:3]}…{self.api_key[-4:]}" if len(self.api_key) > 8 else "…"
 
     @property
+    def option_labels(self) -> list[str]:
+        """The run's memory options in words, for the run page's header."""
+        from memory.tools import SIMULATION_TOOLS
+
+        labels = []
+        if self.retrieval_mode != self.RetrievalMode.PREPOPULATE:
+            tools = list(self.tool_set or [])
+            labels.append(f"all {len(tools)} tools" if set(tools) >= set(SIMULATION_TOOLS)
+                          else f"tools: {', '.join(tools) or 'none'}")
+        enhanced = [name for on, name in ((self.query_context, "scene context"), (self.query_temporal, "turn boost"),
+                                          (self.query_synonyms, "synonyms")) if on]
+        labels.append(f"query enhancement: {', '.join(enhanced) or 'off'}")
+        if self.consult_memories:
+            labels.append("consults memories")
+        if self.confidence_gating:
+            labels.append("confidence gating")
+        if self.greeting_by:
+            labels.append(f"opens with {self.greeting_by}'s greeting")
+        return labels
+
+    @property
     def cast_names(self) -> list[str]:
         return [c["name"] for c in self.cast_snapshot or []]
 

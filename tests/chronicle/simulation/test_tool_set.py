@@ -3,6 +3,8 @@ memories with the turn (never twice, never from a failed attempt); a card greeti
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -190,3 +192,23 @@ def test_the_dry_run_uses_only_the_offered_tools_once_each(user, dinner):
     assert run(simulation, 0) == "done"
     tools = list(simulation.turns.get(index=0).retrievals.values_list("tool", flat=True))
     assert sorted(tools) == ["query_character", "query_character", "query_self"]  # no scene, nobody asked twice
+
+
+def test_the_run_page_says_which_tools_and_options_the_run_has(user, dinner, client_for):
+    page = client_for(user).get("/simulations/new/").content.decode()
+
+    def inputs(name: str) -> list[str]:
+        return re.findall(rf'<(?:input|option)[^>]*(?:name="{name}"|value="{name}")[^>]*>', page)
+
+    # A new run: pre-populate, every tool ticked, turn boost and synonyms on, scene context off.
+    assert (mode := inputs("prepopulate")) and all("selected" in tag for tag in mode)
+    tools = inputs("tool_set")
+    assert len(tools) == len(SIMULATION_TOOLS) and all("checked" in tag for tag in tools)
+    assert "checked" in inputs("query_temporal")[0] and "checked" in inputs("query_synonyms")[0]
+    assert "checked" not in inputs("query_context")[0]
+
+    simulation = start(user, dinner, retrieval_mode="both", tool_set=["query_self", "recall_facts"],
+                       query_synonyms=False, consult_memories=True)
+    run_page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert "tools: query_self, recall_facts" in run_page
+    assert "query enhancement: turn boost ·" in run_page and "consults memories" in run_page
