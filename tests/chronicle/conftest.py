@@ -31,3 +31,20 @@ def make_scenario():
                 "time_of_day": "early evening", "description": "Friends deciding where to eat.", **overrides}
         return scenario_create(owner=owner, data=data, cast=list(cast))
     return make
+
+
+@pytest.fixture
+def server():
+    """A local OpenAI-compatible server (tests/chronicle/simulation/fake_openai.py): real HTTP, scripted replies."""
+    from tests.chronicle.simulation.fake_openai import FakeOpenAI
+
+    fake = FakeOpenAI().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def quick_backoff(settings):
+    """LLM retries without the real backoff's seconds of waiting."""
+    settings.LLM_RETRIES = 2
+    settings.LLM_BACKOFF = 0.01

@@ -17,18 +17,11 @@ from chronicle.simulation.models import Simulation
 from chronicle.simulation.providers.openai_provider import OpenAIProvider
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import exports
-from tests.chronicle.simulation.fake_openai import FakeOpenAI, ok
+from tests.chronicle.simulation.fake_openai import ok
 from wonda_site import crypto
 
 KEY = "sk-live-supersecret-4f2a9c"
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
 
 
 def start(user, scenario, server, api_key=KEY) -> Simulation:

@@ -17,7 +17,7 @@ from chronicle.simulation.engine import MAX_UTTERANCE
 from chronicle.simulation.fault_llm import FaultLLM
 from chronicle.simulation.tasks import run_turn_task
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
 
 PYTHON_NAMES = re.compile(r"Traceback|[A-Z][a-z]+Error\b|Exception\b|'str' object|NoneType")
 
@@ -27,12 +27,6 @@ def fault_server():
     server = FaultLLM(slow_seconds=3).start()
     yield server
     server.stop()
-
-
-@pytest.fixture(autouse=True)
-def quick_backoff(settings):
-    settings.LLM_RETRIES = 2
-    settings.LLM_BACKOFF = 0.01
 
 
 def start(user, scenario, server, model: str, **extra):

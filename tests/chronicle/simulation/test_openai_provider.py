@@ -9,20 +9,9 @@ import pytest
 from chronicle.simulation import services
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
-from tests.chronicle.simulation.fake_openai import FakeOpenAI, error, ok, slow, tool_call
+from tests.chronicle.simulation.fake_openai import error, ok, slow, tool_call
 
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(autouse=True)
-def quick_backoff(settings):
-    settings.LLM_RETRIES = 2
-    settings.LLM_BACKOFF = 0.01
+pytestmark = pytest.mark.usefixtures("quick_backoff")
 
 
 def start(user, scenario, server, **settings) -> Simulation:

@@ -15,22 +15,9 @@ from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
 from memory.tools import READ_TOOLS, SIMULATION_TOOLS, WRITE_TOOLS
-from tests.chronicle.simulation.fake_openai import FakeOpenAI, error, ok, tool_call
+from tests.chronicle.simulation.fake_openai import error, ok, tool_call
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(autouse=True)
-def quick_backoff(settings):
-    settings.LLM_RETRIES = 1
-    settings.LLM_BACKOFF = 0.01
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
 
 
 def start(user, scenario, server=None, **settings) -> Simulation:

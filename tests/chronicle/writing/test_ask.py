@@ -12,17 +12,10 @@ from django.utils.html import escape
 from chronicle.simulation.models import Simulation
 from memory.models import Memory
 from memory.services import seed_bank
-from tests.chronicle.simulation.fake_openai import FakeOpenAI, error, ok
+from tests.chronicle.simulation.fake_openai import error, ok
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture
