@@ -3,12 +3,24 @@ score's components."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+if TYPE_CHECKING:
+    from memory.models import Memory
+
 RECENCY_DECAY = 0.1         # per turn: recency = exp(-0.1 · turns ago), a half-life of ~7 turns
 FUSION_DEPTH = 50           # fusion ranks the top 50 by similarity ∪ the top 50 by BM25 (at least k each)
+# The `decayed` preset's decay component (seed 004, README "Decay and reinforcement"), per memory:
+DECAY_EMOTION_SLOWDOWN = 0.5  # rate × (1 − 0.5·emotion): a memory felt at full strength decays half as fast
+DECAY_GOAL_FLOOR = 0.5        # a goal-critical memory never fades below half
+DECAY_ACCESS_BOOST = 0.1      # × (1 + 0.1·ln accesses): seed 004's diminishing boost per retrieval
+DECAY_RECENT_BOOST = 1.1      # × 1.1 when recalled within DECAY_RECENT_TURNS (seed 004: the last hour)
+DECAY_RECENT_TURNS = 1
+DECAY_EXPONENT_CAP = 700.0    # exp(−x) for x ≤ 700: PostgreSQL raises on float8 underflow
 
 SCORING_PRESETS: dict[str, dict[str, float]] = {
     "similarity": {"similarity": 1.0, "recency": 0.0, "importance": 0.0},   # seed 000
@@ -45,20 +57,65 @@ def resolve_weights(scoring: str, weights: dict | None) -> dict[str, float]:
 def _decay(exponent: str) -> str:
     """exp(−x) in float8, x capped: PostgreSQL raises on underflow (exp(−1000) is an error, not 0),
     which a memory thousands of turns old would otherwise hit."""
-    return f"exp(-LEAST(({exponent})::float8, 700.0))"
+    return f"exp(-LEAST(({exponent})::float8, {DECAY_EXPONENT_CAP}))"
+
+
+def memory_emotion(memory: Memory) -> float:
+    """How strongly a memory was felt, 0–1: |valence|, and 1 for an `emotional` memory whatever its valence."""
+    return max(abs(memory.emotional_valence or 0.0), 1.0 if memory.kind == "emotional" else 0.0)
+
+
+def goal_critical(memory: Memory) -> bool:
+    return bool(memory.related_goals) or memory.category == "goals"
+
+
+def decay_component(memory: Memory, current_turn: int | None) -> float:
+    """Seed 004's decay of one memory at current_turn: the `decayed` preset's recency component (its
+    importance component is importance/10 times this, at most 1). score_sql computes the same in SQL.
+    Not capped: a fresh memory recalled often goes past 1 (seed 004's boosts), so accesses still tell
+    apart memories that have not decayed yet.
+
+    A gifted memory (no turn) ages from turn 0, the start of the run, as `hybrid`'s recency counts it:
+    a sheet memory the agent keeps recalling stays present, one it never needs fades slowly (goals
+    keep their floor). Reinforcement acts through the memory's own fields: reinforce_memory lowers
+    decay_rate (×0.8), every recall adds an access and sets last_accessed_turn."""
+    turn = int(current_turn or 0)
+    rate = memory.decay_rate * (1 - DECAY_EMOTION_SLOWDOWN * memory_emotion(memory))
+    retention = math.exp(-min(rate * max(turn - (memory.turn or 0), 0), DECAY_EXPONENT_CAP))
+    if goal_critical(memory):
+        retention = max(DECAY_GOAL_FLOOR, retention)
+    value = retention * (1 + DECAY_ACCESS_BOOST * math.log(max(memory.access_count, 1)))
+    if memory.last_accessed_turn is not None and turn - memory.last_accessed_turn <= DECAY_RECENT_TURNS:
+        value *= DECAY_RECENT_BOOST
+    return value
+
+
+def decayed_importance(memory: Memory, current_turn: int | None) -> float:
+    """The `decayed` preset's importance component: seed 004's current importance on a 0–1 scale."""
+    return min(1.0, memory.importance / 10 * decay_component(memory, current_turn))
+
+
+# The per-memory inputs of the decay component, added to the candidates' columns for `decayed` only.
+DECAY_COLUMNS = (", GREATEST(abs(m.emotional_valence), CASE WHEN m.kind = 'emotional' THEN 1.0 ELSE 0.0 END)::float8"
+                 " AS emotion, (cardinality(m.related_goals) > 0 OR m.category = 'goals') AS goal_critical")
+
+
+def decay_sql() -> str:
+    """decay_component over alias m (a candidate row carrying DECAY_COLUMNS); %(turn)s is the current turn."""
+    rate = f"m.decay_rate * (1 - {DECAY_EMOTION_SLOWDOWN} * m.emotion)"
+    retention = _decay(f"{rate} * GREATEST(%(turn)s - COALESCE(m.turn, 0), 0)")
+    retention = f"(CASE WHEN m.goal_critical THEN GREATEST({DECAY_GOAL_FLOOR}::float8, {retention}) ELSE {retention} END)"
+    return (f"({retention} * (1 + {DECAY_ACCESS_BOOST} * ln(GREATEST(m.access_count, 1)))"
+            f" * (CASE WHEN m.last_accessed_turn IS NOT NULL AND %(turn)s - m.last_accessed_turn <= {DECAY_RECENT_TURNS}"
+            f" THEN {DECAY_RECENT_BOOST} ELSE 1 END))")
 
 
 def score_sql(scoring: str) -> str:
     """Components over alias m (a candidate row carrying sim); %(turn)s is the current turn."""
+    if scoring == "decayed":
+        # Seed 004: the decay component replaces recency; importance is what is left of it.
+        decay = decay_sql()
+        return f"m.sim AS c_similarity, {decay}::float8 AS c_recency, LEAST(1.0::float8, m.importance / 10.0 * {decay}) AS c_importance"
     age = "GREATEST(%(turn)s - COALESCE(m.turn, 0), 0)"
     recency = _decay(f"{RECENCY_DECAY} * {age}")
-    if scoring == "decayed":
-        # Seed 004: importance · exp(−decay·age) · (1 + 0.1·ln(accesses)), recent access boost ×1.1.
-        importance = (
-            f"LEAST(1.0, m.importance / 10.0 * {_decay(f'm.decay_rate * {age}')}"
-            " * (1 + 0.1 * ln(GREATEST(m.access_count, 1)))"
-            " * (CASE WHEN m.last_accessed_turn IS NOT NULL AND %(turn)s - m.last_accessed_turn <= 1 THEN 1.1 ELSE 1 END))"
-        )
-    else:
-        importance = "m.importance / 10.0"
-    return f"m.sim AS c_similarity, {recency}::float8 AS c_recency, {importance}::float8 AS c_importance"
+    return f"m.sim AS c_similarity, {recency}::float8 AS c_recency, (m.importance / 10.0)::float8 AS c_importance"

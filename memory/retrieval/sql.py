@@ -10,7 +10,7 @@ from django.db import DEFAULT_DB_ALIAS, connection
 
 from memory.cache import vector_cursor
 from memory.models import Memory
-from memory.retrieval.scoring import score_sql
+from memory.retrieval.scoring import DECAY_COLUMNS, score_sql
 
 HNSW_EF_SEARCH = 64         # candidate list per index probe (recall@10 ≈ 0.98 at 100k, see bench_memory)
 
@@ -140,7 +140,7 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
     return f"""
         WITH {ids} c AS MATERIALIZED (
             SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
-                   m.last_accessed_turn {extra}
+                   m.last_accessed_turn{DECAY_COLUMNS if scoring == "decayed" else ""} {extra}
               FROM memory_memory m WHERE {in_ids}{where_sql}{" LIMIT %(guard)s" if guarded else ""}
         ),
         best AS (

@@ -9,12 +9,16 @@ from collections.abc import Iterable
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import F
+from django.db.models.functions import Least
 
 from memory.cache import embed_one, embed_texts
 from memory.indexing import bank_index_wanted
 from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey
 from memory.services.validation import validate_content
 
+
+REINFORCE_RATE_FACTOR = 0.8    # reinforce_memory: decay_rate × 0.8 (seed 004's consolidation: 20% slower)
+REINFORCE_IMPORTANCE = 0.5     # and importance + 0.5, at most 10
 
 _EXTRA_FIELDS = {
     "about", "speaker", "participants", "location", "related_goals", "emotional_valence", "decay_rate",
@@ -116,9 +120,11 @@ def bank_refresh_stale(*, bank: MemoryBank) -> int:
 
 @transaction.atomic
 def memory_reinforce(*, memory: Memory, current_turn: int | None = None) -> Memory:
-    """Seed 004: strengthen a memory — slower decay (−20%), one more access, a little more importance."""
-    Memory.objects.filter(pk=memory.pk).update(decay_rate=F("decay_rate") * 0.8,
-                                               importance=min(10.0, memory.importance + 0.5))
+    """Seed 004: strengthen a memory — slower decay (−20%), one more access, a little more importance.
+    In the `decayed` ranking (scoring.decay_component) the access and the recent-access boost count at once;
+    the slower rate, for the rest of the run."""
+    Memory.objects.filter(pk=memory.pk).update(decay_rate=F("decay_rate") * REINFORCE_RATE_FACTOR,
+                                               importance=Least(F("importance") + REINFORCE_IMPORTANCE, 10.0))
     accesses_record(memory_ids=[memory.pk], turn=current_turn)
     memory.refresh_from_db()
     return memory

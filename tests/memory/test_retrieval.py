@@ -73,11 +73,12 @@ def test_hybrid_and_decayed_scores_carry_their_components(seeded_bank):
 
 @pytest.mark.parametrize("scoring", ["similarity", "hybrid", "decayed"])
 def test_a_memory_thousands_of_turns_old_still_scores(seeded_bank, scoring):
-    # exp(-0.1 · 20,000) underflows float8, which PostgreSQL reports as an error rather than 0.
+    # exp(-0.1 · 200,000) underflows float8, which PostgreSQL reports as an error rather than 0 (and so does
+    # the decayed preset's exp(-0.01 · 200,000) at the default rate of 0.01 a turn).
     remember_utterance(bank=seeded_bank, speaker="Jordan", text="Dinner at the harbour?", turn=1, listeners=["Alex"])
     for fusion in (False, True):
         results = recall(seeded_bank, "dinner at the harbour", agent="Alex", filter=MemoryFilter(kinds=["episodic"]),
-                         k=1, scoring=scoring, current_turn=20_000, fusion=fusion)
+                         k=1, scoring=scoring, current_turn=200_000, fusion=fusion)
         assert results[0].memory.turn == 1
         assert results[0].components["recency"] < 1e-300
 
