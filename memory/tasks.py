@@ -48,3 +48,15 @@ def reembed_memory_task(memory_id: int) -> bool:
         return False
     memory_reembed(memory=memory)
     return True
+
+
+@shared_task(soft_time_limit=300, time_limit=330)
+def consolidate_bank_task(bank_id: int, agent: str, before_turn: int) -> int:
+    """The budget trigger: when the agent holds more than CONSOLIDATION_BUDGET memories, consolidate its
+    old ones (offline summaries: no model call in the worker's turn path). Returns the summaries made."""
+    from memory.consolidation import consolidate, consolidation_due
+
+    bank = MemoryBank.objects.filter(pk=bank_id).first()
+    if bank is None or not consolidation_due(bank, agent):
+        return 0
+    return len(consolidate(bank, agent, before_turn=before_turn))

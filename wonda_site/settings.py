@@ -178,6 +178,8 @@ RETRIEVAL_SPEAKER_BOOST = float(os.environ.get("WONDA_RETRIEVAL_SPEAKER_BOOST", 
 RETRIEVAL_FUSION_EXACT_LIMIT = int(os.environ.get("WONDA_RETRIEVAL_FUSION_EXACT_LIMIT", "2000"))
 # Capture: an episodic line also gets a key embedding "previous line + this line" (found as a reply).
 RETRIEVAL_CONTEXT_KEYS = env_bool("WONDA_RETRIEVAL_CONTEXT_KEYS", True)
+# Consolidation (memory.consolidation): active earned memories per agent before a turn consolidates its old ones.
+CONSOLIDATION_BUDGET = int(os.environ.get("WONDA_CONSOLIDATION_BUDGET", "400"))
 
 # --- LLM defaults for new simulations ------------------------------------------------------
 LLM_PROVIDER = os.environ.get("WONDA_LLM_PROVIDER", "scripted")

@@ -29,3 +29,7 @@ __all__ = [
     "memory_reembed", "memory_reinforce", "memory_restore", "memory_update", "remember_utterance", "seed_bank",
     "validate_content",
 ]
+
+from memory.services.consolidation import memory_consolidate, memory_statuses_set, memory_unconsolidate  # noqa: E402
+
+__all__ += ["memory_consolidate", "memory_statuses_set", "memory_unconsolidate"]

@@ -1,0 +1,126 @@
+"""Consolidation (seeds 003, 004): clusters of similar, old, low-importance earned memories of one agent
+become one summary memory; the originals are kept with status "consolidated", linked from the summary
+as its evidence, and `unconsolidate` brings them back exactly (their vectors are never touched).
+
+Clustering is greedy over the stored vectors, in numpy: the oldest unassigned memory leads a cluster
+and every unassigned one at cosine ≥ `similarity` to it joins. A leader-based cluster cannot chain
+(single-link would merge "ramen" into "pizza" through a line about both), and a bank's old
+low-importance memories are a few hundred, so the n×n product costs milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+
+from memory.models import Memory, MemoryBank
+from memory.services.consolidation import memory_consolidate, memory_unconsolidate
+
+log = logging.getLogger(__name__)
+
+RECENT_TURNS = 10        # the writer's button keeps the last 10 turns as they are: "old" is before that
+MAX_CANDIDATES = 2000    # the oldest first; bounds the n×n similarity matrix (2000² floats: 16 MB)
+
+Summarize = Callable[[list[str]], str]
+
+
+@dataclass
+class ConsolidationResult:
+    summary: Memory
+    originals: list[Memory]
+    summarizer: str  # "llm" or "extractive"
+
+
+def candidates(bank: MemoryBank, agent: str, *, before_turn: int, max_importance: float) -> list[Memory]:
+    """What may be consolidated: the agent's active earned memories of turns before `before_turn`, not important."""
+    return list(Memory.objects.in_bank(bank).for_agent(agent).active()
+                .filter(source=Memory.Source.EARNED, turn__lt=before_turn, importance__lte=max_importance,
+                        embedding_stale=False)
+                .order_by("turn", "id")[:MAX_CANDIDATES])
+
+
+def _unit(memories: list[Memory]) -> np.ndarray:
+    vectors = np.array([np.asarray(m.embedding, dtype=np.float32) for m in memories])
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+def clusters(memories: list[Memory], *, similarity: float, min_cluster: int) -> list[list[Memory]]:
+    """Greedy leader clustering (oldest first); clusters smaller than `min_cluster` are left alone."""
+    if len(memories) < min_cluster:
+        return []
+    sims = _unit(memories) @ _unit(memories).T
+    free = np.ones(len(memories), dtype=bool)
+    found = []
+    for leader in range(len(memories)):
+        if not free[leader]:
+            continue
+        members = np.flatnonzero(free & (sims[leader] >= similarity))
+        if len(members) >= min_cluster:
+            free[members] = False
+            found.append([memories[i] for i in members])
+    return found
+
+
+def extractive_summary(memories: list[Memory]) -> str:
+    """Offline: the cluster's most central line, and how many similar lines it stands for, over which turns."""
+    vectors = _unit(memories)
+    central = memories[int(np.argmax((vectors @ vectors.T).mean(axis=1)))]
+    turns = sorted(m.turn for m in memories if m.turn is not None)
+    span = f"turns {turns[0]}–{turns[-1]}" if turns and turns[0] != turns[-1] else f"turn {turns[0]}" if turns else "earlier"
+    return f"{central.content} (and {len(memories) - 1} similar lines from {span})"
+
+
+def _summary_text(memories: list[Memory], summarize: Summarize | None) -> tuple[str, str]:
+    if summarize is not None:
+        try:
+            text = (summarize([m.content for m in memories]) or "").strip()
+        except Exception:  # a model that fails must not lose the consolidation: the offline summary stands in
+            log.warning("consolidation: summarize failed, using the extractive summary", exc_info=True)
+            text = ""
+        if text:
+            return text, "llm"
+    return extractive_summary(memories), "extractive"
+
+
+def _common(values: list[str]) -> str:
+    """The one value they share, else ""."""
+    return values[0] if values and len(set(values)) == 1 else ""
+
+
+def consolidate(bank: MemoryBank, agent: str, *, before_turn: int, summarize: Summarize | None = None,
+                max_importance: float = 4.0, similarity: float = 0.8, min_cluster: int = 3) -> list[ConsolidationResult]:
+    """Consolidate each cluster of the agent's old low-importance memories into one summary memory."""
+    results = []
+    for members in clusters(candidates(bank, agent, before_turn=before_turn, max_importance=max_importance),
+                            similarity=similarity, min_cluster=min_cluster):
+        content, summarizer = _summary_text(members, summarize)
+        turns = [m.turn for m in members if m.turn is not None]
+        kind = Counter(m.kind for m in members).most_common(1)[0][0]
+        summary = memory_consolidate(
+            bank=bank, originals=members, content=content, agent=agent, kind=kind,
+            turn=max(turns) if turns else None, importance=max(m.importance for m in members),
+            category=_common([m.category for m in members]), speaker=_common([m.speaker for m in members]),
+            participants=sorted({p for m in members for p in m.participants}),
+            metadata={"consolidation": {"count": len(members), "summarizer": summarizer,
+                                        "turns": [min(turns), max(turns)] if turns else None}},
+        )
+        results.append(ConsolidationResult(summary=summary, originals=members, summarizer=summarizer))
+    return results
+
+
+def unconsolidate(summary: Memory) -> list[Memory]:
+    """Undo one consolidation: its originals active again, the summary archived."""
+    return memory_unconsolidate(summary=summary)
+
+
+def consolidation_due(bank: MemoryBank, agent: str) -> bool:
+    """Seed 004's per-entity cap: the agent holds more active earned memories than CONSOLIDATION_BUDGET."""
+    budget = settings.CONSOLIDATION_BUDGET
+    return Memory.objects.in_bank(bank).for_agent(agent).active().filter(
+        source=Memory.Source.EARNED)[:budget + 1].count() > budget
