@@ -28,6 +28,24 @@ def turns_for_page(simulation: Simulation):
                       tool_count=KeyTransform("tool_count", "context")))
 
 
+def attach_reflections(simulation: Simulation, turns: list[Turn]) -> list[Turn]:
+    """Give each turn `reflections`: the active reflections made after it, each with its evidence
+    (id, agent, content). Two queries however long the run."""
+    by_turn: dict[int, list[Memory]] = {}
+    if simulation.bank_id:
+        rows = (Memory.objects.in_bank(simulation.bank).active()
+                .filter(kind=Memory.Kind.REFLECTION, source=Memory.Source.REFLECTION, turn__isnull=False)
+                .only("id", "agent", "content", "turn")
+                .prefetch_related(Prefetch("evidence", queryset=Memory.objects.only("id", "agent", "content", "turn")
+                                           .order_by("turn", "id")))
+                .order_by("turn", "agent", "id"))
+        for memory in rows:
+            by_turn.setdefault(memory.turn, []).append(memory)
+    for turn in turns:
+        turn.reflections = by_turn.get(turn.number, [])
+    return turns
+
+
 def turn_with_retrievals(simulation: Simulation, index: int) -> Turn | None:
     """One turn with what it recalled, in the order the agent called its tools."""
     return (simulation.turns.filter(index=index)

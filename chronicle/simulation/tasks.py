@@ -6,18 +6,23 @@ the claim in `turns.turn_claim` makes running it twice impossible.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
+from contextlib import contextmanager
 
 from celery import shared_task
 from celery.signals import worker_ready
+from django.conf import settings
 from django.db import close_old_connections, connection
 
 from chronicle.simulation import services, turns
 from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
+from memory.models import Memory
+from memory.reflection import importance_since_last_reflection, reflect
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +89,64 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
             close_old_connections()
             turns.turn_fail(turn_id=turn.pk, token=claim.token, reason=f"{type(exc).__name__}: {exc}", outcome=None)
             return "failed"
-    turns.turn_finish(turn_id=turn.pk, token=claim.token, outcome=outcome)
+    finished = turns.turn_finish(turn_id=turn.pk, token=claim.token, outcome=outcome)
+    if finished is not None:
+        queue_reflections(simulation_id, finished.number)
     return "done"
+
+
+def queue_reflections(simulation_id: int, turn_number: int) -> list[str]:
+    """Queue a reflection for each cast member whose importance since its last one reached the
+    threshold. Reflecting is a task of its own: the next turn does not wait for two model calls."""
+    simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
+    if simulation is None or simulation.bank_id is None:
+        return []
+    due = [name for name in simulation.cast_names
+           if importance_since_last_reflection(simulation.bank, name) >= settings.REFLECTION_THRESHOLD]
+    for name in due:
+        try:
+            reflect_task.delay(simulation_id, name, turn_number)
+        except Exception:  # the broker being down costs this reflection (it is due again next turn), not the run
+            log.exception("could not queue %s's reflection at turn %s", name, turn_number)
+    return due
+
+
+@contextmanager
+def _reflection_lock(bank_id: int, agent: str):
+    """Held by one reflection of one agent at a time: a redelivered task meanwhile finds it taken."""
+    key = int.from_bytes(hashlib.blake2b(f"reflect:{bank_id}:{agent}".encode(), digest_size=8).digest(), "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        held = cursor.fetchone()[0]
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=600, time_limit=660)
+def reflect_task(simulation_id: int, agent: str, turn_number: int) -> str:
+    """The agent reflects at this turn, once: a redelivery, or a task queued again by a later turn
+    before this one ran, finds the reflection made (or no longer due) and does nothing."""
+    simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
+    if simulation is None or simulation.bank_id is None:
+        return "no simulation"
+    bank = simulation.bank
+    with _reflection_lock(bank.pk, agent) as held:
+        if not held:
+            return "busy"
+        if Memory.objects.in_bank(bank).for_agent(agent).filter(kind=Memory.Kind.REFLECTION, turn=turn_number).exists():
+            return "already reflected"
+        if importance_since_last_reflection(bank, agent) < settings.REFLECTION_THRESHOLD:
+            return "not due"
+        try:
+            made = reflect(bank, agent, turn=turn_number, ask=get_provider(simulation).complete)
+        except Exception:  # a failing model records nothing and the run goes on; it is due again next turn
+            log.exception("%s's reflection at turn %s of simulation %s failed", agent, turn_number, simulation_id)
+            return "failed"
+    return f"{len(made)} reflection{'s' if len(made) != 1 else ''}"
 
 
 @shared_task

@@ -61,3 +61,7 @@ class Provider:
     def pick_speaker(self, *, candidates: list[str], transcript: list[tuple[int, str, str]]) -> tuple[str | None, ChatResult | None]:
         """Who speaks next (speaking order "model picks"); None lets the engine decide."""
         return None, None
+
+    def complete(self, prompt: str) -> str:
+        """One plain answer to one user message, no tools (reflection's questions and insights)."""
+        raise NotImplementedError

@@ -119,6 +119,10 @@ class OpenAIProvider(Provider):
         return ChatResult(message=message, prompt_tokens=estimate_messages_tokens(messages, tools),
                           completion_tokens=estimate_messages_tokens([message]), estimated=True)
 
+    def complete(self, prompt: str) -> str:
+        _response, choice = self._completion([{"role": "user", "content": prompt}], None)
+        return choice.content if isinstance(choice.content, str) else ""
+
     def pick_speaker(self, *, candidates, transcript):
         lines = "\n".join(f"{speaker}: {text}" for _n, speaker, text in transcript[-8:]) or "(nobody has spoken yet)"
         messages = [

@@ -1,0 +1,116 @@
+"""Reflection (seed 003, Generative Agents §4.2): an agent's recent memories → salient questions →
+retrieval for each → insights written as `reflection` memories with evidence links to what they rest on.
+
+The model is any `ask(prompt) -> answer` callable, so this module knows no provider (nor chronicle).
+A malformed answer yields fewer insights, never an exception: an insight is kept only when it cites
+at least one numbered statement that exists.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from django.db import transaction
+from django.db.models import Max, Sum
+
+from memory.models import Memory, MemoryBank
+from memory.retrieval import recall
+from memory.services.memories import memory_create
+
+QUESTIONS = 3               # Generative Agents: "3 most salient high-level questions"
+INSIGHTS = 5                # "5 high-level insights"
+PER_QUESTION = 5            # memories retrieved for each question
+REFLECTION_IMPORTANCE = 8.0  # seed 003: reflections are stored at high importance (typically 8-9)
+MAX_INSIGHT_CHARS = 1000
+
+QUESTIONS_PROMPT = (
+    "Statements about {agent}:\n{statements}\n\n"
+    "Given only the information above, what are the {n} most salient high-level questions we can answer "
+    "about the subjects in the statements? Answer with one question per line."
+)
+INSIGHTS_PROMPT = (
+    "Statements about {agent}:\n{statements}\n\n"
+    "What {n} high-level insights can you infer from the above statements? "
+    "Answer with one insight per line, citing the statements it rests on (example format: insight (because of 1, 5, 3))."
+)
+
+_BULLET = re.compile(r"^\s*(?:\d+\s*[.):]|[-*•])\s*")
+_CITED = re.compile(r"\(\s*(?:because of|because|based on|from|statements?)?\s*:?\s*([\d,;\s&and#]+)\)\s*[.!]?\s*$",
+                    re.IGNORECASE)
+
+
+def _numbered(memories: list[Memory]) -> str:
+    return "\n".join(f"{i}. {' '.join(m.content.split())}" for i, m in enumerate(memories, start=1))
+
+
+def parse_questions(answer: str, limit: int = QUESTIONS) -> list[str]:
+    questions = []
+    for line in (answer or "").splitlines():
+        text = _BULLET.sub("", line).strip().strip('"')
+        if len(text) >= 5 and text not in questions:
+            questions.append(text[:300])
+    return questions[:limit]
+
+
+def parse_insights(answer: str, count: int, limit: int = INSIGHTS) -> list[tuple[str, list[int]]]:
+    """(insight, cited statement numbers within 1..count) per well-formed line, at most `limit`."""
+    insights: list[tuple[str, list[int]]] = []
+    for line in (answer or "").splitlines():
+        match = _CITED.search(line)
+        if not match:
+            continue
+        numbers = []
+        for n in re.findall(r"\d+", match.group(1)):
+            if 1 <= int(n) <= count and int(n) not in numbers:
+                numbers.append(int(n))
+        text = _BULLET.sub("", line[:match.start()]).strip().strip('"').strip()
+        if numbers and text and all(text != seen for seen, _ in insights):
+            insights.append((text[:MAX_INSIGHT_CHARS], numbers))
+    return insights[:limit]
+
+
+def recent_memories(bank: MemoryBank, agent: str, recent: int = 100) -> list[Memory]:
+    """What the agent lived (not what the writer gave it): its latest earned memories and reflections."""
+    rows = (Memory.objects.in_bank(bank).for_agent(agent).active().exclude(source=Memory.Source.GIFTED)
+            .order_by("-turn", "-id")[:recent])
+    return list(reversed(rows))
+
+
+def importance_since_last_reflection(bank: MemoryBank, agent: str) -> float:
+    """Sum of the importance of the agent's earned memories formed after the turn of its latest reflection."""
+    mine = Memory.objects.in_bank(bank).for_agent(agent)
+    last = mine.filter(kind=Memory.Kind.REFLECTION).aggregate(turn=Max("turn"))["turn"]
+    earned = mine.filter(source=Memory.Source.EARNED)
+    if last is not None:
+        earned = earned.filter(turn__gt=last)
+    return float(earned.aggregate(total=Sum("importance"))["total"] or 0.0)
+
+
+def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str], recent: int = 100) -> list[Memory]:
+    """Ask `ask` for questions over the agent's recent memories, then for insights over what each
+    question retrieves; store each insight as a reflection citing its evidence. Returns them."""
+    memories = recent_memories(bank, agent, recent)
+    if not memories:
+        return []
+    questions = parse_questions(ask(QUESTIONS_PROMPT.format(agent=agent, statements=_numbered(memories), n=QUESTIONS)))
+    if not questions:
+        return []
+    # The evidence pool: each question's best memories of this agent, once each, in retrieval order.
+    pool: list[Memory] = []
+    for question in questions:
+        for result in recall(bank, question, agent=agent, k=PER_QUESTION, current_turn=turn):
+            if all(result.memory.pk != m.pk for m in pool):
+                pool.append(result.memory)
+    if not pool:
+        return []
+    insights = parse_insights(ask(INSIGHTS_PROMPT.format(agent=agent, statements=_numbered(pool), n=INSIGHTS)), len(pool))
+    created = []
+    with transaction.atomic():
+        for text, numbers in insights:
+            created.append(memory_create(
+                bank=bank, agent=agent, content=text, kind=Memory.Kind.REFLECTION, category="reflection",
+                source=Memory.Source.REFLECTION, turn=turn, importance=REFLECTION_IMPORTANCE,
+                evidence=[pool[n - 1].pk for n in numbers],
+                metadata={"questions": questions, "cited": numbers}))
+    return created

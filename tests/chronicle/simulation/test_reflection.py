@@ -1,0 +1,138 @@
+"""Reflection in a run: queued after a turn exactly when an agent's importance since its last
+reflection crosses the threshold, made once, deterministic with the scripted provider, shown on the run page."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from chronicle.simulation import tasks
+from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.providers import ProviderError, ScriptedProvider
+from memory.models import Memory, MemoryBank
+from memory.reflection import reflect
+from memory.services.memories import memory_create
+
+pytestmark = pytest.mark.django_db
+
+LINES = [
+    ("Jordan", "Jordan said: Bella's trattoria makes the best fresh pasta in town."),
+    ("Sam", "Sam said: I cannot spend more than fifteen euros tonight, Jordan."),
+    ("Jordan", "Jordan said: the pasta at Bella's is worth every cent, trust me."),
+    ("Sam", "Sam said: fancy restaurants always overcharge students like me."),
+    ("Jordan", "Jordan said: I trained in Naples, I know real pasta when I taste it."),
+    ("Sam", "Sam said: a kebab costs five euros and nobody leaves hungry."),
+    ("Jordan", "Jordan said: Bella's opens at seven, we could walk there."),
+]
+
+
+def run(user, *, provider: str = "scripted") -> Simulation:
+    bank = MemoryBank.objects.create(name="run", owner=user)
+    return Simulation.objects.create(owner=user, title="Dinner", status="running", max_turns=20, bank=bank,
+                                     cast_snapshot=[{"name": "Alex"}, {"name": "Jordan"}], provider=provider)
+
+
+def live(simulation: Simulation, turn: int) -> None:
+    """Turn `turn`: Alex hears a line (importance 5)."""
+    speaker, line = LINES[turn - 1]
+    memory_create(bank=simulation.bank, agent="Alex", kind="episodic", category="dialogue", speaker=speaker,
+                  content=line, source="earned", turn=turn, importance=5)
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    calls = []
+    monkeypatch.setattr(tasks.reflect_task, "delay", lambda *args: calls.append(args))
+    return calls
+
+
+def test_a_reflection_is_queued_when_the_threshold_is_crossed_and_made_once(user, settings, queued):
+    settings.REFLECTION_THRESHOLD = 30
+    simulation = run(user)
+    for turn in range(1, 6):  # 25 < 30: nobody is due
+        live(simulation, turn)
+        assert tasks.queue_reflections(simulation.pk, turn) == []
+    assert queued == []
+    live(simulation, 6)  # 30: Alex crosses it, Jordan (nothing lived) does not
+    assert tasks.queue_reflections(simulation.pk, 6) == ["Alex"]
+    assert queued == [(simulation.pk, "Alex", 6)]
+
+    assert tasks.reflect_task(simulation.pk, "Alex", 6).endswith("reflections")
+    made = list(Memory.objects.filter(bank=simulation.bank, kind="reflection"))
+    assert made and {(m.agent, m.turn, m.source) for m in made} == {("Alex", 6, "reflection")}
+    # Each insight rests on memories that exist, are Alex's and name what the insight is about.
+    for memory in made:
+        subject = memory.content.split("keeps hearing about ", 1)[1].split(":", 1)[0]
+        evidence = list(memory.evidence.all())
+        assert evidence and all(m.agent == "Alex" and m.kind == "episodic" and subject in m.content for m in evidence)
+    # A redelivered task, or the same task queued again, makes nothing more.
+    assert tasks.reflect_task(simulation.pk, "Alex", 6) == "already reflected"
+    live(simulation, 7)
+    assert tasks.queue_reflections(simulation.pk, 7) == []
+    assert tasks.reflect_task(simulation.pk, "Alex", 7) == "not due"
+    assert Memory.objects.filter(bank=simulation.bank, kind="reflection").count() == len(made)
+    assert queued == [(simulation.pk, "Alex", 6)]
+
+
+def test_the_default_threshold_is_150_so_the_six_turn_demo_never_reflects(user, settings, queued):
+    assert settings.REFLECTION_THRESHOLD == 150
+    simulation = run(user)
+    for turn in range(1, 7):
+        live(simulation, turn)
+    assert tasks.queue_reflections(simulation.pk, 6) == [] and queued == []
+
+
+def test_the_scripted_provider_reflects_the_same_way_every_time(user):
+    answers = []
+    for _ in range(2):
+        simulation = run(user)
+        for turn in range(1, 8):
+            live(simulation, turn)
+        made = reflect(simulation.bank, "Alex", turn=7, ask=ScriptedProvider().complete)
+        answers.append([(m.content, sorted(m.evidence.values_list("content", flat=True))) for m in made])
+    assert answers[0] == answers[1]
+    assert [content.split(":")[0] for content, _evidence in answers[0]] == [
+        "Alex keeps hearing about Jordan", "Alex keeps hearing about Bella's", "Alex keeps hearing about Sam"]
+
+
+def test_a_failing_model_records_nothing(user, settings, monkeypatch):
+    settings.REFLECTION_THRESHOLD = 10
+
+    class Down:
+        def complete(self, prompt):
+            raise ProviderError("cannot reach the LLM server")
+
+    monkeypatch.setattr(tasks, "get_provider", lambda simulation: Down())
+    simulation = run(user, provider="openai")
+    for turn in range(1, 3):
+        live(simulation, turn)
+    assert tasks.reflect_task(simulation.pk, "Alex", 2) == "failed"
+    assert not Memory.objects.filter(bank=simulation.bank, kind="reflection").exists()
+
+
+def test_the_run_page_shows_the_reflection_after_its_turn_with_its_evidence(user, other_user, client_for):
+    simulation = run(user)
+    Turn.objects.bulk_create([Turn(simulation=simulation, index=i, agent="Jordan", status="done",
+                                   utterance=f"Line {i + 1}.") for i in range(3)])
+    for turn in range(1, 4):
+        live(simulation, turn)
+    cited = list(Memory.objects.filter(bank=simulation.bank, turn__in=[1, 3]).order_by("turn"))
+    insight = memory_create(bank=simulation.bank, agent="Alex", kind="reflection", source="reflection", turn=2,
+                            importance=8, content="Jordan <b>really</b> wants pasta", evidence=[m.pk for m in cited])
+
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert "Alex reflects:" in page
+    assert "Jordan &lt;b&gt;really&lt;/b&gt; wants pasta" in page and "<b>really</b>" not in page
+    # After turn 2's line and before turn 3's.
+    assert page.index('id="turn-1"') < page.index(f'id="reflection-{insight.pk}"') < page.index('id="turn-2"')
+    bank_url = reverse("chronicle_memories", args=[simulation.pk])
+    assert f'href="{bank_url}?agent=Alex#memory-{insight.pk}"' in page
+    assert f"rests on #{cited[0].pk}, #{cited[1].pk}" in page
+    for memory in cited:
+        assert f'href="{bank_url}?agent=Alex#memory-{memory.pk}"' in page
+        assert memory.content.replace("'", "&#x27;") in page
+    # The bank page that link opens lists the reflection's card.
+    bank_page = client_for(user).get(f"{bank_url}?agent=Alex").content.decode()
+    assert f'id="memory-{insight.pk}"' in bank_page
+    # Another writer sees neither.
+    assert client_for(other_user).get(simulation.get_absolute_url()).status_code == 404
