@@ -47,6 +47,21 @@ def memory_change(*, simulation: Simulation, memory: Memory, actor, data: Mappin
     return services.memory_edit(simulation=simulation, memory=memory, actor=actor, **form.cleaned_data)
 
 
+def memory_consolidate(*, simulation: Simulation, actor, data: Mapping[str, str]) -> str:
+    """The bank page's "Consolidate <agent>'s old memories": run at once (no model: offline summaries,
+    a few hundred vectors), recorded in History; returns what the writer reads."""
+    agent = (data.get("agent") or "").strip()
+    try:
+        results = services.memory_consolidate_edit(simulation=simulation, agent=agent, actor=actor)
+    except services.WritingError as exc:
+        raise ValidationError(str(exc)) from exc
+    if not results:
+        return f"{agent} has no cluster of similar old, unimportant memories to consolidate."
+    count = sum(len(r.originals) for r in results)
+    return (f"{agent}: {count} memories consolidated into {len(results)} "
+            f"{'summary' if len(results) == 1 else 'summaries'} (undo in History).")
+
+
 def memory_form_request(*, simulation: Simulation, actor, data: dict) -> None:
     """A memory the writer formed (checked by MemoryFormForm): embedded and saved by a worker after commit."""
     form_memory_task.delay_on_commit(simulation.pk, actor.pk, data)

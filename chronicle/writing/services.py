@@ -18,8 +18,17 @@ from chronicle.simulation.pins import pin_refusal
 from chronicle.simulation.services import ControlError
 from chronicle.writing.models import ChronicleEntry, Edit
 from chronicle.writing.selectors import inspector_overrides
+from memory import consolidation
 from memory.models import Memory
-from memory.services import memory_archive, memory_create, memory_restore, memory_update, validate_content
+from memory.services import (
+    memory_archive,
+    memory_create,
+    memory_restore,
+    memory_statuses_set,
+    memory_update,
+    validate_content,
+)
+from memory.services.consolidation import statuses_of
 
 ENTRY_FIELDS = ("text", "annotation", "struck", "starred")
 MEMORY_FIELDS = ("content", "importance", "tags", "status")
@@ -132,6 +141,28 @@ def memory_archive_edit(*, simulation: Simulation, memory: Memory, actor) -> Mem
     return memory
 
 
+@transaction.atomic
+def memory_consolidate_edit(*, simulation: Simulation, agent: str, actor) -> list[consolidation.ConsolidationResult]:
+    """The writer's "Consolidate" button: the agent's memories older than its last RECENT_TURNS turns.
+    One Edit per summary, its field "consolidation" holding every status it changed (the summary's
+    and its originals'), so that undo puts them all back at once and an undo of the undo redoes it."""
+    if simulation.bank_id is None:
+        raise WritingError("This simulation has no memory bank yet.")
+    if agent not in simulation.cast_names:
+        raise WritingError(f"{agent} is not in this simulation's cast.")
+    last = simulation.turns.order_by("-index").values_list("index", flat=True).first()
+    before_turn = (last + 2 if last is not None else 1) - consolidation.RECENT_TURNS  # memory turns are index + 1
+    results = consolidation.consolidate(simulation.bank, agent, before_turn=before_turn)
+    for result in results:
+        _record(simulation=simulation, actor=actor, target_type=Edit.Target.MEMORY, target_id=result.summary.pk,
+                field="consolidation",
+                before={str(result.summary.pk): Memory.Status.ARCHIVED} | {str(m.pk): Memory.Status.ACTIVE
+                                                                              for m in result.originals},
+                after=statuses_of([result.summary, *result.originals]),
+                label=f"{agent}: {len(result.originals)} memories consolidated into #{result.summary.pk}")
+    return results
+
+
 def writer_memory_check(*, simulation: Simulation, content: str, agent: str = "", kind: str = "semantic",
                         importance: float = 5.0, tags: Iterable[str] = (), turn: int | None = None) -> Memory:
     """The unsaved memory the writer asked for, checked as `memory_create` will check it in the worker
@@ -238,6 +269,13 @@ def edit_undo(*, edit: Edit, actor) -> Edit:
         entry.save()
     elif edit.target_type == Edit.Target.MEMORY:
         memory = Memory.objects.in_bank(simulation.bank).get(pk=edit.target_id)
+        if edit.field == "consolidation":  # the summary and its originals, as they were (vectors untouched)
+            ids = [int(i) for i in edit.before]
+            current = statuses_of(Memory.objects.in_bank(simulation.bank).filter(pk__in=ids))
+            memory_statuses_set(bank=simulation.bank, statuses=edit.before)
+            return _record(simulation=simulation, actor=actor, target_type=edit.target_type,
+                           target_id=edit.target_id, field=edit.field, before=current, after=edit.before,
+                           label=edit.label, undoes=edit)
         if edit.field == "created":
             current = memory.status
             _apply_memory(memory, "status", Memory.Status.ARCHIVED)  # nothing is deleted: archived

@@ -11,6 +11,7 @@ urlpatterns = [
     path("<int:pk>/turns/<int:index>/regenerate/", views.turn_regenerate, name="turn_regenerate"),
     path("<int:pk>/memories/", views.memory_list, name="chronicle_memories"),
     path("<int:pk>/memories/new/", views.memory_form, name="chronicle_memory_form"),
+    path("<int:pk>/memories/consolidate/", views.memory_consolidate, name="chronicle_memory_consolidate"),
     path("<int:pk>/memories/reach/", views.memory_reach, name="chronicle_memory_reach"),
     path("<int:pk>/memories/<int:memory_id>/", views.memory_update, name="chronicle_memory"),
     path("<int:pk>/history/", views.edit_history, name="chronicle_history"),

@@ -227,6 +227,19 @@ def memory_form(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def memory_consolidate(request: HttpRequest, pk: int) -> HttpResponse:
+    """Consolidate one agent's old memories now (synchronously: no model is loaded), then back to the bank."""
+    simulation = _simulation(request, pk)
+    try:
+        messages.success(request, actions.memory_consolidate(simulation=simulation, actor=request.user,
+                                                             data=request.POST))
+    except ValidationError as exc:
+        messages.error(request, _errors(exc))
+    return redirect(_next(request, reverse("chronicle_memories", args=[pk])))
+
+
+@login_required
 @require_GET
 def memory_reach(request: HttpRequest, pk: int) -> HttpResponse:
     """The "Form a memory" warning for a kind and owner (htmx, as the writer picks them)."""
