@@ -136,3 +136,29 @@ def test_the_run_page_shows_the_reflection_after_its_turn_with_its_evidence(user
     assert f'id="memory-{insight.pk}"' in bank_page
     # Another writer sees neither.
     assert client_for(other_user).get(simulation.get_absolute_url()).status_code == 404
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_scripted_run_through_a_real_worker_reflects_and_shows_it(start_worker, user, client_for):
+    from chronicle.simulation import services
+    from tests.chronicle.simulation.conftest import make_dinner, wait_for, wait_status
+
+    # A threshold any lived line reaches (the heuristic scores the demo's lines about 0.4 to 4): this
+    # checks the wiring after a real turn, not the figure.
+    start_worker("reflect", env={"WONDA_REFLECTION_THRESHOLD": "1"})
+    scenario = make_dinner(user)
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
+                                           settings={"max_turns": 6, "retrieval_mode": "tools"})
+    wait_status(simulation, "completed")
+    reflections = Memory.objects.filter(bank=simulation.bank, kind="reflection")
+    wait_for(reflections.exists, timeout=120, what="a reflection")
+    for memory in reflections:
+        evidence = list(memory.evidence.all())
+        assert evidence and {m.agent for m in evidence} == {memory.agent}, memory
+        assert memory.source == "reflection" and 1 <= memory.turn <= 6
+    # One reflection per agent and turn at most: its insights are distinct.
+    pairs = list(reflections.values_list("agent", "turn", "content"))
+    assert len(pairs) == len(set(pairs))
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert f"{reflections.first().agent} reflects:" in page
