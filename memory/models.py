@@ -189,7 +189,8 @@ class Memory(models.Model):
     def snapshot(self) -> dict:
         """What a record of this memory keeps (a retrieval, a pin), so it reads the same after edits."""
         return {"memory_id": self.pk, "content": self.content, "agent": self.agent, "kind": self.kind,
-                "category": self.category, "turn": self.turn, "speaker": self.speaker}
+                "category": self.category, "turn": self.turn, "speaker": self.speaker,
+                "importance_parts": (self.metadata or {}).get("importance")}  # memory.importance's components
 
 
 class MemoryKey(models.Model):

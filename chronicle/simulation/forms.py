@@ -14,6 +14,8 @@ from memory.tools import REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS
 # The form's own fields for the run's settings (title first; weights come from three number fields).
 SETTINGS = tuple(name for name in SETTING_FIELDS if name not in ("title", "weights", "tool_set", "greeting_by"))
 
+OPTIONAL_WITH_DEFAULT = ("importance_scorer", "capture_importance_floor", "capture_duplicate_threshold")
+
 
 def _tool_label(name: str) -> str:
     return f"{name}{' (writes memories)' if name in WRITE_TOOLS else ''}: {REGISTRY[name].description}"
@@ -61,6 +63,8 @@ class SimulationForm(forms.ModelForm):
             (name, name) for name in sorted(self.greeters)]
         self.fields["title"].required = False
         self.fields["base_url"].required = False
+        for name in OPTIONAL_WITH_DEFAULT:  # left out of a POST (an older form, a script): the model's default
+            self.fields[name].required = False
 
     def clean(self):
         data = super().clean()
@@ -81,6 +85,9 @@ class SimulationForm(forms.ModelForm):
             self.add_error("base_url", "An OpenAI-compatible server needs a base URL and a model name.")
         if data.get("retrieval_mode") == Simulation.RetrievalMode.TOOLS and not data.get("tool_set"):
             self.add_error("tool_set", "The Tools mode needs at least one tool: tick some, or choose Pre-populate.")
+        for name in OPTIONAL_WITH_DEFAULT:
+            if data.get(name) in ("", None):
+                data[name] = None  # simulation_start keeps the model's default
         data["weights"] = {name: data[f"weight_{name}"] for name in ("similarity", "recency", "importance")
                            if data.get(f"weight_{name}") is not None}
         return data

@@ -44,6 +44,10 @@ class Simulation(models.Model):
         PREPOPULATE = "prepopulate", "Pre-populate (memories injected before each turn)"
         BOTH = "both", "Both"
 
+    class ImportanceScorer(models.TextChoices):
+        HEURISTIC = "heuristic", "Heuristic (offline: goals · emotion · novelty)"
+        LLM = "llm", "The run's model (seed 002 prompt)"
+
     class Provider(models.TextChoices):
         SCRIPTED = "scripted", "Scripted (dry run, offline)"
         OPENAI = "openai", "OpenAI-compatible server"
@@ -91,6 +95,21 @@ class Simulation(models.Model):
     # say it is unsure when what came back is weak.
     consult_memories = models.BooleanField("Consult memories before deciding", default=False)
     confidence_gating = models.BooleanField("Say so when memories are weak", default=False)
+    # Memory formation (issue 14, seeds 000/002/003): how each heard line is scored, and which lines
+    # a listener does not keep. The heuristic is offline; the LLM scorer asks the run's model (openai only).
+    # The duplicate filter is off by default: the scripted dry run says near-identical lines, which 0.97
+    # drops (a 9-turn dry run kept 18 of 27 copies), changing what every dry run remembers.
+    importance_scorer = models.CharField("Importance scorer", max_length=16, choices=ImportanceScorer.choices,
+                                         default=ImportanceScorer.HEURISTIC)
+    capture_importance_floor = models.FloatField(
+        "Forget lines below this importance", default=0, validators=[MinValueValidator(0), MaxValueValidator(10)],
+        help_text="0–10; 0 keeps every line.")
+    capture_duplicate_threshold = models.FloatField(
+        "Near-duplicate threshold (cosine)", default=1.0, validators=[MinValueValidator(0.5), MaxValueValidator(1)],
+        help_text="A line this similar (0.5–1) to one the listener heard in its last 50 turns is not kept again; 1: off. Try 0.97.")
+    capture_only_concerning = models.BooleanField(
+        "Remember only what concerns me", default=False,
+        help_text="Listeners keep a line only if it is near their goals or identity; speakers keep their own lines.")
     # A character whose card greeting (first_mes) is turn 1, said without a model call; blank: none.
     greeting_by = models.CharField("Opening greeting by", max_length=100, blank=True)
     # Set when the model refused tool calling: later turns go straight to pre-populated memories.

@@ -22,7 +22,9 @@ from django.utils import timezone
 from chronicle.simulation.engine import TurnInput, TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.simulation.pins import dropped_pins
+from chronicle.simulation.providers import TurnHints
 from chronicle.simulation.selectors import turn_overrides
+from memory.importance import CaptureFilters, Skipped
 from memory.models import Memory
 from memory.services import accesses_record, memory_associate, memory_create, memory_reinforce, remember_utterance
 from memory.sheets import CharacterSheet, ScenarioSheet
@@ -189,11 +191,13 @@ def _collapsed(failures: list[str]) -> list[str]:
     return said
 
 
-def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "") -> str:
+def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "", capture: str = "") -> str:
     lines = [turn.note] if turn.note else []
     lines += outcome.notes
     if mode_note:
         lines.append(mode_note)
+    if capture:
+        lines.append(capture)
     if outcome.failures:
         lines.append("Retried after: " + "; ".join(_collapsed(outcome.failures)))
     return "\n".join(lines)
@@ -215,6 +219,44 @@ def apply_writes(*, bank, agent: str, turn: int, writes: list[dict]) -> None:
                 memory_associate(first=pair[0], second=pair[1])
 
 
+def capture_options(simulation: Simulation, turn: Turn) -> dict:
+    """The run's memory-formation settings as remember_utterance takes them. The LLM scorer asks the
+    run's own model; the scripted provider has no opinion, so its runs use the heuristic."""
+    ask = None
+    scorer = simulation.importance_scorer
+    if scorer == Simulation.ImportanceScorer.LLM:
+        if simulation.provider == Simulation.Provider.OPENAI:
+            ask = _importance_asker(simulation, turn)
+        else:
+            scorer = Simulation.ImportanceScorer.HEURISTIC
+    threshold = simulation.capture_duplicate_threshold
+    filters = CaptureFilters(importance_floor=simulation.capture_importance_floor,
+                             duplicate_threshold=threshold if threshold and threshold < 1 else None,
+                             only_concerning=simulation.capture_only_concerning)
+    return {"scorer": scorer, "ask": ask, "filters": filters}
+
+
+def _importance_asker(simulation: Simulation, turn: Turn):
+    from chronicle.simulation.providers import get_provider  # defers importing openai
+
+    provider = get_provider(simulation)
+
+    def ask(prompt: str) -> str:
+        hints = TurnHints(agent=turn.agent, others=[], index=turn.index, first_turn_of_agent=False)
+        result = provider.chat([{"role": "user", "content": prompt}], tools=None, allow_tools=False, hints=hints)
+        return result.message.get("content") or ""
+
+    return ask
+
+
+def capture_note(skipped: list[Skipped]) -> str:
+    """"Sam did not keep: “…” (duplicate of #812, 0.96)", one line per listener."""
+    by_agent: dict[str, list[str]] = {}
+    for item in skipped:
+        by_agent.setdefault(item.agent, []).append(item.describe())
+    return "\n".join(f"{agent} did not keep: {'; '.join(why)}" for agent, why in by_agent.items())
+
+
 @transaction.atomic
 def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | None:
     """Store the line, its retrievals and everyone's episodic memory of it; queue the next turn."""
@@ -234,11 +276,11 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | Non
     turn.usage = outcome.usage
     turn.full_definition_tokens = outcome.full_definition_tokens
     turn.context = outcome.context
-    turn.note = _notes(turn, outcome, mode_note)
+    captured = remember_utterance(bank=simulation.bank, speaker=turn.agent, text=turn.utterance, turn=turn.number,
+                                  listeners=simulation.cast_names, **capture_options(simulation, turn))
+    turn.note = _notes(turn, outcome, mode_note, capture_note(captured.skipped))
     turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
     turn.save()
-    remember_utterance(bank=simulation.bank, speaker=turn.agent, text=turn.utterance, turn=turn.number,
-                       listeners=simulation.cast_names)
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
     apply_writes(bank=simulation.bank, agent=turn.agent, turn=turn.number, writes=outcome.writes)

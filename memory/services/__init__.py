@@ -3,12 +3,12 @@ these; none of them writes a memory row itself). Keyword-only, typed, one transa
 
 banks.py      create, delete, mark seeded, copy as of a turn (branches)
 seeding.py    gifted memories from character and scenario sheets
-capture.py    episodic capture of what was said
+capture.py    episodic capture of what was said: importance (memory.importance) and capture filters
 memories.py   one memory: create, edit, archive, restore, re-embed, reinforce, associate; access log
 """
 
 from memory.services.banks import bank_copy, bank_create, bank_delete, bank_mark_seeded
-from memory.services.capture import remember_utterance
+from memory.services.capture import LLM_BUDGET_S, remember_utterance
 from memory.services.memories import (
     accesses_record,
     bank_refresh_stale,
@@ -24,7 +24,8 @@ from memory.services.seeding import SEED_BATCH, SEED_TEXTS_PER_CALL, bank_reques
 from memory.services.validation import validate_content
 
 __all__ = [
-    "SEED_BATCH", "SEED_TEXTS_PER_CALL", "accesses_record", "bank_copy", "bank_create", "bank_delete", "bank_mark_seeded",
+    "LLM_BUDGET_S", "SEED_BATCH", "SEED_TEXTS_PER_CALL", "accesses_record", "bank_copy", "bank_create", "bank_delete",
+    "bank_mark_seeded",
     "bank_refresh_stale", "bank_request_seed", "memory_archive", "memory_associate", "memory_create",
     "memory_reembed", "memory_reinforce", "memory_restore", "memory_update", "remember_utterance", "seed_bank",
     "validate_content",

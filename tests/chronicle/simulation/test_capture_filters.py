@@ -1,0 +1,100 @@
+"""Memory formation in a run: importance stored and shown, capture filters reported in the turn's note."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from chronicle.simulation import services, turns
+from chronicle.simulation.engine import TurnOutcome
+from chronicle.simulation.models import Simulation
+from chronicle.simulation.tasks import run_turn_task
+from memory.models import Memory
+
+
+def start(user, scenario, **settings) -> Simulation:
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
+                                           settings={"max_turns": 6, "retrieval_mode": "tools", **settings})
+    services.simulation_seed(simulation_id=simulation.pk)
+    simulation.refresh_from_db()
+    return simulation
+
+
+def say(simulation: Simulation, index: int, agent: str, line: str):
+    """A turn whose line the test chooses: claimed and finished as the worker would."""
+    claim = turns.turn_claim(simulation_id=simulation.pk, index=index, agent=agent)
+    return turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=TurnOutcome(utterance=line))
+
+
+@pytest.mark.django_db
+def test_a_repeated_line_is_not_kept_and_the_turn_says_so(user, dinner):
+    simulation = start(user, dinner, capture_duplicate_threshold=0.97)
+    assert simulation.importance_scorer == "heuristic"
+    first = say(simulation, 0, "Alex", "Shall we try Bella's trattoria at seven?")
+    heard = Memory.objects.in_bank(simulation.bank).filter(kind="episodic", turn=1)
+    assert heard.count() == 3 and first.note == ""
+    # Scored by the heuristic, per listener: Jordan's goal is Bella's trattoria.
+    parts = {m.agent: m.metadata["importance"] for m in heard}
+    assert {p["scorer"] for p in parts.values()} == {"heuristic"}
+    assert parts["Jordan"]["goal_relevance"] > parts["Sam"]["goal_relevance"]
+    assert heard.get(agent="Jordan").importance > heard.get(agent="Sam").importance
+    sam_first = heard.get(agent="Sam")
+    # Alex says it again: nobody keeps it twice (the same words from another speaker would be news).
+    second = say(simulation, 1, "Alex", "Shall we try Bella's trattoria at seven?")
+    assert Memory.objects.in_bank(simulation.bank).filter(kind="episodic", turn=2).count() == 0
+    assert f"Sam did not keep: “Alex said: Shall we try Bella's trattoria at seven?” (duplicate of #{sam_first.pk}, 1.00)" \
+        in second.note
+    assert second.note.count("did not keep") == 3
+
+
+@pytest.mark.django_db
+def test_the_importance_floor_filters_and_is_reported(user, dinner):
+    simulation = start(user, dinner, capture_importance_floor=6.0)
+    turn = say(simulation, 0, "Alex", "The carpet in the hallway is beige.")
+    assert Memory.objects.in_bank(simulation.bank).filter(kind="episodic", turn=1).count() == 0
+    assert "Sam did not keep: “Alex said: The carpet in the hallway is beige.” (importance" in turn.note
+    assert "below the floor" in turn.note
+
+
+@pytest.mark.django_db
+def test_llm_scorer_on_the_scripted_provider_uses_the_heuristic(user, dinner):
+    simulation = start(user, dinner, importance_scorer="llm")
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    scorers = {m.metadata["importance"]["scorer"] for m in Memory.objects.in_bank(simulation.bank).filter(kind="episodic")}
+    assert scorers == {"heuristic"}
+
+
+@pytest.mark.django_db
+def test_the_form_offers_memory_formation_and_stores_it(user, dinner, client_for, django_capture_on_commit_callbacks):
+    client = client_for(user)
+    page = client.get(reverse("simulation_create")).content.decode()
+    assert "Memory formation" in page and 'name="capture_duplicate_threshold"' in page and 'value="1.0"' in page
+    data = {"scenario": dinner.pk, "max_turns": 3, "speaking_order": "round_robin", "retrieval_mode": "prepopulate",
+            "scoring": "similarity", "provider": "scripted", "temperature": "0.7", "max_tokens": 300,
+            "max_tool_calls": 4, "timeout_s": 30, "pace_s": 0, "importance_scorer": "llm",
+            "capture_importance_floor": "4", "capture_duplicate_threshold": "0.9", "capture_only_concerning": "on"}
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("simulation_create"), data)
+    assert response.status_code == 302
+    simulation = Simulation.objects.get()
+    assert (simulation.importance_scorer, simulation.capture_importance_floor, simulation.capture_duplicate_threshold,
+            simulation.capture_only_concerning) == ("llm", 4.0, 0.9, True)
+    bad = client.post(reverse("simulation_create"), data | {"capture_importance_floor": "11"})
+    assert bad.status_code == 200 and "less than or equal to 10" in bad.content.decode()
+
+
+@pytest.mark.django_db
+def test_importance_shows_in_the_inspector_and_the_bank(user, dinner, client_for):
+    simulation = start(user, dinner, max_turns=4)
+    for index in range(4):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    client = client_for(user)
+    bank = client.get(reverse("chronicle_memories", args=[simulation.pk])).content.decode()
+    memory = Memory.objects.in_bank(simulation.bank).filter(kind="episodic").order_by("id").first()
+    parts = memory.metadata["importance"]
+    shown = (f"importance {parts['score']:.1f} (goals {parts['goal_relevance']:.1f} · "
+             f"emotion {parts['emotional_impact']:.1f} · novelty {parts['novelty']:.1f})")
+    assert shown in bank
+    # Turn 4 (Alex) recalled earlier lines: each row carries its importance line.
+    page = client.get(reverse("turn_inspect", args=[simulation.pk, 3])).content.decode()
+    assert "importance " in page and "(goals " in page and "novelty " in page
