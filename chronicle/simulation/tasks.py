@@ -22,7 +22,9 @@ from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
 from memory.models import Memory
+from memory.consolidation import RECENT_TURNS, consolidation_due
 from memory.reflection import importance_since_last_reflection, reflect
+from memory.tasks import consolidate_bank_task
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +94,23 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
     finished = turns.turn_finish(turn_id=turn.pk, token=claim.token, outcome=outcome)
     if finished is not None:
         queue_reflections(simulation_id, finished.number)
+        queue_consolidations(simulation_id, finished.number)
     return "done"
+
+
+def queue_consolidations(simulation_id: int, turn_number: int) -> list[str]:
+    """Over the per-agent budget (WONDA_CONSOLIDATION_BUDGET), an agent's old low-importance
+    memories are consolidated by a task of its own (offline summaries; the writer can undo it)."""
+    simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
+    if simulation is None or simulation.bank_id is None:
+        return []
+    due = [name for name in simulation.cast_names if consolidation_due(simulation.bank, name)]
+    for name in due:
+        try:
+            consolidate_bank_task.delay(simulation.bank_id, name, turn_number - RECENT_TURNS)
+        except Exception:  # the broker being down costs this round (it is due again next turn), not the run
+            log.exception("could not queue %s's consolidation at turn %s", name, turn_number)
+    return due
 
 
 def queue_reflections(simulation_id: int, turn_number: int) -> list[str]:
