@@ -285,7 +285,8 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
                           ws * wl * components.get("lexical", 0.0))]
     else:
         rest = []
-    rest += [ScorePart("recency", "recency", f"{wr:g}", components.get("recency", 0.0), wr * components.get("recency", 0.0)),
+    # Under `decayed` the recency component is seed 004's decay (memory.retrieval.scoring.decay_component).
+    rest += [ScorePart("recency", "decay (seed 004)" if scoring == "decayed" else "recency", f"{wr:g}", components.get("recency", 0.0), wr * components.get("recency", 0.0)),
              ScorePart("importance", "importance", f"{wi:g}", components.get("importance", 0.0),
                        wi * components.get("importance", 0.0))]
     # Query enhancement's temporal boost (memory/retrieval/enhance.py) comes weighted: added as it is.
