@@ -20,6 +20,10 @@ def default_tool_set() -> list[str]:
     return list(SIMULATION_TOOLS)
 
 
+def default_reflection_threshold() -> float:
+    return float(settings.REFLECTION_THRESHOLD)
+
+
 class SimulationQuerySet(OwnedQuerySet):
     def active(self):
         return self.filter(status__in=Simulation.ACTIVE_STATUSES)
@@ -110,6 +114,12 @@ class Simulation(models.Model):
     capture_only_concerning = models.BooleanField(
         "Remember only what concerns me", default=False,
         help_text="Listeners keep a line only if it is near their goals or identity; speakers keep their own lines.")
+    # Reflection (seed 003): an agent reflects when the importance of its memories since its last
+    # reflection reaches this (WONDA_REFLECTION_THRESHOLD sets the default for new runs).
+    reflection_threshold = models.FloatField(
+        "Reflect after this much importance", default=default_reflection_threshold,
+        validators=[MinValueValidator(1), MaxValueValidator(100_000)],
+        help_text="Summed importance of an agent's new memories (0–10 each) that makes it reflect; Generative Agents use 150.")
     # A character whose card greeting (first_mes) is turn 1, said without a model call; blank: none.
     greeting_by = models.CharField("Opening greeting by", max_length=100, blank=True)
     # Set when the model refused tool calling: later turns go straight to pre-populated memories.

@@ -14,7 +14,6 @@ from contextlib import contextmanager
 
 from celery import shared_task
 from celery.signals import worker_ready
-from django.conf import settings
 from django.db import close_old_connections, connection
 
 from chronicle.simulation import services, turns
@@ -120,7 +119,7 @@ def queue_reflections(simulation_id: int, turn_number: int) -> list[str]:
     if simulation is None or simulation.bank_id is None:
         return []
     due = [name for name in simulation.cast_names
-           if importance_since_last_reflection(simulation.bank, name) >= settings.REFLECTION_THRESHOLD]
+           if importance_since_last_reflection(simulation.bank, name) >= simulation.reflection_threshold]
     for name in due:
         try:
             reflect_task.delay(simulation_id, name, turn_number)
@@ -157,7 +156,7 @@ def reflect_task(simulation_id: int, agent: str, turn_number: int) -> str:
             return "busy"
         if Memory.objects.in_bank(bank).for_agent(agent).filter(kind=Memory.Kind.REFLECTION, turn=turn_number).exists():
             return "already reflected"
-        if importance_since_last_reflection(bank, agent) < settings.REFLECTION_THRESHOLD:
+        if importance_since_last_reflection(bank, agent) < simulation.reflection_threshold:
             return "not due"
         try:
             made = reflect(bank, agent, turn=turn_number, ask=get_provider(simulation).complete)

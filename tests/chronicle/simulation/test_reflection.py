@@ -26,10 +26,10 @@ LINES = [
 ]
 
 
-def run(user, *, provider: str = "scripted") -> Simulation:
+def run(user, *, provider: str = "scripted", **fields) -> Simulation:
     bank = MemoryBank.objects.create(name="run", owner=user)
     return Simulation.objects.create(owner=user, title="Dinner", status="running", max_turns=20, bank=bank,
-                                     cast_snapshot=[{"name": "Alex"}, {"name": "Jordan"}], provider=provider)
+                                     cast_snapshot=[{"name": "Alex"}, {"name": "Jordan"}], provider=provider, **fields)
 
 
 def live(simulation: Simulation, turn: int) -> None:
@@ -46,9 +46,8 @@ def queued(monkeypatch):
     return calls
 
 
-def test_a_reflection_is_queued_when_the_threshold_is_crossed_and_made_once(user, settings, queued):
-    settings.REFLECTION_THRESHOLD = 30
-    simulation = run(user)
+def test_a_reflection_is_queued_when_the_threshold_is_crossed_and_made_once(user, queued):
+    simulation = run(user, reflection_threshold=30)
     for turn in range(1, 6):  # 25 < 30: nobody is due
         live(simulation, turn)
         assert tasks.queue_reflections(simulation.pk, turn) == []
@@ -77,6 +76,7 @@ def test_a_reflection_is_queued_when_the_threshold_is_crossed_and_made_once(user
 def test_the_default_threshold_is_150_so_the_six_turn_demo_never_reflects(user, settings, queued):
     assert settings.REFLECTION_THRESHOLD == 150
     simulation = run(user)
+    assert simulation.reflection_threshold == 150  # a new run's default comes from the setting
     for turn in range(1, 7):
         live(simulation, turn)
     assert tasks.queue_reflections(simulation.pk, 6) == [] and queued == []
@@ -95,15 +95,14 @@ def test_the_scripted_provider_reflects_the_same_way_every_time(user):
         "Alex keeps hearing about Jordan", "Alex keeps hearing about Bella's", "Alex keeps hearing about Sam"]
 
 
-def test_a_failing_model_records_nothing(user, settings, monkeypatch):
-    settings.REFLECTION_THRESHOLD = 10
+def test_a_failing_model_records_nothing(user, monkeypatch):
 
     class Down:
         def complete(self, prompt):
             raise ProviderError("cannot reach the LLM server")
 
     monkeypatch.setattr(tasks, "get_provider", lambda simulation: Down())
-    simulation = run(user, provider="openai")
+    simulation = run(user, provider="openai", reflection_threshold=10)
     for turn in range(1, 3):
         live(simulation, turn)
     assert tasks.reflect_task(simulation.pk, "Alex", 2) == "failed"
@@ -140,19 +139,20 @@ def test_the_run_page_shows_the_reflection_after_its_turn_with_its_evidence(user
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_a_scripted_run_through_a_real_worker_reflects_and_shows_it(start_worker, user, client_for):
+def test_a_scripted_run_through_a_real_worker_reflects_and_shows_it(celery_worker, user, client_for):
     from chronicle.simulation import services
     from tests.chronicle.simulation.conftest import make_dinner, wait_for, wait_status
 
     # A threshold any lived line reaches (the heuristic scores the demo's lines about 0.4 to 4): this
     # checks the wiring after a real turn, not the figure.
-    start_worker("reflect", env={"WONDA_REFLECTION_THRESHOLD": "1"})
     scenario = make_dinner(user)
     simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                           settings={"max_turns": 6, "retrieval_mode": "tools"})
+                                           settings={"max_turns": 6, "retrieval_mode": "tools",
+                                                     "reflection_threshold": 1})
     wait_status(simulation, "completed")
     reflections = Memory.objects.filter(bank=simulation.bank, kind="reflection")
     wait_for(reflections.exists, timeout=120, what="a reflection")
+    wait_for(workers_idle, timeout=120, what="the reflections queued after the last turns")  # before teardown empties the tables
     for memory in reflections:
         evidence = list(memory.evidence.all())
         assert evidence and {m.agent for m in evidence} == {memory.agent}, memory
@@ -162,3 +162,15 @@ def test_a_scripted_run_through_a_real_worker_reflects_and_shows_it(start_worker
     assert len(pairs) == len(set(pairs))
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert f"{reflections.first().agent} reflects:" in page
+
+
+def workers_idle() -> bool:
+    """No task running or waiting on any worker (reflections are queued after each turn)."""
+    from wonda_site.celery import app
+
+    with app.connection_for_read() as connection:
+        if connection.default_channel.client.llen(app.conf.task_default_queue):  # still in the broker
+            return False
+    inspect = app.control.inspect(timeout=1)
+    busy = [tasks for reply in (inspect.active() or {}, inspect.reserved() or {}) for tasks in reply.values()]
+    return not any(busy)
