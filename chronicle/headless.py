@@ -17,7 +17,7 @@ from typing import Any, Callable
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Avg, Count, Max, Min
 
 from chronicle.drills import Worker
 from chronicle.models import Character, Scenario
@@ -193,13 +193,23 @@ def run_report(simulation: Simulation) -> dict:
         context = [{"role": m.get("role"), "content": _content(m)}
                    for m in turn.prompt_messages or [] if isinstance(m, dict)]
         rows.append({"number": turn.number, "speaker": turn.agent, "text": turn.utterance,
-                     "retrievals": retrievals, "context": context})
+                     "retrievals": retrievals, "context": context,
+                     "memory_ms": (turn.context or {}).get("memory_ms")})
     by_kind = {}
+    lifecycle = {"reflections": 0, "consolidated": 0, "filtered": sum(int((t.context or {}).get("not_kept") or 0)
+                                                                      for t in turns),
+                 "importance": {"min": None, "max": None, "mean": None}}
     if simulation.bank_id is not None:
-        by_kind = dict(Memory.objects.in_bank(simulation.bank).values_list("kind")
-                       .annotate(n=Count("id")).order_by("kind"))
+        memories = Memory.objects.in_bank(simulation.bank)
+        by_kind = dict(memories.values_list("kind").annotate(n=Count("id")).order_by("kind"))
+        lifecycle["reflections"] = memories.filter(kind=Memory.Kind.REFLECTION).count()
+        lifecycle["consolidated"] = memories.filter(status=Memory.Status.CONSOLIDATED).count()
+        # What the run's lines were worth to their listeners (gifted memories have fixed importances).
+        spread = memories.filter(source=Memory.Source.EARNED).aggregate(min=Min("importance"), max=Max("importance"),
+                                                                        mean=Avg("importance"))
+        lifecycle["importance"] = {k: round(v, 2) if v is not None else None for k, v in spread.items()}
     tokens = token_summary(turns)
-    return {"simulation": simulation.pk, "turns": rows, "memories_by_kind": by_kind,
+    return {"simulation": simulation.pk, "turns": rows, "memories_by_kind": by_kind, "lifecycle": lifecycle,
             "tokens": {"prompt": tokens.prompt_tokens, "completion": tokens.completion_tokens,
                        "full_definition": tokens.full_definition_tokens}}
 

@@ -11,6 +11,7 @@ Why it cannot duplicate or skip a turn:
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -276,14 +277,20 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | Non
     turn.usage = outcome.usage
     turn.full_definition_tokens = outcome.full_definition_tokens
     turn.context = outcome.context
+    started = time.perf_counter()
     captured = remember_utterance(bank=simulation.bank, speaker=turn.agent, text=turn.utterance, turn=turn.number,
                                   listeners=simulation.cast_names, **capture_options(simulation, turn))
     turn.note = _notes(turn, outcome, mode_note, capture_note(captured.skipped))
-    turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
-    turn.save()
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
     apply_writes(bank=simulation.bank, agent=turn.agent, turn=turn.number, writes=outcome.writes)
+    # The memory system's own time this turn (model calls excluded): its searches, then capture
+    # (embedding, importance, filters), access counts and the deferred writes.
+    searched = sum(float(r.get("latency_ms") or 0) for r in outcome.retrievals)
+    turn.context = dict(turn.context or {}, memory_ms=round(searched + (time.perf_counter() - started) * 1000, 2),
+                        not_kept=len(captured.skipped))
+    turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
+    turn.save()
     fields = ["updated"]
     if outcome.tools_unsupported and not simulation.tools_unsupported:
         simulation.tools_unsupported = True

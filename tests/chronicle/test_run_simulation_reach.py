@@ -55,6 +55,11 @@ def test_both_mode_reaches_every_field_of_the_own_sheet_and_no_other_secret(scen
     result = json.loads(out.getvalue().strip().splitlines()[-1])
     turns = result["turns"]
     assert len(turns) == 12 and {t["speaker"] for t in turns} == set(CAST)
+    # Living memory's figures (issue 14): the lines were scored, not all alike; the memory system's time per turn.
+    lifecycle = result["lifecycle"]
+    assert lifecycle["importance"]["min"] < lifecycle["importance"]["max"]
+    assert lifecycle["filtered"] == 0 and lifecycle["reflections"] == 0 and lifecycle["consolidated"] == 0
+    assert all(isinstance(t["memory_ms"], float) and t["memory_ms"] > 0 for t in turns)
 
     seen: dict[str, str] = {name: "" for name in CAST}
     for turn in turns:
