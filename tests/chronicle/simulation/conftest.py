@@ -57,3 +57,15 @@ def wait_status(simulation, *statuses, timeout: float = 180):
         return simulation.status in statuses
     wait_for(check, timeout=timeout, what=f"status in {statuses} (is {simulation.status})")
     return simulation
+
+
+def start_seeded(user, scenario, **settings):
+    """A run started through the services and seeded in-process (what its first task does; on_commit
+    never fires in a test transaction): tools mode, 6 turns unless the settings say otherwise."""
+    from chronicle.simulation import services
+
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
+                                           settings={"max_turns": 6, "retrieval_mode": "tools", **settings})
+    services.simulation_seed(simulation_id=simulation.pk)
+    simulation.refresh_from_db()
+    return simulation

@@ -5,19 +5,16 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import services, turns
+from chronicle.simulation import turns
 from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
+from tests.chronicle.simulation.conftest import start_seeded
 
 
 def start(user, scenario, **settings) -> Simulation:
-    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                           settings={"max_turns": 6, "retrieval_mode": "tools", **settings})
-    services.simulation_seed(simulation_id=simulation.pk)
-    simulation.refresh_from_db()
-    return simulation
+    return start_seeded(user, scenario, **{"max_turns": 6, **settings})
 
 
 def say(simulation: Simulation, index: int, agent: str, line: str):

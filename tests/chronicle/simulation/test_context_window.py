@@ -9,12 +9,12 @@ import json
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import services
 from chronicle.simulation.context import context_window
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.selectors import score_breakdown
 from chronicle.simulation.tasks import run_turn_task
 from tests.chronicle.simulation.fake_openai import FakeOpenAI, ok, tool_call
+from tests.chronicle.simulation.conftest import start_seeded
 
 
 @pytest.fixture
@@ -25,11 +25,7 @@ def server():
 
 
 def start(user, scenario, **settings) -> Simulation:
-    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                           settings={"max_turns": 3, "retrieval_mode": "tools", **settings})
-    services.simulation_seed(simulation_id=simulation.pk)
-    simulation.refresh_from_db()
-    return simulation
+    return start_seeded(user, scenario, **{"max_turns": 3, **settings})
 
 
 def run(simulation, index=0) -> str:

@@ -7,19 +7,15 @@ from django.test import Client
 from django.urls import reverse
 
 from chronicle.models import Character
-from chronicle.simulation import services
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
+from tests.chronicle.simulation.conftest import start_seeded
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
 def started(user, scenario, **settings) -> Simulation:
-    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                           settings={"max_turns": 3, "retrieval_mode": "tools", **settings})
-    services.simulation_seed(simulation_id=simulation.pk)
-    simulation.refresh_from_db()
-    return simulation
+    return start_seeded(user, scenario, **{"max_turns": 3, **settings})
 
 
 def urls(simulation):

@@ -7,15 +7,11 @@ import pytest
 from chronicle.simulation import services
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
-from tests.chronicle.simulation.conftest import dinner, make_dinner  # noqa: F401  (fixture re-export)
+from tests.chronicle.simulation.conftest import dinner, make_dinner, start_seeded  # noqa: F401  (fixture re-export)
 
 
 def start(user, scenario, **settings) -> Simulation:
-    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                           settings={"max_turns": 6, "retrieval_mode": "tools", **settings})
-    services.simulation_seed(simulation_id=simulation.pk)
-    simulation.refresh_from_db()
-    return simulation
+    return start_seeded(user, scenario, **{"max_turns": 6, **settings})
 
 
 def run_all(simulation: Simulation) -> Simulation:
