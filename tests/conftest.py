@@ -18,6 +18,49 @@ ARTIFACTS = ROOT / "test-artifacts"
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright + live_server
 
 
+def _database_quiet(timeout: float = 30.0) -> None:
+    """Wait until no other connection to the test database is inside a query or a transaction."""
+    from django.db import connection
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')"
+            )
+            if not cursor.fetchone()[0]:
+                return
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _patient_flush(django_db_setup):
+    """A transactional test's closing flush waits for the workers and retries once on a lock clash.
+
+    A worker may still be running a task the test queued (seeding after an import, a reflection
+    after a turn) when the test ends. TRUNCATE then deadlocks with the task's inserts, Postgres
+    aborts the flush, and the next test starts on the last test's rows. Waiting for the other
+    connections to go quiet avoids almost all of it; the retry covers a task that starts in between.
+    """
+    from django.core.management import CommandError
+    from django.test import testcases
+
+    original = testcases.TransactionTestCase._fixture_teardown
+
+    def patient(self):
+        _database_quiet()
+        try:
+            original(self)
+        except CommandError:
+            _database_quiet()
+            original(self)
+
+    testcases.TransactionTestCase._fixture_teardown = patient
+    yield
+    testcases.TransactionTestCase._fixture_teardown = original
+
+
 @pytest.fixture
 def user(db):
     return get_user_model().objects.create_user(username="ada", password="correct-horse-1")
