@@ -196,13 +196,17 @@ def run_report(simulation: Simulation) -> dict:
                      "retrievals": retrievals, "context": context,
                      "memory_ms": (turn.context or {}).get("memory_ms")})
     by_kind = {}
-    lifecycle = {"reflections": 0, "consolidated": 0, "filtered": sum(int((t.context or {}).get("not_kept") or 0)
+    lifecycle = {"reflections": 0, "insights": [], "consolidated": 0, "filtered": sum(int((t.context or {}).get("not_kept") or 0)
                                                                       for t in turns),
                  "importance": {"min": None, "max": None, "mean": None}}
     if simulation.bank_id is not None:
         memories = Memory.objects.in_bank(simulation.bank)
         by_kind = dict(memories.values_list("kind").annotate(n=Count("id")).order_by("kind"))
-        lifecycle["reflections"] = memories.filter(kind=Memory.Kind.REFLECTION).count()
+        reflections = memories.filter(kind=Memory.Kind.REFLECTION).prefetch_related("evidence").order_by("turn", "id")
+        lifecycle["reflections"] = len(reflections)
+        # Each insight with the memories it rests on, so a dry run shows what reflection made of it.
+        lifecycle["insights"] = [{"agent": m.agent, "turn": m.turn, "content": m.content,
+                                  "evidence": [e.pk for e in m.evidence.all()]} for m in reflections]
         lifecycle["consolidated"] = memories.filter(status=Memory.Status.CONSOLIDATED).count()
         # What the run's lines were worth to their listeners (gifted memories have fixed importances).
         spread = memories.filter(source=Memory.Source.EARNED).aggregate(min=Min("importance"), max=Max("importance"),

@@ -3,7 +3,7 @@
 Two scorers, chosen per simulation:
 - heuristic (offline, seed 000): 10 × (goal_relevance·0.4 + emotional_impact·0.3 + novelty·0.3),
   each component 0..1 — similarity to the listener's goals, a small shipped emotion lexicon, and
-  1 − the best similarity to what the listener already remembers;
+  how far the line is from the best match in what the listener already remembers (rescaled);
 - llm (seed 002's 0–10 poignancy prompt) through a callable the caller passes in (memory does not
   know chronicle's providers); an answer that is not a clean number falls back to the first number
   in it, clamped, else to the heuristic; the raw answer is kept.
@@ -27,7 +27,11 @@ from memory.models import Memory, MemoryBank
 WEIGHTS = {"goal_relevance": 0.4, "emotional_impact": 0.3, "novelty": 0.3}  # seed 000
 # MiniLM cosines between a line and a goal list sit in ~0.0–0.6: rescaled so an unrelated line
 # reads ~0 and a line about the goal ~1 (raw cosine would squeeze every score into 2–4).
-GOAL_SIM_LOW, GOAL_SIM_HIGH = 0.05, 0.55
+GOAL_SIM_LOW, GOAL_SIM_HIGH = 0.0, 0.45
+# Novelty from the best similarity to what the listener remembers: lines of one conversation sit
+# at ~0.4–0.8 with each other, so 1 − similarity would call nearly every line stale. At or above
+# NOVEL_SIM_HIGH the line is old news (0); at or below NOVEL_SIM_LOW it is wholly new (1).
+NOVEL_SIM_LOW, NOVEL_SIM_HIGH = 0.35, 0.95
 # Episodic lines of the last this-many turns are what "near-duplicate" is checked against (seed 003:
 # "recent" memories); novelty looks at all of them.
 DUPLICATE_WINDOW_TURNS = 50
@@ -202,7 +206,7 @@ def heuristic_importance(*, text: str, near: Nearest) -> Importance:
     goal_sim = near.goals if near.goals is not None else near.identity
     goal_relevance = 0.0 if goal_sim is None else _clamp((goal_sim - GOAL_SIM_LOW) / (GOAL_SIM_HIGH - GOAL_SIM_LOW))
     emotion = emotional_impact(text)
-    novelty = 1.0 if near.episodic is None else _clamp(1.0 - near.episodic)
+    novelty = 1.0 if near.episodic is None else _clamp((NOVEL_SIM_HIGH - near.episodic) / (NOVEL_SIM_HIGH - NOVEL_SIM_LOW))
     parts = {"goal_relevance": round(goal_relevance, 3), "emotional_impact": emotion, "novelty": round(novelty, 3)}
     score = 10 * sum(WEIGHTS[name] * value for name, value in parts.items())
     return Importance(score=round(_clamp(score, 0, 10), 2), scorer="heuristic", **parts)

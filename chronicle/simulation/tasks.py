@@ -23,6 +23,7 @@ from chronicle.simulation.providers import get_provider
 from memory.models import Memory
 from memory.consolidation import RECENT_TURNS, consolidation_due
 from memory.reflection import importance_since_last_reflection, reflect
+from memory.embedding.errors import EmbeddingError
 from memory.tasks import consolidate_bank_task
 
 log = logging.getLogger(__name__)
@@ -77,20 +78,26 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
     if claim.turn is None:
         return "nothing to do"
     turn = claim.turn
+    outcome = None
     with Heartbeat(turn.pk, claim.token):
         try:
             if simulation.pace_s:
                 time.sleep(simulation.pace_s)
             outcome = run_turn(turns.turn_input(turn=turn), provider)
+            capture = turns.capture_for(turn=turn, outcome=outcome)
         except TurnFailed as exc:
             turns.turn_fail(turn_id=turn.pk, token=claim.token, reason=exc.reason, outcome=exc.outcome)
+            return "failed"
+        except EmbeddingError as exc:  # the line was said but cannot be remembered: pause rather than forget it
+            turns.turn_fail(turn_id=turn.pk, token=claim.token, outcome=outcome,
+                            reason=f"The line could not be remembered (the embedding model failed): {exc}")
             return "failed"
         except Exception as exc:  # a bug must still pause the run with a reason, not leave it hanging
             log.exception("turn %s of simulation %s crashed", index, simulation_id)
             close_old_connections()
             turns.turn_fail(turn_id=turn.pk, token=claim.token, reason=f"{type(exc).__name__}: {exc}", outcome=None)
             return "failed"
-    finished = turns.turn_finish(turn_id=turn.pk, token=claim.token, outcome=outcome)
+    finished = turns.turn_finish(turn_id=turn.pk, token=claim.token, outcome=outcome, capture=capture)
     if finished is not None:
         queue_reflections(simulation_id, finished.number)
         queue_consolidations(simulation_id, finished.number)

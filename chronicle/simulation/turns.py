@@ -27,7 +27,15 @@ from chronicle.simulation.providers import TurnHints
 from chronicle.simulation.selectors import turn_overrides
 from memory.importance import CaptureFilters, Skipped
 from memory.models import Memory
-from memory.services import accesses_record, memory_associate, memory_create, memory_reinforce, remember_utterance
+from memory.services import (
+    CapturePlan,
+    accesses_record,
+    capture_commit,
+    capture_prepare,
+    memory_associate,
+    memory_create,
+    memory_reinforce,
+)
 from memory.sheets import CharacterSheet, ScenarioSheet
 
 
@@ -258,9 +266,19 @@ def capture_note(skipped: list[Skipped]) -> str:
     return "\n".join(f"{agent} did not keep: {'; '.join(why)}" for agent, why in by_agent.items())
 
 
+def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
+    """Embed and judge the line for every listener (importance, filters) before turn_finish's
+    transaction: the LLM scorer's calls hold no lock, and turn_finish only writes."""
+    simulation = turn.simulation
+    return capture_prepare(bank=simulation.bank, speaker=turn.agent, text=outcome.utterance, turn=turn.number,
+                           listeners=simulation.cast_names, **capture_options(simulation, turn))
+
+
 @transaction.atomic
-def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | None:
-    """Store the line, its retrievals and everyone's episodic memory of it; queue the next turn."""
+def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: CapturePlan | None = None) -> Turn | None:
+    """Store the line, its retrievals and everyone's episodic memory of it; queue the next turn.
+
+    `capture` is capture_for's plan, made before this transaction; without one it is made here."""
     turn = Turn.objects.select_related("simulation").get(pk=turn_id)
     simulation = Simulation.objects.select_for_update().get(pk=turn.simulation_id)
     turn = Turn.objects.select_for_update().get(pk=turn_id)
@@ -278,8 +296,9 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | Non
     turn.full_definition_tokens = outcome.full_definition_tokens
     turn.context = outcome.context
     started = time.perf_counter()
-    captured = remember_utterance(bank=simulation.bank, speaker=turn.agent, text=turn.utterance, turn=turn.number,
-                                  listeners=simulation.cast_names, **capture_options(simulation, turn))
+    if capture is None or (capture.turn, capture.speaker) != (turn.number, turn.agent):
+        capture = capture_for(turn=turn, outcome=outcome)
+    captured = capture_commit(capture)
     turn.note = _notes(turn, outcome, mode_note, capture_note(captured.skipped))
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
@@ -287,7 +306,8 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome) -> Turn | Non
     # The memory system's own time this turn (model calls excluded): its searches, then capture
     # (embedding, importance, filters), access counts and the deferred writes.
     searched = sum(float(r.get("latency_ms") or 0) for r in outcome.retrievals)
-    turn.context = dict(turn.context or {}, memory_ms=round(searched + (time.perf_counter() - started) * 1000, 2),
+    spent = capture.prepare_ms + (time.perf_counter() - started) * 1000
+    turn.context = dict(turn.context or {}, memory_ms=round(searched + spent, 2),
                         not_kept=len(captured.skipped))
     turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
     turn.save()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
@@ -27,69 +28,110 @@ from memory.retrieval import episode_context_text
 from memory.services.validation import validate_content
 
 
-# The LLM scorer's time for one line, all listeners together: past it, the rest get the heuristic
-# (the turn's transaction is open while it runs).
+# The LLM scorer's time for one line, all listeners together: past it, the rest get the heuristic.
+# It runs before the turn's transaction (capture_prepare), so no row lock waits on the model.
 LLM_BUDGET_S = 10.0
 
 
-@transaction.atomic
-def remember_utterance(*, bank: MemoryBank, speaker: str, text: str, turn: int, listeners: Iterable[str],
-                       metadata: dict | None = None, scorer: str | None = None,
-                       ask: Callable[[str], str] | None = None, filters: CaptureFilters | None = None) -> Captured:
-    """Seed 000's episodic capture: "{speaker} said: {text}", once per listener, with turn and speaker.
+@dataclass
+class CapturePlan:
+    """Everything capture decided for one line, before anything is written: the embedded line and
+    its context keys, each listener's importance, and who does not keep it. capture_commit writes it."""
 
-    scorer "heuristic" or "llm" (with `ask`, a prompt → answer callable) scores each copy
-    (memory.importance; stored in importance and metadata["importance"]); None keeps the flat 5.0
-    (evaluation and benchmarks compare retrieval, not scoring). `filters` (seed 003) may leave a
-    listener without the line: the answer lists the kept memories and, in `.skipped`, who did not
-    keep it and why.
+    bank: MemoryBank
+    speaker: str
+    turn: int
+    content: str
+    listeners: list[str]
+    participants: list[str]
+    vectors: dict[str, list[float]] = field(default_factory=dict)
+    contexts: dict[str, str] = field(default_factory=dict)
+    scores: dict[str, Importance] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+    prepare_ms: float = 0.0  # capture_prepare's own time (the memory_ms a turn reports includes it)
 
-    With RETRIEVAL_CONTEXT_KEYS each new copy also gets a key: the listener's previous line and this
-    one, embedded together, so a line that only makes sense as a reply ("Yes, last Sunday!") is
-    found by what it answers (evaluate_retrieval: R@10 +0.02 to +0.03).
-    """
+
+def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, listeners: Iterable[str],
+                    metadata: dict | None = None, scorer: str | None = None,
+                    ask: Callable[[str], str] | None = None, filters: CaptureFilters | None = None) -> CapturePlan:
+    """The slow half of capture (embedding, importance, filters; the LLM scorer's calls), outside any
+    transaction. It only reads: a turn stores what it heard in one short transaction afterwards."""
+    started = time.perf_counter()
     content = validate_content(f"{speaker} said: {text.strip()}" if text and text.strip() else "")
     listeners = list(dict.fromkeys(name for name in listeners if name))
-    participants = list(dict.fromkeys([speaker, *listeners]))
-    existing = {
-        m.agent: m
-        for m in Memory.objects.in_bank(bank).filter(
-            kind=Memory.Kind.EPISODIC, turn=turn, speaker=speaker, content=content, agent__in=listeners
-        )
-    }
-    fresh = [name for name in listeners if name not in existing]  # a retried turn stores nothing twice
-    contexts: dict[str, str] = {}
+    plan = CapturePlan(bank=bank, speaker=speaker, turn=turn, content=content, listeners=listeners,
+                       participants=list(dict.fromkeys([speaker, *listeners])), metadata=dict(metadata or {}))
+    fresh = [name for name in listeners if name not in _existing(plan)]  # a retried turn stores nothing twice
     if fresh and settings.RETRIEVAL_CONTEXT_KEYS:
         previous = (
             Memory.objects.in_bank(bank).filter(kind=Memory.Kind.EPISODIC, agent__in=fresh, turn__lt=turn)
             .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "content")
         )
-        contexts = {agent: episode_context_text(prev, content) for agent, prev in previous}
-    texts = list(dict.fromkeys([content, *contexts.values()]))
-    vectors = dict(zip(texts, embed_texts(texts)))  # one model call for the line and its keys
-    scores, skipped = _judge(bank=bank, speaker=speaker, content=content, vector=vectors[content], turn=turn,
-                             names=fresh, scorer=scorer, ask=ask, filters=filters or CaptureFilters())
-    kept = [name for name in fresh if name not in {s.agent for s in skipped}]
+        plan.contexts = {agent: episode_context_text(prev, content) for agent, prev in previous}
+    texts = list(dict.fromkeys([content, *plan.contexts.values()]))
+    plan.vectors = dict(zip(texts, embed_texts(texts)))  # one model call for the line and its keys
+    plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors[content],
+                                       turn=turn, names=fresh, scorer=scorer, ask=ask,
+                                       filters=filters or CaptureFilters())
+    plan.prepare_ms = (time.perf_counter() - started) * 1000
+    return plan
+
+
+@transaction.atomic
+def capture_commit(plan: CapturePlan) -> Captured:
+    """Write what capture_prepare decided: one memory per listener that keeps the line."""
+    existing = _existing(plan)
+    dropped = {s.agent for s in plan.skipped}
     new = []
-    for name in kept:
-        data = dict(metadata or {})
-        if name in scores:
-            data["importance"] = scores[name].as_metadata()
+    for name in plan.listeners:
+        if name in existing or name in dropped:
+            continue
+        data = dict(plan.metadata)
+        if name in plan.scores:
+            data["importance"] = plan.scores[name].as_metadata()
         new.append(Memory(
-            bank=bank, agent=name, kind=Memory.Kind.EPISODIC, category="dialogue", speaker=speaker, turn=turn,
-            content=content, embedding=vectors[content], participants=participants, source=Memory.Source.EARNED,
-            importance=scores[name].score if name in scores else 5.0, metadata=data,
+            bank=plan.bank, agent=name, kind=Memory.Kind.EPISODIC, category="dialogue", speaker=plan.speaker,
+            turn=plan.turn, content=plan.content, embedding=plan.vectors[plan.content],
+            participants=plan.participants, source=Memory.Source.EARNED,
+            importance=plan.scores[name].score if name in plan.scores else 5.0, metadata=data,
         ))
     Memory.objects.bulk_create(new)
     MemoryKey.objects.bulk_create(
-        [MemoryKey(memory=m, query=contexts[m.agent][:300].strip(), embedding=vectors[contexts[m.agent]])
-         for m in new if m.agent in contexts],
+        [MemoryKey(memory=m, query=plan.contexts[m.agent][:300].strip(), embedding=plan.vectors[plan.contexts[m.agent]])
+         for m in new if m.agent in plan.contexts and plan.contexts[m.agent] in plan.vectors],
         ignore_conflicts=True,
     )
     by_agent = existing | {m.agent: m for m in new}
     if new:
-        bank_index_wanted(bank.pk)
-    return Captured([by_agent[name] for name in listeners if name in by_agent], skipped)
+        bank_index_wanted(plan.bank.pk)
+    return Captured([by_agent[name] for name in plan.listeners if name in by_agent], plan.skipped)
+
+
+def remember_utterance(**kwargs) -> Captured:
+    """Seed 000's episodic capture: "{speaker} said: {text}", once per listener, with turn and speaker.
+
+    Takes capture_prepare's arguments. scorer "heuristic" or "llm" (with `ask`, a prompt → answer
+    callable) scores each copy (memory.importance; stored in importance and metadata["importance"]);
+    None keeps the flat 5.0 (evaluation and benchmarks compare retrieval, not scoring). `filters`
+    (seed 003) may leave a listener without the line: the answer lists the kept memories and, in
+    `.skipped`, who did not keep it and why.
+
+    With RETRIEVAL_CONTEXT_KEYS each new copy also gets a key: the listener's previous line and this
+    one, embedded together, so a line that only makes sense as a reply ("Yes, last Sunday!") is
+    found by what it answers (evaluate_retrieval: R@10 +0.02 to +0.03).
+    """
+    return capture_commit(capture_prepare(**kwargs))
+
+
+def _existing(plan: CapturePlan) -> dict[str, Memory]:
+    return {
+        m.agent: m
+        for m in Memory.objects.in_bank(plan.bank).filter(
+            kind=Memory.Kind.EPISODIC, turn=plan.turn, speaker=plan.speaker, content=plan.content,
+            agent__in=plan.listeners,
+        )
+    }
 
 
 def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, names: list[str],

@@ -128,12 +128,16 @@ class ScriptedProvider(Provider):
                 episodes.insert(0, {"content": match.group(2), "turn": match.group(1)})
             else:
                 pinned_plain.insert(0, line)
-        line = self._compose_line(hints, identity, scene, episodes)
+        facts = [m["content"] for m in results.get("recall_facts", [])] + injected.get("what you know", []) \
+            + identity[1:]
+        facts = list(dict.fromkeys(f for f in facts if " said: " not in f and not f.startswith(("You are ", "("))))
+        line = self._compose_line(hints, identity, scene, episodes, facts)
         if pinned_plain:
             line += f" I keep thinking: {_short(pinned_plain[0], 100)}"
         return line
 
-    def _compose_line(self, hints: TurnHints, identity: list[str], scene: list[str], episodes: list[dict]) -> str:
+    def _compose_line(self, hints: TurnHints, identity: list[str], scene: list[str], episodes: list[dict],
+                      facts: list[str]) -> str:
         name = hints.agent
         for text in identity:
             match = NAME_RE.search(text)
@@ -150,9 +154,12 @@ class ScriptedProvider(Provider):
         if quoted:
             speaker, _, said = quoted["content"].partition(" said: ")
             said = said.rpartition('" — ')[2] if ' you said "' in said else said
-            return (f'{speaker}, on turn {quoted["turn"]} you said "{_short(said, 90)}" — '
-                    f"I'm {name}, and I have been thinking about that"
-                    + (f" here at {_short(location, 60)}." if location else "."))
+            head = f'{speaker}, on turn {quoted["turn"]} you said "{_short(said, 60)}" — I\'m {name}'
+            if facts:
+                # A different thing it knows each turn (what recall_facts found on the topic), so a
+                # long dry run says varied lines that touch the character's goals, values and lore.
+                return f"{head}, and this is on my mind: {_short(facts[hints.index % len(facts)], 140)}"
+            return f"{head}, and I have been thinking about that" + (f" here at {_short(location, 60)}." if location else ".")
         if identity:
             # "You are Alex, a pragmatic project manager. Archetype: …" → "a pragmatic project manager"
             first = re.split(r"(?<=[.!?])\s", identity[0], maxsplit=1)[0]
