@@ -194,7 +194,8 @@ def run_report(simulation: Simulation) -> dict:
                    for m in turn.prompt_messages or [] if isinstance(m, dict)]
         rows.append({"number": turn.number, "speaker": turn.agent, "text": turn.utterance,
                      "retrievals": retrievals, "context": context,
-                     "memory_ms": (turn.context or {}).get("memory_ms")})
+                     "memory_ms": (turn.context or {}).get("memory_ms"),
+                     "capture_ms": (turn.context or {}).get("capture_ms")})
     by_kind = {}
     lifecycle = {"reflections": 0, "insights": [], "consolidated": 0, "filtered": sum(int((t.context or {}).get("not_kept") or 0)
                                                                       for t in turns),

@@ -72,6 +72,19 @@ def make_cast(rng: random.Random, index: int, size: int) -> tuple[list[Character
     return cast, scenario
 
 
+def use_database(name: str) -> None:
+    """Point this process at a benchmark's own embedded database (created and migrated when missing)."""
+    from django.core.management import call_command
+    from django.db import connections
+
+    from wonda_site import embedded
+
+    embedded.postgres_settings(name)
+    connections["default"].close()
+    connections["default"].settings_dict["NAME"] = name
+    call_command("migrate", verbosity=0)
+
+
 def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 

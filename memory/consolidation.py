@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
+from django.db.models import Count
 
 from memory.models import Memory, MemoryBank
 from memory.services.consolidation import memory_consolidate, memory_unconsolidate
@@ -121,6 +122,12 @@ def unconsolidate(summary: Memory) -> list[Memory]:
 
 def consolidation_due(bank: MemoryBank, agent: str) -> bool:
     """Seed 004's per-entity cap: the agent holds more active earned memories than CONSOLIDATION_BUDGET."""
-    budget = settings.CONSOLIDATION_BUDGET
-    return Memory.objects.in_bank(bank).for_agent(agent).active().filter(
-        source=Memory.Source.EARNED)[:budget + 1].count() > budget
+    return agent in consolidations_due(bank, [agent])
+
+
+def consolidations_due(bank: MemoryBank, agents: list[str]) -> list[str]:
+    """Which of these agents are over the cap (consolidation_due for several, in one query)."""
+    over = set(Memory.objects.in_bank(bank).filter(agent__in=list(agents), source=Memory.Source.EARNED).active()
+               .order_by().values("agent").annotate(n=Count("id")).filter(n__gt=settings.CONSOLIDATION_BUDGET)
+               .values_list("agent", flat=True))
+    return [agent for agent in agents if agent in over]

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 
 from django.db import transaction
-from django.db.models import Max, Sum
+from django.db.models import Max, Q, Sum
 
 from memory.models import Memory, MemoryBank
 from memory.retrieval import recall
@@ -79,12 +79,21 @@ def recent_memories(bank: MemoryBank, agent: str, recent: int = 100) -> list[Mem
 
 def importance_since_last_reflection(bank: MemoryBank, agent: str) -> float:
     """Sum of the importance of the agent's earned memories formed after the turn of its latest reflection."""
-    mine = Memory.objects.in_bank(bank).for_agent(agent)
-    last = mine.filter(kind=Memory.Kind.REFLECTION).aggregate(turn=Max("turn"))["turn"]
-    earned = mine.filter(source=Memory.Source.EARNED)
-    if last is not None:
-        earned = earned.filter(turn__gt=last)
-    return float(earned.aggregate(total=Sum("importance"))["total"] or 0.0)
+    return importance_since_last_reflections(bank, [agent]).get(agent, 0.0)
+
+
+def importance_since_last_reflections(bank: MemoryBank, agents: list[str]) -> dict[str, float]:
+    """importance_since_last_reflection for several agents in two queries (checked after every turn)."""
+    if not agents:
+        return {}
+    mine = Memory.objects.in_bank(bank).filter(agent__in=list(agents))
+    last = dict(mine.filter(kind=Memory.Kind.REFLECTION).order_by().values_list("agent").annotate(Max("turn")))
+    since = Q()
+    for agent in agents:
+        since |= Q(agent=agent, turn__gt=last[agent]) if last.get(agent) is not None else Q(agent=agent)
+    rows = (mine.filter(since, source=Memory.Source.EARNED).order_by().values("agent")
+            .annotate(total=Sum("importance")))
+    return {row["agent"]: float(row["total"] or 0.0) for row in rows}
 
 
 def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str], recent: int = 100) -> list[Memory]:

@@ -7,6 +7,7 @@ from celery import shared_task
 from memory.indexing import build_bank_index, drop_bank_index
 from memory.models import Memory, MemoryBank
 from memory.services import memory_reembed, seed_bank
+from memory.services.capture import memory_keys_add
 from memory.sheets import CharacterSheet, ScenarioSheet
 
 
@@ -38,6 +39,12 @@ def build_bank_index_task(bank_id: int) -> None:
 @shared_task
 def drop_bank_index_task(bank_id: int) -> None:
     drop_bank_index(bank_id)
+
+
+@shared_task(soft_time_limit=300, time_limit=330)
+def memory_keys_task(pairs: list[list]) -> int:
+    """The in-reply-to keys of a turn's lines (capture_prepare(defer_keys=True)), off the turn's path."""
+    return memory_keys_add(pairs=[(int(pk), str(text)) for pk, text in pairs])
 
 
 @shared_task(soft_time_limit=300, time_limit=330)

@@ -21,8 +21,8 @@ from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
 from memory.models import Memory
-from memory.consolidation import RECENT_TURNS, consolidation_due
-from memory.reflection import importance_since_last_reflection, reflect
+from memory.consolidation import RECENT_TURNS, consolidations_due
+from memory.reflection import importance_since_last_reflection, importance_since_last_reflections, reflect
 from memory.embedding.errors import EmbeddingError
 from memory.tasks import consolidate_bank_task
 
@@ -110,7 +110,7 @@ def queue_consolidations(simulation_id: int, turn_number: int) -> list[str]:
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return []
-    due = [name for name in simulation.cast_names if consolidation_due(simulation.bank, name)]
+    due = consolidations_due(simulation.bank, simulation.cast_names)
     for name in due:
         try:
             consolidate_bank_task.delay(simulation.bank_id, name, turn_number - RECENT_TURNS)
@@ -125,8 +125,8 @@ def queue_reflections(simulation_id: int, turn_number: int) -> list[str]:
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return []
-    due = [name for name in simulation.cast_names
-           if importance_since_last_reflection(simulation.bank, name) >= simulation.reflection_threshold]
+    totals = importance_since_last_reflections(simulation.bank, simulation.cast_names)
+    due = [name for name in simulation.cast_names if totals.get(name, 0.0) >= simulation.reflection_threshold]
     for name in due:
         try:
             reflect_task.delay(simulation_id, name, turn_number)

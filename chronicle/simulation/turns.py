@@ -271,7 +271,7 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     transaction: the LLM scorer's calls hold no lock, and turn_finish only writes."""
     simulation = turn.simulation
     return capture_prepare(bank=simulation.bank, speaker=turn.agent, text=outcome.utterance, turn=turn.number,
-                           listeners=simulation.cast_names, **capture_options(simulation, turn))
+                           listeners=simulation.cast_names, defer_keys=True, **capture_options(simulation, turn))
 
 
 @transaction.atomic
@@ -295,9 +295,9 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     turn.usage = outcome.usage
     turn.full_definition_tokens = outcome.full_definition_tokens
     turn.context = outcome.context
-    started = time.perf_counter()
     if capture is None or (capture.turn, capture.speaker) != (turn.number, turn.agent):
         capture = capture_for(turn=turn, outcome=outcome)
+    started = time.perf_counter()
     captured = capture_commit(capture)
     turn.note = _notes(turn, outcome, mode_note, capture_note(captured.skipped))
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
@@ -307,7 +307,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     # (embedding, importance, filters), access counts and the deferred writes.
     searched = sum(float(r.get("latency_ms") or 0) for r in outcome.retrievals)
     spent = capture.prepare_ms + (time.perf_counter() - started) * 1000
-    turn.context = dict(turn.context or {}, memory_ms=round(searched + spent, 2),
+    turn.context = dict(turn.context or {}, memory_ms=round(searched + spent, 2), capture_ms=round(spent, 2),
                         not_kept=len(captured.skipped))
     turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
     turn.save()

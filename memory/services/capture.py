@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from memory.retrieval import episode_context_text
 from memory.services.validation import validate_content
 
 
+log = logging.getLogger(__name__)
+
 # The LLM scorer's time for one line, all listeners together: past it, the rest get the heuristic.
 # It runs before the turn's transaction (capture_prepare), so no row lock waits on the model.
 LLM_BUDGET_S = 10.0
@@ -49,32 +52,49 @@ class CapturePlan:
     scores: dict[str, Importance] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
-    prepare_ms: float = 0.0  # capture_prepare's own time (the memory_ms a turn reports includes it)
+    prepare_ms: float = 0.0  # capture_prepare's own time, the LLM scorer's calls excluded
+    defer_keys: bool = False  # the context keys are embedded by a task after the commit
 
 
 def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, listeners: Iterable[str],
                     metadata: dict | None = None, scorer: str | None = None,
-                    ask: Callable[[str], str] | None = None, filters: CaptureFilters | None = None) -> CapturePlan:
+                    ask: Callable[[str], str] | None = None, filters: CaptureFilters | None = None,
+                    defer_keys: bool = False) -> CapturePlan:
     """The slow half of capture (embedding, importance, filters; the LLM scorer's calls), outside any
-    transaction. It only reads: a turn stores what it heard in one short transaction afterwards."""
+    transaction. It only reads: a turn stores what it heard in one short transaction afterwards.
+
+    defer_keys: the in-reply-to keys (half the embedding time of a line) are embedded by a task
+    after the commit instead of now, so a simulation's turn does not wait for them."""
     started = time.perf_counter()
+    asked = [0.0]  # seconds spent waiting for the LLM scorer: the model's time, not memory's
+    if ask is not None:
+        model = ask
+
+        def ask(prompt: str) -> str:
+            before = time.perf_counter()
+            try:
+                return model(prompt)
+            finally:
+                asked[0] += time.perf_counter() - before
     content = validate_content(f"{speaker} said: {text.strip()}" if text and text.strip() else "")
     listeners = list(dict.fromkeys(name for name in listeners if name))
     plan = CapturePlan(bank=bank, speaker=speaker, turn=turn, content=content, listeners=listeners,
-                       participants=list(dict.fromkeys([speaker, *listeners])), metadata=dict(metadata or {}))
-    fresh = [name for name in listeners if name not in _existing(plan)]  # a retried turn stores nothing twice
+                       participants=list(dict.fromkeys([speaker, *listeners])), metadata=dict(metadata or {}),
+                       defer_keys=defer_keys)
+    existing = _existing(plan)
+    fresh = [name for name in listeners if name not in existing]  # a retried turn stores nothing twice
     if fresh and settings.RETRIEVAL_CONTEXT_KEYS:
         previous = (
             Memory.objects.in_bank(bank).filter(kind=Memory.Kind.EPISODIC, agent__in=fresh, turn__lt=turn)
             .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "content")
         )
         plan.contexts = {agent: episode_context_text(prev, content) for agent, prev in previous}
-    texts = list(dict.fromkeys([content, *plan.contexts.values()]))
+    texts = [content] if defer_keys else list(dict.fromkeys([content, *plan.contexts.values()]))
     plan.vectors = dict(zip(texts, embed_texts(texts)))  # one model call for the line and its keys
     plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors[content],
                                        turn=turn, names=fresh, scorer=scorer, ask=ask,
                                        filters=filters or CaptureFilters())
-    plan.prepare_ms = (time.perf_counter() - started) * 1000
+    plan.prepare_ms = (time.perf_counter() - started - asked[0]) * 1000
     return plan
 
 
@@ -102,10 +122,38 @@ def capture_commit(plan: CapturePlan) -> Captured:
          for m in new if m.agent in plan.contexts and plan.contexts[m.agent] in plan.vectors],
         ignore_conflicts=True,
     )
+    if plan.defer_keys:
+        pairs = [(m.pk, plan.contexts[m.agent]) for m in new if m.agent in plan.contexts]
+        if pairs:
+            transaction.on_commit(lambda: _queue_keys(pairs))
     by_agent = existing | {m.agent: m for m in new}
     if new:
         bank_index_wanted(plan.bank.pk)
     return Captured([by_agent[name] for name in plan.listeners if name in by_agent], plan.skipped)
+
+
+def memory_keys_add(*, pairs: list[tuple[int, str]]) -> int:
+    """Embed and store in-reply-to keys (memory id, key text) for the memories that still exist."""
+    alive = set(Memory.objects.filter(pk__in=[pk for pk, _text in pairs]).values_list("pk", flat=True))
+    pairs = [(pk, text) for pk, text in pairs if pk in alive]
+    if not pairs:
+        return 0
+    texts = list(dict.fromkeys(text for _pk, text in pairs))
+    vectors = dict(zip(texts, embed_texts(texts)))
+    created = MemoryKey.objects.bulk_create(
+        [MemoryKey(memory_id=pk, query=text[:300].strip(), embedding=vectors[text]) for pk, text in pairs],
+        ignore_conflicts=True,
+    )
+    return len(created)
+
+
+def _queue_keys(pairs: list[tuple[int, str]]) -> None:
+    from memory.tasks import memory_keys_task  # the tasks module imports these services
+
+    try:
+        memory_keys_task.delay([[pk, text] for pk, text in pairs])
+    except Exception:  # no broker: the lines are kept, only found a little less well by what they answer
+        log.exception("could not queue the context keys of memories %s", [pk for pk, _text in pairs])
 
 
 def remember_utterance(**kwargs) -> Captured:

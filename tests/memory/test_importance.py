@@ -131,3 +131,35 @@ def test_without_a_scorer_or_filters_capture_is_unchanged(seeded_bank):
     (memory,) = heard(seeded_bank, "Dinner at the harbour?", 1)
     (again,) = heard(seeded_bank, "Dinner at the harbour?", 2)
     assert memory.importance == again.importance == 5.0 and "importance" not in memory.metadata
+
+
+def test_heuristic_rescales_goal_similarity_and_novelty_as_documented():
+    from memory.importance import heuristic_importance
+
+    # README: goal cosine 0 → 0, 0.45 → 1; novelty 1 at a best match of 0.35 or less, 0 at 0.95 or more.
+    middle = heuristic_importance(text="The table is by the window.", near=Nearest(goals=0.225, episodic=0.65))
+    assert (middle.goal_relevance, middle.novelty, middle.emotional_impact) == (0.5, 0.5, 0.0)
+    assert middle.score == pytest.approx(10 * (0.4 * 0.5 + 0.3 * 0.5), abs=0.01)
+    stale = heuristic_importance(text="The table is by the window.", near=Nearest(goals=0.6, episodic=0.97))
+    assert (stale.goal_relevance, stale.novelty) == (1.0, 0.0)
+    fresh = heuristic_importance(text="The table is by the window.", near=Nearest(goals=-0.1, episodic=0.2))
+    assert (fresh.goal_relevance, fresh.novelty) == (0.0, 1.0)
+
+
+@pytest.mark.django_db  # the test's transaction is never committed: no task is queued
+def test_a_simulation_line_is_kept_at_once_and_its_reply_key_follows(seeded_bank):
+    """defer_keys (a simulation's turn): the line is stored without waiting for its in-reply-to key;
+    the key the worker adds afterwards is the one remember_utterance would have made."""
+    from memory.models import MemoryKey
+    from memory.services import capture_commit, capture_prepare
+    from memory.services.capture import memory_keys_add
+
+    heard(seeded_bank, "Shall we try the Thai place tonight?", 1, speaker="Alex", listeners=("Jordan",))
+    plan = capture_prepare(bank=seeded_bank, speaker="Sam", text="Yes, last Sunday it was great!", turn=2,
+                           listeners=["Jordan"], defer_keys=True)
+    assert set(plan.vectors) == {plan.content}  # only the line was embedded
+    (memory,) = capture_commit(plan)
+    assert memory.pk and not MemoryKey.objects.filter(memory=memory).exists()
+    assert memory_keys_add(pairs=[(memory.pk, plan.contexts["Jordan"])]) == 1
+    key = MemoryKey.objects.get(memory=memory)
+    assert "Thai place" in key.query and "last Sunday" in key.query

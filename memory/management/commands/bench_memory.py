@@ -10,16 +10,14 @@ import time
 
 import numpy as np
 from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from django.db import connection, connections
+from django.db import connection
 
 from memory import bench, cache, embedding
 from memory.indexing import build_bank_index, drop_bank_index
 from memory.models import MemoryBank
 from memory.services import bank_create
 from memory.tools import ToolContext, call_tool, search_memory
-from wonda_site import embedded
 
 
 TOOL_BANK_SIZE = 10_000  # issue 7: query_memory p50 ≤ 25 ms with 10,000 memories in a bank
@@ -45,10 +43,7 @@ class Command(BaseCommand):
         sizes = [int(s) for s in opts["sizes"].split(",") if s.strip()]
         dedicated = not opts["in_place"] and not os.environ.get("DATABASE_URL")
         if dedicated:
-            embedded.postgres_settings(opts["database"])  # creates it when missing
-            connections["default"].close()
-            connections["default"].settings_dict["NAME"] = opts["database"]
-            call_command("migrate", verbosity=0)
+            bench.use_database(opts["database"])
             with connection.cursor() as cur:
                 cur.execute("TRUNCATE memory_memorybank, memory_memory, memory_memorykey, memory_memory_evidence, memory_termstat CASCADE")
         self.log(f"database {connection.settings_dict['NAME']} ({'dedicated' if dedicated else 'in place'}); sizes {sizes}")
