@@ -146,30 +146,40 @@ SHEET_PARTS = [("identity", 1), ("secrets", 5), ("background", 4), ("communicati
                ("traits", 2), ("skills", 1), ("values", 1), ("goals", 1)]
 
 
+# How many of the agent's character memories one "who am I?" search ranks for recall_sheet to pick
+# from; a category none of them reaches (a very long sheet) gets a search of its own.
+SHEET_POOL = 64
+
+
 def recall_sheet(bank, agent: str, *, scoring: str = "similarity", weights: dict | None = None,
                  current_turn: int | None = None, shared: bool = False,
                  k: int = WHOLE_SHEET_K) -> tuple[MemoryFilter, list[RecallResult]]:
     """An agent's whole sheet (query_self(), pre-populated "Who you are"): each category's best
     memories in sheet order, identity first, then its other memories of kind "character" (the
-    writer's own, a card's extra background) by relevance to "who am I?", k in all."""
-    picked: list[RecallResult] = []
-    seen: set[int] = set()
-    # Only the categories this sheet has: each one's canonical query was embedded at seeding (served
-    # from the cache, no model call), an absent one's was not.
+    writer's own, a card's extra background) by relevance to "who am I?", k in all.
+
+    One search ranks the sheet (it runs every turn in pre-populated runs: one search, not nine);
+    each category takes its best from that ranking."""
+    flt = MemoryFilter(agent=agent, kinds=["character"], shared=shared)
+    ranked = recall(bank, "who am I?", filter=flt, k=SHEET_POOL, scoring=scoring, weights=weights,
+                    current_turn=current_turn)
     present = set(Memory.objects.in_bank(bank).filter(agent=agent, kind="character", status=Memory.Status.ACTIVE)
                   .values_list("category", flat=True).distinct())
+    picked: list[RecallResult] = []
+    seen: set[int] = set()
     for category, n in SHEET_PARTS:
         if category not in present:
             continue
-        part = MemoryFilter(agent=agent, kinds=["character"], categories=[category])
-        for result in recall(bank, CHARACTER_QUERIES[category][0], filter=part, k=n, scoring=scoring,
-                             weights=weights, current_turn=current_turn):
+        part = [r for r in ranked if r.memory.agent == agent and r.memory.category == category][:n]
+        if not part:  # beyond the pool: this category's own canonical query (cached at seeding)
+            part = recall(bank, CHARACTER_QUERIES[category][0], k=n, scoring=scoring, weights=weights,
+                          current_turn=current_turn,
+                          filter=MemoryFilter(agent=agent, kinds=["character"], categories=[category]))
+        for result in part:
             if result.memory.pk not in seen:
                 seen.add(result.memory.pk)
                 picked.append(result)
-    flt = MemoryFilter(agent=agent, kinds=["character"], shared=shared)
-    for result in recall(bank, "who am I?", filter=flt, k=k, scoring=scoring, weights=weights,
-                         current_turn=current_turn):
+    for result in ranked:
         if len(picked) >= k:
             break
         if result.memory.pk not in seen:

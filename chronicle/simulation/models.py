@@ -50,7 +50,7 @@ class Simulation(models.Model):
 
     class ImportanceScorer(models.TextChoices):
         HEURISTIC = "heuristic", "Heuristic (offline: goals · emotion · novelty)"
-        LLM = "llm", "The run's model (seed 002 prompt)"
+        LLM = "llm", "The run's model (seed 002 prompt; scripted runs use the heuristic)"
 
     class Provider(models.TextChoices):
         SCRIPTED = "scripted", "Scripted (dry run, offline)"
@@ -100,11 +100,14 @@ class Simulation(models.Model):
     consult_memories = models.BooleanField("Consult memories before deciding", default=False)
     confidence_gating = models.BooleanField("Say so when memories are weak", default=False)
     # Memory formation (issue 14, seeds 000/002/003): how each heard line is scored, and which lines
-    # a listener does not keep. The heuristic is offline; the LLM scorer asks the run's model (openai only).
+    # a listener does not keep. The LLM scorer (the default) asks the run's model; the scripted provider
+    # has no opinion, so its runs use the offline heuristic.
     # The duplicate filter is off by default: the scripted dry run says near-identical lines, which 0.97
     # drops (a 9-turn dry run kept 18 of 27 copies), changing what every dry run remembers.
-    importance_scorer = models.CharField("Importance scorer", max_length=16, choices=ImportanceScorer.choices,
-                                         default=ImportanceScorer.HEURISTIC)
+    importance_scorer = models.CharField(
+        "Importance scorer", max_length=16, choices=ImportanceScorer.choices, default=ImportanceScorer.LLM,
+        help_text="The model is asked once per listener per line, before the line is stored (at most 10 s a "
+                  "line; past that, and when an answer has no number, the heuristic scores it).")
     capture_importance_floor = models.FloatField(
         "Forget lines below this importance", default=0, validators=[MinValueValidator(0), MaxValueValidator(10)],
         help_text="0–10; 0 keeps every line.")

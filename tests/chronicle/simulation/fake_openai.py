@@ -72,9 +72,15 @@ def served_prompt_tokens(body: dict) -> int:
 
 class FakeOpenAI:
     """`server.script(reply, ...)` queues answers; `server.requests` holds each JSON body received.
-    With `count_usage` on, each reply's usage.prompt_tokens is the request's served_prompt_tokens."""
+    With `count_usage` on, each reply's usage.prompt_tokens is the request's served_prompt_tokens.
 
-    def __init__(self, *, count_usage: bool = False):
+    The importance scorer's prompts (seed 002's "Rate the importance…", one per listener per line)
+    are answered with `importance` and kept in `server.scored`, apart from the scripted conversation;
+    `importance=None` sends them down the script like any other request."""
+
+    def __init__(self, *, count_usage: bool = False, importance: str | None = "6"):
+        self.importance = importance
+        self.scored: list[dict] = []
         self.count_usage = count_usage
         self.counted: list[int] = []
         self.replies: list[Reply] = []
@@ -90,6 +96,17 @@ class FakeOpenAI:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                last = (body.get("messages") or [{}])[-1].get("content") or ""
+                if fake.importance is not None and str(last).startswith("Rate the importance of this memory"):
+                    with fake.lock:
+                        fake.scored.append(body)
+                    payload = json.dumps(completion(fake.importance)).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
                 with fake.lock:
                     fake.requests.append(body)
                     fake.headers.append({k.lower(): v for k, v in self.headers.items()})

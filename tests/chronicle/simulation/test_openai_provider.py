@@ -54,6 +54,27 @@ def test_tool_calls_run_and_line_is_stored(user, dinner, server):
 
 
 @pytest.mark.django_db
+def test_by_default_the_model_scores_each_listeners_copy_of_the_line(user, dinner, server):
+    """The LLM scorer is the default for a real model: seed 002's prompt per listener, the answer
+    stored as the memory's importance; prose around the number is parsed and said so."""
+    from memory.models import Memory
+
+    server.script(ok("We should book Bella's before eight."))
+    simulation = start(user, dinner, server)
+    assert simulation.importance_scorer == "llm"
+    server.importance = "I'd say 8/10: it settles the evening."
+    assert run(simulation) == "done"
+    copies = Memory.objects.in_bank(simulation.bank).filter(kind="episodic", turn=1)
+    assert {m.agent for m in copies} == set(simulation.cast_names) and len(server.scored) == len(copies)
+    for memory in copies:
+        importance = memory.metadata["importance"]
+        assert memory.importance == 8 and importance["scorer"] == "llm-parsed"
+        assert importance["raw"].startswith("I'd say 8/10")
+    prompt = server.scored[0]["messages"][-1]["content"]
+    assert "We should book Bella's before eight." in prompt and "Return only the numeric score" in prompt
+
+
+@pytest.mark.django_db
 def test_malformed_tool_call_and_unknown_tool_get_tool_errors_the_model_can_read(user, dinner, server):
     server.script(ok(tool_calls=[tool_call("query_memory", '{"query": "what did', "bad"),
                                  tool_call("launch_rockets", "{}", "nope")]),
