@@ -58,3 +58,22 @@ class Edit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.target_type} {self.target_id}.{self.field}"
+
+    @property
+    def before_shown(self):
+        return _shown(self.before)
+
+    @property
+    def after_shown(self):
+        return _shown(self.after)
+
+
+def _shown(value):
+    """A change as the history page shows it: a consolidation's {memory id: status} map reads as
+    "active: #12, #13 · archived: #20" rather than as a Python dict; anything else as it is."""
+    if isinstance(value, dict) and value and all(isinstance(v, str) and str(k).isdigit() for k, v in value.items()):
+        by_status: dict[str, list[str]] = {}
+        for pk, status in value.items():
+            by_status.setdefault(status, []).append(f"#{pk}")
+        return " · ".join(f"{status}: {', '.join(ids)}" for status, ids in by_status.items())
+    return value

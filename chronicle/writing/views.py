@@ -24,6 +24,7 @@ from chronicle.views.common import vary_on_htmx
 from chronicle.writing import actions, exports, selectors, services
 from chronicle.writing.forms import ImportForm, LineOverrideForm, MemoryFormForm
 from chronicle.writing.models import Edit
+from chronicle.writing.timeline import bank_timeline
 from memory.models import Memory
 
 
@@ -173,7 +174,8 @@ def _memory_list_context(request: HttpRequest, simulation: Simulation, *, form: 
         memories = [draft["memory"], *memories]  # the card with the error is on the page, whatever the list
     form = form or MemoryFormForm(simulation=simulation)
     return {"simulation": simulation, "memories": memories, "query": query, "agent": agent,
-            "form": form, "reach_warning": _reach_warning(simulation, form), "draft": draft}
+            "form": form, "reach_warning": _reach_warning(simulation, form), "draft": draft,
+            "timeline": bank_timeline(simulation, agent=agent)}
 
 
 @login_required
