@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from wonda_site.crypto import EncryptedTextField, decryption_error
 from wonda_site.querysets import OwnedQuerySet
+
+REFLECTING_STALE = timedelta(minutes=10)
 
 __all__ = ["Simulation", "Turn", "Retrieval", "TurnOverride"]
 
@@ -123,6 +129,10 @@ class Simulation(models.Model):
         "Reflect after this much importance", default=default_reflection_threshold,
         validators=[MinValueValidator(1), MaxValueValidator(100_000)],
         help_text="Summed importance of an agent's new memories (0–10 each) that makes it reflect; Generative Agents use 150.")
+    # Who is reflecting now: {agent: ISO time its reflection was queued}; set and cleared by the
+    # reflection tasks with single UPDATEs (chronicle.simulation.tasks), read by the live page, which
+    # keeps polling after the last turn until the insights are in. Older than REFLECTING_STALE: lost.
+    reflecting = models.JSONField(default=dict, blank=True, editable=False)
     # A character whose card greeting (first_mes) is turn 1, said without a model call; blank: none.
     greeting_by = models.CharField("Opening greeting by", max_length=100, blank=True)
     # Set when the model refused tool calling: later turns go straight to pre-populated memories.
@@ -178,6 +188,22 @@ class Simulation(models.Model):
     def is_live(self) -> bool:
         """Still changing on its own: the page keeps polling."""
         return self.status in self.ACTIVE_STATUSES
+
+    @property
+    def reflecting_now(self) -> list[str]:
+        """The cast members whose queued reflection has not finished (a lost task counts for 10 minutes)."""
+        now = timezone.now()
+        names = []
+        for name, queued in (self.reflecting or {}).items():
+            when = parse_datetime(str(queued))
+            if when is not None and now - when < REFLECTING_STALE:
+                names.append(name)
+        return sorted(names)
+
+    @property
+    def polls(self) -> bool:
+        """The run page keeps polling: the run is live, or insights are still coming after its last turn."""
+        return self.is_live or bool(self.reflecting_now)
 
     @property
     def api_key_hint(self) -> str:

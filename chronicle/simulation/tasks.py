@@ -7,6 +7,7 @@ the claim in `turns.turn_claim` makes running it twice impossible.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -15,6 +16,8 @@ from contextlib import contextmanager
 from celery import shared_task
 from celery.signals import worker_ready
 from django.db import close_old_connections, connection
+from django.db.models.expressions import RawSQL
+from django.utils import timezone
 
 from chronicle.simulation import services, turns
 from chronicle.simulation.engine import TurnFailed, run_turn
@@ -128,11 +131,22 @@ def queue_reflections(simulation_id: int, turn_number: int) -> list[str]:
     totals = importance_since_last_reflections(simulation.bank, simulation.cast_names)
     due = [name for name in simulation.cast_names if totals.get(name, 0.0) >= simulation.reflection_threshold]
     for name in due:
+        _mark_reflecting(simulation_id, name, True)  # before the task: it may finish before delay() returns
         try:
             reflect_task.delay(simulation_id, name, turn_number)
         except Exception:  # the broker being down costs this reflection (it is due again next turn), not the run
             log.exception("could not queue %s's reflection at turn %s", name, turn_number)
+            _mark_reflecting(simulation_id, name, False)
     return due
+
+
+def _mark_reflecting(simulation_id: int, agent: str, on: bool) -> None:
+    """Simulation.reflecting, changed by one UPDATE (no read-modify-write racing the turn's save)."""
+    if on:
+        change = RawSQL("reflecting || %s::jsonb", [json.dumps({agent: timezone.now().isoformat()})])
+    else:
+        change = RawSQL("reflecting - %s", [agent])
+    Simulation.objects.filter(pk=simulation_id).update(reflecting=change)
 
 
 @contextmanager
@@ -157,6 +171,13 @@ def reflect_task(simulation_id: int, agent: str, turn_number: int) -> str:
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return "no simulation"
+    try:
+        return _reflect(simulation, agent, turn_number)
+    finally:
+        _mark_reflecting(simulation_id, agent, False)
+
+
+def _reflect(simulation: Simulation, agent: str, turn_number: int) -> str:
     bank = simulation.bank
     with _reflection_lock(bank.pk, agent) as held:
         if not held:
@@ -168,7 +189,7 @@ def reflect_task(simulation_id: int, agent: str, turn_number: int) -> str:
         try:
             made = reflect(bank, agent, turn=turn_number, ask=get_provider(simulation).complete)
         except Exception:  # a failing model records nothing and the run goes on; it is due again next turn
-            log.exception("%s's reflection at turn %s of simulation %s failed", agent, turn_number, simulation_id)
+            log.exception("%s's reflection at turn %s of simulation %s failed", agent, turn_number, simulation.pk)
             return "failed"
     return f"{len(made)} reflection{'s' if len(made) != 1 else ''}"
 

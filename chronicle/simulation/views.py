@@ -86,8 +86,8 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx:
         html = render_to_string("chronicle/simulation_detail.html#live", _page_context(simulation, poll=True),
                                 request=request)
-        # 286 once the run is over: htmx swaps this last version and stops polling.
-        response = HttpResponse(html) if simulation.is_live else HttpResponseStopPolling(html)
+        # 286 once the run is over (and its insights are in): htmx swaps this last version and stops polling.
+        response = HttpResponse(html) if simulation.polls else HttpResponseStopPolling(html)
     else:
         response = TemplateResponse(request, "chronicle/simulation_detail.html", _page_context(simulation))
     # The polled fragment and the page share a URL: without this, Back can show the bare fragment.

@@ -31,7 +31,8 @@ def test_a_long_dry_run_reflects_and_the_writer_consolidates(logged_in_page, use
     assert simulation.turns.count() == 40 and simulation.reflection_threshold == 60
 
     # A reflection is a quiet marginal event in the chronicle; its evidence opens in place.
-    page.reload()  # reflections queued after the last turns land after the live view stopped polling
+    # Insights queued after the last turns arrive while the page keeps polling, then it stops.
+    expect(page.locator("#live")).not_to_have_attribute("hx-trigger", re.compile("every"), timeout=120_000)
     reflection = page.locator("li.reflection").first
     expect(reflection).to_contain_text(re.compile(r"(Alex|Jordan|Sam) reflects:"))
     reflection.locator("details.evidence summary").click()

@@ -55,8 +55,12 @@ def test_a_reflection_is_queued_when_the_threshold_is_crossed_and_made_once(user
     live(simulation, 6)  # 30: Alex crosses it, Jordan (nothing lived) does not
     assert tasks.queue_reflections(simulation.pk, 6) == ["Alex"]
     assert queued == [(simulation.pk, "Alex", 6)]
+    simulation.refresh_from_db()
+    assert simulation.reflecting_now == ["Alex"] and simulation.polls  # the page waits for the insights
 
     assert tasks.reflect_task(simulation.pk, "Alex", 6).endswith("reflections")
+    simulation.refresh_from_db()
+    assert simulation.reflecting_now == []
     made = list(Memory.objects.filter(bank=simulation.bank, kind="reflection"))
     assert made and {(m.agent, m.turn, m.source) for m in made} == {("Alex", 6, "reflection")}
     # Each insight rests on memories that exist, are Alex's and name what the insight is about.
@@ -107,6 +111,20 @@ def test_a_failing_model_records_nothing(user, monkeypatch):
         live(simulation, turn)
     assert tasks.reflect_task(simulation.pk, "Alex", 2) == "failed"
     assert not Memory.objects.filter(bank=simulation.bank, kind="reflection").exists()
+
+
+def test_a_finished_run_keeps_polling_while_an_agent_reflects_and_says_so(user, client_for, queued):
+    simulation = run(user, reflection_threshold=5)
+    Simulation.objects.filter(pk=simulation.pk).update(status="completed")
+    live(simulation, 1)
+    assert tasks.queue_reflections(simulation.pk, 1) == ["Alex"]
+    client = client_for(user)
+    page = client.get(simulation.get_absolute_url(), HTTP_HX_REQUEST="true")
+    assert page.status_code == 200 and "Alex is reflecting on what happened" in page.content.decode()
+    assert 'hx-trigger="every 2s"' in page.content.decode()
+    tasks.reflect_task(simulation.pk, "Alex", 1)
+    page = client.get(simulation.get_absolute_url(), HTTP_HX_REQUEST="true")
+    assert page.status_code == 286 and "reflecting" not in page.content.decode()  # 286: htmx stops polling
 
 
 def test_the_run_page_shows_the_reflection_after_its_turn_with_its_evidence(user, other_user, client_for):
