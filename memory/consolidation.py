@@ -120,14 +120,18 @@ def unconsolidate(summary: Memory) -> list[Memory]:
     return memory_unconsolidate(summary=summary)
 
 
-def consolidation_due(bank: MemoryBank, agent: str) -> bool:
-    """Seed 004's per-entity cap: the agent holds more active earned memories than CONSOLIDATION_BUDGET."""
-    return agent in consolidations_due(bank, [agent])
+def consolidation_due(bank: MemoryBank, agent: str, budget: int | None = None) -> bool:
+    """Seed 004's per-entity cap: the agent holds more active earned memories than the budget
+    (the run's, else CONSOLIDATION_BUDGET); a budget of 0 never asks for it."""
+    return agent in consolidations_due(bank, [agent], budget)
 
 
-def consolidations_due(bank: MemoryBank, agents: list[str]) -> list[str]:
+def consolidations_due(bank: MemoryBank, agents: list[str], budget: int | None = None) -> list[str]:
     """Which of these agents are over the cap (consolidation_due for several, in one query)."""
+    budget = settings.CONSOLIDATION_BUDGET if budget is None else budget
+    if budget <= 0:
+        return []
     over = set(Memory.objects.in_bank(bank).filter(agent__in=list(agents), source=Memory.Source.EARNED).active()
-               .order_by().values("agent").annotate(n=Count("id")).filter(n__gt=settings.CONSOLIDATION_BUDGET)
+               .order_by().values("agent").annotate(n=Count("id")).filter(n__gt=budget)
                .values_list("agent", flat=True))
     return [agent for agent in agents if agent in over]

@@ -58,12 +58,13 @@ def reembed_memory_task(memory_id: int) -> bool:
 
 
 @shared_task(soft_time_limit=300, time_limit=330)
-def consolidate_bank_task(bank_id: int, agent: str, before_turn: int) -> int:
-    """The budget trigger: when the agent holds more than CONSOLIDATION_BUDGET memories, consolidate its
-    old ones (offline summaries: no model call in the worker's turn path). Returns the summaries made."""
+def consolidate_bank_task(bank_id: int, agent: str, before_turn: int, budget: int | None = None) -> int:
+    """The budget trigger: when the agent holds more than `budget` (default CONSOLIDATION_BUDGET)
+    memories, consolidate its old ones (offline summaries: no model call in the worker's turn path).
+    Returns the summaries made."""
     from memory.consolidation import consolidate, consolidation_due
 
     bank = MemoryBank.objects.filter(pk=bank_id).first()
-    if bank is None or not consolidation_due(bank, agent):
+    if bank is None or not consolidation_due(bank, agent, budget):
         return 0
     return len(consolidate(bank, agent, before_turn=before_turn))

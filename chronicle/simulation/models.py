@@ -30,6 +30,10 @@ def default_reflection_threshold() -> float:
     return float(settings.REFLECTION_THRESHOLD)
 
 
+def default_consolidation_budget() -> int:
+    return int(settings.CONSOLIDATION_BUDGET)
+
+
 class SimulationQuerySet(OwnedQuerySet):
     def active(self):
         return self.filter(status__in=Simulation.ACTIVE_STATUSES)
@@ -129,6 +133,13 @@ class Simulation(models.Model):
         "Reflect after this much importance", default=default_reflection_threshold,
         validators=[MinValueValidator(1), MaxValueValidator(100_000)],
         help_text="Summed importance of an agent's new memories (0–10 each) that makes it reflect; Generative Agents use 150.")
+    # Consolidation (seeds 003, 004): past this many active lines of its own, an agent's old,
+    # unimportant, similar lines are folded into summaries by a worker (undo in History). 0: never.
+    consolidation_budget = models.PositiveIntegerField(
+        "Consolidate beyond this many lines per agent", default=default_consolidation_budget,
+        validators=[MaxValueValidator(1_000_000)],
+        help_text="Seed 004 caps memories per entity: past this, old similar lines of little importance become "
+                  "one summary each (the writer can undo it). 0: only when the writer asks, on the bank page.")
     # Who is reflecting now: {agent: ISO time its reflection was queued}; set and cleared by the
     # reflection tasks with single UPDATEs (chronicle.simulation.tasks), read by the live page, which
     # keeps polling after the last turn until the insights are in. Older than REFLECTING_STALE: lost.
@@ -232,6 +243,18 @@ class Simulation(models.Model):
             labels.append("confidence gating")
         if self.greeting_by:
             labels.append(f"opens with {self.greeting_by}'s greeting")
+        # Memory formation: how lines are scored and kept, when agents reflect and consolidate.
+        scorer = "model" if self.importance_scorer == self.ImportanceScorer.LLM and self.provider == self.Provider.OPENAI \
+            else "heuristic"
+        labels.append(f"importance: {scorer}")
+        kept = [text for on, text in ((self.capture_importance_floor, f"importance ≥ {self.capture_importance_floor:g}"),
+                                      (self.capture_duplicate_threshold < 1, f"no duplicates ≥ {self.capture_duplicate_threshold:g}"),
+                                      (self.capture_only_concerning, "only what concerns them")) if on]
+        if kept:
+            labels.append(f"keeps: {', '.join(kept)}")
+        labels.append(f"reflects at {self.reflection_threshold:g}")
+        labels.append(f"consolidates past {self.consolidation_budget} lines" if self.consolidation_budget
+                      else "consolidates only on request")
         return labels
 
     @property

@@ -24,7 +24,8 @@ SETTING_FIELDS = ("title", "max_turns", "speaking_order", "retrieval_mode", "sco
                   "base_url", "model", "api_key", "temperature", "max_tokens", "seed", "max_tool_calls", "timeout_s", "pace_s",
                   "tool_set", "query_context", "query_temporal", "query_synonyms", "consult_memories",
                   "confidence_gating", "greeting_by", "importance_scorer", "capture_importance_floor",
-                  "capture_duplicate_threshold", "capture_only_concerning", "reflection_threshold")
+                  "capture_duplicate_threshold", "capture_only_concerning", "reflection_threshold",
+                  "consolidation_budget")
 SECRET_SETTINGS = ("api_key",)
 
 

@@ -108,15 +108,16 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
 
 
 def queue_consolidations(simulation_id: int, turn_number: int) -> list[str]:
-    """Over the per-agent budget (WONDA_CONSOLIDATION_BUDGET), an agent's old low-importance
+    """Over the run's per-agent budget (consolidation_budget; 0: never), an agent's old low-importance
     memories are consolidated by a task of its own (offline summaries; the writer can undo it)."""
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return []
-    due = consolidations_due(simulation.bank, simulation.cast_names)
+    due = consolidations_due(simulation.bank, simulation.cast_names, simulation.consolidation_budget)
     for name in due:
         try:
-            consolidate_bank_task.delay(simulation.bank_id, name, turn_number - RECENT_TURNS)
+            consolidate_bank_task.delay(simulation.bank_id, name, turn_number - RECENT_TURNS,
+                                        simulation.consolidation_budget)
         except Exception:  # the broker being down costs this round (it is due again next turn), not the run
             log.exception("could not queue %s's consolidation at turn %s", name, turn_number)
     return due

@@ -192,3 +192,18 @@ def workers_idle() -> bool:
     inspect = app.control.inspect(timeout=1)
     busy = [tasks for reply in (inspect.active() or {}, inspect.reserved() or {}) for tasks in reply.values()]
     return not any(busy)
+
+
+def test_consolidation_is_queued_past_the_runs_own_budget_and_never_at_zero(user, monkeypatch):
+    queued = []
+    monkeypatch.setattr(tasks.consolidate_bank_task, "delay", lambda *args: queued.append(args))
+    simulation = run(user, consolidation_budget=4)
+    for turn in range(1, 5):
+        live(simulation, turn)
+    assert tasks.queue_consolidations(simulation.pk, 4) == []  # 4 lines: at the budget, not past it
+    live(simulation, 5)
+    assert tasks.queue_consolidations(simulation.pk, 5) == ["Alex"]
+    assert queued == [(simulation.bank_id, "Alex", 5 - tasks.RECENT_TURNS, 4)]
+    Simulation.objects.filter(pk=simulation.pk).update(consolidation_budget=0)
+    assert tasks.queue_consolidations(simulation.pk, 6) == [] and len(queued) == 1
+    assert "consolidates only on request" in Simulation.objects.get(pk=simulation.pk).option_labels
