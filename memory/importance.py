@@ -32,8 +32,8 @@ GOAL_SIM_LOW, GOAL_SIM_HIGH = 0.0, 0.45
 # at ~0.4–0.8 with each other, so 1 − similarity would call nearly every line stale. At or above
 # NOVEL_SIM_HIGH the line is old news (0); at or below NOVEL_SIM_LOW it is wholly new (1).
 NOVEL_SIM_LOW, NOVEL_SIM_HIGH = 0.35, 0.95
-# Episodic lines of the last this-many turns are what "near-duplicate" is checked against (seed 003:
-# "recent" memories); novelty looks at all of them.
+# Episodic lines of the last this-many turns are what "near-duplicate" and novelty are checked
+# against (seed 003: "recent" memories): the scan stays the same size however long the run.
 DUPLICATE_WINDOW_TURNS = 50
 # "Remember only what concerns me": raw cosine to the listener's goals or identity below this → not kept.
 CONCERN_FLOOR = 0.15
@@ -94,7 +94,7 @@ class Nearest:
 
     goals: float | None = None  # the gifted "goals" memory
     identity: float | None = None  # the gifted "identity" memory
-    episodic: float | None = None  # the closest episodic memory, any turn before this one
+    episodic: float | None = None  # the closest episodic memory of the window (novelty)
     recent: float | None = None  # the closest within DUPLICATE_WINDOW_TURNS
     recent_id: int | None = None
     profile: str = ""  # identity + goals text, for the LLM prompt
@@ -176,15 +176,14 @@ def nearest(*, bank: MemoryBank, agents: Sequence[str], vector, turn: int) -> di
         return {}
     goals = Q(kind=Memory.Kind.CHARACTER, category="goals")
     identity = Q(kind=Memory.Kind.CHARACTER, category="identity")
-    episodic = Q(kind=Memory.Kind.EPISODIC, turn__lt=turn)
-    recent = episodic & Q(turn__gte=turn - DUPLICATE_WINDOW_TURNS)
+    recent = Q(kind=Memory.Kind.EPISODIC, turn__lt=turn, turn__gte=turn - DUPLICATE_WINDOW_TURNS)
     rows = (
-        Memory.objects.in_bank(bank).active().filter(agent__in=list(agents)).filter(goals | identity | episodic)
+        Memory.objects.in_bank(bank).active().filter(agent__in=list(agents)).filter(goals | identity | recent)
         .annotate(distance=CosineDistance("embedding", vector))
         .values("agent")
         .annotate(
             goals=Min("distance", filter=goals), identity=Min("distance", filter=identity),
-            episodic=Min("distance", filter=episodic), recent=Min("distance", filter=recent),
+            recent=Min("distance", filter=recent),
             recent_ids=ArrayAgg("id", filter=recent, order_by="distance"),
             profile=ArrayAgg("content", filter=goals | identity, order_by="category", default=[]),
         )
@@ -194,7 +193,7 @@ def nearest(*, bank: MemoryBank, agents: Sequence[str], vector, turn: int) -> di
         return None if distance is None else 1.0 - float(distance)
 
     return {
-        row["agent"]: Nearest(goals=sim(row["goals"]), identity=sim(row["identity"]), episodic=sim(row["episodic"]),
+        row["agent"]: Nearest(goals=sim(row["goals"]), identity=sim(row["identity"]), episodic=sim(row["recent"]),
                               recent=sim(row["recent"]), recent_id=(row["recent_ids"] or [None])[0],
                               profile="\n".join(row["profile"] or []))
         for row in rows

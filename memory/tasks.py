@@ -42,9 +42,9 @@ def drop_bank_index_task(bank_id: int) -> None:
 
 
 @shared_task(soft_time_limit=300, time_limit=330)
-def memory_keys_task(pairs: list[list]) -> int:
+def memory_keys_task(memory_ids: list[int]) -> int:
     """The in-reply-to keys of a turn's lines (capture_prepare(defer_keys=True)), off the turn's path."""
-    return memory_keys_add(pairs=[(int(pk), str(text)) for pk, text in pairs])
+    return memory_keys_add(memory_ids=[int(pk) for pk in memory_ids])
 
 
 @shared_task(soft_time_limit=300, time_limit=330)

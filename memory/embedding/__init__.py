@@ -42,6 +42,8 @@ def encode(texts: list[str], *, batch_size: int = 64, query: bool = False) -> np
     if settings.EMBEDDING_BACKEND == "local":
         if query and len(texts) <= SMALL_CALL:
             return query_encoder.encode_query(list(texts), batch_size)
+        if len(texts) <= SMALL_CALL:  # a turn's line: ONNX fp32, torch's vectors in ~60 % of the time
+            return query_encoder.encode_small(list(texts), batch_size)
         return local.encode(list(texts), batch_size)
     if settings.EMBEDDING_BACKEND in {"openai", "ollama"}:
         return http.encode(list(texts))

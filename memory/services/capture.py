@@ -81,9 +81,10 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     plan = CapturePlan(bank=bank, speaker=speaker, turn=turn, content=content, listeners=listeners,
                        participants=list(dict.fromkeys([speaker, *listeners])), metadata=dict(metadata or {}),
                        defer_keys=defer_keys)
-    existing = _existing(plan)
-    fresh = [name for name in listeners if name not in existing]  # a retried turn stores nothing twice
-    if fresh and settings.RETRIEVAL_CONTEXT_KEYS:
+    # A retried turn stores nothing twice: capture_commit skips the listeners that already hold the
+    # line (scoring them again here costs less than a query on every first attempt).
+    fresh = listeners
+    if fresh and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:
         previous = (
             Memory.objects.in_bank(bank).filter(kind=Memory.Kind.EPISODIC, agent__in=fresh, turn__lt=turn)
             .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "content")
@@ -122,38 +123,44 @@ def capture_commit(plan: CapturePlan) -> Captured:
          for m in new if m.agent in plan.contexts and plan.contexts[m.agent] in plan.vectors],
         ignore_conflicts=True,
     )
-    if plan.defer_keys:
-        pairs = [(m.pk, plan.contexts[m.agent]) for m in new if m.agent in plan.contexts]
-        if pairs:
-            transaction.on_commit(lambda: _queue_keys(pairs))
+    if plan.defer_keys and new and settings.RETRIEVAL_CONTEXT_KEYS:
+        ids = [m.pk for m in new]
+        transaction.on_commit(lambda: _queue_keys(ids))
     by_agent = existing | {m.agent: m for m in new}
     if new:
         bank_index_wanted(plan.bank.pk)
     return Captured([by_agent[name] for name in plan.listeners if name in by_agent], plan.skipped)
 
 
-def memory_keys_add(*, pairs: list[tuple[int, str]]) -> int:
-    """Embed and store in-reply-to keys (memory id, key text) for the memories that still exist."""
-    alive = set(Memory.objects.filter(pk__in=[pk for pk, _text in pairs]).values_list("pk", flat=True))
-    pairs = [(pk, text) for pk, text in pairs if pk in alive]
+def memory_keys_add(*, memory_ids: list[int]) -> int:
+    """The in-reply-to keys of these episodic memories, made after the fact (defer_keys): each
+    listener's line before it, then the line, embedded together, as capture_prepare would have."""
+    memories = list(Memory.objects.filter(pk__in=memory_ids, kind=Memory.Kind.EPISODIC, turn__isnull=False))
+    pairs = []
+    for memory in memories:
+        previous = (Memory.objects.in_bank(memory.bank_id).filter(kind=Memory.Kind.EPISODIC, agent=memory.agent,
+                                                                  turn__lt=memory.turn)
+                    .order_by("-turn", "-id").values_list("content", flat=True).first())
+        if previous is not None:
+            pairs.append((memory, episode_context_text(previous, memory.content)))
     if not pairs:
         return 0
-    texts = list(dict.fromkeys(text for _pk, text in pairs))
+    texts = list(dict.fromkeys(text for _m, text in pairs))
     vectors = dict(zip(texts, embed_texts(texts)))
-    created = MemoryKey.objects.bulk_create(
-        [MemoryKey(memory_id=pk, query=text[:300].strip(), embedding=vectors[text]) for pk, text in pairs],
+    MemoryKey.objects.bulk_create(
+        [MemoryKey(memory=m, query=text[:300].strip(), embedding=vectors[text]) for m, text in pairs],
         ignore_conflicts=True,
     )
-    return len(created)
+    return len(pairs)
 
 
-def _queue_keys(pairs: list[tuple[int, str]]) -> None:
+def _queue_keys(memory_ids: list[int]) -> None:
     from memory.tasks import memory_keys_task  # the tasks module imports these services
 
     try:
-        memory_keys_task.delay([[pk, text] for pk, text in pairs])
+        memory_keys_task.delay(memory_ids)
     except Exception:  # no broker: the lines are kept, only found a little less well by what they answer
-        log.exception("could not queue the context keys of memories %s", [pk for pk, _text in pairs])
+        log.exception("could not queue the context keys of memories %s", memory_ids)
 
 
 def remember_utterance(**kwargs) -> Captured:

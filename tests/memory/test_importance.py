@@ -160,6 +160,6 @@ def test_a_simulation_line_is_kept_at_once_and_its_reply_key_follows(seeded_bank
     assert set(plan.vectors) == {plan.content}  # only the line was embedded
     (memory,) = capture_commit(plan)
     assert memory.pk and not MemoryKey.objects.filter(memory=memory).exists()
-    assert memory_keys_add(pairs=[(memory.pk, plan.contexts["Jordan"])]) == 1
+    assert memory_keys_add(memory_ids=[memory.pk]) == 1
     key = MemoryKey.objects.get(memory=memory)
     assert "Thai place" in key.query and "last Sunday" in key.query

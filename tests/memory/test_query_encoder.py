@@ -103,6 +103,27 @@ def test_fp32_onnx_query_vectors_may_be_stored(settings):
     np.testing.assert_allclose(np.asarray(row.vector, dtype=np.float32), vector, atol=1e-6)
 
 
+def test_a_lines_stored_vector_comes_from_onnx_fp32_and_equals_torch(settings, monkeypatch):
+    """A few texts to store (a turn's line) skip torch: ONNX fp32 gives the same vectors, faster;
+    never the int8 encoder, whatever WONDA_QUERY_ENCODER says (short of torch)."""
+    settings.EMBEDDING_QUERY_ENCODER = "int8"
+    texts = ["Alex said: Shall we try Bella's at seven?", LONG]
+    reference = _torch(texts)
+    monkeypatch.setattr(local, "encode", _no_torch)
+    np.testing.assert_allclose(embedding.encode(texts), reference, atol=1e-5)
+
+
+def test_a_failing_onnx_session_still_stores_the_line_through_torch(settings, monkeypatch):
+    class Broken:
+        def encode(self, texts):
+            raise RuntimeError("onnxruntime fell over")
+
+    monkeypatch.setattr(query_encoder, "_query_state", {"onnx": Broken()})
+    reference = _torch(QUERIES[:1])
+    np.testing.assert_allclose(embedding.encode(QUERIES[:1]), reference, atol=1e-6)
+    assert query_encoder._query_state["onnx"] is None  # disabled after one failure, with a warning
+
+
 def test_torch_setting_uses_torch(settings, monkeypatch):
     settings.EMBEDDING_QUERY_ENCODER = "torch"
     reference = _torch(QUERIES)
