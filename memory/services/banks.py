@@ -21,8 +21,13 @@ def bank_create(*, name: str, owner=None) -> MemoryBank:
 
 
 @transaction.atomic
+@transaction.atomic
 def bank_delete(*, bank: MemoryBank) -> None:
-    """A bank and all its memories (a preview bank whose character went, a discarded run's bank)."""
+    """A bank and all its memories (a preview bank whose character went, a discarded run's bank).
+
+    The bank's row is locked first: a worker adding keys to its memories (memory_keys_add) holds it
+    FOR SHARE, so the cascade never collects the keys and then meets one added in between."""
+    MemoryBank.objects.select_for_update().filter(pk=bank.pk).first()
     bank.delete()
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from memory.cache import embed_texts
 from memory.importance import (
@@ -146,11 +146,19 @@ def memory_keys_add(*, memory_ids: list[int]) -> int:
     if not pairs:
         return 0
     texts = list(dict.fromkeys(text for _m, text in pairs))
-    vectors = dict(zip(texts, embed_texts(texts)))
-    MemoryKey.objects.bulk_create(
-        [MemoryKey(memory=m, query=text[:300].strip(), embedding=vectors[text]) for m, text in pairs],
-        ignore_conflicts=True,
-    )
+    vectors = dict(zip(texts, embed_texts(texts)))  # before the lock: the model is the slow part
+    with transaction.atomic():
+        # The banks' rows FOR SHARE: bank_delete (FOR UPDATE) waits for these keys or has already
+        # removed the memories, which the second look then leaves out.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT id FROM memory_memorybank WHERE id = ANY(%s) FOR SHARE",
+                           [sorted({m.bank_id for m, _text in pairs})])
+        alive = set(Memory.objects.filter(pk__in=[m.pk for m, _text in pairs]).values_list("pk", flat=True))
+        pairs = [(m, text) for m, text in pairs if m.pk in alive]
+        MemoryKey.objects.bulk_create(
+            [MemoryKey(memory=m, query=text[:300].strip(), embedding=vectors[text]) for m, text in pairs],
+            ignore_conflicts=True,
+        )
     return len(pairs)
 
 

@@ -1,0 +1,128 @@
+"""Who is in the room, and what happens in it (issue 15, seeds 001 and 003: witnesses).
+
+A run's *stage directions* are the writer's, one per line, each before a turn:
+
+    1: Sam is away            Sam is not in the room when the run starts
+    5: Sam enters             from turn 5 Sam hears (and may speak)
+    8: Jordan leaves          from turn 8 Jordan hears nothing
+    6: The lights go out.     a world event: everyone present at turn 6 observes it
+
+A line is remembered by those present when it is said. A line that opens with a whisper —
+``*whispers to Sam*`` or ``(whispering to Sam)`` — is heard only by its speaker and Sam; the others
+present remember that "Alex whispered something to Sam". Actions between asterisks
+(``*pours the wine*``) are seen by everyone present and remembered as observations.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ENTER = ("enters", "arrives", "comes in", "comes back", "returns", "is back")
+LEAVE = ("leaves", "exits", "is away", "is out", "goes out", "steps out")
+_LINE = re.compile(r"^\s*(\d+)\s*[:.)]\s*(.+?)\s*$")
+_WHISPER = re.compile(r"^\s*(?:\*\s*whispers?\s+to\s+([^*]+?)\s*\*|\(\s*whisper(?:s|ing)?\s+to\s+([^)]+?)\s*\))\s*[:,—-]?\s*",
+                      re.IGNORECASE)
+_ACTION = re.compile(r"\*([^*\n]{2,200})\*")
+
+
+@dataclass(frozen=True)
+class Direction:
+    turn: int
+    kind: str  # "enter" | "leave" | "event"
+    who: str = ""
+    text: str = ""
+
+    def as_dict(self) -> dict:
+        return {"turn": self.turn, "kind": self.kind, "who": self.who, "text": self.text}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Direction":
+        return cls(turn=int(data["turn"]), kind=str(data["kind"]), who=str(data.get("who") or ""),
+                   text=str(data.get("text") or ""))
+
+    def line(self) -> str:
+        """The direction as the writer types it."""
+        return f"{self.turn}: {self.text}"
+
+
+class StageError(ValueError):
+    """A direction the form cannot take; the message names the line."""
+
+
+def parse(text: str, *, cast: list[str], max_turns: int | None = None) -> list[Direction]:
+    """The writer's directions, one per line ("5: Sam enters"); blank lines are skipped."""
+    directions = []
+    for number, raw in enumerate((text or "").splitlines(), start=1):
+        if not raw.strip():
+            continue
+        match = _LINE.match(raw)
+        if not match:
+            raise StageError(f"Line {number}: start with the turn it happens before, like “5: Sam enters”.")
+        turn, what = int(match.group(1)), match.group(2)
+        if turn < 1:
+            raise StageError(f"Line {number}: turns count from 1.")
+        if max_turns and turn > max_turns:
+            raise StageError(f"Line {number}: turn {turn} is past the run's {max_turns} turns.")
+        directions.append(_direction(turn, what, cast, number))
+    return sorted(directions, key=lambda d: d.turn)
+
+
+def _direction(turn: int, what: str, cast: list[str], number: int) -> Direction:
+    for name in sorted(cast, key=len, reverse=True):  # "Ann Lee" before "Ann"
+        if what.lower().startswith(name.lower() + " "):
+            verb = what[len(name):].strip().rstrip(".!").lower()
+            if verb in ENTER:
+                return Direction(turn, "enter", name, what)
+            if verb in LEAVE:
+                return Direction(turn, "leave", name, what)
+    first = what.split()[0].rstrip(",.") if what.split() else ""
+    verb = what[len(first):].strip().rstrip(".!").lower()
+    if verb in ENTER + LEAVE and first not in cast:
+        raise StageError(f"Line {number}: {first} is not in this run's cast ({', '.join(cast)}).")
+    return Direction(turn, "event", "", what)
+
+
+def present_at(directions: list[Direction], cast: list[str], turn: int) -> list[str]:
+    """Who is in the room at this turn (1-based): everyone, then each enter/leave up to this turn."""
+    here = {name: True for name in cast}
+    for direction in directions:
+        if direction.turn > turn:
+            break
+        if direction.who in here and direction.kind in ("enter", "leave"):
+            here[direction.who] = direction.kind == "enter"
+    return [name for name in cast if here[name]]
+
+
+def events_at(directions: list[Direction], turn: int) -> list[Direction]:
+    return [d for d in directions if d.turn == turn and d.kind == "event"]
+
+
+@dataclass
+class Delivery:
+    """How one line reaches the room."""
+
+    heard_by: list[str]  # who hears the words (the speaker included)
+    whisper_to: str = ""  # the addressee of a whisper
+    overheard: list[str] | None = None  # present, but only saw the whisper happen
+    actions: list[str] | None = None  # "*pours the wine*" → "pours the wine"
+    text: str = ""  # the line without its whisper marker
+
+
+def deliver(text: str, *, speaker: str, present: list[str]) -> Delivery:
+    """Who hears the line, whom it was whispered to, and which actions everyone present saw."""
+    present = list(dict.fromkeys([speaker, *present]))
+    match = _WHISPER.match(text or "")
+    whisper_to = ""
+    body = text or ""
+    if match:
+        named = (match.group(1) or match.group(2) or "").strip()
+        whisper_to = next((name for name in present if name.lower() == named.lower() and name != speaker), "")
+        if whisper_to:
+            body = text[match.end():]
+    actions = [a.strip() for a in _ACTION.findall(body) if a.strip()]
+    if whisper_to:
+        heard = [speaker, whisper_to]
+        return Delivery(heard_by=heard, whisper_to=whisper_to, overheard=[n for n in present if n not in heard],
+                        actions=actions, text=body.strip())
+    return Delivery(heard_by=present, actions=actions, text=body.strip())
