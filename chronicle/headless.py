@@ -194,6 +194,7 @@ def run_report(simulation: Simulation) -> dict:
                    for m in turn.prompt_messages or [] if isinstance(m, dict)]
         rows.append({"number": turn.number, "speaker": turn.agent, "text": turn.utterance,
                      "retrievals": retrievals, "context": context,
+                     "heard_by": turn.heard_by or None,
                      "memory_ms": (turn.context or {}).get("memory_ms"),
                      "capture_ms": (turn.context or {}).get("capture_ms")})
     by_kind = {}

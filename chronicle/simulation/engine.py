@@ -92,6 +92,7 @@ class TurnInput:
     pinned: list[dict] = field(default_factory=list)
     line: str = ""
     greeting: str = ""  # the card's first message, said as this turn's line (Simulation.greeting_by)
+    present: list[str] | None = None  # who is in the room (stage directions); None: the whole cast
     # The simulation's options (issue 13): tools offered, query enhancement, prompt integration.
     tool_set: list[str] = field(default_factory=lambda: list(SIMULATION_TOOLS))
     query_context: bool = False
@@ -106,7 +107,8 @@ class TurnInput:
 
     @property
     def others(self) -> list[str]:
-        return [c.name for c in self.cast if c.name != self.agent]
+        """The others in the room (the whole cast but the agent, unless stage directions say otherwise)."""
+        return [c.name for c in self.cast if c.name != self.agent and (self.present is None or c.name in self.present)]
 
     @property
     def hints(self) -> TurnHints:
@@ -375,7 +377,7 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
                                   max_turn=turn.index or None), 5))
     if last:
         queries.append(("Recent events", situation,
-                        MemoryFilter(agent=turn.agent, kinds=["episodic"], max_turn=turn.index,
+                        MemoryFilter(agent=turn.agent, kinds=["episodic", "observation", "action"], max_turn=turn.index,
                                      min_turn=max(1, turn.number - 8), shared=True), 5))
     sections: dict[str, Section] = {}
     shown: set[int] = set()

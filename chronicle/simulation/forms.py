@@ -8,6 +8,8 @@ from django.conf import settings
 from chronicle.models import Character, Scenario
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.services import LLM_SETTING_FIELDS, SETTING_FIELDS
+from chronicle.simulation.stage import StageError
+from chronicle.simulation.stage import parse as parse_stage
 from memory.retrieval import SCORING_PRESETS
 from memory.tools import REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS
 
@@ -45,7 +47,8 @@ class SimulationForm(forms.ModelForm):
     class Meta:
         model = Simulation
         fields = ["title", *SETTINGS]
-        widgets = {"base_url": forms.TextInput(attrs={"placeholder": "http://127.0.0.1:11434/v1"})}
+        widgets = {"base_url": forms.TextInput(attrs={"placeholder": "http://127.0.0.1:11434/v1"}),
+                   "stage_directions": forms.Textarea(attrs={"rows": 4, "placeholder": "1: Sam is away\n5: Sam enters\n6: The lights go out."})}
         labels = {"max_turns": "Turns", "max_tool_calls": "Maximum tool calls per turn", "timeout_s": "Time-out (s)",
                   "base_url": "Base URL",
                   "pace_s": "Pace (seconds before each line)"}
@@ -82,6 +85,11 @@ class SimulationForm(forms.ModelForm):
             greeter = data.get("greeting_by")
             if greeter and greeter not in [c.name for c in chosen]:
                 self.add_error("greeting_by", f"{greeter} is not in this run's cast.")
+            if data.get("stage_directions"):
+                try:
+                    parse_stage(data["stage_directions"], cast=[c.name for c in chosen], max_turns=data.get("max_turns"))
+                except StageError as exc:
+                    self.add_error("stage_directions", str(exc))
         if data.get("provider") == Simulation.Provider.OPENAI and not (data.get("base_url") and data.get("model")):
             self.add_error("base_url", "An OpenAI-compatible server needs a base URL and a model name.")
         if data.get("retrieval_mode") == Simulation.RetrievalMode.TOOLS and not data.get("tool_set"):

@@ -140,6 +140,12 @@ class Simulation(models.Model):
         validators=[MaxValueValidator(1_000_000)],
         help_text="Seed 004 caps memories per entity: past this, old similar lines of little importance become "
                   "one summary each (the writer can undo it). 0: only when the writer asks, on the bank page.")
+    # Who is in the room and what happens in it (chronicle.simulation.stage): "5: Sam enters",
+    # "6: The lights go out.", one per line, each before a turn. Blank: everyone, all along.
+    stage_directions = models.TextField(
+        "Stage directions", blank=True,
+        help_text="One per line, before a turn: “1: Sam is away”, “5: Sam enters”, “8: Jordan leaves”, "
+                  "“6: The lights go out.” (seen by everyone present). Only those present hear a line.")
     # Who is reflecting now: {agent: ISO time its reflection was queued}; set and cleared by the
     # reflection tasks with single UPDATEs (chronicle.simulation.tasks), read by the live page, which
     # keeps polling after the last turn until the insights are in. Older than REFLECTING_STALE: lost.
@@ -184,8 +190,31 @@ class Simulation(models.Model):
             errors["tool_set"] = "The Tools mode needs at least one tool: tick some, or choose Pre-populate."
         if self.greeting_by and self.cast_snapshot and self.greeting_by not in self.cast_names:
             errors["greeting_by"] = f"{self.greeting_by} is not in this run's cast."
+        if self.stage_directions and self.cast_snapshot:
+            from chronicle.simulation.stage import StageError, parse
+
+            try:
+                parse(self.stage_directions, cast=self.cast_names, max_turns=self.max_turns)
+            except StageError as exc:
+                errors["stage_directions"] = str(exc)
         if errors:
             raise ValidationError(errors)
+
+    @property
+    def directions(self) -> list:
+        """The stage directions, parsed (chronicle.simulation.stage.Direction); [] when there are none."""
+        from chronicle.simulation.stage import StageError, parse
+
+        try:
+            return parse(self.stage_directions, cast=self.cast_names)
+        except StageError:  # clean() refused it on the way in; an old row is read as no directions
+            return []
+
+    def present_at(self, number: int) -> list[str]:
+        """Who is in the room at turn `number` (1-based)."""
+        from chronicle.simulation.stage import present_at
+
+        return present_at(self.directions, self.cast_names, number)
 
     @property
     def is_dry_run(self) -> bool:
@@ -285,6 +314,9 @@ class Turn(models.Model):
     # The context window as the inspector shows it: per model call, its sections with token counts
     # and the provider's reported usage (engine.TurnOutcome.context).
     context = models.JSONField(default=dict, blank=True)
+    # Who heard the words (the speaker included); [] on turns from before presence existed: everyone.
+    heard_by = models.JSONField(default=list, blank=True)
+    whisper_to = models.CharField(max_length=100, blank=True)
     note = models.TextField(blank=True)
     # Which attempt owns the turn: a redone turn gets a new token, so a slow old attempt cannot write it.
     claim = models.CharField(max_length=64, blank=True)

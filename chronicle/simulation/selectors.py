@@ -46,6 +46,23 @@ def attach_reflections(simulation: Simulation, turns: list[Turn]) -> list[Turn]:
     return turns
 
 
+def attach_stage(simulation: Simulation, turns: list[Turn]) -> list[Turn]:
+    """Give each turn `stage_before` (the writer's directions just before it: who came or went, what
+    happened) and `heard_note` (who heard the line, when not everyone: a whisper, someone away)."""
+    directions = simulation.directions
+    cast = simulation.cast_names
+    for turn in turns:
+        turn.stage_before = [d for d in directions if d.turn == turn.number]
+        heard = list(turn.heard_by or [])
+        turn.heard_note = ""
+        if turn.whisper_to:
+            turn.heard_note = f"whispered to {turn.whisper_to}: only {turn.whisper_to} heard the words"
+        elif heard and set(heard) != set(cast):
+            away = [name for name in cast if name not in heard]
+            turn.heard_note = f"heard by {', '.join(heard)} · {', '.join(away)} {'was' if len(away) == 1 else 'were'} away"
+    return turns
+
+
 def turn_with_retrievals(simulation: Simulation, index: int) -> Turn | None:
     """One turn with what it recalled, in the order the agent called its tools."""
     return (simulation.turns.filter(index=index)

@@ -86,6 +86,7 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
         try:
             if simulation.pace_s:
                 time.sleep(simulation.pace_s)
+            turns.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
             outcome = run_turn(turns.turn_input(turn=turn), provider)
             capture = turns.capture_for(turn=turn, outcome=outcome)
         except TurnFailed as exc:

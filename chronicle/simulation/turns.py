@@ -37,6 +37,7 @@ from memory.services import (
     memory_reinforce,
 )
 from memory.sheets import CharacterSheet, ScenarioSheet
+from chronicle.simulation.stage import Delivery, deliver
 
 
 def stale_after() -> float:
@@ -61,12 +62,31 @@ def queue_next(simulation: Simulation) -> None:
     run_turn_task.delay_on_commit(simulation.pk, next_index(simulation))
 
 
+def transcript_for(simulation: Simulation, before: int, agent: str) -> list[tuple[int, str, str]]:
+    """The lines `agent` heard before this turn: nothing said while it was away, and of a whisper
+    between others only that it happened."""
+    rows = (simulation.turns.done().filter(index__lt=before).order_by("index")
+            .values_list("index", "agent", "utterance", "heard_by", "whisper_to"))
+    lines = []
+    for index, speaker, text, heard_by, whisper_to in rows:
+        number = index + 1
+        if not heard_by or agent in heard_by:
+            lines.append((number, speaker, text))
+        elif whisper_to and agent in simulation.present_at(number):
+            lines.append((number, speaker, f"(whispers something to {whisper_to})"))
+    return lines
+
+
 def choose_speaker(*, simulation: Simulation, index: int, provider) -> str:
     names = simulation.cast_names
     if simulation.greeting_by in names:
         # The character who opens with its card's greeting speaks first; the rotation starts there.
         start = names.index(simulation.greeting_by)
         names = names[start:] + names[:start]
+    if simulation.stage_directions:
+        # Only those in the room speak; nobody there: the whole cast.
+        here = set(simulation.present_at(index + 1)) or set(names)
+        return _next_present(simulation, index, names, here, provider)
     if simulation.speaking_order == Simulation.SpeakingOrder.MODEL_PICKS and index > 0 and len(names) > 1:
         lines = transcript(simulation, index)
         try:
@@ -82,6 +102,25 @@ def choose_speaker(*, simulation: Simulation, index: int, provider) -> str:
             heard[speaker] = number
         return min((n for n in names if n != last), key=lambda n: (heard[n], names.index(n)))
     return names[index % len(names)]
+
+
+def _next_present(simulation: Simulation, index: int, names: list[str], here: set[str], provider) -> str:
+    """The rotation of a run with stage directions: the next one in the room after the last speaker,
+    in cast order, so one who comes back takes its turn (model picks: the model chooses among those
+    present)."""
+    order = [name for name in names if name in here]
+    last = simulation.turns.filter(index=index - 1).values_list("agent", flat=True).first() if index else None
+    if simulation.speaking_order == Simulation.SpeakingOrder.MODEL_PICKS and index > 0 and len(order) > 1:
+        try:
+            picked, _usage = provider.pick_speaker(candidates=order, transcript=transcript(simulation, index))
+        except Exception:
+            picked = None
+        if picked in order and picked != last:
+            return picked
+    if last not in names:
+        return order[0]
+    start = names.index(last)
+    return next(name for name in names[start + 1:] + names[:start + 1] if name in here)
 
 
 @dataclass
@@ -161,11 +200,12 @@ def turn_input(*, turn: Turn) -> TurnInput:
         bank=simulation.bank, agent=turn.agent, index=turn.index,
         cast=cast,
         scenario=ScenarioSheet.from_dict(simulation.scenario_snapshot) if simulation.scenario_snapshot else None,
-        transcript=transcript(simulation, turn.index), mode=mode, scoring=simulation.scoring,
+        transcript=transcript_for(simulation, turn.index, turn.agent), mode=mode, scoring=simulation.scoring,
         weights=simulation.weights or None, max_tool_calls=simulation.max_tool_calls,
         tool_set=list(simulation.tool_set or []), query_context=simulation.query_context,
         query_temporal=simulation.query_temporal, query_synonyms=simulation.query_synonyms,
         consult_memories=simulation.consult_memories, confidence_gating=simulation.confidence_gating,
+        present=simulation.present_at(turn.number) if simulation.stage_directions else None,
     )
 
 
@@ -267,11 +307,58 @@ def capture_note(skipped: list[Skipped]) -> str:
 
 
 def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
-    """Embed and judge the line for every listener (importance, filters) before turn_finish's
-    transaction: the LLM scorer's calls hold no lock, and turn_finish only writes."""
+    """Embed and judge the line for everyone who hears it (importance, filters) before turn_finish's
+    transaction: the LLM scorer's calls hold no lock, and turn_finish only writes. Those present
+    hear it; a whisper reaches only its addressee (chronicle.simulation.stage)."""
     simulation = turn.simulation
-    return capture_prepare(bank=simulation.bank, speaker=turn.agent, text=outcome.utterance, turn=turn.number,
-                           listeners=simulation.cast_names, defer_keys=True, **capture_options(simulation, turn))
+    line = deliver(outcome.utterance, speaker=turn.agent, present=simulation.present_at(turn.number))
+    plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
+                           turn=turn.number, listeners=line.heard_by, defer_keys=True,
+                           said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
+                           **capture_options(simulation, turn))
+    return plan
+
+
+def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:
+    """What those present saw besides the words: a whisper happening, the speaker's actions
+    ("*pours the wine*"), stored as observations of each witness (in turn_finish's transaction)."""
+    seen: list[tuple[str, list[str]]] = []
+    if line.whisper_to:
+        seen.append((f"{turn.agent} whispered something to {line.whisper_to}.", line.overheard or []))
+    everyone = list(dict.fromkeys([*line.heard_by, *(line.overheard or [])]))
+    for action in line.actions or []:
+        seen.append((f"{turn.agent} {action}.".replace("..", "."), everyone))
+    made = 0
+    for content, witnesses in seen:
+        for name in witnesses:
+            memory_create(bank=simulation.bank, content=content, agent=name, kind="observation",
+                          category="witnessed", source="earned", turn=turn.number, importance=4.0,
+                          speaker=turn.agent, participants=everyone, metadata={"witnessed": True})
+            made += 1
+    return made
+
+
+def stage_apply(*, simulation: Simulation, number: int) -> int:
+    """The writer's directions for this turn, before it runs: each world event, entrance and exit is
+    an observation of everyone present (the one who leaves sees it too). Once per turn: a redone
+    turn finds them made."""
+    directions = [d for d in simulation.directions if d.turn == number]
+    if not directions or simulation.bank_id is None:
+        return 0
+    # Stored at the turn before (what an agent knows at turn N is what happened up to N − 1).
+    if Memory.objects.in_bank(simulation.bank).filter(category="stage", turn=number - 1).exists():
+        return 0
+    present = simulation.present_at(number)
+    made = 0
+    with transaction.atomic():
+        for direction in directions:
+            witnesses = list(dict.fromkeys([*present, *([direction.who] if direction.who else [])]))
+            for name in witnesses:
+                memory_create(bank=simulation.bank, content=direction.text, agent=name, kind="observation",
+                              category="stage", source="earned", turn=number - 1, importance=6.0,
+                              participants=witnesses, metadata={"stage": direction.as_dict()})
+                made += 1
+    return made
 
 
 @transaction.atomic
@@ -299,6 +386,9 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
         capture = capture_for(turn=turn, outcome=outcome)
     started = time.perf_counter()
     captured = capture_commit(capture)
+    line = deliver(turn.utterance, speaker=turn.agent, present=simulation.present_at(turn.number))
+    turn.heard_by, turn.whisper_to = line.heard_by, line.whisper_to
+    witness(simulation=simulation, turn=turn, line=line)
     turn.note = _notes(turn, outcome, mode_note, capture_note(captured.skipped))
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)

@@ -67,7 +67,7 @@ def simulation_demo(request: HttpRequest) -> HttpResponse:
 def _page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None, *, poll: bool = False) -> dict:
     """The run page, or (poll) only what its 2 s poll swaps: the branch tree sits outside `#live`, so a
     poll never builds it."""
-    turns = selectors.attach_reflections(simulation, list(selectors.turns_for_page(simulation)))
+    turns = selectors.attach_stage(simulation, selectors.attach_reflections(simulation, list(selectors.turns_for_page(simulation))))
     if llm_form is None and simulation.status in (Simulation.Status.PAUSED, Simulation.Status.FAILED):
         llm_form = LLMSettingsForm(instance=simulation)
     context = {"simulation": simulation, "turns": turns, "tokens": selectors.token_summary(turns),

@@ -59,12 +59,13 @@ class CapturePlan:
 def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, listeners: Iterable[str],
                     metadata: dict | None = None, scorer: str | None = None,
                     ask: Callable[[str], str] | None = None, filters: CaptureFilters | None = None,
-                    defer_keys: bool = False) -> CapturePlan:
+                    defer_keys: bool = False, said: str = "said") -> CapturePlan:
     """The slow half of capture (embedding, importance, filters; the LLM scorer's calls), outside any
     transaction. It only reads: a turn stores what it heard in one short transaction afterwards.
 
     defer_keys: the in-reply-to keys (half the embedding time of a line) are embedded by a task
-    after the commit instead of now, so a simulation's turn does not wait for them."""
+    after the commit instead of now, so a simulation's turn does not wait for them. `said` is the
+    verb of the stored line: "{speaker} {said}: {text}" ("whispered to Sam" for a whisper)."""
     started = time.perf_counter()
     asked = [0.0]  # seconds spent waiting for the LLM scorer: the model's time, not memory's
     if ask is not None:
@@ -76,7 +77,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
                 return model(prompt)
             finally:
                 asked[0] += time.perf_counter() - before
-    content = validate_content(f"{speaker} said: {text.strip()}" if text and text.strip() else "")
+    content = validate_content(f"{speaker} {said}: {text.strip()}" if text and text.strip() else "")
     listeners = list(dict.fromkeys(name for name in listeners if name))
     plan = CapturePlan(bank=bank, speaker=speaker, turn=turn, content=content, listeners=listeners,
                        participants=list(dict.fromkeys([speaker, *listeners])), metadata=dict(metadata or {}),

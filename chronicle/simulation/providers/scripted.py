@@ -158,7 +158,10 @@ class ScriptedProvider(Provider):
             if facts:
                 # A different thing it knows each turn (what recall_facts found on the topic), so a
                 # long dry run says varied lines that touch the character's goals, values and lore.
-                return f"{head}, and this is on my mind: {_short(facts[hints.index % len(facts)], 140)}"
+                fact = facts[hints.index % len(facts)]
+                line = f"{head}, and this is on my mind: {_short(fact, 140)}"
+                # A secret is whispered to the one addressed (stage.deliver: only they hear it).
+                return f"*whispers to {speaker}* {line}" if fact.startswith("My secret") else line
             return f"{head}, and I have been thinking about that" + (f" here at {_short(location, 60)}." if location else ".")
         if identity:
             # "You are Alex, a pragmatic project manager. Archetype: …" → "a pragmatic project manager"

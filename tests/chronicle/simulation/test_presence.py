@@ -1,0 +1,85 @@
+"""Who is in the room (issue 15): stage directions, whispers, actions and world events, through a
+run's turns with the real model and database."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from chronicle.simulation import turns
+from chronicle.simulation.engine import TurnOutcome
+from chronicle.simulation.models import Simulation
+from chronicle.simulation.tasks import run_turn_task
+from memory.models import Memory
+from tests.chronicle.simulation.conftest import start_seeded
+
+pytestmark = pytest.mark.django_db
+
+
+def say(simulation: Simulation, index: int, agent: str, line: str):
+    """A turn whose line the test chooses, claimed and finished as the worker would (stage first)."""
+    turns.stage_apply(simulation=simulation, number=index + 1)
+    claim = turns.turn_claim(simulation_id=simulation.pk, index=index, agent=agent)
+    return turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=TurnOutcome(utterance=line))
+
+
+def lines_of(simulation, agent):
+    return list(Memory.objects.in_bank(simulation.bank).filter(agent=agent, kind="episodic")
+                .order_by("turn").values_list("turn", "content"))
+
+
+def test_an_absent_character_hears_nothing_and_does_not_speak_until_it_enters(user, dinner, client_for):
+    simulation = start_seeded(user, dinner, max_turns=5, stage_directions="1: Sam is away\n4: Sam enters\n3: The lights go out.")
+    for index in range(5):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    done = list(simulation.turns.order_by("index"))
+    assert [t.agent for t in done[:3]] == ["Alex", "Jordan", "Alex"]  # only those in the room speak
+    assert "Sam" in {t.agent for t in done[3:]}
+    assert done[0].heard_by == ["Alex", "Jordan"] and set(done[3].heard_by) == {"Alex", "Jordan", "Sam"}
+    # Sam remembers nothing said before turn 4; Alex and Jordan remember every line.
+    assert [turn for turn, _c in lines_of(simulation, "Sam")] == [4, 5]
+    assert [turn for turn, _c in lines_of(simulation, "Alex")] == [1, 2, 3, 4, 5]
+    # What happened before turn 3 was seen by those present; Sam's entrance by everyone, Sam too.
+    stage = Memory.objects.in_bank(simulation.bank).filter(category="stage")
+    assert set(stage.filter(content="The lights go out.").values_list("agent", flat=True)) == {"Alex", "Jordan"}
+    assert set(stage.filter(content="Sam enters").values_list("agent", flat=True)) == {"Alex", "Jordan", "Sam"}
+    # Sam's first line: its agent was not shown the lines it missed.
+    sam_turn = next(t for t in done if t.agent == "Sam")
+    seen = " ".join(m["content"] or "" for m in sam_turn.prompt_messages if isinstance(m.get("content"), str))
+    assert done[0].utterance not in seen
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert "heard by Alex, Jordan · Sam was away" in page and "The lights go out." in page
+
+
+def test_a_whisper_reaches_only_its_addressee_and_the_others_see_it_happen(user, dinner, client_for):
+    simulation = start_seeded(user, dinner, max_turns=3)
+    say(simulation, 0, "Alex", "Shall we decide on dinner?")
+    whisper = say(simulation, 1, "Alex", "*whispers to Sam* I already paid a deposit at the Thai place.")
+    assert whisper.heard_by == ["Alex", "Sam"] and whisper.whisper_to == "Sam"
+    assert lines_of(simulation, "Sam")[-1] == (2, "Alex whispered to Sam: I already paid a deposit at the Thai place.")
+    assert [turn for turn, _c in lines_of(simulation, "Jordan")] == [1]  # Jordan did not hear the words
+    (seen,) = Memory.objects.in_bank(simulation.bank).filter(agent="Jordan", kind="observation", category="witnessed")
+    assert seen.content == "Alex whispered something to Sam." and seen.turn == 2
+    # Jordan's next turn is told that a whisper happened, not what it said.
+    assert turns.transcript_for(simulation, 2, "Jordan") == [
+        (1, "Alex", "Shall we decide on dinner?"), (2, "Alex", "(whispers something to Sam)")]
+    assert "deposit" in turns.transcript_for(simulation, 2, "Sam")[1][2]
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert "whispered to Sam: only Sam heard the words" in page
+
+
+def test_actions_are_seen_by_everyone_present(user, dinner):
+    simulation = start_seeded(user, dinner, max_turns=2)
+    say(simulation, 0, "Jordan", "*pours the wine* To Bella's!")
+    seen = Memory.objects.in_bank(simulation.bank).filter(kind="observation", category="witnessed")
+    assert sorted(seen.values_list("agent", "content")) == [(n, "Jordan pours the wine.") for n in ("Alex", "Jordan", "Sam")]
+
+
+def test_the_form_names_a_bad_direction_and_keeps_the_rest(user, dinner, client_for):
+    data = {"scenario": dinner.pk, "max_turns": 6, "speaking_order": "round_robin", "retrieval_mode": "prepopulate",
+            "scoring": "similarity", "provider": "scripted", "temperature": "0.7", "max_tokens": 300,
+            "max_tool_calls": 4, "timeout_s": 30, "pace_s": 0, "stage_directions": "2: Sam leaves\n4: Robin enters"}
+    response = client_for(user).post(reverse("simulation_create"), data)
+    page = response.content.decode()
+    assert response.status_code == 200 and "Line 2: Robin is not in this run&#x27;s cast" in page
+    assert "2: Sam leaves" in page and not Simulation.objects.exists()
