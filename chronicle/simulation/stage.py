@@ -24,6 +24,7 @@ _LINE = re.compile(r"^\s*(\d+)\s*[:.)]\s*(.+?)\s*$")
 _WHISPER = re.compile(r"^\s*(?:\*\s*whispers?\s+to\s+([^*]+?)\s*\*|\(\s*whisper(?:s|ing)?\s+to\s+([^)]+?)\s*\))\s*[:,—-]?\s*",
                       re.IGNORECASE)
 _ACTION = re.compile(r"\*([^*\n]{2,200})\*")
+_LEAVING = re.compile(r"^(?:leaves|exits|walks out|steps out|goes out)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,11 @@ class Delivery:
     overheard: list[str] | None = None  # present, but only saw the whisper happen
     actions: list[str] | None = None  # "*pours the wine*" → "pours the wine"
     text: str = ""  # the line without its whisper marker
+
+    @property
+    def leaves(self) -> bool:
+        """The speaker walks out ("*leaves the room*", "*steps out*"): away from the next turn."""
+        return any(_LEAVING.match(action) for action in self.actions or [])
 
 
 def deliver(text: str, *, speaker: str, present: list[str]) -> Delivery:

@@ -402,6 +402,11 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
     turn.save()
     fields = ["updated"]
+    if line.leaves and turn.number < simulation.max_turns:
+        # "*leaves the room*": from the next turn the speaker is away, as if the writer had said so
+        # (the direction is added to the run's own, where the writer sees it and can change it).
+        simulation.stage_directions = f"{simulation.stage_directions.rstrip()}\n{turn.number + 1}: {turn.agent} leaves".strip()
+        fields.append("stage_directions")
     if outcome.tools_unsupported and not simulation.tools_unsupported:
         simulation.tools_unsupported = True
         fields.append("tools_unsupported")

@@ -83,3 +83,13 @@ def test_the_form_names_a_bad_direction_and_keeps_the_rest(user, dinner, client_
     page = response.content.decode()
     assert response.status_code == 200 and "Line 2: Robin is not in this run&#x27;s cast" in page
     assert "2: Sam leaves" in page and not Simulation.objects.exists()
+
+
+def test_a_character_who_walks_out_is_away_from_the_next_turn(user, dinner):
+    simulation = start_seeded(user, dinner, max_turns=4)
+    say(simulation, 0, "Sam", "*leaves the room* Back in a minute.")
+    simulation.refresh_from_db()
+    assert simulation.stage_directions == "2: Sam leaves"  # where the writer sees it and can change it
+    assert simulation.present_at(2) == ["Alex", "Jordan"]
+    line = say(simulation, 1, "Alex", "Now that Sam is out: the Thai place?")
+    assert line.heard_by == ["Alex", "Jordan"]
