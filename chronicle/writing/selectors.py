@@ -303,7 +303,7 @@ PREPOPULATE_REACH: dict[str, tuple[tuple[str, ...], str]] = {
     "Who you are": (("character",), "shared"),
     "Where you are": (("scene",), "shared"),
     "What you know": (tuple(PREPOPULATED_FACT_KINDS), "shared"),
-    "Recent events": (("episodic",), "shared"),
+    "Recent events": (("episodic", "observation", "action"), "shared"),
 }
 _WHOSE_REACHES = {"own": {"own"}, "shared": {"own", "everyone"}, "everyone": {"everyone"}, "any": {"own", "everyone"}}
 
