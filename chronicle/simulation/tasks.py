@@ -23,10 +23,10 @@ from chronicle.simulation import services, turns
 from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
-from memory.models import Memory
 from memory.consolidation import RECENT_TURNS, consolidations_due
-from memory.reflection import importance_since_last_reflection, importance_since_last_reflections, reflect
 from memory.embedding.errors import EmbeddingError
+from memory.models import Memory
+from memory.reflection import importance_since_last_reflection, importance_since_last_reflections, reflect
 from memory.tasks import consolidate_bank_task
 
 log = logging.getLogger(__name__)

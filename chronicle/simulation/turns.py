@@ -25,6 +25,7 @@ from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.simulation.pins import dropped_pins
 from chronicle.simulation.providers import TurnHints
 from chronicle.simulation.selectors import turn_overrides
+from chronicle.simulation.stage import Delivery, deliver
 from memory.importance import CaptureFilters, Skipped
 from memory.models import Memory
 from memory.services import (
@@ -37,7 +38,6 @@ from memory.services import (
     memory_reinforce,
 )
 from memory.sheets import CharacterSheet, ScenarioSheet
-from chronicle.simulation.stage import Delivery, deliver
 
 
 def stale_after() -> float:
