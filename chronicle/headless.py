@@ -24,6 +24,7 @@ from chronicle.models import Character, Scenario
 from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import
 from chronicle.services.characters import character_delete
 from chronicle.services.scenarios import scenario_delete
+from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.selectors import token_summary
 from chronicle.simulation.services import SECRET_SETTINGS, SETTING_FIELDS, ControlError, simulation_cancel
@@ -215,7 +216,11 @@ def run_report(simulation: Simulation) -> dict:
                                                                         mean=Avg("importance"))
         lifecycle["importance"] = {k: round(v, 2) if v is not None else None for k, v in spread.items()}
     tokens = token_summary(turns)
+    held = [{"claim": claim["claim"], "holder": h["holder"], "source_chain": h["source_chain"],
+             "confidence": h["confidence"], "true": claim["true"]}
+            for claim in who_believes(simulation) for h in claim["holders"]]
     return {"simulation": simulation.pk, "turns": rows, "memories_by_kind": by_kind, "lifecycle": lifecycle,
+            "beliefs": held,
             "tokens": {"prompt": tokens.prompt_tokens, "completion": tokens.completion_tokens,
                        "full_definition": tokens.full_definition_tokens}}
 

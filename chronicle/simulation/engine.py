@@ -369,7 +369,10 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
                         MemoryFilter(agent=turn.agent, kinds=["character_knowledge"], about=other), 1))
     last = turn.transcript[-1] if turn.transcript else None
     situation = f"{last[1]} said: {last[2]}" if last else "what do I know that matters here?"
-    # What the agent (or everyone) learned or was given: card lore, the writer's memories, insights.
+    # What the agent believes (planted by the writer, or heard): news it may pass on.
+    queries.append(("What you believe", "what do I believe?",
+                    MemoryFilter(agent=turn.agent, kinds=["semantic"], categories=["belief"],
+                                 max_turn=turn.index or None), 3))
     # What the agent (or everyone) learned or was given: card lore, the writer's memories, insights,
     # and what it knows of people outside the cast.
     queries.append(("What you know", situation,

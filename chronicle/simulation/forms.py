@@ -6,6 +6,8 @@ from django import forms
 from django.conf import settings
 
 from chronicle.models import Character, Scenario
+from chronicle.simulation.beliefs import BeliefError
+from chronicle.simulation.beliefs import parse as parse_beliefs
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.services import LLM_SETTING_FIELDS, SETTING_FIELDS
 from chronicle.simulation.stage import StageError
@@ -48,6 +50,7 @@ class SimulationForm(forms.ModelForm):
         model = Simulation
         fields = ["title", *SETTINGS]
         widgets = {"base_url": forms.TextInput(attrs={"placeholder": "http://127.0.0.1:11434/v1"}),
+                   "planted_beliefs": forms.Textarea(attrs={"rows": 2, "placeholder": "Sam: Bella's is closing down next month. [false]"}),
                    "stage_directions": forms.Textarea(attrs={"rows": 4, "placeholder": "1: Sam is away\n5: Sam enters\n6: The lights go out."})}
         labels = {"max_turns": "Turns", "max_tool_calls": "Maximum tool calls per turn", "timeout_s": "Time-out (s)",
                   "base_url": "Base URL",
@@ -90,6 +93,11 @@ class SimulationForm(forms.ModelForm):
                     parse_stage(data["stage_directions"], cast=[c.name for c in chosen], max_turns=data.get("max_turns"))
                 except StageError as exc:
                     self.add_error("stage_directions", str(exc))
+            if data.get("planted_beliefs"):
+                try:
+                    parse_beliefs(data["planted_beliefs"], cast=[c.name for c in chosen])
+                except BeliefError as exc:
+                    self.add_error("planted_beliefs", str(exc))
         if data.get("provider") == Simulation.Provider.OPENAI and not (data.get("base_url") and data.get("model")):
             self.add_error("base_url", "An OpenAI-compatible server needs a base URL and a model name.")
         if data.get("retrieval_mode") == Simulation.RetrievalMode.TOOLS and not data.get("tool_set"):

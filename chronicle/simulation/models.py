@@ -146,6 +146,12 @@ class Simulation(models.Model):
         "Stage directions", blank=True,
         help_text="One per line, before a turn: “1: Sam is away”, “5: Sam enters”, “8: Jordan leaves”, "
                   "“6: The lights go out.” (seen by everyone present). Only those present hear a line.")
+    # Beliefs the writer plants, "Sam: Bella's is closing down. [false]" one per line
+    # (chronicle.simulation.beliefs): they spread when their holder retells them.
+    planted_beliefs = models.TextField(
+        "Planted beliefs", blank=True,
+        help_text="One per line: “Sam: Bella's is closing down next month. [false]” (no mark: true). Whoever "
+                  "hears its holder retell it comes to believe it, with whom they heard it from.")
     # Who is reflecting now: {agent: ISO time its reflection was queued}; set and cleared by the
     # reflection tasks with single UPDATEs (chronicle.simulation.tasks), read by the live page, which
     # keeps polling after the last turn until the insights are in. Older than REFLECTING_STALE: lost.
@@ -199,6 +205,14 @@ class Simulation(models.Model):
                 parse(self.stage_directions, cast=self.cast_names)
             except StageError as exc:
                 errors["stage_directions"] = str(exc)
+        if self.planted_beliefs and self.cast_snapshot:
+            from chronicle.simulation.beliefs import BeliefError
+            from chronicle.simulation.beliefs import parse as parse_beliefs
+
+            try:
+                parse_beliefs(self.planted_beliefs, cast=self.cast_names)
+            except BeliefError as exc:
+                errors["planted_beliefs"] = str(exc)
         if errors:
             raise ValidationError(errors)
 

@@ -19,7 +19,7 @@ from django.db import close_old_connections, connection
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from chronicle.simulation import services, turns
+from chronicle.simulation import beliefs, services, turns
 from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
@@ -86,6 +86,7 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
         try:
             if simulation.pace_s:
                 time.sleep(simulation.pace_s)
+            beliefs.plant(simulation)  # the writer's planted beliefs, once
             turns.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
             outcome = run_turn(turns.turn_input(turn=turn), provider)
             capture = turns.capture_for(turn=turn, outcome=outcome)

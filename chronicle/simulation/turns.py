@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from chronicle.simulation.beliefs import spread
 from chronicle.simulation.engine import TurnInput, TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.simulation.pins import dropped_pins
@@ -240,13 +241,15 @@ def _collapsed(failures: list[str]) -> list[str]:
     return said
 
 
-def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "", capture: str = "") -> str:
+def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "", capture: str = "", beliefs: str = "") -> str:
     lines = [turn.note] if turn.note else []
     lines += outcome.notes
     if mode_note:
         lines.append(mode_note)
     if capture:
         lines.append(capture)
+    if beliefs:
+        lines.append(beliefs)
     if outcome.failures:
         lines.append("Retried after: " + "; ".join(_collapsed(outcome.failures)))
     return "\n".join(lines)
@@ -296,6 +299,12 @@ def _importance_asker(simulation: Simulation, turn: Turn):
         return result.message.get("content") or ""
 
     return ask
+
+
+def belief_note(believed: list[Memory]) -> str:
+    """"Jordan now believes (heard from Sam): …", one line per listener who came to believe it."""
+    return "\n".join(f"{m.agent} now believes (heard from {' ← '.join(m.metadata['belief']['source_chain'])}): "
+                     f"{m.metadata['belief']['claim']}" for m in believed)
 
 
 def capture_note(skipped: list[Skipped]) -> str:
@@ -389,7 +398,9 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     line = deliver(turn.utterance, speaker=turn.agent, present=simulation.present_at(turn.number))
     turn.heard_by, turn.whisper_to = line.heard_by, line.whisper_to
     witness(simulation=simulation, turn=turn, line=line)
-    turn.note = _notes(turn, outcome, mode_note, capture_note(captured.skipped))
+    believed = spread(bank=simulation.bank, speaker=turn.agent, line=turn.utterance, vector=capture.vectors.get(capture.content),
+                      heard_by=line.heard_by, turn=turn.number)
+    turn.note = _notes(turn, outcome, mode_note, capture_note(captured.skipped), belief_note(believed))
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
     apply_writes(bank=simulation.bank, agent=turn.agent, turn=turn.number, writes=outcome.writes)

@@ -20,6 +20,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from chronicle.simulation import selectors, services
+from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.forms import LLMSettingsForm, SimulationForm
 from chronicle.simulation.models import Simulation
 
@@ -71,6 +72,7 @@ def _page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = Non
     if llm_form is None and simulation.status in (Simulation.Status.PAUSED, Simulation.Status.FAILED):
         llm_form = LLMSettingsForm(instance=simulation)
     context = {"simulation": simulation, "turns": turns, "tokens": selectors.token_summary(turns),
+               "beliefs": who_believes(simulation) if simulation.planted_beliefs else [],
                "progress": selectors.progress(simulation, turns), "llm_form": llm_form}
     if not poll:
         context["tree"] = selectors.branch_tree(simulation, simulation.owner)

@@ -131,13 +131,17 @@ class ScriptedProvider(Provider):
         facts = [m["content"] for m in results.get("recall_facts", [])] + injected.get("what you know", []) \
             + identity[1:]
         facts = list(dict.fromkeys(f for f in facts if " said: " not in f and not f.startswith(("You are ", "("))))
-        line = self._compose_line(hints, identity, scene, episodes, facts)
+        # Beliefs are news: every other turn a character passes on one it holds (chronicle.simulation.beliefs).
+        believed = [b for b in injected.get("what you believe", []) if not b.startswith("(")]
+        if believed and hints.index % 2 == 0:
+            facts = [believed[(hints.index // 2) % len(believed)]]
+        line = self._compose_line(hints, identity, scene, episodes, facts, believed)
         if pinned_plain:
             line += f" I keep thinking: {_short(pinned_plain[0], 100)}"
         return line
 
     def _compose_line(self, hints: TurnHints, identity: list[str], scene: list[str], episodes: list[dict],
-                      facts: list[str]) -> str:
+                      facts: list[str], believed: list[str] = ()) -> str:
         name = hints.agent
         for text in identity:
             match = NAME_RE.search(text)
@@ -160,8 +164,10 @@ class ScriptedProvider(Provider):
                 # long dry run says varied lines that touch the character's goals, values and lore.
                 fact = facts[hints.index % len(facts)]
                 line = f"{head}, and this is on my mind: {_short(fact, 140)}"
-                # A secret is whispered to the one addressed (stage.deliver: only they hear it).
-                return f"*whispers to {speaker}* {line}" if fact.startswith("My secret") else line
+                # A secret is whispered to the one addressed (stage.deliver: only they hear it), and so
+                # is a belief the writer planted (gossip starts in a whisper; "X told me: …" is said aloud).
+                secret = fact.startswith("My secret") or (fact in believed and " told me: " not in fact)
+                return f"*whispers to {speaker}* {line}" if secret else line
             return f"{head}, and I have been thinking about that" + (f" here at {_short(location, 60)}." if location else ".")
         if identity:
             # "You are Alex, a pragmatic project manager. Archetype: …" → "a pragmatic project manager"
