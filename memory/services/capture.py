@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from itertools import groupby
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -84,17 +85,16 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
                        defer_keys=defer_keys)
     # A retried turn stores nothing twice: capture_commit skips the listeners that already hold the
     # line (scoring them again here costs less than a query on every first attempt).
-    fresh = listeners
-    if fresh and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:
+    if listeners and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:
         previous = (
-            Memory.objects.in_bank(bank).filter(kind=Memory.Kind.EPISODIC, agent__in=fresh, turn__lt=turn)
+            Memory.objects.in_bank(bank).filter(kind=Memory.Kind.EPISODIC, agent__in=listeners, turn__lt=turn)
             .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "content")
         )
         plan.contexts = {agent: episode_context_text(prev, content) for agent, prev in previous}
     texts = [content] if defer_keys else list(dict.fromkeys([content, *plan.contexts.values()]))
     plan.vectors = dict(zip(texts, embed_texts(texts)))  # one model call for the line and its keys
     plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors[content],
-                                       turn=turn, names=fresh, scorer=scorer, ask=ask,
+                                       turn=turn, names=listeners, scorer=scorer, ask=ask,
                                        filters=filters or CaptureFilters())
     plan.prepare_ms = (time.perf_counter() - started - asked[0]) * 1000
     return plan
@@ -138,12 +138,15 @@ def memory_keys_add(*, memory_ids: list[int]) -> int:
     listener's line before it, then the line, embedded together, as capture_prepare would have."""
     memories = list(Memory.objects.filter(pk__in=memory_ids, kind=Memory.Kind.EPISODIC, turn__isnull=False))
     pairs = []
-    for memory in memories:
-        previous = (Memory.objects.in_bank(memory.bank_id).filter(kind=Memory.Kind.EPISODIC, agent=memory.agent,
-                                                                  turn__lt=memory.turn)
-                    .order_by("-turn", "-id").values_list("content", flat=True).first())
-        if previous is not None:
-            pairs.append((memory, episode_context_text(previous, memory.content)))
+    # One query per line (its listeners' copies share bank and turn), as capture_prepare does it.
+    for (bank_id, turn), copies in groupby(sorted(memories, key=lambda m: (m.bank_id, m.turn, m.agent)),
+                                           key=lambda m: (m.bank_id, m.turn)):
+        copies = list(copies)
+        previous = dict(
+            Memory.objects.in_bank(bank_id).filter(kind=Memory.Kind.EPISODIC, agent__in=[m.agent for m in copies],
+                                                   turn__lt=turn)
+            .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "content"))
+        pairs += [(m, episode_context_text(previous[m.agent], m.content)) for m in copies if m.agent in previous]
     if not pairs:
         return 0
     texts = list(dict.fromkeys(text for _m, text in pairs))

@@ -62,7 +62,6 @@ class Command(BaseCommand):
             seeded = seed_bank(bank=bank, characters=cast, scenario=scenario)["memories"]
             self.log(f"{connection.settings_dict['NAME']}: cast of {len(cast)} seeded, {seeded} memories "
                      f"in {time.perf_counter() - started:.1f}s")
-            embed_texts(["a warm-up sentence"])  # the model loaded, as in a worker that has run a turn
             figures = self.run_turns(bank, names, lines[: opts["turns"]], opts)
         finally:
             bank_delete(bank=MemoryBank.objects.get(pk=bank.pk))
@@ -74,7 +73,7 @@ class Command(BaseCommand):
         said = [f"{names[(n - 1) % len(names)]} said: {line.strip()}" for n, line in enumerate(lines, start=1)]
         EmbeddingCache.objects.filter(model=embedding.model_name(), sha256__in=[text_sha(t) for t in said]).delete()
         clear_local()
-        embed_texts(["a warm-up sentence"])
+        embed_texts(["a warm-up sentence"])  # the model loaded, as in a worker that has run a turn
         threshold = opts["duplicate_threshold"]
         filters = CaptureFilters(duplicate_threshold=threshold if threshold < 1 else None)
         times: dict[str, list[float]] = {part: [] for part in PARTS}

@@ -111,12 +111,15 @@ def test_worker_killed_mid_turn_another_finishes_with_no_gap_and_no_duplicate(st
     victim.refresh_from_db()
     assert victim.status == "running"
 
-    start_worker("sim-kill-b")
+    second = start_worker("sim-kill-b")
     wait_status(simulation, "completed", timeout=240)
     assert_complete_once(simulation, 7)
     victim.refresh_from_db()
     assert victim.attempts >= 2 and "Redone" in victim.note
     assert not victim.worker.startswith("sim-kill-a")
+    # Left running, it would take the next tests' turns from the workers they watch (the pool-child
+    # drill waited 180 s for a turn on its own worker while this one took them all).
+    second.stop()
 
 
 def test_a_killed_pool_child_is_replaced_and_its_turn_goes_on_within_seconds(start_worker, user, settings):
