@@ -197,7 +197,9 @@ def run_report(simulation: Simulation) -> dict:
                      "retrievals": retrievals, "context": context,
                      "heard_by": turn.heard_by or None,
                      "memory_ms": (turn.context or {}).get("memory_ms"),
-                     "capture_ms": (turn.context or {}).get("capture_ms")})
+                     "capture_ms": (turn.context or {}).get("capture_ms"),
+                     # The capture filters' verdicts: "Sam did not keep: “…” (importance 0.4 < 1)".
+                     "not_kept": (turn.context or {}).get("not_kept_notes") or []})
     by_kind = {}
     lifecycle = {"reflections": 0, "insights": [], "consolidated": 0, "filtered": sum(int((t.context or {}).get("not_kept") or 0)
                                                                       for t in turns),

@@ -18,11 +18,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from django.contrib.postgres.aggregates import ArrayAgg
-from django.db.models import Min, Q
-from pgvector.django import CosineDistance
+import numpy as np
 
-from memory.models import Memory, MemoryBank
+from memory.cache import vector_cursor
+from memory.models import MemoryBank
 
 WEIGHTS = {"goal_relevance": 0.4, "emotional_impact": 0.3, "novelty": 0.3}  # seed 000
 # MiniLM cosines between a line and a goal list sit in ~0.0–0.6: rescaled so an unrelated line
@@ -171,32 +170,45 @@ def emotional_impact(text: str) -> float:
 
 def nearest(*, bank: MemoryBank, agents: Sequence[str], vector, turn: int) -> dict[str, Nearest]:
     """Per listener, the line's best similarity to its goals, its identity and its episodic memories:
-    one aggregate query for all listeners (exact scan of one bank's rows for these agents)."""
+    one aggregate statement for all listeners (exact scan of one bank's rows for these agents), each
+    distance computed once and the vector bound in binary (the ORM inlined it as text and computed
+    the distance once per aggregate: 8 ms a line against ~2)."""
     if not agents:
         return {}
-    goals = Q(kind=Memory.Kind.CHARACTER, category="goals")
-    identity = Q(kind=Memory.Kind.CHARACTER, category="identity")
-    recent = Q(kind=Memory.Kind.EPISODIC, turn__lt=turn, turn__gte=turn - DUPLICATE_WINDOW_TURNS)
-    rows = (
-        Memory.objects.in_bank(bank).active().filter(agent__in=list(agents)).filter(goals | identity | recent)
-        .annotate(distance=CosineDistance("embedding", vector))
-        .values("agent")
-        .annotate(
-            goals=Min("distance", filter=goals), identity=Min("distance", filter=identity),
-            recent=Min("distance", filter=recent),
-            recent_ids=ArrayAgg("id", filter=recent, order_by="distance"),
-            profile=ArrayAgg("content", filter=goals | identity, order_by="category", default=[]),
+    with vector_cursor() as cursor:
+        cursor.execute(
+            """
+            WITH d AS (
+                SELECT m.agent, m.id, m.kind, m.category, m.content, m.embedding <=> %(vec)s::vector AS distance,
+                       (m.kind = 'character' AND m.category = 'goals') AS is_goal,
+                       (m.kind = 'character' AND m.category = 'identity') AS is_identity,
+                       (m.kind = 'episodic' AND m.turn < %(turn)s AND m.turn >= %(since)s) AS is_recent
+                  FROM memory_memory m
+                 WHERE m.bank_id = %(bank)s AND m.status = 'active' AND m.agent = ANY(%(agents)s)
+                   AND ((m.kind = 'character' AND m.category IN ('goals', 'identity'))
+                        OR (m.kind = 'episodic' AND m.turn < %(turn)s AND m.turn >= %(since)s))
+            )
+            SELECT agent,
+                   min(distance) FILTER (WHERE is_goal),
+                   min(distance) FILTER (WHERE is_identity),
+                   min(distance) FILTER (WHERE is_recent),
+                   (array_agg(id ORDER BY distance) FILTER (WHERE is_recent))[1],
+                   coalesce(array_agg(content ORDER BY category) FILTER (WHERE is_goal OR is_identity), '{}')
+              FROM d GROUP BY agent
+            """,
+            {"vec": np.asarray(vector, dtype=np.float32), "turn": turn, "since": turn - DUPLICATE_WINDOW_TURNS,
+             "bank": bank.pk if isinstance(bank, MemoryBank) else int(bank), "agents": list(agents)},
+            prepare=False,
         )
-    )
+        rows = cursor.fetchall()
 
     def sim(distance):
         return None if distance is None else 1.0 - float(distance)
 
     return {
-        row["agent"]: Nearest(goals=sim(row["goals"]), identity=sim(row["identity"]), episodic=sim(row["recent"]),
-                              recent=sim(row["recent"]), recent_id=(row["recent_ids"] or [None])[0],
-                              profile="\n".join(row["profile"] or []))
-        for row in rows
+        agent: Nearest(goals=sim(goals), identity=sim(identity), episodic=sim(recent), recent=sim(recent),
+                       recent_id=recent_id, profile="\n".join(profile or []))
+        for agent, goals, identity, recent, recent_id, profile in rows
     }
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from django.db import transaction
-from django.db.models import Max, Q, Sum
+from django.db import connection, transaction
 
 from memory.models import Memory, MemoryBank
 from memory.retrieval import recall
@@ -83,17 +82,33 @@ def importance_since_last_reflection(bank: MemoryBank, agent: str) -> float:
 
 
 def importance_since_last_reflections(bank: MemoryBank, agents: list[str]) -> dict[str, float]:
-    """importance_since_last_reflection for several agents in two queries (checked after every turn)."""
+    """importance_since_last_reflection for several agents in one query (checked after every turn)."""
+    return {agent: since for agent, (since, _earned) in lifecycle_totals(bank, agents).items()}
+
+
+def lifecycle_totals(bank: MemoryBank, agents: list[str]) -> dict[str, tuple[float, int]]:
+    """Per agent, what the checks after each turn need, in one statement: the importance of its
+    earned memories since its latest reflection (the reflection threshold's measure) and how many
+    earned memories it has active (the consolidation budget's, memory.consolidation)."""
     if not agents:
         return {}
-    mine = Memory.objects.in_bank(bank).filter(agent__in=list(agents))
-    last = dict(mine.filter(kind=Memory.Kind.REFLECTION).order_by().values_list("agent").annotate(Max("turn")))
-    since = Q()
-    for agent in agents:
-        since |= Q(agent=agent, turn__gt=last[agent]) if last.get(agent) is not None else Q(agent=agent)
-    rows = (mine.filter(since, source=Memory.Source.EARNED).order_by().values("agent")
-            .annotate(total=Sum("importance")))
-    return {row["agent"]: float(row["total"] or 0.0) for row in rows}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH last AS (
+                SELECT agent, max(turn) AS turn FROM memory_memory
+                 WHERE bank_id = %(bank)s AND agent = ANY(%(agents)s) AND kind = 'reflection' GROUP BY agent
+            )
+            SELECT m.agent,
+                   coalesce(sum(m.importance) FILTER (WHERE last.turn IS NULL OR m.turn > last.turn), 0),
+                   count(*) FILTER (WHERE m.status = 'active')
+              FROM memory_memory m LEFT JOIN last ON last.agent = m.agent
+             WHERE m.bank_id = %(bank)s AND m.agent = ANY(%(agents)s) AND m.source = 'earned'
+             GROUP BY m.agent
+            """,
+            {"bank": bank.pk if hasattr(bank, "pk") else int(bank), "agents": list(agents)},
+        )
+        return {agent: (float(since), int(earned)) for agent, since, earned in cursor.fetchall()}
 
 
 def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str], recent: int = 100) -> list[Memory]:

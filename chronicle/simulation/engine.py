@@ -19,11 +19,12 @@ from chronicle.simulation.prompts import (
     CONFIDENCE_FLOOR, Section, full_definition_text, system_parts, user_message,
 )
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
-from memory.retrieval import MemoryFilter, recall
+from memory.retrieval import MemoryFilter
 from memory.retrieval.confidence import calibrated
 from memory.seeding import WHOLE_SHEET_K
 from memory.sheets import CharacterSheet, ScenarioSheet
-from memory.tools import MEMORY_KINDS, SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas, recall_sheet
+from memory.tools import (MEMORY_KINDS, SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas, recall_sheet,
+                          recall_stable)
 
 MAX_UTTERANCE = 4000
 # "(no relevant memories)" as models write it: any case, brackets or not, a full stop or a colon after.
@@ -93,6 +94,7 @@ class TurnInput:
     line: str = ""
     greeting: str = ""  # the card's first message, said as this turn's line (Simulation.greeting_by)
     present: list[str] | None = None  # who is in the room (stage directions); None: the whole cast
+    clock: list[float] | None = None  # the scenario clock's skips (Simulation.clock); None: age in turns
     # The simulation's options (issue 13): tools offered, query enhancement, prompt integration.
     tool_set: list[str] = field(default_factory=lambda: list(SIMULATION_TOOLS))
     query_context: bool = False
@@ -164,7 +166,7 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     offered = {t["function"]["name"] for t in tools or []}
     context = ToolContext(bank=turn.bank, agent=turn.agent, current_turn=turn.number, scoring=turn.scoring,
                           weights=turn.weights or None, known_characters=[c.name for c in turn.cast],
-                          deferred=outcome.writes, enhance=enhance_options(turn))
+                          deferred=outcome.writes, enhance=enhance_options(turn), clock=turn.clock)
     calls_left = turn.max_tool_calls
     hints = turn.hints
     empty_answers = 0
@@ -389,12 +391,13 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
         error, results = "", []
         try:
             if memory_filter is None:  # "Who you are"
-                memory_filter, results = recall_sheet(turn.bank, turn.agent, scoring=turn.scoring,
+                memory_filter, results = recall_sheet(turn.bank, turn.agent, scoring=turn.scoring, clock=turn.clock,
                                                       weights=turn.weights or None, current_turn=turn.number,
                                                       shared=True, k=k)
             else:
-                results = recall(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
-                                 weights=turn.weights or None, current_turn=turn.number)
+                # The scene and what one knows of the others rarely change: kept between turns.
+                results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
+                                        weights=turn.weights or None, current_turn=turn.number, clock=turn.clock)
         except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
             error = f"{type(exc).__name__}: {exc}"
         snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot()

@@ -146,6 +146,13 @@ class Simulation(models.Model):
         "Stage directions", blank=True,
         help_text="One per line, before a turn: “1: Sam is away”, “5: Sam enters”, “8: Jordan leaves”, "
                   "“6: The lights go out.” (seen by everyone present). Only those present hear a line.")
+    # The scenario's clock: simulated minutes a turn takes. With one, a direction such as "9: Three
+    # hours later" moves time on, and memories age by the time that passed (memory's decay and
+    # recency), not only by turns. 0: no clock.
+    minutes_per_turn = models.FloatField(
+        "Minutes per turn (clock)", default=0, validators=[MinValueValidator(0), MaxValueValidator(24 * 60)],
+        help_text="Simulated minutes one line takes; 0: no clock, memories age by turns. With a clock, a stage "
+                  "direction like “9: Three hours later” ages every memory by those hours’ worth of turns.")
     # Beliefs the writer plants, "Sam: Bella's is closing down. [false]" one per line
     # (chronicle.simulation.beliefs): they spread when their holder retells them.
     planted_beliefs = models.TextField(
@@ -226,6 +233,13 @@ class Simulation(models.Model):
         except StageError:  # clean() refused it on the way in; an old row is read as no directions
             return []
 
+    @property
+    def clock(self) -> list[float] | None:
+        """The clock's skips per turn as memory's recall takes them (stage.clock_skips); None: no clock."""
+        from chronicle.simulation.stage import clock_skips
+
+        return clock_skips(self.directions, self.minutes_per_turn, self.max_turns)
+
     def present_at(self, number: int) -> list[str]:
         """Who is in the room at turn `number` (1-based)."""
         from chronicle.simulation.stage import present_at
@@ -297,6 +311,8 @@ class Simulation(models.Model):
                                       (self.capture_only_concerning, "only what concerns them")) if on]
         if kept:
             labels.append(f"keeps: {', '.join(kept)}")
+        if self.minutes_per_turn:
+            labels.append(f"clock: {self.minutes_per_turn:g} min a turn")
         labels.append(f"reflects at {self.reflection_threshold:g}")
         labels.append(f"consolidates past {self.consolidation_budget} lines" if self.consolidation_budget
                       else "consolidates only on request")

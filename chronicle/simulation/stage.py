@@ -6,6 +6,8 @@ A run's *stage directions* are the writer's, one per line, each before a turn:
     5: Sam enters             from turn 5 Sam hears (and may speak)
     8: Jordan leaves          from turn 8 Jordan hears nothing
     6: The lights go out.     a world event: everyone present at turn 6 observes it
+    9: Three hours later      a time skip (also an event): with the run's clock (minutes per
+                              turn) memories age by the time that passed, not only by turns
 
 A line is remembered by those present when it is said. A line that opens with a whisper —
 ``*whispers to Sam*`` or ``(whispering to Sam)`` — is heard only by its speaker and Sam; the others
@@ -25,6 +27,11 @@ _WHISPER = re.compile(r"^\s*(?:\*\s*whispers?\s+to\s+([^*]+?)\s*\*|\(\s*whisper(
                       re.IGNORECASE)
 _ACTION = re.compile(r"\*([^*\n]{2,200})\*")
 _LEAVING = re.compile(r"^(?:leaves|exits|walks out|steps out|goes out)\b", re.IGNORECASE)
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+            "nine": 9, "ten": 10, "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50}
+_UNITS = {"minute": 1, "min": 1, "hour": 60, "day": 24 * 60, "week": 7 * 24 * 60}
+_SKIP = re.compile(r"^\s*(\d+(?:\.\d+)?|" + "|".join(_NUMBERS) + r")\s+(minute|min|hour|day|week)s?\s+(?:later|pass(?:es)?)\b",
+                   re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -33,14 +40,15 @@ class Direction:
     kind: str  # "enter" | "leave" | "event"
     who: str = ""
     text: str = ""
+    minutes: float = 0.0  # an event that moves the clock on ("Three hours later"): how far
 
     def as_dict(self) -> dict:
-        return {"turn": self.turn, "kind": self.kind, "who": self.who, "text": self.text}
+        return {"turn": self.turn, "kind": self.kind, "who": self.who, "text": self.text, "minutes": self.minutes}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Direction":
         return cls(turn=int(data["turn"]), kind=str(data["kind"]), who=str(data.get("who") or ""),
-                   text=str(data.get("text") or ""))
+                   text=str(data.get("text") or ""), minutes=float(data.get("minutes") or 0.0))
 
     def line(self) -> str:
         """The direction as the writer types it."""
@@ -81,7 +89,31 @@ def _direction(turn: int, what: str, cast: list[str], number: int) -> Direction:
     verb = what[len(first):].strip().rstrip(".!").lower()
     if verb in ENTER + LEAVE and first not in cast:
         raise StageError(f"Line {number}: {first} is not in this run's cast ({', '.join(cast)}).")
-    return Direction(turn, "event", "", what)
+    return Direction(turn, "event", "", what, minutes=skipped_minutes(what))
+
+
+def skipped_minutes(text: str) -> float:
+    """How far a time skip moves the clock: "Three hours later" → 180, "20 minutes pass" → 20; 0 otherwise."""
+    match = _SKIP.match(text)
+    if not match:
+        return 0.0
+    amount = match.group(1).lower()
+    value = float(_NUMBERS.get(amount, 0) or amount)
+    return value * _UNITS[match.group(2).lower()]
+
+
+def clock_skips(directions: list[Direction], minutes_per_turn: float, turns: int) -> list[float] | None:
+    """The clock as memory's decay reads it (memory.retrieval.scoring): for each turn 0..turns, the
+    turns' worth of time skipped up to it (a skip at turn N is between lines N − 1 and N). None
+    without a clock (minutes_per_turn 0): memories age by turns alone."""
+    if not minutes_per_turn or minutes_per_turn <= 0:
+        return None
+    skips = [0.0] * (turns + 1)
+    for direction in directions:
+        if direction.minutes and direction.turn <= turns:
+            for i in range(direction.turn, turns + 1):
+                skips[i] += direction.minutes / minutes_per_turn
+    return skips
 
 
 def present_at(directions: list[Direction], cast: list[str], turn: int) -> list[str]:

@@ -104,18 +104,20 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
             return "failed"
     finished = turns.turn_finish(turn_id=turn.pk, token=claim.token, outcome=outcome, capture=capture)
     if finished is not None:
-        queue_reflections(simulation_id, finished.number)
-        queue_consolidations(simulation_id, finished.number)
+        queue_reflections(simulation_id, finished.number, due=finished.due_reflections)
+        queue_consolidations(simulation_id, finished.number, due=finished.due_consolidations)
     return "done"
 
 
-def queue_consolidations(simulation_id: int, turn_number: int) -> list[str]:
+def queue_consolidations(simulation_id: int, turn_number: int, due: list[str] | None = None) -> list[str]:
     """Over the run's per-agent budget (consolidation_budget; 0: never), an agent's old low-importance
-    memories are consolidated by a task of its own (offline summaries; the writer can undo it)."""
+    memories are consolidated by a task of its own (offline summaries; the writer can undo it).
+    due: who is over it, when the caller has looked already (turn_finish does)."""
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return []
-    due = consolidations_due(simulation.bank, simulation.cast_names, simulation.consolidation_budget)
+    if due is None:
+        due = consolidations_due(simulation.bank, simulation.cast_names, simulation.consolidation_budget)
     for name in due:
         try:
             consolidate_bank_task.delay(simulation.bank_id, name, turn_number - RECENT_TURNS,
@@ -125,14 +127,16 @@ def queue_consolidations(simulation_id: int, turn_number: int) -> list[str]:
     return due
 
 
-def queue_reflections(simulation_id: int, turn_number: int) -> list[str]:
+def queue_reflections(simulation_id: int, turn_number: int, due: list[str] | None = None) -> list[str]:
     """Queue a reflection for each cast member whose importance since its last one reached the
-    threshold. Reflecting is a task of its own: the next turn does not wait for two model calls."""
+    threshold. Reflecting is a task of its own: the next turn does not wait for two model calls.
+    due: who reached it, when the caller has looked already (turn_finish does)."""
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return []
-    totals = importance_since_last_reflections(simulation.bank, simulation.cast_names)
-    due = [name for name in simulation.cast_names if totals.get(name, 0.0) >= simulation.reflection_threshold]
+    if due is None:
+        totals = importance_since_last_reflections(simulation.bank, simulation.cast_names)
+        due = [name for name in simulation.cast_names if totals.get(name, 0.0) >= simulation.reflection_threshold]
     for name in due:
         _mark_reflecting(simulation_id, name, True)  # before the task: it may finish before delay() returns
         try:

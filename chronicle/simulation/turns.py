@@ -29,6 +29,7 @@ from chronicle.simulation.selectors import turn_overrides
 from chronicle.simulation.stage import Delivery, deliver
 from memory.importance import CaptureFilters, Skipped
 from memory.models import Memory
+from memory.reflection import lifecycle_totals
 from memory.services import (
     CapturePlan,
     accesses_record,
@@ -207,6 +208,7 @@ def turn_input(*, turn: Turn) -> TurnInput:
         query_temporal=simulation.query_temporal, query_synonyms=simulation.query_synonyms,
         consult_memories=simulation.consult_memories, confidence_gating=simulation.confidence_gating,
         present=simulation.present_at(turn.number) if simulation.stage_directions else None,
+        clock=simulation.clock,
     )
 
 
@@ -322,7 +324,7 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     simulation = turn.simulation
     line = deliver(outcome.utterance, speaker=turn.agent, present=simulation.present_at(turn.number))
     plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
-                           turn=turn.number, listeners=line.heard_by, defer_keys=True,
+                           turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
                            said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
                            **capture_options(simulation, turn))
     return plan
@@ -400,16 +402,24 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     witness(simulation=simulation, turn=turn, line=line)
     believed = spread(bank=simulation.bank, speaker=turn.agent, line=turn.utterance, vector=capture.vectors.get(capture.content),
                       heard_by=line.heard_by, turn=turn.number)
-    turn.note = _notes(turn, outcome, mode_note, capture_note(captured.skipped), belief_note(believed))
+    not_kept = capture_note(captured.skipped)
+    turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed))
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
     apply_writes(bank=simulation.bank, agent=turn.agent, turn=turn.number, writes=outcome.writes)
+    # Who is due to reflect or to consolidate, with this line counted (the caller queues them after
+    # the commit: chronicle.simulation.tasks).
+    totals = lifecycle_totals(simulation.bank, simulation.cast_names)
+    turn.due_reflections = [name for name in simulation.cast_names
+                            if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
+    turn.due_consolidations = [name for name in simulation.cast_names if simulation.consolidation_budget > 0
+                               and totals.get(name, (0.0, 0))[1] > simulation.consolidation_budget]
     # The memory system's own time this turn (model calls excluded): its searches, then capture
-    # (embedding, importance, filters), access counts and the deferred writes.
+    # (embedding, importance, filters), access counts, the deferred writes and those checks.
     searched = sum(float(r.get("latency_ms") or 0) for r in outcome.retrievals)
     spent = capture.prepare_ms + (time.perf_counter() - started) * 1000
     turn.context = dict(turn.context or {}, memory_ms=round(searched + spent, 2), capture_ms=round(spent, 2),
-                        not_kept=len(captured.skipped))
+                        not_kept=len(captured.skipped), not_kept_notes=not_kept.splitlines())
     turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
     turn.save()
     fields = ["updated"]

@@ -69,7 +69,25 @@ def goal_critical(memory: Memory) -> bool:
     return bool(memory.related_goals) or memory.category == "goals"
 
 
-def decay_component(memory: Memory, current_turn: int | None) -> float:
+def clock_age(turn: int, memory_turn: int | None, skips: list[float] | None = None) -> float:
+    """How old a memory is, in turns: the turns since it was formed plus, with a scenario clock,
+    the turns' worth of time skipped in between (chronicle's stage directions: "Three hours later"
+    at 2 minutes a turn is 90 turns older). `skips[i]`: the skipped turns' worth up to turn i."""
+    formed = memory_turn or 0
+    age = turn - formed
+    if skips:
+        age += skips[min(max(turn, 0), len(skips) - 1)] - skips[min(max(formed, 0), len(skips) - 1)]
+    return max(age, 0)
+
+
+def age_sql() -> str:
+    """clock_age over alias m: %(turn)s the current turn, %(skips)s the clock's skips or NULL."""
+    skipped = ("COALESCE((%(skips)s::float8[])[LEAST(%(turn)s, cardinality(%(skips)s::float8[]) - 1) + 1]"
+               " - (%(skips)s::float8[])[LEAST(COALESCE(m.turn, 0), cardinality(%(skips)s::float8[]) - 1) + 1], 0)")
+    return f"GREATEST(%(turn)s - COALESCE(m.turn, 0) + {skipped}, 0)"
+
+
+def decay_component(memory: Memory, current_turn: int | None, skips: list[float] | None = None) -> float:
     """Seed 004's decay of one memory at current_turn: the `decayed` preset's recency component (its
     importance component is importance/10 times this, at most 1). score_sql computes the same in SQL.
     Not capped: a fresh memory recalled often goes past 1 (seed 004's boosts), so accesses still tell
@@ -81,7 +99,7 @@ def decay_component(memory: Memory, current_turn: int | None) -> float:
     decay_rate (×0.8), every recall adds an access and sets last_accessed_turn."""
     turn = int(current_turn or 0)
     rate = memory.decay_rate * (1 - DECAY_EMOTION_SLOWDOWN * memory_emotion(memory))
-    retention = math.exp(-min(rate * max(turn - (memory.turn or 0), 0), DECAY_EXPONENT_CAP))
+    retention = math.exp(-min(rate * clock_age(turn, memory.turn, skips), DECAY_EXPONENT_CAP))
     if goal_critical(memory):
         retention = max(DECAY_GOAL_FLOOR, retention)
     value = retention * (1 + DECAY_ACCESS_BOOST * math.log(max(memory.access_count, 1)))
@@ -90,9 +108,9 @@ def decay_component(memory: Memory, current_turn: int | None) -> float:
     return value
 
 
-def decayed_importance(memory: Memory, current_turn: int | None) -> float:
+def decayed_importance(memory: Memory, current_turn: int | None, skips: list[float] | None = None) -> float:
     """The `decayed` preset's importance component: seed 004's current importance on a 0–1 scale."""
-    return min(1.0, memory.importance / 10 * decay_component(memory, current_turn))
+    return min(1.0, memory.importance / 10 * decay_component(memory, current_turn, skips))
 
 
 # The per-memory inputs of the decay component, added to the candidates' columns for `decayed` only.
@@ -101,9 +119,10 @@ DECAY_COLUMNS = (", GREATEST(abs(m.emotional_valence), CASE WHEN m.kind = 'emoti
 
 
 def decay_sql() -> str:
-    """decay_component over alias m (a candidate row carrying DECAY_COLUMNS); %(turn)s is the current turn."""
+    """decay_component over alias m (a candidate row carrying DECAY_COLUMNS); %(turn)s is the current
+    turn, %(skips)s the scenario clock's skips (NULL: none)."""
     rate = f"m.decay_rate * (1 - {DECAY_EMOTION_SLOWDOWN} * m.emotion)"
-    retention = _decay(f"{rate} * GREATEST(%(turn)s - COALESCE(m.turn, 0), 0)")
+    retention = _decay(f"{rate} * {age_sql()}")
     retention = f"(CASE WHEN m.goal_critical THEN GREATEST({DECAY_GOAL_FLOOR}::float8, {retention}) ELSE {retention} END)"
     return (f"({retention} * (1 + {DECAY_ACCESS_BOOST} * ln(GREATEST(m.access_count, 1)))"
             f" * (CASE WHEN m.last_accessed_turn IS NOT NULL AND %(turn)s - m.last_accessed_turn <= {DECAY_RECENT_TURNS}"
@@ -116,6 +135,5 @@ def score_sql(scoring: str) -> str:
         # Seed 004: the decay component replaces recency; importance is what is left of it.
         decay = decay_sql()
         return f"m.sim AS c_similarity, {decay}::float8 AS c_recency, LEAST(1.0::float8, m.importance / 10.0 * {decay}) AS c_importance"
-    age = "GREATEST(%(turn)s - COALESCE(m.turn, 0), 0)"
-    recency = _decay(f"{RECENCY_DECAY} * {age}")
+    recency = _decay(f"{RECENCY_DECAY} * {age_sql()}")
     return f"m.sim AS c_similarity, {recency}::float8 AS c_recency, (m.importance / 10.0)::float8 AS c_importance"

@@ -32,7 +32,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
            k: int = 5, scoring: str = "similarity", weights: dict | None = None, current_turn: int | None = None,
            query_vector=None, exact: bool | None = None, fusion: bool = False,
            lexical_weight: float | None = None, speaker_boost: float | None = None,
-           enhance: EnhancedQuery | None = None) -> list[RecallResult]:
+           enhance: EnhancedQuery | None = None, clock: list[float] | None = None) -> list[RecallResult]:
     """Top k memories of a bank for a query, honouring the filter exactly.
 
     exact=None chooses: an exact scan while at most EXACT_LIMIT memories match, else the HNSW
@@ -43,6 +43,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     exact=None is an exact scan up to RETRIEVAL_FUSION_EXACT_LIMIT candidates, else the indexes' top lists.
     enhance (QueryEnhancement.apply's answer): context and synonyms shape the query vector and the
     BM25 terms, a time window adds a "temporal" component; None or nothing used: the same ranking.
+    clock (a scenario clock's skips, scoring.clock_age): memories age by the time that passed, not
+    only by turns, in the presets' recency and decay.
     """
     flt = MemoryFilter(**(filter.to_dict() if filter else {}))
     if agent is not None:
@@ -68,7 +70,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
 
     outermost = not connection.in_atomic_block
     with transaction.atomic():
-        base = {"vec": qvec, "turn": int(current_turn or 0), "ws": w["similarity"], "wr": w["recency"],
+        base = {"vec": qvec, "turn": int(current_turn or 0), "skips": [float(x) for x in clock] if clock else None,
+                "ws": w["similarity"], "wr": w["recency"],
                 "wi": w["importance"], "k": k}
         window = enhance.window if enhance is not None else None
         if window is not None:

@@ -55,18 +55,21 @@ class CapturePlan:
     metadata: dict = field(default_factory=dict)
     prepare_ms: float = 0.0  # capture_prepare's own time, the LLM scorer's calls excluded
     defer_keys: bool = False  # the context keys are embedded by a task after the commit
+    once: bool = False  # the caller's commit happens once per line (a simulation's turn): no retry check
 
 
 def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, listeners: Iterable[str],
                     metadata: dict | None = None, scorer: str | None = None,
                     ask: Callable[[str], str] | None = None, filters: CaptureFilters | None = None,
-                    defer_keys: bool = False, said: str = "said") -> CapturePlan:
+                    defer_keys: bool = False, said: str = "said", once: bool = False) -> CapturePlan:
     """The slow half of capture (embedding, importance, filters; the LLM scorer's calls), outside any
     transaction. It only reads: a turn stores what it heard in one short transaction afterwards.
 
     defer_keys: the in-reply-to keys (half the embedding time of a line) are embedded by a task
     after the commit instead of now, so a simulation's turn does not wait for them. `said` is the
-    verb of the stored line: "{speaker} {said}: {text}" ("whispered to Sam" for a whisper)."""
+    verb of the stored line: "{speaker} {said}: {text}" ("whispered to Sam" for a whisper). once: the
+    caller stores this line at most once (a simulation's turn commits with its line, under its claim),
+    so capture_commit need not look for the copies of an earlier attempt."""
     started = time.perf_counter()
     asked = [0.0]  # seconds spent waiting for the LLM scorer: the model's time, not memory's
     if ask is not None:
@@ -82,7 +85,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     listeners = list(dict.fromkeys(name for name in listeners if name))
     plan = CapturePlan(bank=bank, speaker=speaker, turn=turn, content=content, listeners=listeners,
                        participants=list(dict.fromkeys([speaker, *listeners])), metadata=dict(metadata or {}),
-                       defer_keys=defer_keys)
+                       defer_keys=defer_keys, once=once)
     # A retried turn stores nothing twice: capture_commit skips the listeners that already hold the
     # line (scoring them again here costs less than a query on every first attempt).
     if listeners and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:
@@ -103,7 +106,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
 @transaction.atomic
 def capture_commit(plan: CapturePlan) -> Captured:
     """Write what capture_prepare decided: one memory per listener that keeps the line."""
-    existing = _existing(plan)
+    existing = {} if plan.once else _existing(plan)
     dropped = {s.agent for s in plan.skipped}
     new = []
     for name in plan.listeners:

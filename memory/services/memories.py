@@ -138,14 +138,16 @@ def accesses_record(*, memory_ids: Iterable[int], turn: int | None) -> int:
     counts = Counter(int(i) for i in memory_ids)
     if not counts:
         return 0
-    MemoryAccess.objects.bulk_create([MemoryAccess(memory_id=i, turn=turn, count=n) for i, n in counts.items()])
-    with connection.cursor() as cursor:
+    with connection.cursor() as cursor:  # the log rows and the counters in one statement (every turn)
         cursor.execute(
+            f"WITH a AS (SELECT * FROM unnest(%(ids)s::bigint[], %(ns)s::int[]) AS a(id, n)), "
+            f"log AS (INSERT INTO {MemoryAccess._meta.db_table} (memory_id, turn, count) "
+            "         SELECT id, %(turn)s::int, n FROM a) "
             "UPDATE memory_memory m SET access_count = m.access_count + a.n, "
-            "last_accessed_turn = CASE WHEN %s::int IS NULL THEN m.last_accessed_turn "
-            "ELSE GREATEST(COALESCE(m.last_accessed_turn, %s::int), %s::int) END "
-            "FROM unnest(%s::bigint[], %s::int[]) AS a(id, n) WHERE m.id = a.id",
-            [turn, turn, turn, list(counts), list(counts.values())],
+            "last_accessed_turn = CASE WHEN %(turn)s::int IS NULL THEN m.last_accessed_turn "
+            "ELSE GREATEST(COALESCE(m.last_accessed_turn, %(turn)s::int), %(turn)s::int) END "
+            "FROM a WHERE m.id = a.id",
+            {"turn": turn, "ids": list(counts), "ns": list(counts.values())},
         )
     return sum(counts.values())
 

@@ -53,6 +53,22 @@ def test_the_demo_file_runs_and_leaves_nothing_behind():
     assert not get_user_model().objects.filter(username__startswith="run-").exists()
 
 
+def test_the_demos_living_memory_reflects_scores_and_says_what_was_not_kept():
+    """Issue 14's dry run, shortened: the demo's lines are scored (not all alike), its floor of 1
+    leaves some unkept and every turn says which and why, and someone reflects, citing evidence."""
+    result, _ = run(str(DEMO), turns=40, provider="scripted")
+
+    lifecycle = result["lifecycle"]
+    assert lifecycle["importance"]["min"] >= 1.0 > 0  # nothing under the floor was kept
+    assert lifecycle["importance"]["min"] < lifecycle["importance"]["max"]
+    not_kept = [line for t in result["turns"] for line in t["not_kept"]]
+    assert lifecycle["filtered"] == len(not_kept) >= 1
+    assert all(" did not keep: “" in line and "below the floor" in line for line in not_kept)
+    assert lifecycle["reflections"] >= 1
+    assert all(insight["evidence"] and insight["agent"] in CAST for insight in lifecycle["insights"])
+    assert all(t["memory_ms"] > 0 for t in result["turns"])
+
+
 def test_keep_leaves_the_run_with_its_owner_and_a_second_import_clashes(user):
     result, _ = run(str(DEMO), turns=1, owner=user.username, keep=True)
 

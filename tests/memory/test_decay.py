@@ -139,3 +139,21 @@ def test_hybrid_recency_ignores_per_memory_rates(bank):
     result = recall(bank, fast.content, agent="Alex", k=1, scoring="hybrid", current_turn=10)[0]
     assert result.components["recency"] == pytest.approx(math.exp(-1.0), rel=1e-9)  # exp(−0.1·10), as before
     assert result.components["importance"] == pytest.approx(0.5)
+
+
+def test_with_a_clock_memories_age_by_the_time_that_passed(bank):
+    """A scenario clock (chronicle: minutes per turn, "Three hours later"): skips[i] is the turns'
+    worth of time skipped up to turn i; a skip between a memory and now ages it that much more."""
+    memory = _memory(bank, "Jordan said the ferry leaves at noon.", turn=2, decay_rate=0.01)
+    # 2 minutes a turn, three hours skipped before turn 5: 90 turns' worth from turn 5 on.
+    skips = [0, 0, 0, 0, 0, 90, 90, 90, 90, 90, 90]
+    # at turn 10: 8 turns + 90 → exp(−0.01·98) = 0.375; without the clock exp(−0.08) = 0.923
+    assert _decayed(bank, memory, 10, clock=skips).components["recency"] == pytest.approx(math.exp(-0.98), rel=1e-9)
+    assert _decayed(bank, memory, 10).components["recency"] == pytest.approx(math.exp(-0.08), rel=1e-9)
+    assert decay_component(memory, 10, skips) == pytest.approx(math.exp(-0.98), rel=1e-12)
+    # Before the skip nothing extra; hybrid's recency counts the same age: exp(−0.1·98).
+    assert _decayed(bank, memory, 4, clock=skips).components["recency"] == pytest.approx(math.exp(-0.02), rel=1e-9)
+    hybrid = recall(bank, memory.content, agent="Alex", k=5, scoring="hybrid", current_turn=10, clock=skips)
+    assert hybrid[0].components["recency"] == pytest.approx(math.exp(-9.8), rel=1e-9)
+    # A turn past the clock's end reads its last value (a run made longer after its directions).
+    assert _decayed(bank, memory, 12, clock=skips).components["recency"] == pytest.approx(math.exp(-1.0), rel=1e-9)

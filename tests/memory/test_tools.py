@@ -127,3 +127,29 @@ def test_a_cached_canonical_query_makes_no_model_call(ctx, monkeypatch):
         result = call_tool(name, {}, context=ctx)
         assert result.error == "" and result.response["memories"]
     assert call_tool("query_character", {"name": "Jordan"}, context=ctx).error == ""
+
+
+def test_the_whole_sheet_follows_the_writers_edits_between_turns(ctx):
+    """recall_sheet keeps its ranking between turns (a pre-populated run asks every turn); an edit,
+    a re-embedding or an archive of a sheet memory must show in the very next answer."""
+    from memory.models import Memory
+    from memory.services import memory_archive, memory_reembed, memory_update
+    from memory.tools import recall_sheet
+
+    first = [r.memory.content for r in recall_sheet(ctx.bank, "Alex", shared=True)[1]]
+    again = recall_sheet(ctx.bank, "Alex", shared=True)[1]
+    assert [r.memory.content for r in again] == first
+    assert [r.rank for r in again] == list(range(1, len(first) + 1))
+
+    style = Memory.objects.get(bank=ctx.bank, agent="Alex", category="communication")
+    memory_update(memory=style, content="Alex speaks only in questions, never in statements.")
+    stale = [r.memory.content for r in recall_sheet(ctx.bank, "Alex", shared=True)[1]]
+    assert all("only in questions" not in c for c in stale)  # left out until re-embedded
+    memory_reembed(memory=style)
+    edited = [r.memory.content for r in recall_sheet(ctx.bank, "Alex", shared=True)[1]]
+    assert "Alex speaks only in questions, never in statements." in edited
+
+    memory_archive(memory=Memory.objects.get(pk=style.pk))
+    archived = [r.memory.content for r in recall_sheet(ctx.bank, "Alex", shared=True)[1]]
+    assert "Alex speaks only in questions, never in statements." not in archived
+    assert len(archived) == len(first) - 1

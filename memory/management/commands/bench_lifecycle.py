@@ -15,16 +15,16 @@ import os
 import random
 import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connection
 
 from memory import bench
 from memory import embedding
 from memory.cache import clear_local, embed_texts, text_sha
-from memory.consolidation import consolidations_due
 from memory.importance import CaptureFilters
 from memory.models import EmbeddingCache, MemoryBank
-from memory.reflection import importance_since_last_reflections
+from memory.reflection import lifecycle_totals
 from memory.services import bank_create, bank_delete, capture_commit, capture_prepare, seed_bank
 from memory.services.capture import memory_keys_add
 
@@ -89,9 +89,10 @@ class Command(BaseCommand):
             captured = capture_commit(plan)
             t2 = time.perf_counter()
             # What a worker checks after each turn (chronicle's queue_reflections / queue_consolidations).
-            totals = importance_since_last_reflections(bank, names)
-            due_reflections += sum(total >= opts["threshold"] for total in totals.values())
-            due_consolidations += len(consolidations_due(bank, names))
+            totals = lifecycle_totals(bank, names)
+            budget = settings.CONSOLIDATION_BUDGET
+            due_reflections += sum(since >= opts["threshold"] for since, _earned in totals.values())
+            due_consolidations += sum(earned > budget > 0 for _since, earned in totals.values())
             t3 = time.perf_counter()
             # The in-reply-to keys a worker embeds after the turn (memory_keys_task), timed apart.
             memory_keys_add(memory_ids=[m.pk for m in captured])

@@ -3,6 +3,8 @@ run's turns with the real model and database."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from django.urls import reverse
 
@@ -93,3 +95,22 @@ def test_a_character_who_walks_out_is_away_from_the_next_turn(user, dinner):
     assert simulation.present_at(2) == ["Alex", "Jordan"]
     line = say(simulation, 1, "Alex", "Now that Sam is out: the Thai place?")
     assert line.heard_by == ["Alex", "Jordan"]
+
+
+def test_a_clocked_run_ages_what_came_before_a_time_skip(user, dinner, client_for):
+    """Minutes per turn and "Three hours later" (issue 14: age in simulated time): the lines said
+    before the skip reach the agent with the recency of three hours' worth of turns more."""
+    simulation = start_seeded(user, dinner, max_turns=4, retrieval_mode="prepopulate", scoring="decayed",
+                              minutes_per_turn=2, stage_directions="3: Three hours later")
+    assert simulation.clock == [0, 0, 0, 90, 90]
+    for index in range(4):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    last = simulation.turns.get(index=3)
+    recent = next(r for r in last.retrievals.all() if (r.arguments or {}).get("section") == "Recent events")
+    first_line = next(res for res in recent.results if res["turn"] == 1)
+    memory = Memory.objects.get(pk=first_line["memory_id"])
+    # Turn 4 recalls the line of turn 1: 3 turns + 90 turns' worth skipped, at the memory's own rate.
+    rate = memory.decay_rate * (1 - 0.5 * abs(memory.emotional_valence))
+    assert first_line["components"]["recency"] == pytest.approx(math.exp(-rate * 93), rel=1e-6)
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert "clock: 2 min a turn" in page and "Three hours later" in page
