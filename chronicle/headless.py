@@ -29,6 +29,7 @@ from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.selectors import token_summary
 from chronicle.simulation.services import SECRET_SETTINGS, SETTING_FIELDS, ControlError, simulation_cancel
 from memory.models import Memory
+from memory.relationships import standing
 from memory.services import bank_delete
 from wonda_site.celery import app as celery_app
 from wonda_site.pool import pool_status
@@ -221,8 +222,11 @@ def run_report(simulation: Simulation) -> dict:
     held = [{"claim": claim["claim"], "holder": h["holder"], "source_chain": h["source_chain"],
              "confidence": h["confidence"], "true": claim["true"]}
             for claim in who_believes(simulation) for h in claim["holders"]]
+    stood = standing(simulation.bank_id) if simulation.bank_id is not None else {}
+    relationships = [{"agent": r.agent, "other": r.other, "trust": r.trust, "affinity": r.affinity, "turn": r.turn,
+                      "why": r.reason} for r in stood.values()]
     return {"simulation": simulation.pk, "turns": rows, "memories_by_kind": by_kind, "lifecycle": lifecycle,
-            "beliefs": held,
+            "beliefs": held, "relationships": relationships,
             "tokens": {"prompt": tokens.prompt_tokens, "completion": tokens.completion_tokens,
                        "full_definition": tokens.full_definition_tokens}}
 

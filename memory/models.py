@@ -208,6 +208,31 @@ class MemoryKey(models.Model):
         return self.query
 
 
+class Relationship(models.Model):
+    """How one agent stands with another after a turn (memory.relationships): trust and affinity,
+    −1..1, this row's change and why, and the memory of the line it rests on. The latest row per
+    (agent, other) is the standing; the rows are its history (the run page charts them)."""
+
+    bank = models.ForeignKey(MemoryBank, on_delete=models.CASCADE, related_name="relationships")
+    agent = models.CharField(max_length=100)
+    other = models.CharField(max_length=100)
+    turn = models.IntegerField()
+    trust = models.FloatField(validators=[MinValueValidator(-1), MaxValueValidator(1)])
+    affinity = models.FloatField(validators=[MinValueValidator(-1), MaxValueValidator(1)])
+    trust_change = models.FloatField(default=0.0)
+    affinity_change = models.FloatField(default=0.0)
+    reason = models.CharField(max_length=300, blank=True)
+    evidence = models.ForeignKey(Memory, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["bank", "agent", "other", "turn", "id"]
+        indexes = [models.Index(fields=["bank", "agent", "other", "turn"], name="relationship_pair_turn")]
+
+    def __str__(self) -> str:
+        return f"{self.agent} → {self.other} at turn {self.turn}: trust {self.trust:+.2f}, affinity {self.affinity:+.2f}"
+
+
 class MemoryAccess(models.Model):
     """One recall of a memory at a turn (count: how many times in that turn). The log lets a branch
     from turn N start with the access counts the parent had at turn N, not those of its later turns."""

@@ -18,6 +18,7 @@ from memory.models import Memory
 from memory.retrieval import MemoryFilter, RecallResult, recall
 from memory.retrieval.confidence import calibrated, retrieval_confidence
 from memory.retrieval.enhance import EnhancedQuery, QueryEnhancement
+from memory.relationships import standing
 from memory.retrieval.scoring import SCORING_PRESETS, resolve_weights
 from memory.seeding import CHARACTER_QUERIES, WHOLE_SHEET_K
 from memory.services import memory_associate, memory_create, memory_reinforce
@@ -378,8 +379,13 @@ def _recall_interactions(ctx: ToolContext, args: dict):
     results = recall(ctx.bank, query, filter=flt, k=10, scoring=ctx.scoring, weights=ctx.weights,
                      current_turn=ctx.current_turn, clock=ctx.clock, enhance=enhanced)
     ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
-    return ({"character": name, "memories": _entries(ordered, with_turn=True)} | _metadata(results, enhanced),
-            query, flt, results)
+    answer = {"character": name, "memories": _entries(ordered, with_turn=True)}
+    # How you stand with them now, and what moved it last (memory.relationships).
+    row = standing(ctx.bank, ctx.agent, before_turn=ctx.current_turn).get((ctx.agent, name))
+    if row is not None:
+        answer["relationship"] = {"trust": row.trust, "affinity": row.affinity, "since_turn": row.turn,
+                                  "why": row.reason}
+    return answer | _metadata(results, enhanced), query, flt, results
 
 
 def _check_similar(ctx: ToolContext, args: dict):

@@ -20,6 +20,7 @@ from chronicle.simulation.prompts import (
 )
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
 from memory.retrieval import MemoryFilter
+from memory.relationships import describe, standing
 from memory.retrieval.confidence import calibrated
 from memory.seeding import WHOLE_SHEET_K
 from memory.sheets import CharacterSheet, ScenarioSheet
@@ -416,6 +417,13 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
                 line += " (weak match)"  # the scale of the tools' retrieval_confidence; the prompt says below it is weak
             if line not in section.lines:
                 section.lines.append(line)
+    # How the agent stands with those present, as what it heard has moved it (memory.relationships).
+    stood = standing(turn.bank, turn.agent, before_turn=turn.number)
+    for other in turn.others:
+        row = stood.get((turn.agent, other))
+        if row is not None:
+            sections.setdefault("The others present", Section("The others present")).lines.append(
+                f"How you stand with {other}: {describe(row)}")
     return list(sections.values())
 
 

@@ -30,6 +30,7 @@ from chronicle.simulation.stage import Delivery, deliver
 from memory.importance import CaptureFilters, Skipped
 from memory.models import Memory
 from memory.reflection import lifecycle_totals
+from memory.relationships import relationships_update
 from memory.services import (
     CapturePlan,
     accesses_record,
@@ -402,6 +403,10 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     witness(simulation=simulation, turn=turn, line=line)
     believed = spread(bank=simulation.bank, speaker=turn.agent, line=turn.utterance, vector=capture.vectors.get(capture.content),
                       heard_by=line.heard_by, turn=turn.number)
+    # How each listener now stands with the speaker (memory.relationships): the line's own memory is the evidence.
+    relationships_update(bank=simulation.bank, speaker=turn.agent, text=line.text or turn.utterance,
+                         listeners=line.heard_by, turn=turn.number, whisper_to=line.whisper_to,
+                         evidence={m.agent: m for m in captured})
     not_kept = capture_note(captured.skipped)
     turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed))
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.

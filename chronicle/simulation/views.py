@@ -76,6 +76,7 @@ def _page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = Non
                "progress": selectors.progress(simulation, turns), "llm_form": llm_form}
     if not poll:
         context["tree"] = selectors.branch_tree(simulation, simulation.owner)
+        context["relationships"] = selectors.relationship_charts(simulation)
     return context
 
 

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from memory.indexing import bank_index_wanted
-from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey
+from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey, Relationship
 from memory.services.memories import bank_refresh_stale
 
 
@@ -74,5 +74,11 @@ def bank_copy(*, source: MemoryBank, target: MemoryBank, as_of_turn: int) -> dic
         .values_list("from_memory_id", "to_memory_id")])
     MemoryAccess.objects.bulk_create([MemoryAccess(memory_id=mapping[memory_id], turn=turn, count=count)
                                       for memory_id, seen in history.items() for turn, count in seen])
+    # How the agents stood with each other before that turn, with their evidence where it was copied.
+    Relationship.objects.bulk_create([
+        Relationship(bank=target, agent=r.agent, other=r.other, turn=r.turn, trust=r.trust, affinity=r.affinity,
+                     trust_change=r.trust_change, affinity_change=r.affinity_change, reason=r.reason,
+                     evidence_id=mapping.get(r.evidence_id))
+        for r in Relationship.objects.filter(bank=source, turn__lt=as_of_turn).order_by("id")])
     bank_index_wanted(target.pk)
     return mapping

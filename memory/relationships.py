@@ -1,0 +1,146 @@
+"""Relationships that change (issue 15; seed 003's relationship fields, seed 001's recall_interactions):
+how each agent stands with each other one — trust and affinity, −1 to 1 — moved by what it hears.
+
+Offline and deterministic: a heard line moves the listener's standing towards its speaker by the
+words it carries (a small signed word list, below), more when the line names the listener, and a
+whisper to the listener is a confidence (trust up). Each change is a `Relationship` row with its turn,
+its reason and the memory of the line it rests on; the latest row per pair is the standing. A line
+that carries none of the words changes nothing (no row).
+
+This module knows no simulation: chronicle calls `relationships_update` when a turn is stored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from memory.models import Memory, MemoryBank, Relationship
+
+# Word starts, each with how far one occurrence moves the standing (a line's move is capped at
+# MAX_STEP). Matched on word starts, case-insensitively, so "thank" covers thanks and thankful.
+WARM = {"thank": 0.1, "love": 0.15, "glad": 0.1, "wonderful": 0.1, "great idea": 0.15,
+        "agree": 0.1, "kind": 0.1, "friend": 0.1, "appreciat": 0.15, "sorry": 0.05, "forgive": 0.15,
+        "proud of you": 0.15, "like you": 0.15, "miss you": 0.15, "well done": 0.1, "you're right": 0.1,
+        "happy": 0.05, "sweet": 0.1, "brilliant": 0.1}
+COLD = {"hate": 0.2, "stupid": 0.2, "idiot": 0.25, "annoy": 0.1, "shut up": 0.25, "ridiculous": 0.1,
+        "rude": 0.15, "selfish": 0.2, "boring": 0.1, "disagree": 0.05, "blame": 0.15, "you always": 0.1,
+        "you never": 0.1, "leave me alone": 0.2, "disgust": 0.2, "pathetic": 0.25}
+TRUSTING = {"promise": 0.1, "honest": 0.1, "trust": 0.1, "secret": 0.1, "confess": 0.15, "truth": 0.05,
+            "count on": 0.1, "between us": 0.1, "i'll help": 0.1, "swear": 0.05}
+DISTRUSTING = {"lie": 0.2, "lied": 0.25, "liar": 0.3, "betray": 0.3, "cheat": 0.25, "trick": 0.15,
+               "behind my back": 0.3, "hid ": 0.15, "hiding": 0.15, "don't believe": 0.15, "rumour": 0.05}
+NAMED_FACTOR = 1.5   # a line that names its listener moves that listener's standing this much more
+WHISPER_TRUST = 0.1  # being whispered to: confided in
+MAX_STEP = 0.3       # one line moves trust or affinity at most this far
+
+
+def _pattern(words: dict[str, float]) -> dict[str, re.Pattern]:
+    return {w: re.compile(rf"\b{re.escape(w)}", re.IGNORECASE) for w in words}
+
+
+_PATTERNS = {name: (words, _pattern(words)) for name, words in
+             (("warm", WARM), ("cold", COLD), ("trusting", TRUSTING), ("distrusting", DISTRUSTING))}
+
+
+@dataclass
+class Judgement:
+    trust: float
+    affinity: float
+    words: list[str]
+    why: str
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.trust or self.affinity)
+
+
+def _found(name: str, text: str) -> tuple[float, list[str]]:
+    words, patterns = _PATTERNS[name]
+    hits = [w for w, p in patterns.items() if p.search(text)]
+    return sum(words[w] for w in hits), hits
+
+
+def _clamp(value: float, bound: float = 1.0) -> float:
+    return max(-bound, min(bound, value))
+
+
+def judge(text: str, *, listener: str, whispered: bool = False) -> Judgement:
+    """How a heard line moves its listener's standing towards the speaker (deltas, −MAX_STEP..MAX_STEP)."""
+    warm, warm_words = _found("warm", text)
+    cold, cold_words = _found("cold", text)
+    trusting, trust_words = _found("trusting", text)
+    distrusting, distrust_words = _found("distrusting", text)
+    factor = NAMED_FACTOR if re.search(rf"\b{re.escape(listener)}\b", text, re.IGNORECASE) else 1.0
+    affinity = _clamp((warm - cold) * factor, MAX_STEP)
+    trust = _clamp((trusting - distrusting) * factor + (WHISPER_TRUST if whispered else 0.0), MAX_STEP)
+    parts = []
+    if warm_words or cold_words:
+        parts.append("warm: " + ", ".join(warm_words) if warm_words else "")
+        parts.append("cold: " + ", ".join(cold_words) if cold_words else "")
+    if trust_words or distrust_words:
+        parts.append("trust: " + ", ".join(trust_words) if trust_words else "")
+        parts.append("distrust: " + ", ".join(distrust_words) if distrust_words else "")
+    if whispered:
+        parts.append("confided in a whisper")
+    if factor > 1 and (warm_words or cold_words or trust_words or distrust_words):
+        parts.append(f"said to {listener} by name")
+    return Judgement(trust=round(trust, 3), affinity=round(affinity, 3),
+                     words=warm_words + cold_words + trust_words + distrust_words,
+                     why="; ".join(p for p in parts if p))
+
+
+def standing(bank: MemoryBank | int, agent: str | None = None,
+             before_turn: int | None = None) -> dict[tuple[str, str], Relationship]:
+    """The latest row of each pair (agent → other), optionally of one agent only, or as it stood
+    when turn `before_turn` began."""
+    rows = Relationship.objects.filter(bank=bank)
+    if agent is not None:
+        rows = rows.filter(agent=agent)
+    if before_turn is not None:
+        rows = rows.filter(turn__lt=before_turn)
+    rows = rows.order_by("agent", "other", "-turn", "-id").distinct("agent", "other")
+    return {(r.agent, r.other): r for r in rows}
+
+
+@transaction.atomic
+def relationships_update(*, bank: MemoryBank, speaker: str, text: str, listeners: Iterable[str], turn: int,
+                         whisper_to: str = "", evidence: dict[str, Memory] | None = None) -> list[Relationship]:
+    """Each listener's standing towards the speaker after hearing `text` at `turn`; a row per change."""
+    judged = {name: judge(text, listener=name, whispered=name == whisper_to)
+              for name in dict.fromkeys(listeners) if name and name != speaker}
+    judged = {name: j for name, j in judged.items() if j.changes}
+    if not judged:
+        return []
+    current = {agent: row for (agent, _other), row in
+               standing(bank).items() if _other == speaker and agent in judged}
+    rows = []
+    for name, j in judged.items():
+        before = current.get(name)
+        trust = _clamp((before.trust if before else 0.0) + j.trust)
+        affinity = _clamp((before.affinity if before else 0.0) + j.affinity)
+        memory = (evidence or {}).get(name)
+        rows.append(Relationship(
+            bank=bank, agent=name, other=speaker, turn=turn, trust=round(trust, 3), affinity=round(affinity, 3),
+            trust_change=j.trust, affinity_change=j.affinity, evidence=memory,
+            reason=f"{speaker}: “{_short(text)}” ({j.why})"[:300],
+        ))
+    return Relationship.objects.bulk_create(rows)
+
+
+def describe(row: Relationship) -> str:
+    """"trust +0.30, affinity −0.10 (turn 12: Jordan: “…” (cold: stupid))", as an agent reads it."""
+    return (f"trust {_signed(row.trust)}, affinity {_signed(row.affinity)} "
+            f"(last changed at turn {row.turn}: {row.reason})")
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.2f}".replace("-", "−")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,78 @@
+"""Relationships that change (issue 15): what a listener hears moves its trust and affinity towards
+the speaker, with the turn, the reason and the line's memory; the agent reads it back (pre-populated
+context, recall_interactions); the run page charts it; a branch keeps what came before."""
+
+from __future__ import annotations
+
+import pytest
+
+from chronicle.simulation import services, turns
+from chronicle.simulation.engine import TurnOutcome, prepopulate
+from chronicle.writing import services as writing
+from memory.models import Memory, Relationship
+from memory.relationships import judge, standing
+from memory.tools import ToolContext, call_tool
+from tests.chronicle.simulation.conftest import start_seeded
+
+pytestmark = pytest.mark.django_db
+
+
+def say(simulation, index: int, agent: str, line: str):
+    claim = turns.turn_claim(simulation_id=simulation.pk, index=index, agent=agent)
+    return turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=TurnOutcome(utterance=line))
+
+
+def test_the_heuristic_reads_warmth_trust_names_and_whispers():
+    warm = judge("Thank you, that was a lovely idea.", listener="Jordan")
+    assert (warm.trust, warm.affinity) == (0.0, 0.25) and warm.words == ["thank", "love"]  # "love" starts "lovely"
+    named = judge("Jordan, you lied to me, you idiot.", listener="Jordan")
+    assert named.trust == pytest.approx(-0.3) and named.affinity == pytest.approx(-0.3)  # ×1.5, capped at 0.3
+    assert "said to Jordan by name" in named.why
+    confided = judge("Nothing special.", listener="Sam", whispered=True)
+    assert (confided.trust, confided.affinity) == (0.1, 0.0) and confided.why == "confided in a whisper"
+    assert not judge("The menu has pasta.", listener="Sam").changes
+
+
+def test_what_is_heard_moves_the_standing_and_the_agent_reads_it(user, dinner, client_for):
+    simulation = start_seeded(user, dinner, max_turns=6, retrieval_mode="prepopulate")
+    say(simulation, 0, "Alex", "Thank you both, that was a lovely evening.")
+    say(simulation, 1, "Jordan", "Alex, you lied about the booking. That is so selfish.")
+    say(simulation, 2, "Sam", "The menu has pasta.")  # no such word: no change
+    rows = Relationship.objects.filter(bank=simulation.bank).order_by("turn", "agent")
+    assert [(r.turn, r.agent, r.other) for r in rows] == [
+        (1, "Jordan", "Alex"), (1, "Sam", "Alex"), (2, "Alex", "Jordan"), (2, "Sam", "Jordan")]
+    alex = standing(simulation.bank, "Alex")[("Alex", "Jordan")]
+    # "lied" 0.25 ×1.5 (named) → −0.3 (capped); "selfish" 0.2 ×1.5 = −0.3
+    assert (alex.trust, alex.affinity) == (-0.3, -0.3)
+    assert alex.evidence.content.startswith("Jordan said: Alex, you lied")  # the line Alex keeps
+    assert "lied" in alex.reason and "selfish" in alex.reason
+
+    # Alex's next turn: the pre-populated context says how Alex stands with Jordan, and why.
+    turn = turns.turn_claim(simulation_id=simulation.pk, index=3, agent="Alex").turn
+    sections = prepopulate(turns.turn_input(turn=turn), TurnOutcome())
+    others = next(s for s in sections if s.title == "The others present")
+    assert any(line.startswith("How you stand with Jordan: trust −0.30, affinity −0.30 (last changed at turn 2")
+               for line in others.lines)
+    # recall_interactions answers with it too.
+    answer = call_tool("recall_interactions", {"character_name": "Jordan"},
+                       context=ToolContext(bank=simulation.bank, agent="Alex", current_turn=4)).response
+    assert answer["relationship"]["trust"] == -0.3 and answer["relationship"]["since_turn"] == 2
+
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert 'id="relationships"' in page and 'data-pair="Alex→Jordan"' in page and "<polyline" in page
+    assert "affinity −0.30" in page or "affinity -0.30" in page
+
+
+def test_a_branch_keeps_the_standing_from_before_its_turn(user, dinner):
+    simulation = start_seeded(user, dinner, max_turns=6)
+    say(simulation, 0, "Alex", "Thank you, Jordan, I trust you.")
+    say(simulation, 1, "Sam", "Jordan, you idiot.")
+    simulation = services.simulation_pause(simulation=simulation)  # the instance the branch checks
+    branch = writing.simulation_branch(parent=simulation, index=1, actor=user)  # regenerate from turn 2
+    services.simulation_seed(simulation_id=branch.pk)
+    branch.refresh_from_db()
+    copied = standing(branch.bank)
+    assert set(copied) == {("Jordan", "Alex"), ("Sam", "Alex")}  # turn 1's changes, not turn 2's
+    kept = copied[("Jordan", "Alex")]
+    assert kept.evidence is not None and kept.evidence.bank_id == branch.bank_id
+    assert Memory.objects.get(pk=kept.evidence_id).content.startswith("Alex said: Thank you, Jordan")
