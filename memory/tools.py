@@ -33,6 +33,7 @@ class ToolContext:
     scoring: str = "similarity"
     weights: dict | None = None
     clock: list[float] | None = None  # a scenario clock's skips (memory.retrieval.scoring.clock_age)
+    associations: float = 0.0  # links followed one hop in every search (recall's spreading activation)
     known_characters: list[str] | None = None
     # Inside a simulated turn the write tools do not write: they queue here, and the turn's one
     # transaction (chronicle's turn_finish) applies them, so a redone turn never writes twice.
@@ -130,7 +131,7 @@ def _fixed(query: str, k: int, *, kinds: list[str], category: str | None = None,
     def run(ctx: ToolContext, args: dict):
         flt = MemoryFilter(agent=ctx.agent if own else None, kinds=kinds, categories=[category] if category else None)
         results = recall(ctx.bank, query, filter=flt, k=k, scoring=ctx.scoring, weights=ctx.weights,
-                         current_turn=ctx.current_turn, clock=ctx.clock)
+                         current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations)
         return {"memories": _entries(results)}, query, flt, results
 
     return run
@@ -250,16 +251,17 @@ def _stable_put(key: tuple, results: list[RecallResult]) -> None:
 
 def recall_stable(bank, query: str, *, filter: MemoryFilter, k: int, scoring: str = "similarity",
                   weights: dict | None = None, current_turn: int | None = None,
-                  clock: list[float] | None = None) -> list[RecallResult]:
+                  clock: list[float] | None = None, associations: float = 0.0) -> list[RecallResult]:
     """recall(), answered from memory when the filter reaches only STABLE_KINDS of one agent (and
     the shared ones) and nothing they depend on changed since the same search last ran here."""
     key = None
     if filter.agent and filter.kinds and set(filter.kinds) <= set(STABLE_KINDS) and filter.statuses == ["active"]:
-        key = _stable_key(bank, filter.agent, scoring, weights, (query, json.dumps(filter.to_dict(), sort_keys=True), k))
+        key = _stable_key(bank, filter.agent, scoring, weights,
+                          (query, json.dumps(filter.to_dict(), sort_keys=True), k, associations))
         if key is not None and key in _STABLE:
             return _stable_get(key)
     results = recall(bank, query, filter=filter, k=k, scoring=scoring, weights=weights, current_turn=current_turn,
-                     clock=clock)
+                     clock=clock, associations=associations)
     if key is not None:
         _stable_put(key, results)
     return results
@@ -276,7 +278,7 @@ def _query_self(ctx: ToolContext, args: dict):
     query = CHARACTER_QUERIES[aspect][0]
     flt = MemoryFilter(agent=ctx.agent, kinds=["character"], categories=[aspect])
     results = recall(ctx.bank, query, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock)
+                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations)
     return {"memories": _entries(results)}, query, flt, results
 
 
@@ -299,7 +301,7 @@ def _query_character(ctx: ToolContext, args: dict):
     query = f"who is {name}?"
     flt = MemoryFilter(agent=ctx.agent, kinds=["character_knowledge"], about=name)
     results = recall(ctx.bank, query, filter=flt, k=3, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock)
+                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations)
     return {"memories": _entries(results)}, query, flt, results
 
 
@@ -320,7 +322,8 @@ def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | Non
     if enhanced is None:
         enhanced = ctx.enhanced(query)
     results = recall(ctx.bank, query, filter=flt, k=k, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock, fusion=True, exact=exact, enhance=enhanced)
+                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations, fusion=True,
+                     exact=exact, enhance=enhanced)
     return flt, results
 
 
@@ -347,7 +350,7 @@ def _recall_episodes(ctx: ToolContext, args: dict):
         flt.min_importance = threshold
     enhanced = ctx.enhanced(query)
     results = recall(ctx.bank, query, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock, enhance=enhanced)
+                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations, enhance=enhanced)
     ordered = sorted(results, key=lambda r: (r.memory.turn is None, r.memory.turn or 0))  # seed 001: in time order
     return ({"query": query, "memories": _entries(ordered, with_turn=True, extra=True)} | _metadata(results, enhanced),
             query, flt, results)
@@ -359,7 +362,7 @@ def _recall_facts(ctx: ToolContext, args: dict):
                        shared=True)
     enhanced = ctx.enhanced(topic)
     results = recall(ctx.bank, topic, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock, enhance=enhanced)
+                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations, enhance=enhanced)
     # confidence: the probability that a memory this similar to the topic is one asked for
     # (memory.retrieval.confidence: a logistic fit on locomo-dev), not the raw cosine.
     facts = [{"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
@@ -377,7 +380,7 @@ def _recall_interactions(ctx: ToolContext, args: dict):
     query = f"my interactions with {name}"
     enhanced = ctx.enhanced(query)
     results = recall(ctx.bank, query, filter=flt, k=10, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock, enhance=enhanced)
+                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations, enhance=enhanced)
     ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
     answer = {"character": name, "memories": _entries(ordered, with_turn=True)}
     # How you stand with them now, and what moved it last (memory.relationships).
@@ -392,7 +395,8 @@ def _check_similar(ctx: ToolContext, args: dict):
     context = args["current_context"].strip()
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action", "reflection", "procedural"])
     enhanced = ctx.enhanced(context)
-    results = recall(ctx.bank, context, filter=flt, k=5, scoring="similarity", current_turn=ctx.current_turn, clock=ctx.clock,
+    results = recall(ctx.bank, context, filter=flt, k=5, scoring="similarity", current_turn=ctx.current_turn,
+                     clock=ctx.clock, associations=ctx.associations,
                      enhance=enhanced)
     return {"memories": _entries(results, with_turn=True)} | _metadata(results, enhanced), context, flt, results
 

@@ -180,6 +180,8 @@ RETRIEVAL_FUSION_EXACT_LIMIT = int(os.environ.get("WONDA_RETRIEVAL_FUSION_EXACT_
 RETRIEVAL_CONTEXT_KEYS = env_bool("WONDA_RETRIEVAL_CONTEXT_KEYS", True)
 # Consolidation (memory.consolidation): active earned memories per agent before a turn consolidates its old ones.
 CONSOLIDATION_BUDGET = int(os.environ.get("WONDA_CONSOLIDATION_BUDGET", "400"))
+# Links followed one hop in a simulation's searches (spreading activation; 0: off): new runs' default.
+ASSOCIATION_WEIGHT = float(os.environ.get("WONDA_ASSOCIATION_WEIGHT", "0.2"))
 # Reflection (memory.reflection): an agent reflects once the importance of what it lived since its
 # last reflection reaches this (seed 003, Generative Agents: 150). Per simulation later.
 REFLECTION_THRESHOLD = float(os.environ.get("WONDA_REFLECTION_THRESHOLD", "150"))

@@ -96,6 +96,7 @@ class TurnInput:
     greeting: str = ""  # the card's first message, said as this turn's line (Simulation.greeting_by)
     present: list[str] | None = None  # who is in the room (stage directions); None: the whole cast
     clock: list[float] | None = None  # the scenario clock's skips (Simulation.clock); None: age in turns
+    associations: float = 0.0  # links followed one hop in searches (Simulation.association_weight)
     # The simulation's options (issue 13): tools offered, query enhancement, prompt integration.
     tool_set: list[str] = field(default_factory=lambda: list(SIMULATION_TOOLS))
     query_context: bool = False
@@ -167,7 +168,8 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     offered = {t["function"]["name"] for t in tools or []}
     context = ToolContext(bank=turn.bank, agent=turn.agent, current_turn=turn.number, scoring=turn.scoring,
                           weights=turn.weights or None, known_characters=[c.name for c in turn.cast],
-                          deferred=outcome.writes, enhance=enhance_options(turn), clock=turn.clock)
+                          deferred=outcome.writes, enhance=enhance_options(turn), clock=turn.clock,
+                          associations=turn.associations)
     calls_left = turn.max_tool_calls
     hints = turn.hints
     empty_answers = 0
@@ -398,7 +400,8 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
             else:
                 # The scene and what one knows of the others rarely change: kept between turns.
                 results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
-                                        weights=turn.weights or None, current_turn=turn.number, clock=turn.clock)
+                                        weights=turn.weights or None, current_turn=turn.number, clock=turn.clock,
+                                        associations=turn.associations)
         except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
             error = f"{type(exc).__name__}: {exc}"
         snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot()

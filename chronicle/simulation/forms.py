@@ -19,7 +19,7 @@ from memory.tools import REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS
 SETTINGS = tuple(name for name in SETTING_FIELDS if name not in ("title", "weights", "tool_set", "greeting_by"))
 
 OPTIONAL_WITH_DEFAULT = ("importance_scorer", "capture_importance_floor", "capture_duplicate_threshold",
-                         "reflection_threshold", "consolidation_budget", "minutes_per_turn")
+                         "reflection_threshold", "consolidation_budget", "minutes_per_turn", "association_weight")
 
 
 def _tool_label(name: str) -> str:

@@ -34,6 +34,10 @@ def default_consolidation_budget() -> int:
     return int(settings.CONSOLIDATION_BUDGET)
 
 
+def default_association_weight() -> float:
+    return float(settings.ASSOCIATION_WEIGHT)
+
+
 class SimulationQuerySet(OwnedQuerySet):
     def active(self):
         return self.filter(status__in=Simulation.ACTIVE_STATUSES)
@@ -105,6 +109,13 @@ class Simulation(models.Model):
     # On by default: R@10 on locomo-dev 0.729 → 0.748 together; context injection lowered it (off).
     query_temporal = models.BooleanField("Boost memories of the turns a query names", default=True)
     query_synonyms = models.BooleanField("Expand queries with synonyms", default=True)
+    # Associations (seed 001's associate_memories, a reflection's evidence) followed one hop in the
+    # agents' searches: a memory linked to a top result gains this × its score ("association").
+    association_weight = models.FloatField(
+        "Follow links between memories (weight)", default=default_association_weight,
+        validators=[MinValueValidator(0), MaxValueValidator(1)],
+        help_text="0–1; 0: off. A memory linked to one a search found (associate_memories, an insight's "
+                  "evidence) joins the ranking with this share of that one's score.")
     # Prompt integration (seed 000): ask the agent to consult its memories before deciding, and to
     # say it is unsure when what came back is weak.
     consult_memories = models.BooleanField("Consult memories before deciding", default=False)
@@ -296,6 +307,8 @@ class Simulation(models.Model):
         enhanced = [name for on, name in ((self.query_context, "scene context"), (self.query_temporal, "turn boost"),
                                           (self.query_synonyms, "synonyms")) if on]
         labels.append(f"query enhancement: {', '.join(enhanced) or 'off'}")
+        if self.association_weight:
+            labels.append(f"follows links ×{self.association_weight:g}")
         if self.consult_memories:
             labels.append("consults memories")
         if self.confidence_gating:

@@ -22,7 +22,7 @@ DEMO_PACE_S = 1.0  # the demo is a dry run that would finish in a blink; a secon
 # A run's settings, one list for the form, a branch and an export (which leaves SECRET_SETTINGS out).
 SETTING_FIELDS = ("title", "max_turns", "speaking_order", "retrieval_mode", "scoring", "weights", "provider",
                   "base_url", "model", "api_key", "temperature", "max_tokens", "seed", "max_tool_calls", "timeout_s", "pace_s",
-                  "tool_set", "query_context", "query_temporal", "query_synonyms", "consult_memories",
+                  "tool_set", "query_context", "query_temporal", "query_synonyms", "association_weight", "consult_memories",
                   "confidence_gating", "greeting_by", "importance_scorer", "capture_importance_floor",
                   "capture_duplicate_threshold", "capture_only_concerning", "reflection_threshold",
                   "consolidation_budget", "stage_directions", "minutes_per_turn", "planted_beliefs")

@@ -209,7 +209,7 @@ def turn_input(*, turn: Turn) -> TurnInput:
         query_temporal=simulation.query_temporal, query_synonyms=simulation.query_synonyms,
         consult_memories=simulation.consult_memories, confidence_gating=simulation.confidence_gating,
         present=simulation.present_at(turn.number) if simulation.stage_directions else None,
-        clock=simulation.clock,
+        clock=simulation.clock, associations=simulation.association_weight,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass
 
 from django.db.models import Prefetch
@@ -362,3 +363,31 @@ def reach(simulation: Simulation) -> Reach:
             for owner in _WHOSE_REACHES[whose]:
                 ways.setdefault((kind, owner), []).append(name)
     return Reach(mode=mode, tools=tools, ways=ways)
+
+
+# --- a memory's links: a small graph (bank page) ------------------------------------------------
+
+@dataclass
+class LinkNode:
+    memory: Memory
+    x: float
+    y: float
+    relation: str  # "rests on" (its evidence), "supports" (it is their evidence), "linked" (both ways)
+
+
+def memory_links(memory: Memory, *, size: int = 320) -> list[LinkNode]:
+    """The memories linked to this one (Memory.evidence, both ways: associate_memories, an insight's
+    evidence, a summary's originals, a belief's teller), placed on a circle around it for the SVG."""
+    rests_on = set(memory.evidence.values_list("pk", flat=True))
+    supports = set(memory.derived.values_list("pk", flat=True))
+    ids = sorted(rests_on | supports)
+    others = Memory.objects.in_bank(memory.bank_id).filter(pk__in=ids).order_by("turn", "pk")
+    centre, radius = size / 2, size / 2 - 46
+    nodes = []
+    for i, other in enumerate(others):
+        angle = 2 * math.pi * i / max(len(ids), 1) - math.pi / 2
+        relation = ("linked" if other.pk in rests_on and other.pk in supports
+                    else "rests on" if other.pk in rests_on else "supports")
+        nodes.append(LinkNode(other, round(centre + radius * math.cos(angle), 1),
+                              round(centre + radius * math.sin(angle), 1), relation))
+    return nodes

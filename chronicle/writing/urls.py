@@ -14,6 +14,7 @@ urlpatterns = [
     path("<int:pk>/memories/consolidate/", views.memory_consolidate, name="chronicle_memory_consolidate"),
     path("<int:pk>/memories/reach/", views.memory_reach, name="chronicle_memory_reach"),
     path("<int:pk>/memories/<int:memory_id>/", views.memory_update, name="chronicle_memory"),
+    path("<int:pk>/memories/<int:memory_id>/links/", views.memory_links, name="chronicle_memory_links"),
     path("<int:pk>/history/", views.edit_history, name="chronicle_history"),
     path("<int:pk>/history/<int:edit_id>/undo/", views.edit_undo, name="chronicle_undo"),
     path("<int:pk>/compare/", views.branch_compare, name="chronicle_compare"),

@@ -186,6 +186,16 @@ def memory_list(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+def memory_links(request: HttpRequest, pk: int, memory_id: int) -> HttpResponse:
+    """A memory's links as a small graph (loaded into its card when the writer opens "Links")."""
+    simulation = _simulation(request, pk)
+    memory = _memory(simulation, memory_id)
+    return TemplateResponse(request, "chronicle/writing/_memory_links.html",
+                            {"simulation": simulation, "memory": memory, "nodes": selectors.memory_links(memory),
+                             "size": 320})
+
+
+@login_required
 @require_POST
 @vary_on_htmx
 def memory_update(request: HttpRequest, pk: int, memory_id: int) -> HttpResponse:

@@ -23,6 +23,7 @@ class MemoryFilter:
     statuses: list[str] = field(default_factory=lambda: ["active"])
     # With an agent: also the shared memories (agent "": the scene, the writer's "for everyone").
     shared: bool = False
+    ids: list[int] | None = None  # only these memories (association following re-ranks a few neighbours)
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None and not (k == "shared" and not v)}
@@ -76,6 +77,8 @@ class MemoryFilter:
             clauses.append("m.source = ANY(%s)"); params.append(list(self.sources))
         if self.statuses:
             clauses.append("m.status = ANY(%s)"); params.append(list(self.statuses))
+        if self.ids is not None:
+            clauses.append("m.id = ANY(%s)"); params.append([int(i) for i in self.ids])
         clauses.append("NOT m.embedding_stale")  # edited, vector not yet recomputed: not found by its old meaning
         return " AND ".join(clauses), params
 

@@ -32,7 +32,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
            k: int = 5, scoring: str = "similarity", weights: dict | None = None, current_turn: int | None = None,
            query_vector=None, exact: bool | None = None, fusion: bool = False,
            lexical_weight: float | None = None, speaker_boost: float | None = None,
-           enhance: EnhancedQuery | None = None, clock: list[float] | None = None) -> list[RecallResult]:
+           enhance: EnhancedQuery | None = None, clock: list[float] | None = None,
+           associations: float = 0.0) -> list[RecallResult]:
     """Top k memories of a bank for a query, honouring the filter exactly.
 
     exact=None chooses: an exact scan while at most EXACT_LIMIT memories match, else the HNSW
@@ -45,6 +46,9 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     BM25 terms, a time window adds a "temporal" component; None or nothing used: the same ranking.
     clock (a scenario clock's skips, scoring.clock_age): memories age by the time that passed, not
     only by turns, in the presets' recency and decay.
+    associations (a weight, 0: off): links (associate_memories, a reflection's evidence) are followed
+    one hop, spreading activation: a memory linked to one of the top k gains weight × that one's
+    score as its "association" component, so a linked memory the query alone ranks lower may enter.
     """
     flt = MemoryFilter(**(filter.to_dict() if filter else {}))
     if agent is not None:
@@ -84,7 +88,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
             # hnsw_settings' planner setting would outlive this search in the caller's transaction.
             with connection.cursor() as cursor:
                 cursor.execute("SELECT set_config('enable_sort', 'on', true)")
-    return [
+    results = [
         RecallResult(
             memory=row.memory, rank=i + 1, score=float(row.score),
             components={"similarity": float(row.c_similarity), "recency": float(row.c_recency),
@@ -95,6 +99,51 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
         )
         for i, row in enumerate(rows)
     ]
+    if associations and results and flt.ids is None:
+        results = _spread(bank, results, flt, k=k, weight=float(associations), query_vector=qvec, scoring=scoring,
+                          weights=weights, current_turn=current_turn, clock=clock)
+    return results
+
+
+def linked_ids(memory_ids: list[int]) -> dict[int, set[int]]:
+    """Each memory's links, both ways (Memory.evidence: associate_memories, a reflection's evidence,
+    a consolidation's originals, a belief's teller)."""
+    links: dict[int, set[int]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT from_memory_id, to_memory_id FROM memory_memory_evidence "
+                       "WHERE from_memory_id = ANY(%s) OR to_memory_id = ANY(%s)", [memory_ids, memory_ids])
+        for a, b in cursor.fetchall():
+            links.setdefault(a, set()).add(b)
+            links.setdefault(b, set()).add(a)
+    return links
+
+
+def _spread(bank, results: list[RecallResult], flt: MemoryFilter, *, k: int, weight: float, query_vector, scoring: str,
+            weights, current_turn, clock) -> list[RecallResult]:
+    """One hop of spreading activation over the top k (see recall): the neighbours the filter allows
+    are ranked as the query ranks them, then every memory linked to a top-k one gains weight × the
+    best such score; the top k of all of them is the answer."""
+    top = {r.memory.pk: r for r in results}
+    links = linked_ids(list(top))
+    if not links:
+        return results
+    new = sorted({n for pk in top for n in links.get(pk, ())} - set(top))
+    pool = dict(top)
+    if new:
+        narrowed = MemoryFilter(**{**flt.to_dict(), "ids": new})
+        for r in recall(bank, filter=narrowed, k=len(new), scoring=scoring, weights=weights,
+                        current_turn=current_turn, clock=clock, query_vector=query_vector):
+            pool[r.memory.pk] = r
+    for pk, r in pool.items():
+        sources = [top[n].score for n in links.get(pk, ()) if n in top and n != pk]
+        if sources:
+            boost = weight * max(sources)
+            r.components = {**r.components, "association": round(boost, 6)}
+            r.score += boost
+    ranked = sorted(pool.values(), key=lambda r: (-r.score, -(r.memory.turn or 0), r.memory.pk))[:k]
+    for i, r in enumerate(ranked, start=1):
+        r.rank = i
+    return ranked
 
 
 def _enhanced_vector(query_vector, enhance: EnhancedQuery, *, lexical: bool) -> np.ndarray:

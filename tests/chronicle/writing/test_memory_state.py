@@ -4,6 +4,7 @@ turn (access history and evidence links included), and no search by an edited me
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from chronicle.simulation import services as simulation_services
 from chronicle.simulation.models import Simulation
@@ -103,3 +104,19 @@ def test_an_edited_memory_is_never_found_by_its_old_vector(user, finished):
     assert not memory.embedding_stale
     top = recall(finished.bank, "who keeps the lighthouse for sailors?", filter=flt, k=1)
     assert top[0].memory.pk == memory.pk and top[0].memory.content == new_meaning
+
+
+def test_a_memorys_links_show_as_a_graph_to_its_owner_only(user, other_user, finished, client_for):
+    alex_said = Memory.objects.in_bank(finished.bank).filter(agent="Jordan", speaker="Alex", turn=1).get()
+    sam_said = Memory.objects.in_bank(finished.bank).filter(agent="Jordan", turn=2).get()
+    insight = memory_create(bank=finished.bank, agent="Jordan", kind="reflection", content="Alex likes a plan.",
+                            source="reflection", evidence=[alex_said, sam_said])
+    url = reverse("chronicle_memory_links", args=[finished.pk, insight.pk])
+    page = client_for(user).get(url).content.decode()
+    assert "<svg" in page and page.count('class="edge rests-on"') == 2
+    assert f"#{alex_said.pk}" in page and f"#{sam_said.pk}" in page and "rests on" in page
+    back = client_for(user).get(reverse("chronicle_memory_links", args=[finished.pk, alex_said.pk])).content.decode()
+    assert f"#{insight.pk}" in back and "supports" in back  # the other way round
+    bank = client_for(user).get(reverse("chronicle_memories", args=[finished.pk])).content.decode()
+    assert url in bank  # each card opens its links
+    assert client_for(other_user).get(url).status_code == 404
