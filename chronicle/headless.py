@@ -223,12 +223,26 @@ def run_report(simulation: Simulation) -> dict:
              "confidence": h["confidence"], "true": claim["true"]}
             for claim in who_believes(simulation) for h in claim["holders"]]
     stood = standing(simulation.bank_id) if simulation.bank_id is not None else {}
+    distortions = distortion_counts(simulation, turns)
     relationships = [{"agent": r.agent, "other": r.other, "trust": r.trust, "affinity": r.affinity, "turn": r.turn,
                       "why": r.reason} for r in stood.values()]
     return {"simulation": simulation.pk, "turns": rows, "memories_by_kind": by_kind, "lifecycle": lifecycle,
-            "beliefs": held, "relationships": relationships,
+            "beliefs": held, "relationships": relationships, "distortions": distortions,
             "tokens": {"prompt": tokens.prompt_tokens, "completion": tokens.completion_tokens,
                        "full_definition": tokens.full_definition_tokens}}
+
+
+def distortion_counts(simulation: Simulation, turns: list[Turn]) -> dict[str, int]:
+    """How often the run's distortion filters acted: copies formed their way, results a search
+    dampened, memories a trauma linked."""
+    counts = {"formation": 0, "retrieval": 0, "association": 0}
+    if simulation.bank_id is not None:
+        memories = Memory.objects.in_bank(simulation.bank).filter(metadata__has_key="distortion")
+        counts["formation"] = memories.filter(metadata__distortion__has_key="original").count()
+        counts["association"] = memories.filter(metadata__distortion__has_key="association").count()
+    counts["retrieval"] = sum(1 for turn in turns for retrieval in turn.retrievals.all()
+                              for result in retrieval.results or [] if "distortion" in (result.get("components") or {}))
+    return counts
 
 
 def run_stop(simulation: Simulation) -> None:

@@ -190,7 +190,8 @@ class Memory(models.Model):
         """What a record of this memory keeps (a retrieval, a pin), so it reads the same after edits."""
         return {"memory_id": self.pk, "content": self.content, "agent": self.agent, "kind": self.kind,
                 "category": self.category, "turn": self.turn, "speaker": self.speaker,
-                "importance_parts": (self.metadata or {}).get("importance")}  # memory.importance's components
+                "importance_parts": (self.metadata or {}).get("importance"),  # memory.importance's components
+                "distortion": (self.metadata or {}).get("distortion")}  # memory.distortion: what was really said
 
 
 class MemoryKey(models.Model):

@@ -34,6 +34,7 @@ class ToolContext:
     weights: dict | None = None
     clock: list[float] | None = None  # a scenario clock's skips (memory.retrieval.scoring.clock_age)
     associations: float = 0.0  # links followed one hop in every search (recall's spreading activation)
+    distort: Any = None  # the agent's retrieval-stage distortion (memory.distortion.RetrievalDistortion)
     known_characters: list[str] | None = None
     # Inside a simulated turn the write tools do not write: they queue here, and the turn's one
     # transaction (chronicle's turn_finish) applies them, so a redone turn never writes twice.
@@ -42,6 +43,12 @@ class ToolContext:
     # Query enhancement options for this call (see memory.retrieval): {"context": str, "temporal":
     # bool, "synonyms": bool}; empty: queries go as the agent wrote them.
     enhance: dict = field(default_factory=dict)
+
+    def search_options(self) -> dict:
+        """What every search of this agent shares: the run's preset and weights, the turn and its
+        clock, links followed, the agent's retrieval distortion."""
+        return {"scoring": self.scoring, "weights": self.weights, "current_turn": self.current_turn,
+                "clock": self.clock, "associations": self.associations, "distort": self.distort}
 
     def enhanced(self, query: str) -> EnhancedQuery:
         """This call's enhancement of one query (what applies to it, in .used)."""
@@ -130,8 +137,7 @@ def _fixed(query: str, k: int, *, kinds: list[str], category: str | None = None,
 
     def run(ctx: ToolContext, args: dict):
         flt = MemoryFilter(agent=ctx.agent if own else None, kinds=kinds, categories=[category] if category else None)
-        results = recall(ctx.bank, query, filter=flt, k=k, scoring=ctx.scoring, weights=ctx.weights,
-                         current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations)
+        results = recall(ctx.bank, query, filter=flt, k=k, **ctx.search_options())
         return {"memories": _entries(results)}, query, flt, results
 
     return run
@@ -251,17 +257,18 @@ def _stable_put(key: tuple, results: list[RecallResult]) -> None:
 
 def recall_stable(bank, query: str, *, filter: MemoryFilter, k: int, scoring: str = "similarity",
                   weights: dict | None = None, current_turn: int | None = None,
-                  clock: list[float] | None = None, associations: float = 0.0) -> list[RecallResult]:
+                  clock: list[float] | None = None, associations: float = 0.0, distort=None) -> list[RecallResult]:
     """recall(), answered from memory when the filter reaches only STABLE_KINDS of one agent (and
     the shared ones) and nothing they depend on changed since the same search last ran here."""
     key = None
     if filter.agent and filter.kinds and set(filter.kinds) <= set(STABLE_KINDS) and filter.statuses == ["active"]:
         key = _stable_key(bank, filter.agent, scoring, weights,
-                          (query, json.dumps(filter.to_dict(), sort_keys=True), k, associations))
+                          (query, json.dumps(filter.to_dict(), sort_keys=True), k, associations,
+                           distort.label if distort else None))
         if key is not None and key in _STABLE:
             return _stable_get(key)
     results = recall(bank, query, filter=filter, k=k, scoring=scoring, weights=weights, current_turn=current_turn,
-                     clock=clock, associations=associations)
+                     clock=clock, associations=associations, distort=distort)
     if key is not None:
         _stable_put(key, results)
     return results
@@ -277,8 +284,7 @@ def _query_self(ctx: ToolContext, args: dict):
         return {"memories": _entries(results)}, "who am I?", flt, results
     query = CHARACTER_QUERIES[aspect][0]
     flt = MemoryFilter(agent=ctx.agent, kinds=["character"], categories=[aspect])
-    results = recall(ctx.bank, query, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations)
+    results = recall(ctx.bank, query, filter=flt, k=5, **ctx.search_options())
     return {"memories": _entries(results)}, query, flt, results
 
 
@@ -300,8 +306,7 @@ def _query_character(ctx: ToolContext, args: dict):
     name = known[name.lower()]
     query = f"who is {name}?"
     flt = MemoryFilter(agent=ctx.agent, kinds=["character_knowledge"], about=name)
-    results = recall(ctx.bank, query, filter=flt, k=3, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations)
+    results = recall(ctx.bank, query, filter=flt, k=3, **ctx.search_options())
     return {"memories": _entries(results)}, query, flt, results
 
 
@@ -321,8 +326,7 @@ def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | Non
     flt = MemoryFilter(agent=ctx.agent, kinds=MEMORY_KINDS, shared=True)
     if enhanced is None:
         enhanced = ctx.enhanced(query)
-    results = recall(ctx.bank, query, filter=flt, k=k, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations, fusion=True,
+    results = recall(ctx.bank, query, filter=flt, k=k, **ctx.search_options(), fusion=True,
                      exact=exact, enhance=enhanced)
     return flt, results
 
@@ -349,8 +353,7 @@ def _recall_episodes(ctx: ToolContext, args: dict):
             raise ToolError("importance_threshold must be between 0 and 10.")
         flt.min_importance = threshold
     enhanced = ctx.enhanced(query)
-    results = recall(ctx.bank, query, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations, enhance=enhanced)
+    results = recall(ctx.bank, query, filter=flt, k=5, **ctx.search_options(), enhance=enhanced)
     ordered = sorted(results, key=lambda r: (r.memory.turn is None, r.memory.turn or 0))  # seed 001: in time order
     return ({"query": query, "memories": _entries(ordered, with_turn=True, extra=True)} | _metadata(results, enhanced),
             query, flt, results)
@@ -361,8 +364,7 @@ def _recall_facts(ctx: ToolContext, args: dict):
     flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection", "character"],
                        shared=True)
     enhanced = ctx.enhanced(topic)
-    results = recall(ctx.bank, topic, filter=flt, k=5, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations, enhance=enhanced)
+    results = recall(ctx.bank, topic, filter=flt, k=5, **ctx.search_options(), enhance=enhanced)
     # confidence: the probability that a memory this similar to the topic is one asked for
     # (memory.retrieval.confidence: a logistic fit on locomo-dev), not the raw cosine.
     facts = [{"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
@@ -379,8 +381,7 @@ def _recall_interactions(ctx: ToolContext, args: dict):
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action"], participant=name)
     query = f"my interactions with {name}"
     enhanced = ctx.enhanced(query)
-    results = recall(ctx.bank, query, filter=flt, k=10, scoring=ctx.scoring, weights=ctx.weights,
-                     current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations, enhance=enhanced)
+    results = recall(ctx.bank, query, filter=flt, k=10, **ctx.search_options(), enhance=enhanced)
     ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
     answer = {"character": name, "memories": _entries(ordered, with_turn=True)}
     # How you stand with them now, and what moved it last (memory.relationships).
@@ -396,7 +397,7 @@ def _check_similar(ctx: ToolContext, args: dict):
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action", "reflection", "procedural"])
     enhanced = ctx.enhanced(context)
     results = recall(ctx.bank, context, filter=flt, k=5, scoring="similarity", current_turn=ctx.current_turn,
-                     clock=ctx.clock, associations=ctx.associations,
+                     clock=ctx.clock, associations=ctx.associations, distort=ctx.distort,
                      enhance=enhanced)
     return {"memories": _entries(results, with_turn=True)} | _metadata(results, enhanced), context, flt, results
 

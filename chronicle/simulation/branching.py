@@ -21,8 +21,10 @@ BRANCH_FIELDS = ("scenario", "scenario_snapshot", "cast_snapshot", *SETTING_FIEL
 
 
 @transaction.atomic
-def simulation_branch(*, parent: Simulation, index: int) -> tuple[Simulation, dict[int, int]]:
-    """A new run sharing the turns before `index` (0-based); returns it and {parent turn id: copy id}."""
+def simulation_branch(*, parent: Simulation, index: int, changes: dict | None = None,
+                      label: str = "") -> tuple[Simulation, dict[int, int]]:
+    """A new run sharing the turns before `index` (0-based); returns it and {parent turn id: copy id}.
+    changes: settings the branch runs with instead of the parent's (a replay without distortions)."""
     from chronicle.simulation.tasks import start_simulation_task  # tasks import this package's services
 
     if parent.is_live:
@@ -35,8 +37,11 @@ def simulation_branch(*, parent: Simulation, index: int) -> tuple[Simulation, di
     branch = Simulation(owner=parent.owner, parent=parent, branch_turn=index, status=Simulation.Status.SEEDING)
     for name in BRANCH_FIELDS:
         setattr(branch, name, getattr(parent, name))
+    for name, value in (changes or {}).items():
+        setattr(branch, name, value)
     branch.max_turns = max(parent.max_turns, index + 1)
-    branch.title = f"{parent.title or parent} · branch {parent.branches.count() + 1} from turn {index + 1}"[:200]
+    branch.title = (f"{parent.title or parent} · branch {parent.branches.count() + 1} from turn {index + 1}"
+                    f"{' · ' + label if label else ''}")[:200]
     branch.full_clean()
     branch.save()
     branch.bank = bank_create(name=f"Simulation #{branch.pk}: {branch.title}"[:200], owner=parent.owner)

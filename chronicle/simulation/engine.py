@@ -20,6 +20,7 @@ from chronicle.simulation.prompts import (
 )
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
 from memory.retrieval import MemoryFilter
+from memory.distortion import retrieval_filter
 from memory.relationships import describe, standing
 from memory.retrieval.confidence import calibrated
 from memory.seeding import WHOLE_SHEET_K
@@ -97,6 +98,7 @@ class TurnInput:
     present: list[str] | None = None  # who is in the room (stage directions); None: the whole cast
     clock: list[float] | None = None  # the scenario clock's skips (Simulation.clock); None: age in turns
     associations: float = 0.0  # links followed one hop in searches (Simulation.association_weight)
+    distortions: list = field(default_factory=list)  # the run's distortion filters (memory.distortion)
     # The simulation's options (issue 13): tools offered, query enhancement, prompt integration.
     tool_set: list[str] = field(default_factory=lambda: list(SIMULATION_TOOLS))
     query_context: bool = False
@@ -169,7 +171,7 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     context = ToolContext(bank=turn.bank, agent=turn.agent, current_turn=turn.number, scoring=turn.scoring,
                           weights=turn.weights or None, known_characters=[c.name for c in turn.cast],
                           deferred=outcome.writes, enhance=enhance_options(turn), clock=turn.clock,
-                          associations=turn.associations)
+                          associations=turn.associations, distort=retrieval_filter(turn.agent, turn.distortions))
     calls_left = turn.max_tool_calls
     hints = turn.hints
     empty_answers = 0
@@ -401,7 +403,8 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
                 # The scene and what one knows of the others rarely change: kept between turns.
                 results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
                                         weights=turn.weights or None, current_turn=turn.number, clock=turn.clock,
-                                        associations=turn.associations)
+                                        associations=turn.associations,
+                                        distort=retrieval_filter(turn.agent, turn.distortions))
         except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
             error = f"{type(exc).__name__}: {exc}"
         snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot()

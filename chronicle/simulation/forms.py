@@ -12,6 +12,8 @@ from chronicle.simulation.models import Simulation
 from chronicle.simulation.services import LLM_SETTING_FIELDS, SETTING_FIELDS
 from chronicle.simulation.stage import StageError
 from chronicle.simulation.stage import parse as parse_stage
+from memory.distortion import DistortionError
+from memory.distortion import parse as parse_distortions
 from memory.retrieval import SCORING_PRESETS
 from memory.tools import REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS
 
@@ -98,6 +100,11 @@ class SimulationForm(forms.ModelForm):
                     parse_beliefs(data["planted_beliefs"], cast=[c.name for c in chosen])
                 except BeliefError as exc:
                     self.add_error("planted_beliefs", str(exc))
+            if data.get("distortions"):
+                try:
+                    parse_distortions(data["distortions"], cast=[c.name for c in chosen])
+                except DistortionError as exc:
+                    self.add_error("distortions", str(exc))
         if data.get("provider") == Simulation.Provider.OPENAI and not (data.get("base_url") and data.get("model")):
             self.add_error("base_url", "An OpenAI-compatible server needs a base URL and a model name.")
         if data.get("retrieval_mode") == Simulation.RetrievalMode.TOOLS and not data.get("tool_set"):

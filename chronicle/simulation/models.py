@@ -170,6 +170,13 @@ class Simulation(models.Model):
         "Planted beliefs", blank=True,
         help_text="One per line: “Sam: Bella's is closing down next month. [false]” (no mark: true). Whoever "
                   "hears its holder retell it comes to believe it, with whom they heard it from.")
+    # How characters twist what they hear, recall and link (memory.distortion): "Jordan: paranoia",
+    # "Jordan: depression", "Jordan: trauma (fire, smoke)", or the writer's own words, one per line.
+    distortions = models.TextField(
+        "Distortion filters", blank=True,
+        help_text="One per line: “Jordan: paranoia” (hears threats), “Jordan: depression” (good memories come back "
+                  "faint), “Jordan: trauma (fire, smoke)” (links what touches it), or your own: “Sam: hears every "
+                  "compliment as mockery”. Each distorted memory keeps what was really said.")
     # Who is reflecting now: {agent: ISO time its reflection was queued}; set and cleared by the
     # reflection tasks with single UPDATEs (chronicle.simulation.tasks), read by the live page, which
     # keeps polling after the last turn until the insights are in. Older than REFLECTING_STALE: lost.
@@ -223,6 +230,14 @@ class Simulation(models.Model):
                 parse(self.stage_directions, cast=self.cast_names)
             except StageError as exc:
                 errors["stage_directions"] = str(exc)
+        if self.distortions and self.cast_snapshot:
+            from memory.distortion import DistortionError
+            from memory.distortion import parse as parse_distortions
+
+            try:
+                parse_distortions(self.distortions, cast=self.cast_names)
+            except DistortionError as exc:
+                errors["distortions"] = str(exc)
         if self.planted_beliefs and self.cast_snapshot:
             from chronicle.simulation.beliefs import BeliefError
             from chronicle.simulation.beliefs import parse as parse_beliefs
@@ -242,6 +257,16 @@ class Simulation(models.Model):
         try:
             return parse(self.stage_directions, cast=self.cast_names)
         except StageError:  # clean() refused it on the way in; an old row is read as no directions
+            return []
+
+    @property
+    def distortion_filters(self) -> list:
+        """The run's distortion filters, parsed (memory.distortion.Distortion); [] when there are none."""
+        from memory.distortion import DistortionError, parse
+
+        try:
+            return parse(self.distortions, cast=self.cast_names) if self.distortions else []
+        except DistortionError:  # clean() refused it on the way in
             return []
 
     @property
@@ -326,6 +351,8 @@ class Simulation(models.Model):
             labels.append(f"keeps: {', '.join(kept)}")
         if self.minutes_per_turn:
             labels.append(f"clock: {self.minutes_per_turn:g} min a turn")
+        for f in self.distortion_filters:
+            labels.append(f"{f.agent}: {f.label()} ({f.stage})")
         labels.append(f"reflects at {self.reflection_threshold:g}")
         labels.append(f"consolidates past {self.consolidation_budget} lines" if self.consolidation_budget
                       else "consolidates only on request")

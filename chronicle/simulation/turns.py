@@ -210,6 +210,7 @@ def turn_input(*, turn: Turn) -> TurnInput:
         consult_memories=simulation.consult_memories, confidence_gating=simulation.confidence_gating,
         present=simulation.present_at(turn.number) if simulation.stage_directions else None,
         clock=simulation.clock, associations=simulation.association_weight,
+        distortions=simulation.distortion_filters,
     )
 
 
@@ -244,7 +245,8 @@ def _collapsed(failures: list[str]) -> list[str]:
     return said
 
 
-def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "", capture: str = "", beliefs: str = "") -> str:
+def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "", capture: str = "", beliefs: str = "",
+           distortions: str = "") -> str:
     lines = [turn.note] if turn.note else []
     lines += outcome.notes
     if mode_note:
@@ -253,6 +255,8 @@ def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "", capture: str =
         lines.append(capture)
     if beliefs:
         lines.append(beliefs)
+    if distortions:
+        lines.append(distortions)
     if outcome.failures:
         lines.append("Retried after: " + "; ".join(_collapsed(outcome.failures)))
     return "\n".join(lines)
@@ -288,7 +292,13 @@ def capture_options(simulation: Simulation, turn: Turn) -> dict:
     filters = CaptureFilters(importance_floor=simulation.capture_importance_floor,
                              duplicate_threshold=threshold if threshold and threshold < 1 else None,
                              only_concerning=simulation.capture_only_concerning)
-    return {"scorer": scorer, "ask": ask, "filters": filters}
+    # Distortion filters: with a real model its formation filters ask it to retell the line the
+    # character's way; the scripted provider uses the offline rule.
+    distortions = simulation.distortion_filters
+    rewrite = None
+    if distortions and simulation.provider == Simulation.Provider.OPENAI:
+        rewrite = ask or _importance_asker(simulation, turn)
+    return {"scorer": scorer, "ask": ask, "filters": filters, "distortions": distortions, "rewrite": rewrite}
 
 
 def _importance_asker(simulation: Simulation, turn: Turn):
@@ -308,6 +318,19 @@ def belief_note(believed: list[Memory]) -> str:
     """"Jordan now believes (heard from Sam): …", one line per listener who came to believe it."""
     return "\n".join(f"{m.agent} now believes (heard from {' ← '.join(m.metadata['belief']['source_chain'])}): "
                      f"{m.metadata['belief']['claim']}" for m in believed)
+
+
+def distortion_note(captured: list[Memory]) -> str:
+    """"Jordan remembers it as: “…” (paranoia)", one line per listener whose filters changed its copy."""
+    lines = []
+    for m in captured:
+        d = (m.metadata or {}).get("distortion") or {}
+        if d.get("original"):
+            lines.append(f"{m.agent} remembers it as: “{m.content[:160]}{'…' if len(m.content) > 160 else ''}” ({d['filter']})")
+        if d.get("association"):
+            lines.append(f"{m.agent} links it to what touches its {d['association']['filter']}: "
+                         f"{', '.join(f'#{i}' for i in d['association']['linked']) or 'nothing earlier yet'}")
+    return "\n".join(lines)
 
 
 def capture_note(skipped: list[Skipped]) -> str:
@@ -408,7 +431,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
                          listeners=line.heard_by, turn=turn.number, whisper_to=line.whisper_to,
                          evidence={m.agent: m for m in captured})
     not_kept = capture_note(captured.skipped)
-    turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed))
+    turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed), distortion_note(captured))
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
     apply_writes(bank=simulation.bank, agent=turn.agent, turn=turn.number, writes=outcome.writes)

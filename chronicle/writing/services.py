@@ -301,7 +301,8 @@ def edit_undo(*, edit: Edit, actor) -> Edit:
 # --- branches -------------------------------------------------------------------------------
 
 @transaction.atomic
-def simulation_branch(*, parent: Simulation, index: int, actor) -> Simulation:
+def simulation_branch(*, parent: Simulation, index: int, actor, changes: dict | None = None,
+                      label: str = "") -> Simulation:
     """Regenerate from turn `index` (0-based): the branch (chronicle.simulation.branching) with the
     writer's versions of the lines it shares, and the regeneration in the parent's history.
 
@@ -315,7 +316,7 @@ def simulation_branch(*, parent: Simulation, index: int, actor) -> Simulation:
             raise PinRefused(f"Turn {index + 1} has a pin that cannot apply in a branch: {' '.join(reasons)} "
                              "Unpin it, or fix it, before regenerating.")
     try:
-        branch, turn_map = branching.simulation_branch(parent=parent, index=index)
+        branch, turn_map = branching.simulation_branch(parent=parent, index=index, changes=changes, label=label)
     except ControlError as exc:
         raise WritingError(str(exc)) from exc
     ChronicleEntry.objects.bulk_create([
@@ -324,5 +325,14 @@ def simulation_branch(*, parent: Simulation, index: int, actor) -> Simulation:
         for e in ChronicleEntry.objects.filter(turn_id__in=turn_map)])
     _record(simulation=parent, actor=actor, target_type=Edit.Target.RETRIEVAL,
             target_id=(parent.turns.filter(index=index).values_list("pk", flat=True).first() or 0),
-            field="regenerate", before=None, after=branch.pk, label=f"Regenerated from turn {index + 1}: #{branch.pk}")
+            field="regenerate", before=None, after=branch.pk,
+            label=f"Regenerated from turn {index + 1}{' ' + label if label else ''}: #{branch.pk}")
     return branch
+
+
+def simulation_replay_undistorted(*, parent: Simulation, actor) -> Simulation:
+    """The run again from its first turn with the same settings but no distortion filters, to compare."""
+    if not parent.distortions.strip():
+        raise WritingError("This run has no distortion filters to leave out.")
+    return simulation_branch(parent=parent, index=0, actor=actor, changes={"distortions": ""},
+                             label="without distortions")

@@ -9,6 +9,7 @@ urlpatterns = [
     path("<int:pk>/turns/<int:index>/", views.turn_inspect, name="turn_inspect"),
     path("<int:pk>/turns/<int:index>/override/", views.turn_override, name="turn_override"),
     path("<int:pk>/turns/<int:index>/regenerate/", views.turn_regenerate, name="turn_regenerate"),
+    path("<int:pk>/replay-undistorted/", views.replay_undistorted, name="replay_undistorted"),
     path("<int:pk>/memories/", views.memory_list, name="chronicle_memories"),
     path("<int:pk>/memories/new/", views.memory_form, name="chronicle_memory_form"),
     path("<int:pk>/memories/consolidate/", views.memory_consolidate, name="chronicle_memory_consolidate"),

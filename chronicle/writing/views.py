@@ -162,6 +162,19 @@ def turn_regenerate(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     return redirect(branch)
 
 
+@login_required
+@require_POST
+def replay_undistorted(request: HttpRequest, pk: int) -> HttpResponse:
+    simulation = _simulation(request, pk)
+    try:
+        branch = services.simulation_replay_undistorted(parent=simulation, actor=request.user)
+    except services.WritingError as exc:
+        messages.error(request, str(exc))
+        return redirect(simulation)
+    messages.success(request, "Replaying the run without its distortion filters, in a new branch.")
+    return redirect(branch)
+
+
 # --- memories -------------------------------------------------------------------------------
 
 def _memory_list_context(request: HttpRequest, simulation: Simulation, *, form: MemoryFormForm | None = None,

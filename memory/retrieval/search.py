@@ -33,7 +33,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
            query_vector=None, exact: bool | None = None, fusion: bool = False,
            lexical_weight: float | None = None, speaker_boost: float | None = None,
            enhance: EnhancedQuery | None = None, clock: list[float] | None = None,
-           associations: float = 0.0) -> list[RecallResult]:
+           associations: float = 0.0, distort=None) -> list[RecallResult]:
     """Top k memories of a bank for a query, honouring the filter exactly.
 
     exact=None chooses: an exact scan while at most EXACT_LIMIT memories match, else the HNSW
@@ -49,6 +49,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     associations (a weight, 0: off): links (associate_memories, a reflection's evidence) are followed
     one hop, spreading activation: a memory linked to one of the top k gains weight × that one's
     score as its "association" component, so a linked memory the query alone ranks lower may enter.
+    distort (memory.distortion.RetrievalDistortion): the agent's retrieval-stage filter, applied
+    last (depression: a positive memory loses half its score, a negative "distortion" component).
     """
     flt = MemoryFilter(**(filter.to_dict() if filter else {}))
     if agent is not None:
@@ -102,6 +104,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     if associations and results and flt.ids is None:
         results = _spread(bank, results, flt, k=k, weight=float(associations), query_vector=qvec, scoring=scoring,
                           weights=weights, current_turn=current_turn, clock=clock)
+    if distort is not None and results:
+        results = distort.apply(results)
     return results
 
 

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from memory.cache import embed_texts
+from memory.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
 from memory.importance import (
     CONCERN_FLOOR,
     CaptureFilters,
@@ -54,6 +55,11 @@ class CapturePlan:
     skipped: list[Skipped] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
     prepare_ms: float = 0.0  # capture_prepare's own time, the LLM scorer's calls excluded
+    # Distortion filters (memory.distortion): a listener's own version of the line, with what it was,
+    # and the earlier memories a trauma links the new one to.
+    contents: dict[str, str] = field(default_factory=dict)
+    distorted: dict[str, dict] = field(default_factory=dict)
+    trauma_links: dict[str, list[int]] = field(default_factory=dict)
     defer_keys: bool = False  # the context keys are embedded by a task after the commit
     once: bool = False  # the caller's commit happens once per line (a simulation's turn): no retry check
 
@@ -61,7 +67,8 @@ class CapturePlan:
 def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, listeners: Iterable[str],
                     metadata: dict | None = None, scorer: str | None = None,
                     ask: Callable[[str], str] | None = None, filters: CaptureFilters | None = None,
-                    defer_keys: bool = False, said: str = "said", once: bool = False) -> CapturePlan:
+                    defer_keys: bool = False, said: str = "said", once: bool = False,
+                    distortions: list[Distortion] | None = None, rewrite: Callable[[str], str] | None = None) -> CapturePlan:
     """The slow half of capture (embedding, importance, filters; the LLM scorer's calls), outside any
     transaction. It only reads: a turn stores what it heard in one short transaction afterwards.
 
@@ -69,18 +76,22 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     after the commit instead of now, so a simulation's turn does not wait for them. `said` is the
     verb of the stored line: "{speaker} {said}: {text}" ("whispered to Sam" for a whisper). once: the
     caller stores this line at most once (a simulation's turn commits with its line, under its claim),
-    so capture_commit need not look for the copies of an earlier attempt."""
+    so capture_commit need not look for the copies of an earlier attempt. distortions (memory.distortion):
+    each listener's formation filters rewrite its copy (`rewrite`, a prompt → answer callable, asks a
+    model; else the offline rule), its association filters link the copy to earlier trigger memories."""
     started = time.perf_counter()
     asked = [0.0]  # seconds spent waiting for the LLM scorer: the model's time, not memory's
-    if ask is not None:
-        model = ask
-
-        def ask(prompt: str) -> str:
+    def timed(model):
+        def call(prompt: str) -> str:
             before = time.perf_counter()
             try:
                 return model(prompt)
             finally:
                 asked[0] += time.perf_counter() - before
+        return call
+
+    ask = timed(ask) if ask is not None else None
+    rewrite = timed(rewrite) if rewrite is not None else None
     content = validate_content(f"{speaker} {said}: {text.strip()}" if text and text.strip() else "")
     listeners = list(dict.fromkeys(name for name in listeners if name))
     plan = CapturePlan(bank=bank, speaker=speaker, turn=turn, content=content, listeners=listeners,
@@ -94,7 +105,21 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
             .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "content")
         )
         plan.contexts = {agent: episode_context_text(prev, content) for agent, prev in previous}
+    for name in listeners if distortions else ():
+        formed = form(content, agent=name, speaker=speaker, filters=distortions, rewrite=rewrite)
+        if formed is not None:
+            plan.contents[name] = validate_content(formed.content)
+            plan.distorted[name] = formed.metadata
+        words = triggers_for(name, distortions)
+        held = holds_trigger(plan.contents.get(name, content), words) if words else []
+        if held:
+            plan.trauma_links[name] = list(
+                Memory.objects.in_bank(bank).active().filter(agent=name, content__iregex=trigger_pattern(words))
+                .exclude(turn=turn).order_by("-turn", "-id").values_list("id", flat=True)[:TRAUMA_LINKS])
+            plan.distorted[name] = {**plan.distorted.get(name, {}), "association": {
+                "filter": f"trauma ({', '.join(words)})", "triggers": held, "linked": plan.trauma_links[name]}}
     texts = [content] if defer_keys else list(dict.fromkeys([content, *plan.contexts.values()]))
+    texts += [text for text in dict.fromkeys(plan.contents.values()) if text not in texts]
     plan.vectors = dict(zip(texts, embed_texts(texts)))  # one model call for the line and its keys
     plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors[content],
                                        turn=turn, names=listeners, scorer=scorer, ask=ask,
@@ -115,9 +140,12 @@ def capture_commit(plan: CapturePlan) -> Captured:
         data = dict(plan.metadata)
         if name in plan.scores:
             data["importance"] = plan.scores[name].as_metadata()
+        if name in plan.distorted:
+            data["distortion"] = plan.distorted[name]
+        content = plan.contents.get(name, plan.content)
         new.append(Memory(
             bank=plan.bank, agent=name, kind=Memory.Kind.EPISODIC, category="dialogue", speaker=plan.speaker,
-            turn=plan.turn, content=plan.content, embedding=plan.vectors[plan.content],
+            turn=plan.turn, content=content, embedding=plan.vectors[content],
             participants=plan.participants, source=Memory.Source.EARNED,
             importance=plan.scores[name].score if name in plan.scores else 5.0, metadata=data,
         ))
@@ -130,6 +158,10 @@ def capture_commit(plan: CapturePlan) -> Captured:
     if plan.defer_keys and new and settings.RETRIEVAL_CONTEXT_KEYS:
         ids = [m.pk for m in new]
         transaction.on_commit(lambda: _queue_keys(ids))
+    links = Memory.evidence.through  # a trauma's links, both ways (as associate_memories makes them)
+    links.objects.bulk_create(
+        [links(from_memory_id=m.pk, to_memory_id=other) for m in new for other in plan.trauma_links.get(m.agent, [])]
+        + [links(from_memory_id=other, to_memory_id=m.pk) for m in new for other in plan.trauma_links.get(m.agent, [])])
     by_agent = existing | {m.agent: m for m in new}
     if new:
         bank_index_wanted(plan.bank.pk)
@@ -198,7 +230,8 @@ def _existing(plan: CapturePlan) -> dict[str, Memory]:
     return {
         m.agent: m
         for m in Memory.objects.in_bank(plan.bank).filter(
-            kind=Memory.Kind.EPISODIC, turn=plan.turn, speaker=plan.speaker, content=plan.content,
+            kind=Memory.Kind.EPISODIC, turn=plan.turn, speaker=plan.speaker,
+            content__in=[plan.content, *plan.contents.values()],
             agent__in=plan.listeners,
         )
     }

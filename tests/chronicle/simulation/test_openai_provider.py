@@ -75,6 +75,25 @@ def test_by_default_the_model_scores_each_listeners_copy_of_the_line(user, dinne
 
 
 @pytest.mark.django_db
+def test_with_a_real_model_a_formation_filter_has_the_model_retell_the_line(user, dinner, server):
+    """Distortion (issue 15): Jordan's paranoia asks the run's model to retell what Jordan heard;
+    the stored copy is the model's version, the original kept; the others keep the line as said."""
+    from memory.models import Memory
+
+    server.script(ok("We should book Bella's before eight."),
+                  ok("Alex insisted on Bella's before eight, surely to keep me from seeing something."))
+    simulation = start(user, dinner, server, distortions="Jordan: paranoia")
+    assert run(simulation) == "done"
+    rewrite = server.requests[-1]["messages"][-1]["content"]
+    assert rewrite.startswith("You rewrite a memory") and "Jordan is paranoid" in rewrite
+    jordan = Memory.objects.in_bank(simulation.bank).get(kind="episodic", turn=1, agent="Jordan")
+    assert jordan.content == "Alex insisted on Bella's before eight, surely to keep me from seeing something."
+    assert jordan.metadata["distortion"]["original"] == "Alex said: We should book Bella's before eight."
+    sam = Memory.objects.in_bank(simulation.bank).get(kind="episodic", turn=1, agent="Sam")
+    assert sam.content == "Alex said: We should book Bella's before eight."
+
+
+@pytest.mark.django_db
 def test_malformed_tool_call_and_unknown_tool_get_tool_errors_the_model_can_read(user, dinner, server):
     server.script(ok(tool_calls=[tool_call("query_memory", '{"query": "what did', "bad"),
                                  tool_call("launch_rockets", "{}", "nope")]),

@@ -1,0 +1,100 @@
+"""Distortion filters (issue 15, seeds 000 and 001): formation, retrieval and association, through a
+run's turns with the real model and database; the writer sees before and after, and can replay
+the run without them."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from chronicle.simulation import services, turns
+from chronicle.simulation.engine import TurnOutcome
+from chronicle.simulation.models import Simulation
+from chronicle.writing import services as writing
+from memory.distortion import DistortionError, parse, retrieval_filter
+from memory.models import Memory
+from memory.tools import ToolContext, call_tool
+from tests.chronicle.simulation.conftest import start_seeded
+
+pytestmark = pytest.mark.django_db
+
+FILTERS = "Jordan: paranoia\nJordan: depression\nJordan: trauma (fire, smoke)\nSam: hears every compliment as mockery"
+
+
+def say(simulation, index: int, agent: str, line: str):
+    claim = turns.turn_claim(simulation_id=simulation.pk, index=index, agent=agent)
+    return turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=TurnOutcome(utterance=line))
+
+
+def copy_of(simulation, agent: str, turn: int) -> Memory:
+    return Memory.objects.in_bank(simulation.bank).get(agent=agent, kind="episodic", turn=turn)
+
+
+def test_filters_are_parsed_and_bad_ones_named():
+    found = parse(FILTERS, cast=["Alex", "Jordan", "Sam"])
+    assert [(f.agent, f.kind, f.stage) for f in found] == [
+        ("Jordan", "paranoia", "formation"), ("Jordan", "depression", "retrieval"),
+        ("Jordan", "trauma", "association"), ("Sam", "rewrite", "formation")]
+    assert found[2].triggers == ("fire", "smoke")
+    with pytest.raises(DistortionError, match="Line 1: Bob is not in this run's cast"):
+        parse("Bob: paranoia", cast=["Alex"])
+    with pytest.raises(DistortionError, match="name the trauma's triggers"):
+        parse("Alex: trauma", cast=["Alex"])
+
+
+def test_each_stage_distorts_and_the_writer_sees_what_was_really_said(user, dinner, client_for):
+    simulation = start_seeded(user, dinner, max_turns=6, distortions=FILTERS)
+    say(simulation, 0, "Alex", "The kitchen fire last year scared everyone.")
+    done = say(simulation, 1, "Alex", "You look great tonight, Sam. I booked the table by the fire.")
+
+    # Formation: Jordan's copy carries the threat it suspects; the original is kept; Alex's is as said.
+    jordan = copy_of(simulation, "Jordan", 2)
+    said = "Alex said: You look great tonight, Sam. I booked the table by the fire."
+    assert jordan.content == f"{said} (Jordan suspects there is something threatening behind it.)"
+    assert jordan.metadata["distortion"]["original"] == said and jordan.metadata["distortion"]["filter"] == "paranoia"
+    assert copy_of(simulation, "Alex", 2).content == said
+    # The writer's own filter, offline: Sam's copy says how Sam takes it.
+    assert copy_of(simulation, "Sam", 2).content == f"{said} (as Sam takes it: hears every compliment as mockery)"
+    # Association: the line touches Jordan's trauma (fire): linked to Jordan's earlier memory of the fire.
+    earlier = copy_of(simulation, "Jordan", 1)
+    assert set(jordan.evidence.values_list("pk", flat=True)) == {earlier.pk}
+    assert jordan.metadata["distortion"]["association"]["triggers"] == ["fire"]
+    assert "Jordan remembers it as: “Alex said: You look great" in done.note
+
+    # Retrieval: for Jordan, the warm line comes back at half its score, a negative component.
+    ctx = ToolContext(bank=simulation.bank, agent="Jordan", current_turn=3,
+                      distort=retrieval_filter("Jordan", simulation.distortion_filters))
+    found = call_tool("query_memory", {"query": "you look great tonight"}, context=ctx)
+    hit = next(r for r in found.results if r.memory.pk == jordan.pk)
+    assert hit.components["distortion"] < 0
+    plain = call_tool("query_memory", {"query": "you look great tonight"},
+                      context=ToolContext(bank=simulation.bank, agent="Jordan", current_turn=3))
+    assert next(r for r in plain.results if r.memory.pk == jordan.pk).score == pytest.approx(hit.score * 2, rel=1e-6)
+
+    # The bank page and the turn inspector show before and after.
+    bank = client_for(user).get(reverse("chronicle_memories", args=[simulation.pk]) + "?agent=Jordan").content.decode()
+    assert "distorted: paranoia" in bank and "really said:" in bank
+    assert "trauma (fire, smoke)" in bank
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert "Jordan: paranoia (formation)" in page
+
+
+def test_a_run_replays_without_its_distortions(user, dinner, client_for):
+    simulation = start_seeded(user, dinner, max_turns=4, distortions="Jordan: paranoia")
+    say(simulation, 0, "Alex", "Shall we go?")
+    services.simulation_pause(simulation=simulation)
+    response = client_for(user).post(reverse("replay_undistorted", args=[simulation.pk]))
+    branch = Simulation.objects.get(parent=simulation)
+    assert response.status_code == 302 and response["Location"] == branch.get_absolute_url()
+    assert branch.distortions == "" and branch.branch_turn == 0 and "without distortions" in branch.title
+    assert branch.max_turns == simulation.max_turns and branch.scoring == simulation.scoring
+    with pytest.raises(writing.WritingError, match="no distortion filters"):
+        writing.simulation_replay_undistorted(parent=branch, actor=user)
+
+
+def test_the_form_names_a_bad_filter(user, dinner, client_for):
+    response = client_for(user).post(reverse("simulation_create"), {
+        "scenario": dinner.pk, "max_turns": 4, "speaking_order": "round_robin", "retrieval_mode": "tools",
+        "scoring": "similarity", "provider": "scripted", "distortions": "Bob: paranoia"})
+    assert response.status_code == 200
+    assert "Bob is not in this run" in response.content.decode()
