@@ -132,7 +132,9 @@ class ScriptedProvider(Provider):
             + identity[1:]
         facts = list(dict.fromkeys(f for f in facts if " said: " not in f and not f.startswith(("You are ", "("))))
         # Beliefs are news: every other turn a character passes on one it holds (chronicle.simulation.beliefs).
-        believed = [b for b in injected.get("what you believe", []) if not b.startswith("(")]
+        # A belief heard in the run comes as "(turn 9) Oren told me: …": passed on without its turn.
+        believed = [re.sub(r"^\(turn \d+\) ", "", b) for b in injected.get("what you believe", [])]
+        believed = [b for b in believed if not b.startswith("(")]
         if believed and hints.index % 2 == 0:
             facts = [believed[(hints.index // 2) % len(believed)]]
         line = self._compose_line(hints, identity, scene, episodes, facts, believed)
