@@ -417,7 +417,9 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
             if snap.get("excluded") or snap["memory_id"] in shown:
                 continue  # a memory already in an earlier section is not sent twice
             shown.add(snap["memory_id"])
-            line = f"(turn {snap['turn']}) {snap['content']}" if snap.get("turn") else snap["content"]
+            turn_label = snap.get("turn")
+            line = (f"(before this story) {snap['content']}" if turn_label is not None and turn_label < 0
+                    else f"(turn {turn_label}) {snap['content']}" if turn_label else snap["content"])
             similarity = (snap.get("components") or {}).get("similarity")
             if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
                 line += " (weak match)"  # the scale of the tools' retrieval_confidence; the prompt says below it is weak

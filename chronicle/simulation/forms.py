@@ -48,6 +48,11 @@ class SimulationForm(forms.ModelForm):
         required=False, label="Open with a greeting",
         help_text="Turn 1 is this character's card greeting (first message), said as written; it must be in the cast.")
 
+    sequel_of = forms.ModelChoiceField(
+        queryset=Simulation.objects.none(), required=False, empty_label="— a fresh start —", label="Sequel of",
+        help_text="Continue one of your runs: its characters bring the memories they earned there (see below), "
+                  "and its turns come before this one's.")
+
     class Meta:
         model = Simulation
         fields = ["title", *SETTINGS]
@@ -67,6 +72,9 @@ class SimulationForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.fields["scenario"].queryset = Scenario.objects.owned_by(owner).prefetch_related("cast")
         self.fields["cast"].queryset = Character.objects.owned_by(owner)
+        self.fields["sequel_of"].queryset = (Simulation.objects.owned_by(owner).exclude(bank=None)
+                                             .filter(status__in=(*Simulation.FINISHED_STATUSES, Simulation.Status.PAUSED))
+                                             .order_by("-created"))
         self.greeters = {c.name: c for c in Character.objects.owned_by(owner) if (c.card_extras or {}).get("first_mes")}
         self.fields["greeting_by"].choices = [("", "— no greeting: the first speaker talks —")] + [
             (name, name) for name in sorted(self.greeters)]
@@ -100,6 +108,14 @@ class SimulationForm(forms.ModelForm):
                     parse_beliefs(data["planted_beliefs"], cast=[c.name for c in chosen])
                 except BeliefError as exc:
                     self.add_error("planted_beliefs", str(exc))
+            if data.get("sequel_carry"):
+                names = [c.name for c in chosen]
+                for number, raw in enumerate(data["sequel_carry"].splitlines(), start=1):
+                    name, _, mode = raw.partition(":")
+                    if raw.strip() and (name.strip() not in names or mode.strip().lower() not in ("all", "reflections", "none")):
+                        self.add_error("sequel_carry", f"Line {number}: write “Name: all”, “Name: reflections” or "
+                                                       f"“Name: none” for someone in the cast ({', '.join(names)}).")
+                        break
             if data.get("distortions"):
                 try:
                     parse_distortions(data["distortions"], cast=[c.name for c in chosen])

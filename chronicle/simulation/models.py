@@ -177,6 +177,14 @@ class Simulation(models.Model):
         help_text="One per line: “Jordan: paranoia” (hears threats), “Jordan: depression” (good memories come back "
                   "faint), “Jordan: trauma (fire, smoke)” (links what touches it), or your own: “Sam: hears every "
                   "compliment as mockery”. Each distorted memory keeps what was really said.")
+    # A sequel (seed 000 "Persistence"): the run whose earned memories its characters carry in, and
+    # what each carries ("all", "reflections", "none"; not listed: all). Blank: a fresh start.
+    sequel_of = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="sequels",
+                                  verbose_name="Sequel of")
+    sequel_carry = models.TextField(
+        "What each character carries over", blank=True,
+        help_text="For a sequel, one per line: “Alex: all” (every memory earned in the first run), “Jordan: "
+                  "reflections” (only its insights), “Sam: none”. A character not listed carries all.")
     # Who is reflecting now: {agent: ISO time its reflection was queued}; set and cleared by the
     # reflection tasks with single UPDATEs (chronicle.simulation.tasks), read by the live page, which
     # keeps polling after the last turn until the insights are in. Older than REFLECTING_STALE: lost.
@@ -230,6 +238,13 @@ class Simulation(models.Model):
                 parse(self.stage_directions, cast=self.cast_names)
             except StageError as exc:
                 errors["stage_directions"] = str(exc)
+        if self.sequel_carry and self.cast_snapshot:
+            try:
+                self.carry_plan()
+            except ValidationError as exc:
+                errors.update(exc.message_dict)
+        if self.sequel_of_id and self.sequel_of.owner_id != self.owner_id:
+            errors["sequel_of"] = "A sequel continues one of your own runs."
         if self.distortions and self.cast_snapshot:
             from memory.distortion import DistortionError
             from memory.distortion import parse as parse_distortions
@@ -258,6 +273,21 @@ class Simulation(models.Model):
             return parse(self.stage_directions, cast=self.cast_names)
         except StageError:  # clean() refused it on the way in; an old row is read as no directions
             return []
+
+    def carry_plan(self) -> dict[str, str]:
+        """What each cast member carries from the run this one is a sequel of (all unless told)."""
+        plan = {name: "all" for name in self.cast_names}
+        for number, raw in enumerate((self.sequel_carry or "").splitlines(), start=1):
+            if not raw.strip():
+                continue
+            name, _, mode = raw.partition(":")
+            name, mode = name.strip(), mode.strip().lower()
+            if name not in plan:
+                raise ValidationError({"sequel_carry": f"Line {number}: {name} is not in this run's cast."})
+            if mode not in ("all", "reflections", "none"):
+                raise ValidationError({"sequel_carry": f"Line {number}: say all, reflections or none for {name}."})
+            plan[name] = mode
+        return plan
 
     @property
     def distortion_filters(self) -> list:

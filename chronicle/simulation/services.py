@@ -14,7 +14,8 @@ from chronicle import demo
 from chronicle.models import Scenario
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.turns import next_index, queue_next, stale_after
-from memory.services import bank_create
+from memory.models import Memory
+from memory.services import bank_carry, bank_create
 from memory.tasks import seed_bank_task
 
 DEMO_PACE_S = 1.0  # the demo is a dry run that would finish in a blink; a second a line can be watched
@@ -25,15 +26,16 @@ SETTING_FIELDS = ("title", "max_turns", "speaking_order", "retrieval_mode", "sco
                   "tool_set", "query_context", "query_temporal", "query_synonyms", "association_weight", "consult_memories",
                   "confidence_gating", "greeting_by", "importance_scorer", "capture_importance_floor",
                   "capture_duplicate_threshold", "capture_only_concerning", "reflection_threshold",
-                  "consolidation_budget", "stage_directions", "minutes_per_turn", "planted_beliefs", "distortions")
+                  "consolidation_budget", "stage_directions", "minutes_per_turn", "planted_beliefs", "distortions", "sequel_carry")
 SECRET_SETTINGS = ("api_key",)
 
 
 # --- start and seed -------------------------------------------------------------------------
 
 @transaction.atomic
-def simulation_start(*, owner, scenario, cast: list, settings: dict) -> Simulation:
-    """Snapshot the scenario and cast, create the run's memory bank and queue seeding + turn 0."""
+def simulation_start(*, owner, scenario, cast: list, settings: dict, sequel_of: Simulation | None = None) -> Simulation:
+    """Snapshot the scenario and cast, create the run's memory bank and queue seeding + turn 0.
+    sequel_of: the run whose earned memories the cast carries in (Simulation.sequel_carry)."""
     from chronicle.simulation.tasks import start_simulation_task  # the tasks call these services
 
     sheets = scenario.cast_sheets(cast)  # pair notes merged, card macros resolved for this cast
@@ -44,6 +46,7 @@ def simulation_start(*, owner, scenario, cast: list, settings: dict) -> Simulati
             setattr(simulation, name, value)
     if not simulation.title:
         simulation.title = scenario.title
+    simulation.sequel_of = sequel_of
     simulation.full_clean()
     simulation.save()
     simulation.bank = bank_create(name=f"Simulation #{simulation.pk}: {simulation.title}"[:200], owner=owner)
@@ -68,6 +71,7 @@ def simulation_seed(*, simulation_id: int) -> Simulation | None:
         Simulation.objects.filter(pk=simulation_id).update(
             status=Simulation.Status.FAILED, error=f"Seeding the memory bank failed: {exc}", updated=timezone.now())
         return None
+    sequel_carry(simulation)
     with transaction.atomic():
         simulation = Simulation.objects.select_for_update().get(pk=simulation_id)
         if simulation.status == Simulation.Status.SEEDING:
@@ -75,6 +79,19 @@ def simulation_seed(*, simulation_id: int) -> Simulation | None:
             simulation.save(update_fields=["status", "updated"])
             queue_next(simulation)
     return simulation
+
+
+def sequel_carry(simulation: Simulation) -> dict[str, int]:
+    """A sequel's characters bring what they earned in the first run (memory.services.bank_carry),
+    once: a redone seeding finds them carried."""
+    source = simulation.sequel_of
+    if source is None or source.bank_id is None or simulation.bank_id is None:
+        return {}
+    if Memory.objects.in_bank(simulation.bank).filter(metadata__has_key="carried_from").exists():
+        return {}
+    last = source.turns.done().order_by("-index").values_list("index", flat=True).first()
+    return bank_carry(source=source.bank, target=simulation.bank, carry=simulation.carry_plan(),
+                      last_turn=(last + 1) if last is not None else 0, source_label=str(source))
 
 
 # --- turns ----------------------------------------------------------------------------------

@@ -47,7 +47,8 @@ def simulation_create(request: HttpRequest) -> HttpResponse:
                           initial={"scenario": request.GET.get("scenario")} if request.GET.get("scenario") else None)
     if request.method == "POST" and form.is_valid():
         simulation = services.simulation_start(owner=request.user, scenario=form.cleaned_data["scenario"],
-                                               cast=form.cleaned_data["cast"], settings=form.simulation_settings())
+                                               cast=form.cleaned_data["cast"], settings=form.simulation_settings(),
+                                               sequel_of=form.cleaned_data.get("sequel_of"))
         return redirect("simulation_detail", pk=simulation.pk)
     return TemplateResponse(request, "chronicle/simulation_create.html", {"form": form})
 

@@ -41,6 +41,12 @@ def memory_change(*, simulation: Simulation, memory: Memory, actor, data: Mappin
     """A memory card's Archive button, or its edited content / importance / tags."""
     if "archive" in data:
         return services.memory_archive_edit(simulation=simulation, memory=memory, actor=actor)
+    if "promote" in data:
+        try:
+            services.memory_promote(simulation=simulation, memory=memory, actor=actor)
+        except services.WritingError as exc:
+            raise ValidationError(str(exc)) from exc
+        return memory
     form = MemoryEditForm(data)
     if not form.is_valid():
         raise _refusal(form)

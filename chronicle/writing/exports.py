@@ -116,7 +116,11 @@ def to_json(simulation: Simulation) -> dict:
     return {
         "format": FORMAT, "version": VERSION,
         "simulation": {**{f: getattr(simulation, f) for f in SETTINGS}, "status": simulation.status,
-                       "branch_turn": simulation.branch_turn},
+                       "branch_turn": simulation.branch_turn,
+                       # A sequel's source, for the reader (an import does not link runs: its bank
+                       # already holds the memories carried in, marked carried_from).
+                       "sequel_of": ({"id": simulation.sequel_of_id, "title": str(simulation.sequel_of)}
+                                     if simulation.sequel_of_id else None)},
         "scenario": simulation.scenario_snapshot, "cast": simulation.cast_snapshot,
         "turns": turns,
         "overrides": [{"turn_index": o.turn_index, "kind": o.kind, "memory_id": o.memory_id, "content": o.content}

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from chronicle.models import Character
 from chronicle.simulation import branching
 from chronicle.simulation.models import Simulation, Turn, TurnOverride
 from chronicle.simulation.pins import pin_refusal
@@ -139,6 +140,27 @@ def memory_archive_edit(*, simulation: Simulation, memory: Memory, actor) -> Mem
     _record(simulation=simulation, actor=actor, target_type=Edit.Target.MEMORY, target_id=memory.pk,
             field="status", before=before, after=Memory.Status.ARCHIVED, label=_memory_label(memory))
     return memory
+
+
+@transaction.atomic
+def memory_promote(*, simulation: Simulation, memory: Memory, actor) -> Character:
+    """An earned memory made permanent: added to its agent's character (an extra memory, what a card's
+    lore is), so every new run with that character seeds it as a gifted memory. The memory notes it."""
+    if memory.bank_id != simulation.bank_id:
+        raise WritingError("That memory is not in this simulation's bank.")
+    if not memory.agent or memory.source == Memory.Source.GIFTED:
+        raise WritingError("Only a character's own earned memory can be made permanent.")
+    character = Character.objects.owned_by(simulation.owner).filter(name=memory.agent).first()
+    if character is None:
+        raise WritingError(f"None of your characters is called {memory.agent} any more.")
+    extras = list(character.extra_memories or [])
+    if all((e or {}).get("content") != memory.content for e in extras):
+        extras.append({"content": memory.content, "keys": []})
+        character.extra_memories = extras
+        character.save(update_fields=["extra_memories", "updated"])
+    memory.metadata = dict(memory.metadata or {}, promoted={"character": character.pk, "by": actor.get_username()})
+    memory.save(update_fields=["metadata", "updated_at"])
+    return character
 
 
 @transaction.atomic

@@ -82,3 +82,50 @@ def bank_copy(*, source: MemoryBank, target: MemoryBank, as_of_turn: int) -> dic
         for r in Relationship.objects.filter(bank=source, turn__lt=as_of_turn).order_by("id")])
     bank_index_wanted(target.pk)
     return mapping
+
+
+CARRY_MODES = ("all", "reflections", "none")
+
+
+@transaction.atomic
+def bank_carry(*, source: MemoryBank, target: MemoryBank, carry: dict[str, str], last_turn: int,
+               source_label: str = "") -> dict[str, int]:
+    """A sequel's start: each agent's earned memories of `source` into `target` — "all" (lines heard,
+    observations, beliefs, insights, summaries), "reflections" (insights only) or "none". Turns
+    continue: a memory of turn t becomes turn t − last_turn (0 for the last turn of the first run,
+    negative before), so the new run's turn 1 comes after it and recency and decay count its age.
+    Keys, vectors and the links among the carried memories come along. Returns {agent: n}."""
+    counts: dict[str, int] = {}
+    picked: list[Memory] = []
+    for agent, mode in carry.items():
+        if mode not in CARRY_MODES or mode == "none":
+            counts[agent] = 0
+            continue
+        rows = Memory.objects.in_bank(source).active().filter(agent=agent).exclude(source=Memory.Source.GIFTED)
+        if mode == "reflections":
+            rows = rows.filter(kind=Memory.Kind.REFLECTION)
+        rows = list(rows.order_by("id"))
+        counts[agent] = len(rows)
+        picked += rows
+    skip = {"id", "bank", "created_at", "updated_at", "search", "evidence"}
+    fields = [f.name for f in Memory._meta.concrete_fields if f.name not in skip]
+    copies = []
+    for memory in picked:
+        values = {name: getattr(memory, name) for name in fields}
+        values["turn"] = memory.turn - last_turn if memory.turn is not None else None
+        values["access_count"], values["last_accessed_turn"] = 0, None
+        values["metadata"] = dict(memory.metadata or {}, carried_from={"memory": memory.pk, "turn": memory.turn,
+                                                                       "run": source_label})
+        copies.append(Memory(bank=target, **values))
+    Memory.objects.bulk_create(copies, batch_size=500)
+    mapping = {old.pk: new.pk for old, new in zip(picked, copies)}
+    MemoryKey.objects.bulk_create([MemoryKey(memory_id=mapping[k.memory_id], query=k.query, embedding=k.embedding)
+                                   for k in MemoryKey.objects.filter(memory_id__in=mapping)], batch_size=1000)
+    links = Memory.evidence.through
+    links.objects.bulk_create([
+        links(from_memory_id=mapping[a], to_memory_id=mapping[b])
+        for a, b in links.objects.filter(from_memory_id__in=mapping, to_memory_id__in=mapping)
+        .values_list("from_memory_id", "to_memory_id")])
+    if copies:
+        bank_index_wanted(target.pk)
+    return counts

@@ -69,6 +69,20 @@ def test_the_demos_living_memory_reflects_scores_and_says_what_was_not_kept():
     assert all(t["memory_ms"] > 0 for t in result["turns"])
 
 
+def test_the_rumour_file_spreads_a_false_belief_two_hops_and_distorts_at_every_stage():
+    """Issue 15's dry run: examples/rumour.json, 20 turns, scripted."""
+    result, _ = run(str(DEMO.parent / "rumour.json"), turns=20, provider="scripted")
+
+    cast = {"Mira", "Oren", "Tess"}
+    far = [b for b in result["beliefs"] if len(b["source_chain"]) >= 2]
+    assert far and all(b["true"] is False for b in far)
+    assert far[0]["confidence"] == pytest.approx(0.49) and far[0]["source_chain"][-1] == "Oren"
+    assert any(set(t["heard_by"]) != cast for t in result["turns"])  # someone away, or a whisper
+    assert all(n >= 1 for n in result["distortions"].values()) and set(result["distortions"]) == {
+        "formation", "retrieval", "association"}
+    assert result["relationships"] and all(r["agent"] in cast and r["other"] in cast for r in result["relationships"])
+
+
 def test_keep_leaves_the_run_with_its_owner_and_a_second_import_clashes(user):
     result, _ = run(str(DEMO), turns=1, owner=user.username, keep=True)
 
