@@ -412,13 +412,23 @@ def _form_memory(ctx: ToolContext, args: dict):
     importance = float(args["importance"])
     if not 0 <= importance <= 10:
         raise ToolError("importance must be between 0 and 10.")
+    extra = {}
+    if args.get("valence") not in (None, ""):  # an emotion's valence, −1..1
+        extra["emotional_valence"] = float(args["valence"])
+        if not -1 <= extra["emotional_valence"] <= 1:
+            raise ToolError("valence must be between -1 and 1.")
+    if args.get("about"):  # whom it is about (an emotion's target, a fact's subject)
+        known = {n.lower(): n for n in _known_characters(ctx)}
+        if str(args["about"]).strip().lower() not in known:
+            raise ToolError(f"Unknown character {args['about']!r}. You can name: {', '.join(sorted(known.values()))}.")
+        extra["about"] = known[str(args["about"]).strip().lower()]
     if ctx.deferred is not None:
         validate_content(args["content"])
         ctx.deferred.append({"tool": "form_memory", "content": args["content"].strip(), "kind": kind,
-                             "importance": importance})
+                             "importance": importance, **extra})
         return {"stored": True, "memory_id": None, "note": "It becomes a memory when your turn ends."}, "", None, []
     memory = memory_create(bank=ctx.bank, content=args["content"], agent=ctx.agent, kind=kind, category="formed",
-                           importance=importance, source="earned", turn=ctx.current_turn)
+                           importance=importance, source="earned", turn=ctx.current_turn, **extra)
     return {"memory_id": memory.pk, "stored": True}, "", None, []
 
 
@@ -482,7 +492,9 @@ REGISTRY: dict[str, Tool] = {
         Tool("form_memory", "Explicitly create a new memory of something significant",
              {"content": Param(_S, "What to remember (1-10,000 characters)"),
               "importance": Param(_N, "How important, 0-10"),
-              "type": Param(_S, f"One of: {', '.join(FORMABLE_KINDS)}", required=False)},
+              "type": Param(_S, f"One of: {', '.join(FORMABLE_KINDS)}", required=False),
+              "valence": Param(_N, "For a feeling: how it felt, -1 (bad) to 1 (good)", required=False),
+              "about": Param(_S, "Whom it is about (a character's name)", required=False)},
              _form_memory, "seed001"),
         Tool("reinforce_memory", "Strengthen an important memory so it decays slower",
              {"memory_id": Param(_I, "The memory's id")}, _reinforce, "seed001"),

@@ -29,6 +29,7 @@ from chronicle.simulation.selectors import turn_overrides
 from chronicle.simulation.stage import Delivery, deliver
 from memory.importance import CaptureFilters, Skipped
 from memory.models import Memory
+from memory.extraction import lesson_create, reactions_create
 from memory.reflection import lifecycle_totals
 from memory.relationships import relationships_update
 from memory.services import (
@@ -266,8 +267,9 @@ def apply_writes(*, bank, agent: str, turn: int, writes: list[dict]) -> None:
     """The write tools' requests of one turn (form_memory & co.), in turn_finish's transaction."""
     for write in writes:
         if write["tool"] == "form_memory":
+            extra = {k: write[k] for k in ("emotional_valence", "about") if k in write}
             memory_create(bank=bank, content=write["content"], agent=agent, kind=write["kind"], category="formed",
-                          importance=write["importance"], source="earned", turn=turn)
+                          importance=write["importance"], source="earned", turn=turn, **extra)
         elif write["tool"] == "reinforce_memory":
             memory = Memory.objects.in_bank(bank).filter(pk=write["memory_id"]).first()
             if memory is not None:
@@ -366,9 +368,11 @@ def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:
     made = 0
     for content, witnesses in seen:
         for name in witnesses:
-            memory_create(bank=simulation.bank, content=content, agent=name, kind="observation",
-                          category="witnessed", source="earned", turn=turn.number, importance=4.0,
-                          speaker=turn.agent, participants=everyone, metadata={"witnessed": True})
+            # The one who acted remembers doing it (kind "action"); the others saw it (an observation).
+            acted = name == turn.agent  # (a whisper's witnesses never include its speaker)
+            memory_create(bank=simulation.bank, content=content, agent=name, kind="action" if acted else "observation",
+                          category="done" if acted else "witnessed", source="earned", turn=turn.number,
+                          importance=4.0, speaker=turn.agent, participants=everyone, metadata={"witnessed": not acted})
             made += 1
     return made
 
@@ -427,9 +431,14 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     believed = spread(bank=simulation.bank, speaker=turn.agent, line=turn.utterance, vector=capture.vectors.get(capture.content),
                       heard_by=line.heard_by, turn=turn.number)
     # How each listener now stands with the speaker (memory.relationships): the line's own memory is the evidence.
-    relationships_update(bank=simulation.bank, speaker=turn.agent, text=line.text or turn.utterance,
-                         listeners=line.heard_by, turn=turn.number, whisper_to=line.whisper_to,
-                         evidence={m.agent: m for m in captured})
+    moved = relationships_update(bank=simulation.bank, speaker=turn.agent, text=line.text or turn.utterance,
+                                 listeners=line.heard_by, turn=turn.number, whisper_to=line.whisper_to,
+                                 evidence={m.agent: m for m in captured})
+    # Memories the line leaves besides itself (memory.extraction): how it made each listener feel,
+    # and a lesson its speaker drew aloud.
+    reactions_create(bank=simulation.bank, rows=moved, turn=turn.number)
+    lesson_create(bank=simulation.bank, agent=turn.agent, line=line.text or turn.utterance, turn=turn.number,
+                  evidence=next((m for m in captured if m.agent == turn.agent), None))
     not_kept = capture_note(captured.skipped)
     turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed), distortion_note(captured))
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.

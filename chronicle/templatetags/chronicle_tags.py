@@ -27,3 +27,17 @@ def seed_badge(bank):
     status = bank.seed_status if bank is not None else "idle"
     css, label = SEED_BADGES.get(status, ("", status))
     return {"css": css, "label": label, "status": status}
+
+
+# One icon per kind of memory (and for the world's events among observations), beside its label.
+KIND_ICONS = {"character": "🪪", "scene": "🏠", "character_knowledge": "👥", "episodic": "💬", "semantic": "💡",
+              "procedural": "🛠", "emotional": "❤", "observation": "👁", "action": "✋", "reflection": "💭",
+              "plan": "🗺"}
+
+
+@register.simple_tag
+def kind_icon(kind: str, category: str = "") -> str:
+    """"⚡" for a world event or an entrance (a stage direction), else the kind's own icon."""
+    if kind == "observation" and category == "stage":
+        return "⚡"
+    return KIND_ICONS.get(kind, "•")

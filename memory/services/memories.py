@@ -30,16 +30,18 @@ _EXTRA_FIELDS = {
 def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str = "semantic", category: str = "",
                   importance: float = 5.0, tags: Iterable[str] = (), source: str = "writer", turn: int | None = None,
                   **extra) -> Memory:
-    """One memory; `keys=[...]` in extra adds canonical queries; `evidence=[...]` links sources."""
+    """One memory; `keys=[...]` in extra adds canonical queries; `evidence=[...]` links sources;
+    `embedding=` a vector the caller embedded already (several memories in one model call)."""
     validate_content(content)
     keys = [k.strip()[:300] for k in extra.pop("keys", None) or [] if k and k.strip()]
     evidence = extra.pop("evidence", None) or []
+    vector = extra.pop("embedding", None)
     unknown = set(extra) - _EXTRA_FIELDS
     if unknown:
         raise TypeError(f"memory_create() got unexpected fields: {', '.join(sorted(unknown))}")
     memory = Memory(
         bank=bank, content=content, agent=agent, kind=kind, category=category, importance=importance,
-        tags=list(tags), source=source, turn=turn, embedding=embed_one(content), **extra,
+        tags=list(tags), source=source, turn=turn, embedding=embed_one(content) if vector is None else vector, **extra,
     )
     memory.full_clean(exclude=["embedding"])
     memory.save()

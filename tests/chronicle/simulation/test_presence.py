@@ -74,7 +74,10 @@ def test_actions_are_seen_by_everyone_present(user, dinner):
     simulation = start_seeded(user, dinner, max_turns=2)
     say(simulation, 0, "Jordan", "*pours the wine* To Bella's!")
     seen = Memory.objects.in_bank(simulation.bank).filter(kind="observation", category="witnessed")
-    assert sorted(seen.values_list("agent", "content")) == [(n, "Jordan pours the wine.") for n in ("Alex", "Jordan", "Sam")]
+    assert sorted(seen.values_list("agent", "content")) == [(n, "Jordan pours the wine.") for n in ("Alex", "Sam")]
+    # Jordan remembers doing it: an action of its own.
+    done = Memory.objects.in_bank(simulation.bank).get(agent="Jordan", kind="action")
+    assert done.content == "Jordan pours the wine." and done.category == "done"
 
 
 def test_the_form_names_a_bad_direction_and_keeps_the_rest(user, dinner, client_for):

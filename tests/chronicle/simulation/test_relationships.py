@@ -76,3 +76,35 @@ def test_a_branch_keeps_the_standing_from_before_its_turn(user, dinner):
     kept = copied[("Jordan", "Alex")]
     assert kept.evidence is not None and kept.evidence.bank_id == branch.bank_id
     assert Memory.objects.get(pk=kept.evidence_id).content.startswith("Alex said: Thank you, Jordan")
+
+
+def test_lines_leave_feelings_and_lessons_and_agents_form_their_own(user, dinner):
+    """Extended memory types formed in play (memory.extraction, form_memory's valence and target)."""
+    simulation = start_seeded(user, dinner, max_turns=6)
+    say(simulation, 0, "Alex", "Jordan, thank you, that was a lovely idea.")
+    say(simulation, 1, "Sam", "Alex, that is so selfish. Next time I will check the prices first.")
+    felt = Memory.objects.in_bank(simulation.bank).filter(kind="emotional", category="reaction")
+    warm = felt.get(agent="Jordan", turn=1)
+    assert warm.about == "Alex" and warm.emotional_valence == pytest.approx(1.0)  # 0.25 × 1.5 → capped 0.3 → 1
+    assert warm.content.startswith("Jordan warmed to Alex at turn 1: “Jordan, thank you")
+    assert list(warm.evidence.values_list("agent", "turn")) == [("Jordan", 1)]
+    hurt = felt.get(agent="Alex", turn=2)
+    assert hurt.about == "Sam" and hurt.emotional_valence == pytest.approx(-1.0) and "was hurt by Sam" in hurt.content
+    lesson = Memory.objects.in_bank(simulation.bank).get(kind="procedural", category="lesson")
+    assert lesson.agent == "Sam" and lesson.content == "Lesson Sam drew at turn 2: Next time I will check the prices first."
+    # Feelings are found by what they are about.
+    found = call_tool("query_memory", {"query": "how did Alex make me feel?"},
+                      context=ToolContext(bank=simulation.bank, agent="Jordan", current_turn=3))
+    assert warm.pk in [r.memory.pk for r in found.results]
+
+    # An agent forms a feeling of its own, with its valence and target, when its turn ends.
+    outcome = TurnOutcome(utterance="Fine.")
+    ctx = ToolContext(bank=simulation.bank, agent="Sam", current_turn=3, deferred=outcome.writes)
+    assert call_tool("form_memory", {"content": "I felt left out when they chose for me.", "importance": 7,
+                                     "type": "emotional", "valence": -0.6, "about": "Alex"}, context=ctx).error == ""
+    assert call_tool("form_memory", {"content": "x" * 20, "importance": 5, "valence": 3}, context=ctx).error \
+        == "valence must be between -1 and 1."
+    claim = turns.turn_claim(simulation_id=simulation.pk, index=2, agent="Sam")
+    turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=outcome)
+    own = Memory.objects.in_bank(simulation.bank).get(kind="emotional", category="formed")
+    assert (own.agent, own.about, own.emotional_valence, own.turn) == ("Sam", "Alex", -0.6, 3)

@@ -1,0 +1,58 @@
+"""Memories formed in play besides the lines themselves (issue 15, seed 000's extended types), offline:
+
+- an **emotional** reaction: a listener whose affinity towards the speaker a line moved
+  (memory.relationships) keeps how it felt — valence from the move (±0.3 → ±1), its target the
+  speaker (`about`), the line's memory as evidence;
+- a **procedural** lesson: a speaker who draws one aloud ("next time…", "I've learned…", "never
+  again…") keeps the sentence as a lesson.
+
+Agents form semantic facts, emotions (with valence and target) and lessons themselves with the
+`form_memory` tool; these rules make the same kinds when the model does not.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memory.cache import embed_texts
+from memory.models import Memory, MemoryBank, Relationship
+from memory.relationships import MAX_STEP
+from memory.services.memories import memory_create
+
+LESSON = re.compile(r"[^.!?]*\b(?:next time|lesson|i(?:'ve| have)? learn(?:ed|t)|never again|from now on|"
+                    r"should have|shouldn't have|always check|note to self)\b[^.!?]*[.!?]?", re.IGNORECASE)
+
+
+def reactions_create(*, bank: MemoryBank, rows: list[Relationship], turn: int) -> list[Memory]:
+    """An emotional memory for each listener whose affinity the line moved."""
+    moved = [row for row in rows if row.affinity_change]
+    texts = []
+    for row in moved:
+        feeling = "warmed to" if row.affinity_change > 0 else "was hurt by"
+        quote = row.reason.split(": ", 1)[1].rsplit(" (", 1)[0] if ": " in row.reason else ""
+        texts.append(f"{row.agent} {feeling} {row.other} at turn {turn}: {quote}".strip())
+    vectors = embed_texts(texts) if texts else []  # one model call for every listener's reaction
+    made = []
+    for row, text, vector in zip(moved, texts, vectors):
+        valence = max(-1.0, min(1.0, row.affinity_change / MAX_STEP))
+        made.append(memory_create(
+            bank=bank, agent=row.agent, kind="emotional", category="reaction", about=row.other, turn=turn,
+            content=text, emotional_valence=round(valence, 3), importance=round(3 + 4 * abs(valence), 2),
+            source="earned", speaker=row.other, evidence=[row.evidence_id] if row.evidence_id else [],
+            embedding=vector, metadata={"extracted": "reaction"}))
+    return made
+
+
+def lesson_of(line: str) -> str:
+    """The sentence of a line that draws a lesson, or ""."""
+    match = LESSON.search(line or "")
+    return " ".join(match.group().split()) if match else ""
+
+
+def lesson_create(*, bank: MemoryBank, agent: str, line: str, turn: int, evidence: Memory | None) -> Memory | None:
+    lesson = lesson_of(line)
+    if not lesson:
+        return None
+    return memory_create(bank=bank, agent=agent, kind="procedural", category="lesson", turn=turn, importance=6.0,
+                         content=f"Lesson {agent} drew at turn {turn}: {lesson}", source="earned",
+                         evidence=[evidence] if evidence is not None else [], metadata={"extracted": "lesson"})
