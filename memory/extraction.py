@@ -7,7 +7,9 @@
   again…") keeps the sentence as a lesson.
 
 Agents form semantic facts, emotions (with valence and target) and lessons themselves with the
-`form_memory` tool; these rules make the same kinds when the model does not.
+`form_memory` tool; these rules make the same kinds when the model does not. They run in a task
+after the turn's commit (`extract_after_turn`, memory.tasks): the feelings are embedded off the
+turn's path, as the in-reply-to keys are.
 """
 
 from __future__ import annotations
@@ -56,3 +58,19 @@ def lesson_create(*, bank: MemoryBank, agent: str, line: str, turn: int, evidenc
     return memory_create(bank=bank, agent=agent, kind="procedural", category="lesson", turn=turn, importance=6.0,
                          content=f"Lesson {agent} drew at turn {turn}: {lesson}", source="earned",
                          evidence=[evidence] if evidence is not None else [], metadata={"extracted": "lesson"})
+
+
+def extract_after_turn(*, bank_id: int, turn: int, speaker: str, text: str) -> list[Memory]:
+    """What a stored line leaves besides itself: the listeners' feelings (from the relationship
+    changes it made) and its speaker's lesson. Once per line: a redelivered task finds them made."""
+    bank = MemoryBank.objects.filter(pk=bank_id).first()
+    if bank is None:
+        return []  # the run was deleted meanwhile
+    done = Memory.objects.in_bank(bank).filter(turn=turn, metadata__extracted__isnull=False, speaker__in=[speaker, ""])
+    if done.exists() or Memory.objects.in_bank(bank).filter(turn=turn, agent=speaker, category="lesson").exists():
+        return []
+    rows = list(Relationship.objects.filter(bank=bank, turn=turn, other=speaker))
+    made = reactions_create(bank=bank, rows=rows, turn=turn)
+    own = Memory.objects.in_bank(bank).filter(kind="episodic", turn=turn, agent=speaker, speaker=speaker).first()
+    lesson = lesson_create(bank=bank, agent=speaker, line=text, turn=turn, evidence=own)
+    return made + ([lesson] if lesson else [])

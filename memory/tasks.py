@@ -68,3 +68,11 @@ def consolidate_bank_task(bank_id: int, agent: str, before_turn: int, budget: in
     if bank is None or not consolidation_due(bank, agent, budget):
         return 0
     return len(consolidate(bank, agent, before_turn=before_turn))
+
+
+@shared_task(soft_time_limit=300, time_limit=330)
+def extract_task(bank_id: int, turn: int, speaker: str, text: str) -> int:
+    """A turn's feelings and lesson (memory.extraction), after its commit."""
+    from memory.extraction import extract_after_turn
+
+    return len(extract_after_turn(bank_id=bank_id, turn=turn, speaker=speaker, text=text))

@@ -11,6 +11,7 @@ Why it cannot duplicate or skip a turn:
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from chronicle.simulation.selectors import turn_overrides
 from chronicle.simulation.stage import Delivery, deliver
 from memory.importance import CaptureFilters, Skipped
 from memory.models import Memory
-from memory.extraction import lesson_create, reactions_create
+from memory.extraction import lesson_of
 from memory.reflection import lifecycle_totals
 from memory.relationships import relationships_update
 from memory.services import (
@@ -42,6 +43,8 @@ from memory.services import (
     memory_reinforce,
 )
 from memory.sheets import CharacterSheet, ScenarioSheet
+
+log = logging.getLogger(__name__)
 
 
 def stale_after() -> float:
@@ -356,6 +359,15 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     return plan
 
 
+def _queue_extract(*args) -> None:
+    from memory.tasks import extract_task  # memory.tasks loads the model's services lazily
+
+    try:
+        extract_task.delay(*args)
+    except Exception:  # no broker: the line is kept; its feelings and lesson are not made
+        log.exception("could not queue what turn %s leaves besides its line", args[1])
+
+
 def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:
     """What those present saw besides the words: a whisper happening, the speaker's actions
     ("*pours the wine*"), stored as observations of each witness (in turn_finish's transaction)."""
@@ -435,10 +447,10 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
                                  listeners=line.heard_by, turn=turn.number, whisper_to=line.whisper_to,
                                  evidence={m.agent: m for m in captured})
     # Memories the line leaves besides itself (memory.extraction): how it made each listener feel,
-    # and a lesson its speaker drew aloud.
-    reactions_create(bank=simulation.bank, rows=moved, turn=turn.number)
-    lesson_create(bank=simulation.bank, agent=turn.agent, line=line.text or turn.utterance, turn=turn.number,
-                  evidence=next((m for m in captured if m.agent == turn.agent), None))
+    # and a lesson its speaker drew aloud; made by a task after the commit, off the turn's path.
+    if moved or lesson_of(line.text or turn.utterance):
+        args = (simulation.bank_id, turn.number, turn.agent, line.text or turn.utterance)
+        transaction.on_commit(lambda: _queue_extract(*args))
     not_kept = capture_note(captured.skipped)
     turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed), distortion_note(captured))
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.

@@ -9,6 +9,7 @@ import pytest
 from chronicle.simulation import services, turns
 from chronicle.simulation.engine import TurnOutcome, prepopulate
 from chronicle.writing import services as writing
+from memory.extraction import extract_after_turn
 from memory.models import Memory, Relationship
 from memory.relationships import judge, standing
 from memory.tools import ToolContext, call_tool
@@ -78,11 +79,20 @@ def test_a_branch_keeps_the_standing_from_before_its_turn(user, dinner):
     assert Memory.objects.get(pk=kept.evidence_id).content.startswith("Alex said: Thank you, Jordan")
 
 
-def test_lines_leave_feelings_and_lessons_and_agents_form_their_own(user, dinner):
+def test_lines_leave_feelings_and_lessons_and_agents_form_their_own(user, dinner, django_capture_on_commit_callbacks):
     """Extended memory types formed in play (memory.extraction, form_memory's valence and target)."""
     simulation = start_seeded(user, dinner, max_turns=6)
-    say(simulation, 0, "Alex", "Jordan, thank you, that was a lovely idea.")
-    say(simulation, 1, "Sam", "Alex, that is so selfish. Next time I will check the prices first.")
+    first = "Jordan, thank you, that was a lovely idea."
+    second = "Alex, that is so selfish. Next time I will check the prices first."
+    with django_capture_on_commit_callbacks() as queued:
+        say(simulation, 0, "Alex", first)
+        say(simulation, 1, "Sam", second)
+    # Each line's feelings and lesson are made by a task after its commit (with the keys, the next turn).
+    assert sum("turn_finish.<locals>" in repr(callback) for callback in queued) == 2
+    # What extract_task does with them (a worker, in a run):
+    extract_after_turn(bank_id=simulation.bank_id, turn=1, speaker="Alex", text=first)
+    extract_after_turn(bank_id=simulation.bank_id, turn=2, speaker="Sam", text=second)
+    assert extract_after_turn(bank_id=simulation.bank_id, turn=2, speaker="Sam", text=second) == []  # once
     felt = Memory.objects.in_bank(simulation.bank).filter(kind="emotional", category="reaction")
     warm = felt.get(agent="Jordan", turn=1)
     assert warm.about == "Alex" and warm.emotional_valence == pytest.approx(1.0)  # 0.25 × 1.5 → capped 0.3 → 1
