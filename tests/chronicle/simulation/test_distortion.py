@@ -10,6 +10,7 @@ from django.urls import reverse
 from chronicle.simulation import services, turns
 from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Simulation
+from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import services as writing
 from memory.distortion import DistortionError, parse, retrieval_filter
 from memory.models import Memory
@@ -43,7 +44,7 @@ def test_filters_are_parsed_and_bad_ones_named():
 
 
 def test_each_stage_distorts_and_the_writer_sees_what_was_really_said(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=6, distortions=FILTERS)
+    simulation = start_seeded(user, dinner, max_turns=6, distortions=FILTERS, retrieval_mode="prepopulate")
     say(simulation, 0, "Alex", "The kitchen fire last year scared everyone.")
     done = say(simulation, 1, "Alex", "You look great tonight, Sam. I booked the table by the fire.")
 
@@ -77,6 +78,13 @@ def test_each_stage_distorts_and_the_writer_sees_what_was_really_said(user, dinn
     assert "trauma (fire, smoke)" in bank
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert "Jordan: paranoia (formation)" in page
+    # The next turn's agent recalls a distorted copy of its own: the inspector shows both texts.
+    assert run_turn_task.apply(args=(simulation.pk, 2)).get() == "done"
+    turn = simulation.turns.get(index=2)
+    recalled = [res for r in turn.retrievals.all() for res in r.results if (res.get("distortion") or {}).get("original")]
+    assert recalled and turn.agent == "Sam"
+    inspector = client_for(user).get(reverse("turn_inspect", args=[simulation.pk, 2])).content.decode()
+    assert "really said:" in inspector and recalled[0]["distortion"]["original"] in inspector
 
 
 def test_a_run_replays_without_its_distortions(user, dinner, client_for):
