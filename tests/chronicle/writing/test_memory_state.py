@@ -119,4 +119,5 @@ def test_a_memorys_links_show_as_a_graph_to_its_owner_only(user, other_user, fin
     assert f"#{insight.pk}" in back and "supports" in back  # the other way round
     bank = client_for(user).get(reverse("chronicle_memories", args=[finished.pk])).content.decode()
     assert url in bank  # each card opens its links
+    assert "{#" not in bank and "#}" not in bank  # no template comment leaks onto the page
     assert client_for(other_user).get(url).status_code == 404
