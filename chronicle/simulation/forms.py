@@ -58,7 +58,9 @@ class SimulationForm(forms.ModelForm):
         fields = ["title", *SETTINGS]
         widgets = {"base_url": forms.TextInput(attrs={"placeholder": "http://127.0.0.1:11434/v1"}),
                    "planted_beliefs": forms.Textarea(attrs={"rows": 2, "placeholder": "Sam: Bella's is closing down next month. [false]"}),
-                   "stage_directions": forms.Textarea(attrs={"rows": 4, "placeholder": "1: Sam is away\n5: Sam enters\n6: The lights go out."})}
+                   "stage_directions": forms.Textarea(attrs={"rows": 4, "placeholder": "1: Sam is away\n5: Sam enters\n6: The lights go out."}),
+                   "distortions": forms.Textarea(attrs={"rows": 3, "placeholder": "Jordan: paranoia\nJordan: trauma (fire, smoke)"}),
+                   "sequel_carry": forms.Textarea(attrs={"rows": 3, "placeholder": "Alex: all\nJordan: reflections\nSam: none"})}
         labels = {"max_turns": "Turns", "max_tool_calls": "Maximum tool calls per turn", "timeout_s": "Time-out (s)",
                   "base_url": "Base URL",
                   "pace_s": "Pace (seconds before each line)"}
