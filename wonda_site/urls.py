@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from memory import views as memory_views
 from wonda_site import views
 
 admin.site.site_header = "Wonda memory inspection"
@@ -9,6 +10,7 @@ admin.site.site_title = "Wonda admin"
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("admin/integrity/", memory_views.integrity, name="memory_integrity"),
     path("admin/", admin.site.urls),
     path("simulations/", include("chronicle.simulation.urls")),
     path("chronicle/", include("chronicle.writing.urls")),
