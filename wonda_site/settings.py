@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "wonda_site",
     "memory",
     "chronicle",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -211,3 +212,6 @@ LOGGING = {
                 # one INFO line per HTTP request (LLM calls, the drills' clients) drowns the worker log
                 "httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
 }
+
+# The HTTP API (api/): requests per token (django-ninja's throttling, kept in the cache).
+API_RATE = os.environ.get("WONDA_API_RATE", "120/min")

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from api import views as api_views
+from api.api import urls as api_urls
 from memory import views as memory_views
 from wonda_site import views
 
@@ -10,6 +12,9 @@ admin.site.site_title = "Wonda admin"
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("api/", api_urls()),
+    path("settings/tokens/", api_views.tokens, name="api_tokens"),
+    path("settings/tokens/<int:pk>/revoke/", api_views.token_revoke, name="api_token_revoke"),
     path("admin/integrity/", memory_views.integrity, name="memory_integrity"),
     path("admin/", admin.site.urls),
     path("simulations/", include("chronicle.simulation.urls")),
