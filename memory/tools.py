@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 
 from memory.models import Memory
-from memory.retrieval import MemoryFilter, RecallResult, recall
+from memory.retrieval import MemoryFilter, Recalled, RecallResult, recall
 from memory.retrieval.confidence import calibrated, retrieval_confidence
 from memory.retrieval.enhance import EnhancedQuery, QueryEnhancement
 from memory.relationships import standing
@@ -65,6 +65,7 @@ class ToolCallResult:
     results: list[RecallResult]
     latency_ms: float
     error: str = ""
+    path: str = ""  # how its search found them: "exact", "index" or "cache" (recall's Recalled.path)
 
     def to_dict(self) -> dict:
         return {
@@ -208,7 +209,7 @@ def recall_sheet(bank, agent: str, *, scoring: str = "similarity", weights: dict
         result.rank = rank
     if key is not None:
         _stable_put(key, picked)
-    return flt, picked
+    return flt, Recalled(picked, path=getattr(ranked, "path", "exact"))
 
 
 
@@ -246,7 +247,7 @@ def _stable_key(bank, agent: str, scoring: str, weights: dict | None, what: tupl
 
 def _stable_get(key: tuple) -> list[RecallResult]:
     _STABLE.move_to_end(key)
-    return [replace(r) for r in _STABLE[key]]  # copies: callers number the ranks of their own
+    return Recalled([replace(r) for r in _STABLE[key]], path="cache")  # copies: callers number their own ranks
 
 
 def _stable_put(key: tuple, results: list[RecallResult]) -> None:
@@ -569,5 +570,5 @@ def call_tool(name: str, arguments: dict | str | None, *, context: ToolContext) 
     return ToolCallResult(
         name=name, arguments=raw_args, response=response, query=query,
         filter=flt.to_dict() if flt else {}, results=results,
-        latency_ms=(time.perf_counter() - started) * 1000, error=error,
+        latency_ms=(time.perf_counter() - started) * 1000, error=error, path=getattr(results, "path", ""),
     )

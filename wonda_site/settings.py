@@ -213,5 +213,7 @@ LOGGING = {
                 "httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
 }
 
+# /metrics (wonda_site/metrics.py): staff sessions, or a scraper sending "Authorization: Bearer <this>".
+METRICS_TOKEN = os.environ.get("WONDA_METRICS_TOKEN", "")
 # The HTTP API (api/): requests per token (django-ninja's throttling, kept in the cache).
 API_RATE = os.environ.get("WONDA_API_RATE", "120/min")

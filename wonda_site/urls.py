@@ -4,13 +4,14 @@ from django.urls import include, path
 from api import views as api_views
 from api.api import urls as api_urls
 from memory import views as memory_views
-from wonda_site import views
+from wonda_site import metrics, views
 
 admin.site.site_header = "Wonda memory inspection"
 admin.site.site_title = "Wonda admin"
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", api_urls()),
     path("settings/tokens/", api_views.tokens, name="api_tokens"),

@@ -325,7 +325,7 @@ def _run_tool(call: dict, offered: set[str], context: ToolContext, outcome: Turn
     snapshots, response = exclude_results([r.snapshot() for r in result.results], result.response, excluded)
     row.update(arguments=result.arguments or arguments, query=result.query or "", filter=result.filter or {},
                results=snapshots, response=response,
-               latency_ms=round(result.latency_ms, 2), error=result.error or "")
+               latency_ms=round(result.latency_ms, 2), error=result.error or "", path=result.path)
     return response
 
 
@@ -411,7 +411,7 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
                      for r in results]
         outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
                        filter=memory_filter.to_dict() if memory_filter else {}, results=snapshots, error=error,
-                       latency_ms=round((time.perf_counter() - started) * 1000, 2))
+                       latency_ms=round((time.perf_counter() - started) * 1000, 2), path=getattr(results, "path", ""))
         section = sections.setdefault(title, Section(title))
         for snap in snapshots:
             if snap.get("excluded") or snap["memory_id"] in shown:

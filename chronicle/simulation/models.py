@@ -471,6 +471,9 @@ class Retrieval(models.Model):
     results = models.JSONField(default=list, blank=True)  # RecallResult.snapshot() dicts
     response = models.JSONField(default=dict, blank=True)  # what the agent read
     latency_ms = models.FloatField(default=0)
+    # How the search found them: "exact" (a scan), "index" (the bank's vector index) or "cache" (kept
+    # between turns); blank for a call that searched nothing (metrics: retrieval latency by path).
+    path = models.CharField(max_length=10, blank=True)
     error = models.TextField(blank=True)
     order = models.PositiveIntegerField(default=0)
 

@@ -20,7 +20,7 @@ VERSION = 1
 SETTINGS = (*(f for f in SETTING_FIELDS if f not in SECRET_SETTINGS), "tools_unsupported")
 TURN_FIELDS = ("index", "agent", "utterance", "status", "error", "prompt_messages", "usage",
                "full_definition_tokens", "context", "note", "attempts", "heard_by", "whisper_to")
-RETRIEVAL_FIELDS = ("agent", "tool", "arguments", "query", "filter", "results", "response", "latency_ms", "error", "order")
+RETRIEVAL_FIELDS = ("agent", "tool", "arguments", "query", "filter", "results", "response", "latency_ms", "path", "error", "order")
 MEMORY_FIELDS = ("agent", "kind", "category", "about", "turn", "speaker", "content", "importance", "emotional_valence",
                  "participants", "location", "tags", "related_goals", "decay_rate", "source", "status", "metadata")
 

@@ -83,6 +83,15 @@ class MemoryFilter:
         return " AND ".join(clauses), params
 
 
+class Recalled(list):
+    """recall()'s answer: its results, and `path`, how they were found ("exact", "index", or
+    "cache" for a search over what only the writer makes, kept between turns)."""
+
+    def __init__(self, results=(), path: str = "exact"):
+        super().__init__(results)
+        self.path = path
+
+
 @dataclass
 class RecallResult:
     memory: Memory

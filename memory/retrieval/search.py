@@ -7,6 +7,8 @@ exactly or takes the indexes' top lists, whichever answers the filter faster wit
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
@@ -15,7 +17,7 @@ from memory.cache import embed_one, embed_texts
 from memory.indexing import has_bank_index
 from memory.lexical import lexical_query, lexical_query_from_stats, name_grams, termstat_count
 from memory.retrieval.enhance import CONTEXT_WEIGHT, SYNONYM_IDF_SCALE, SYNONYM_VECTOR_WEIGHT, EnhancedQuery
-from memory.retrieval.filters import MemoryFilter, RecallResult
+from memory.retrieval.filters import MemoryFilter, Recalled, RecallResult
 from memory.retrieval.scoring import FUSION_DEPTH, Fusion, resolve_weights
 from memory.retrieval.sql import (
     Ranked, count_candidates, hnsw_settings, index_candidates, pyformat, ranked_sql, run_ranked, window_candidates,
@@ -26,6 +28,11 @@ NARROW_EXACT_LIMIT = 30_000  # a filter narrower than the bank: exact up to here
 INDEXED_EXACT_LIMIT = 2_000  # in a bank with its own index (> EXACT_LIMIT memories), exact only up to here
 HNSW_FETCH = 40             # over-fetch from each index before the exact re-rank (at least 4·k)
 LEXICAL_POOL_ROWS = 1_000   # above it, the BM25 list scores at most ~this many rows of the rarest terms
+
+
+# Which path answered the last search in this context, "exact" (a scan) or "index" (the HNSW
+# indexes): recall() hands it on as its answer's `.path` (metrics: retrieval latency by path).
+_path: ContextVar[str] = ContextVar("recall_path", default="exact")
 
 
 def recall(bank, query: str | None = None, *, agent: str | None = None, filter: MemoryFilter | None = None,
@@ -90,7 +97,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
             # hnsw_settings' planner setting would outlive this search in the caller's transaction.
             with connection.cursor() as cursor:
                 cursor.execute("SELECT set_config('enable_sort', 'on', true)")
-    results = [
+    results = Recalled([
         RecallResult(
             memory=row.memory, rank=i + 1, score=float(row.score),
             components={"similarity": float(row.c_similarity), "recency": float(row.c_recency),
@@ -100,13 +107,14 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
             matched_key=row.matched_key,
         )
         for i, row in enumerate(rows)
-    ]
+    ], path=_path.get())
+    path = results.path
     if associations and results and flt.ids is None:
         results = _spread(bank, results, flt, k=k, weight=float(associations), query_vector=qvec, scoring=scoring,
                           weights=weights, current_turn=current_turn, clock=clock)
     if distort is not None and results:
         results = distort.apply(results)
-    return results
+    return results if isinstance(results, Recalled) else Recalled(results, path=path)
 
 
 def linked_ids(memory_ids: list[int]) -> dict[int, set[int]]:
@@ -210,6 +218,7 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
     if not exact and len(rows) < k:
         # More than EXACT_LIMIT match, so k do: an index scan that came back short is redone exactly.
         return _plain_rows(flt, bank_id, qvec, base, k, scoring, True, window)
+    _path.set("exact" if exact else "index")
     return rows
 
 
@@ -276,6 +285,7 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
                                  pool_ids=" UNION ".join(pool) if pool else None, temporal=window is not None), named)
     if not exact and len(rows) < min(k, candidates):
         return _fused_rows(query, flt, bank_id, qvec, base, k, scoring, True, fusion, enhance)
+    _path.set("exact" if exact else "index")
     return rows
 
 
