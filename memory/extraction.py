@@ -21,8 +21,9 @@ from memory.models import Memory, MemoryBank, Relationship
 from memory.relationships import MAX_STEP
 from memory.services.memories import memory_create
 
-LESSON = re.compile(r"[^.!?]*\b(?:next time|lesson|i(?:'ve| have)? learn(?:ed|t)|never again|from now on|"
-                    r"should have|shouldn't have|always check|note to self)\b[^.!?]*[.!?]?", re.IGNORECASE)
+LESSON = re.compile(r"\b(?:next time|lesson|i(?:'ve| have)? learn(?:ed|t)|never again|from now on|"
+                    r"should have|shouldn't have|always check|note to self)\b", re.IGNORECASE)
+_SENTENCE = re.compile(r"[^.!?]*[.!?]?")
 
 
 def reactions_create(*, bank: MemoryBank, rows: list[Relationship], turn: int) -> list[Memory]:
@@ -48,7 +49,12 @@ def reactions_create(*, bank: MemoryBank, rows: list[Relationship], turn: int) -
 def lesson_of(line: str) -> str:
     """The sentence of a line that draws a lesson, or ""."""
     match = LESSON.search(line or "")
-    return " ".join(match.group().split()) if match else ""
+    if not match:
+        return ""
+    # The sentence holding the marker (a plain scan: a leading [^.!?]* in the pattern backtracked).
+    start = max(line.rfind(c, 0, match.start()) for c in ".!?") + 1
+    sentence = _SENTENCE.match(line, start).group()
+    return " ".join(sentence.split())
 
 
 def lesson_create(*, bank: MemoryBank, agent: str, line: str, turn: int, evidence: Memory | None) -> Memory | None:

@@ -89,7 +89,9 @@ def importance_since_last_reflections(bank: MemoryBank, agents: list[str]) -> di
 def lifecycle_totals(bank: MemoryBank, agents: list[str]) -> dict[str, tuple[float, int]]:
     """Per agent, what the checks after each turn need, in one statement: the importance of its
     earned memories since its latest reflection (the reflection threshold's measure) and how many
-    earned memories it has active (the consolidation budget's, memory.consolidation)."""
+    earned memories it has active (the consolidation budget's, memory.consolidation). A feeling or
+    lesson drawn from a line (memory.extraction) adds nothing to the first: the line it comes from
+    was scored already, its emotion included."""
     if not agents:
         return {}
     with connection.cursor() as cursor:
@@ -100,7 +102,8 @@ def lifecycle_totals(bank: MemoryBank, agents: list[str]) -> dict[str, tuple[flo
                  WHERE bank_id = %(bank)s AND agent = ANY(%(agents)s) AND kind = 'reflection' GROUP BY agent
             )
             SELECT m.agent,
-                   coalesce(sum(m.importance) FILTER (WHERE last.turn IS NULL OR m.turn > last.turn), 0),
+                   coalesce(sum(m.importance) FILTER (WHERE (last.turn IS NULL OR m.turn > last.turn)
+                                                      AND NOT m.metadata ? 'extracted'), 0),
                    count(*) FILTER (WHERE m.status = 'active')
               FROM memory_memory m LEFT JOIN last ON last.agent = m.agent
              WHERE m.bank_id = %(bank)s AND m.agent = ANY(%(agents)s) AND m.source = 'earned'

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from memory.models import Memory, MemoryBank, Relationship
 
@@ -93,13 +93,17 @@ def judge(text: str, *, listener: str, whispered: bool = False) -> Judgement:
                      why="; ".join(p for p in parts if p))
 
 
-def standing(bank: MemoryBank | int, agent: str | None = None,
-             before_turn: int | None = None) -> dict[tuple[str, str], Relationship]:
-    """The latest row of each pair (agent → other), optionally of one agent only, or as it stood
-    when turn `before_turn` began."""
+def standing(bank: MemoryBank | int, agent: str | None = None, before_turn: int | None = None, *,
+             other: str | None = None, agents: list[str] | None = None) -> dict[tuple[str, str], Relationship]:
+    """The latest row of each pair (agent → other), optionally of one agent (or `agents`) towards
+    anyone (or `other`), or as it stood when turn `before_turn` began."""
     rows = Relationship.objects.filter(bank=bank)
     if agent is not None:
         rows = rows.filter(agent=agent)
+    if agents is not None:
+        rows = rows.filter(agent__in=agents)
+    if other is not None:
+        rows = rows.filter(other=other)
     if before_turn is not None:
         rows = rows.filter(turn__lt=before_turn)
     rows = rows.order_by("agent", "other", "-turn", "-id").distinct("agent", "other")
@@ -115,13 +119,16 @@ def relationships_update(*, bank: MemoryBank, speaker: str, text: str, listeners
     judged = {name: j for name, j in judged.items() if j.changes}
     if not judged:
         return []
-    current = {agent: row for (agent, _other), row in
-               standing(bank).items() if _other == speaker and agent in judged}
+    with connection.cursor() as cursor:  # each listener's latest standing towards the speaker (every turn: raw, ~0.5 ms)
+        cursor.execute("SELECT DISTINCT ON (agent) agent, trust, affinity FROM memory_relationship "
+                       "WHERE bank_id = %s AND other = %s AND agent = ANY(%s) ORDER BY agent, turn DESC, id DESC",
+                       [bank.pk if hasattr(bank, "pk") else int(bank), speaker, list(judged)])
+        current = {agent: (trust, affinity) for agent, trust, affinity in cursor.fetchall()}
     rows = []
     for name, j in judged.items():
-        before = current.get(name)
-        trust = _clamp((before.trust if before else 0.0) + j.trust)
-        affinity = _clamp((before.affinity if before else 0.0) + j.affinity)
+        trust_before, affinity_before = current.get(name, (0.0, 0.0))
+        trust = _clamp(trust_before + j.trust)
+        affinity = _clamp(affinity_before + j.affinity)
         memory = (evidence or {}).get(name)
         rows.append(Relationship(
             bank=bank, agent=name, other=speaker, turn=turn, trust=round(trust, 3), affinity=round(affinity, 3),
