@@ -63,15 +63,7 @@ def bank_copy(*, source: MemoryBank, target: MemoryBank, as_of_turn: int) -> dic
         values["last_accessed_turn"] = max(turns) if turns else None
         values["metadata"] = dict(memory.metadata or {}, copied_from=memory.pk)
         copies.append(Memory(bank=target, **values))
-    Memory.objects.bulk_create(copies, batch_size=500)
-    mapping = {old.pk: new.pk for old, new in zip(memories, copies)}
-    MemoryKey.objects.bulk_create([MemoryKey(memory_id=mapping[k.memory_id], query=k.query, embedding=k.embedding)
-                                   for k in MemoryKey.objects.filter(memory_id__in=mapping)], batch_size=1000)
-    links = Memory.evidence.through
-    links.objects.bulk_create([
-        links(from_memory_id=mapping[a], to_memory_id=mapping[b])
-        for a, b in links.objects.filter(from_memory_id__in=mapping, to_memory_id__in=mapping)
-        .values_list("from_memory_id", "to_memory_id")])
+    mapping = _store_copies(memories, copies)
     MemoryAccess.objects.bulk_create([MemoryAccess(memory_id=mapping[memory_id], turn=turn, count=count)
                                       for memory_id, seen in history.items() for turn, count in seen])
     # How the agents stood with each other before that turn, with their evidence where it was copied.
@@ -117,8 +109,17 @@ def bank_carry(*, source: MemoryBank, target: MemoryBank, carry: dict[str, str],
         values["metadata"] = dict(memory.metadata or {}, carried_from={"memory": memory.pk, "turn": memory.turn,
                                                                        "run": source_label})
         copies.append(Memory(bank=target, **values))
+    _store_copies(picked, copies)
+    if copies:
+        bank_index_wanted(target.pk)
+    return counts
+
+
+def _store_copies(originals: list[Memory], copies: list[Memory]) -> dict[int, int]:
+    """Save copies made of `originals` (same order) with the originals' keys and the links among
+    them (a branch's bank copy, a sequel's carry). Returns {original id: copy id}."""
     Memory.objects.bulk_create(copies, batch_size=500)
-    mapping = {old.pk: new.pk for old, new in zip(picked, copies)}
+    mapping = {old.pk: new.pk for old, new in zip(originals, copies)}
     MemoryKey.objects.bulk_create([MemoryKey(memory_id=mapping[k.memory_id], query=k.query, embedding=k.embedding)
                                    for k in MemoryKey.objects.filter(memory_id__in=mapping)], batch_size=1000)
     links = Memory.evidence.through
@@ -126,6 +127,4 @@ def bank_carry(*, source: MemoryBank, target: MemoryBank, carry: dict[str, str],
         links(from_memory_id=mapping[a], to_memory_id=mapping[b])
         for a, b in links.objects.filter(from_memory_id__in=mapping, to_memory_id__in=mapping)
         .values_list("from_memory_id", "to_memory_id")])
-    if copies:
-        bank_index_wanted(target.pk)
-    return counts
+    return mapping
