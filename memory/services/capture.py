@@ -161,7 +161,8 @@ def capture_commit(plan: CapturePlan) -> Captured:
     links = Memory.evidence.through  # a trauma's links, both ways (as associate_memories makes them)
     links.objects.bulk_create(
         [links(from_memory_id=m.pk, to_memory_id=other) for m in new for other in plan.trauma_links.get(m.agent, [])]
-        + [links(from_memory_id=other, to_memory_id=m.pk) for m in new for other in plan.trauma_links.get(m.agent, [])])
+        + [links(from_memory_id=other, to_memory_id=m.pk) for m in new for other in plan.trauma_links.get(m.agent, [])],
+        ignore_conflicts=True)
     by_agent = existing | {m.agent: m for m in new}
     if new:
         bank_index_wanted(plan.bank.pk)
