@@ -15,10 +15,10 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 
 from memory.models import Memory
+from memory.relationships import standing
 from memory.retrieval import MemoryFilter, Recalled, RecallResult, recall
 from memory.retrieval.confidence import calibrated, retrieval_confidence
 from memory.retrieval.enhance import EnhancedQuery, QueryEnhancement
-from memory.relationships import standing
 from memory.retrieval.scoring import SCORING_PRESETS, resolve_weights
 from memory.seeding import CHARACTER_QUERIES, WHOLE_SHEET_K
 from memory.services import memory_associate, memory_create, memory_reinforce

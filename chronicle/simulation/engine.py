@@ -19,9 +19,9 @@ from chronicle.simulation.prompts import (
     CONFIDENCE_FLOOR, Section, full_definition_text, system_parts, user_message,
 )
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
-from memory.retrieval import MemoryFilter
 from memory.distortion import retrieval_filter
 from memory.relationships import describe, standing
+from memory.retrieval import MemoryFilter
 from memory.retrieval.confidence import calibrated
 from memory.seeding import WHOLE_SHEET_K
 from memory.sheets import CharacterSheet, ScenarioSheet

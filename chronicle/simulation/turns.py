@@ -15,7 +15,6 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -28,9 +27,9 @@ from chronicle.simulation.pins import dropped_pins
 from chronicle.simulation.providers import TurnHints
 from chronicle.simulation.selectors import turn_overrides
 from chronicle.simulation.stage import Delivery, deliver
+from memory.extraction import lesson_of
 from memory.importance import CaptureFilters, Skipped
 from memory.models import Memory
-from memory.extraction import lesson_of
 from memory.reflection import lifecycle_totals
 from memory.relationships import relationships_update
 from memory.services import (
