@@ -28,7 +28,7 @@ from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.selectors import token_summary
 from chronicle.simulation.services import SECRET_SETTINGS, SETTING_FIELDS, ControlError, simulation_cancel
-from memory.models import Memory
+from memory.models import Memory, MemoryBank
 from memory.relationships import standing
 from memory.services import bank_delete
 from wonda_site.celery import app as celery_app
@@ -260,7 +260,11 @@ def run_discard(*, imported: Imported, simulation: Simulation | None) -> None:
     """Remove what the command created: the throw-away writer with all it owns, or (--owner) the run,
     its memory bank, and the imported scenario and characters."""
     if imported.throwaway:
-        imported.owner.delete()  # characters, scenarios, simulations and memory banks go with their owner
+        # Its banks first, each locked (bank_delete): a worker's task still writing into one (keys,
+        # feelings, an insight) finishes before, or finds it gone; then everything else it owns.
+        for bank in MemoryBank.objects.filter(owner=imported.owner):
+            bank_delete(bank=bank)
+        imported.owner.delete()  # characters, scenarios and simulations go with their owner
         return
     if simulation is not None:
         bank = simulation.bank

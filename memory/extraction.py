@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import re
 
+from django.db import transaction
+
 from memory.cache import embed_texts
 from memory.models import Memory, MemoryBank, Relationship
 from memory.relationships import MAX_STEP
+from memory.services.banks import bank_hold
 from memory.services.memories import memory_create
 
 LESSON = re.compile(r"\b(?:next time|lesson|i(?:'ve| have)? learn(?:ed|t)|never again|from now on|"
@@ -69,9 +72,13 @@ def lesson_create(*, bank: MemoryBank, agent: str, line: str, turn: int, evidenc
 def extract_after_turn(*, bank_id: int, turn: int, speaker: str, text: str) -> list[Memory]:
     """What a stored line leaves besides itself: the listeners' feelings (from the relationship
     changes it made) and its speaker's lesson. Once per line: a redelivered task finds them made."""
-    bank = MemoryBank.objects.filter(pk=bank_id).first()
-    if bank is None:
-        return []  # the run was deleted meanwhile
+    with transaction.atomic():
+        if not bank_hold(bank_id):
+            return []  # the run was deleted meanwhile
+        return _extract(MemoryBank.objects.get(pk=bank_id), turn=turn, speaker=speaker, text=text)
+
+
+def _extract(bank: MemoryBank, *, turn: int, speaker: str, text: str) -> list[Memory]:
     done = Memory.objects.in_bank(bank).filter(turn=turn, metadata__extracted__isnull=False, speaker__in=[speaker, ""])
     if done.exists() or Memory.objects.in_bank(bank).filter(turn=turn, agent=speaker, category="lesson").exists():
         return []

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import transaction
 
 from memory.indexing import build_bank_index, drop_bank_index
 from memory.models import Memory, MemoryBank
-from memory.services import memory_reembed, seed_bank
+from memory.services import bank_hold, memory_reembed, seed_bank
 from memory.services.capture import memory_keys_add
 from memory.sheets import CharacterSheet, ScenarioSheet
 
@@ -64,10 +65,13 @@ def consolidate_bank_task(bank_id: int, agent: str, before_turn: int, budget: in
     Returns the summaries made."""
     from memory.consolidation import consolidate, consolidation_due
 
-    bank = MemoryBank.objects.filter(pk=bank_id).first()
-    if bank is None or not consolidation_due(bank, agent, budget):
-        return 0
-    return len(consolidate(bank, agent, before_turn=before_turn))
+    with transaction.atomic():
+        if not bank_hold(bank_id):
+            return 0  # the run was deleted meanwhile
+        bank = MemoryBank.objects.get(pk=bank_id)
+        if not consolidation_due(bank, agent, budget):
+            return 0
+        return len(consolidate(bank, agent, before_turn=before_turn))
 
 
 @shared_task(soft_time_limit=300, time_limit=330)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from celery import shared_task
 from celery.signals import worker_ready
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -27,6 +27,7 @@ from memory.consolidation import RECENT_TURNS, consolidations_due
 from memory.embedding.errors import EmbeddingError
 from memory.models import Memory
 from memory.reflection import importance_since_last_reflection, importance_since_last_reflections, reflect
+from memory.services import bank_hold
 from memory.tasks import consolidate_bank_task
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,10 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int) -> str:
         if importance_since_last_reflection(bank, agent) < simulation.reflection_threshold:
             return "not due"
         try:
-            made = reflect(bank, agent, turn=turn_number, ask=get_provider(simulation).complete)
+            with transaction.atomic():
+                if not bank_hold(bank.pk):
+                    return "no bank"  # the run was deleted meanwhile
+                made = reflect(bank, agent, turn=turn_number, ask=get_provider(simulation).complete)
         except Exception:  # a failing model records nothing and the run goes on; it is due again next turn
             log.exception("%s's reflection at turn %s of simulation %s failed", agent, turn_number, simulation.pk)
             return "failed"

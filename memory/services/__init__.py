@@ -7,7 +7,7 @@ capture.py    episodic capture of what was said: importance (memory.importance) 
 memories.py   one memory: create, edit, archive, restore, re-embed, reinforce, associate; access log
 """
 
-from memory.services.banks import bank_carry, bank_copy, bank_create, bank_delete, bank_mark_seeded
+from memory.services.banks import bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded
 from memory.services.capture import LLM_BUDGET_S, CapturePlan, capture_commit, capture_prepare, remember_utterance
 from memory.services.memories import (
     accesses_record,
@@ -25,7 +25,7 @@ from memory.services.validation import validate_content
 
 __all__ = [
     "LLM_BUDGET_S", "SEED_BATCH", "CapturePlan", "capture_commit", "capture_prepare", "SEED_TEXTS_PER_CALL", "accesses_record", "bank_copy", "bank_create", "bank_delete",
-    "bank_carry", "bank_mark_seeded",
+    "bank_carry", "bank_hold", "bank_mark_seeded",
     "bank_refresh_stale", "bank_request_seed", "memory_archive", "memory_associate", "memory_create",
     "memory_reembed", "memory_reinforce", "memory_restore", "memory_update", "remember_utterance", "seed_bank",
     "validate_content",

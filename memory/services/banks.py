@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 
 from memory.indexing import bank_index_wanted
@@ -20,7 +20,16 @@ def bank_create(*, name: str, owner=None) -> MemoryBank:
     return bank
 
 
-@transaction.atomic
+def bank_hold(bank_id: int) -> bool:
+    """Inside a transaction, hold the bank's row FOR SHARE until it ends, so that a deletion
+    (bank_delete, its owner's) waits for what a background task writes into it, or has already
+    happened — then this says False and the task writes nothing. Every task that adds rows to a
+    bank after a turn's commit (keys, feelings, insights, summaries) writes under it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM memory_memorybank WHERE id = %s FOR SHARE", [int(bank_id)])
+        return cursor.fetchone() is not None
+
+
 @transaction.atomic
 def bank_delete(*, bank: MemoryBank) -> None:
     """A bank and all its memories (a preview bank whose character went, a discarded run's bank).

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from memory.cache import embed_texts
 from memory.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
@@ -26,6 +26,7 @@ from memory.importance import (
     nearest,
 )
 from memory.indexing import bank_index_wanted
+from memory.services.banks import bank_hold
 from memory.models import Memory, MemoryBank, MemoryKey
 from memory.retrieval import episode_context_text
 from memory.services.validation import validate_content
@@ -190,9 +191,8 @@ def memory_keys_add(*, memory_ids: list[int]) -> int:
     with transaction.atomic():
         # The banks' rows FOR SHARE: bank_delete (FOR UPDATE) waits for these keys or has already
         # removed the memories, which the second look then leaves out.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT id FROM memory_memorybank WHERE id = ANY(%s) FOR SHARE",
-                           [sorted({m.bank_id for m, _text in pairs})])
+        for bank_id in sorted({m.bank_id for m, _text in pairs}):
+            bank_hold(bank_id)
         alive = set(Memory.objects.filter(pk__in=[m.pk for m, _text in pairs]).values_list("pk", flat=True))
         pairs = [(m, text) for m, text in pairs if m.pk in alive]
         MemoryKey.objects.bulk_create(
