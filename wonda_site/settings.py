@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "django_htmx",
     "template_partials",
+    "ninja",  # the API docs page's Swagger UI from its own static files, not a CDN
     "wonda_site",
     "memory",
     "chronicle",

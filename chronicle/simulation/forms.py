@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.conf import settings
 
 from chronicle.models import Character, Scenario
 from chronicle.simulation.beliefs import BeliefError
 from chronicle.simulation.beliefs import parse as parse_beliefs
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.models import Simulation, parse_carry
 from chronicle.simulation.services import LLM_SETTING_FIELDS, SETTING_FIELDS
 from chronicle.simulation.stage import StageError
 from chronicle.simulation.stage import parse as parse_stage
@@ -111,13 +112,10 @@ class SimulationForm(forms.ModelForm):
                 except BeliefError as exc:
                     self.add_error("planted_beliefs", str(exc))
             if data.get("sequel_carry"):
-                names = [c.name for c in chosen]
-                for number, raw in enumerate(data["sequel_carry"].splitlines(), start=1):
-                    name, _, mode = raw.partition(":")
-                    if raw.strip() and (name.strip() not in names or mode.strip().lower() not in ("all", "reflections", "none")):
-                        self.add_error("sequel_carry", f"Line {number}: write “Name: all”, “Name: reflections” or "
-                                                       f"“Name: none” for someone in the cast ({', '.join(names)}).")
-                        break
+                try:
+                    parse_carry(data["sequel_carry"], cast=[c.name for c in chosen])
+                except ValidationError as exc:
+                    self.add_error("sequel_carry", exc.messages[0])
             if data.get("distortions"):
                 try:
                     parse_distortions(data["distortions"], cast=[c.name for c in chosen])

@@ -38,6 +38,24 @@ def default_association_weight() -> float:
     return float(settings.ASSOCIATION_WEIGHT)
 
 
+def parse_carry(text: str, *, cast: list[str]) -> dict[str, str]:
+    """A sequel's "Alex: all / Jordan: reflections / Sam: none", one per line, as {name: mode} for the
+    whole cast (all unless told); a bad line raises ValidationError naming it."""
+    from memory.services.banks import CARRY_MODES  # memory's services load after the models
+
+    plan = {name: "all" for name in cast}
+    for number, raw in enumerate((text or "").splitlines(), start=1):
+        name, _, mode = raw.partition(":")
+        name, mode = name.strip(), mode.strip().lower()
+        if not raw.strip():
+            continue
+        if name not in plan or mode not in CARRY_MODES:
+            raise ValidationError(f"Line {number}: write “Name: all”, “Name: reflections” or “Name: none” "
+                                  f"for someone in the cast ({', '.join(cast)}).")
+        plan[name] = mode
+    return plan
+
+
 class SimulationQuerySet(OwnedQuerySet):
     def active(self):
         return self.filter(status__in=Simulation.ACTIVE_STATUSES)
@@ -242,7 +260,7 @@ class Simulation(models.Model):
             try:
                 self.carry_plan()
             except ValidationError as exc:
-                errors.update(exc.message_dict)
+                errors["sequel_carry"] = exc.messages[0]
         if self.sequel_of_id and self.sequel_of.owner_id != self.owner_id:
             errors["sequel_of"] = "A sequel continues one of your own runs."
         if self.distortions and self.cast_snapshot:
@@ -276,18 +294,7 @@ class Simulation(models.Model):
 
     def carry_plan(self) -> dict[str, str]:
         """What each cast member carries from the run this one is a sequel of (all unless told)."""
-        plan = {name: "all" for name in self.cast_names}
-        for number, raw in enumerate((self.sequel_carry or "").splitlines(), start=1):
-            if not raw.strip():
-                continue
-            name, _, mode = raw.partition(":")
-            name, mode = name.strip(), mode.strip().lower()
-            if name not in plan:
-                raise ValidationError({"sequel_carry": f"Line {number}: {name} is not in this run's cast."})
-            if mode not in ("all", "reflections", "none"):
-                raise ValidationError({"sequel_carry": f"Line {number}: say all, reflections or none for {name}."})
-            plan[name] = mode
-        return plan
+        return parse_carry(self.sequel_carry, cast=self.cast_names)
 
     @property
     def distortion_filters(self) -> list:

@@ -289,7 +289,7 @@ def capture_options(simulation: Simulation, turn: Turn) -> dict:
     scorer = simulation.importance_scorer
     if scorer == Simulation.ImportanceScorer.LLM:
         if simulation.provider == Simulation.Provider.OPENAI:
-            ask = _importance_asker(simulation, turn)
+            ask = _model_asker(simulation, turn)
         else:
             scorer = Simulation.ImportanceScorer.HEURISTIC
     threshold = simulation.capture_duplicate_threshold
@@ -301,11 +301,11 @@ def capture_options(simulation: Simulation, turn: Turn) -> dict:
     distortions = simulation.distortion_filters
     rewrite = None
     if distortions and simulation.provider == Simulation.Provider.OPENAI:
-        rewrite = ask or _importance_asker(simulation, turn)
+        rewrite = ask or _model_asker(simulation, turn)
     return {"scorer": scorer, "ask": ask, "filters": filters, "distortions": distortions, "rewrite": rewrite}
 
 
-def _importance_asker(simulation: Simulation, turn: Turn):
+def _model_asker(simulation: Simulation, turn: Turn):
     from chronicle.simulation.providers import get_provider  # defers importing openai
 
     provider = get_provider(simulation)

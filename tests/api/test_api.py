@@ -36,6 +36,8 @@ def test_the_schema_lists_the_verbs_and_anonymous_calls_are_refused():
     for verb in ("retain", "recall", "reflect", "consolidate"):
         assert f"/api/banks/{{bank_id}}/{verb}" in paths
     assert {"/api/banks", "/api/banks/{bank_id}/memories", "/api/banks/{bank_id}/tools/{name}"} <= paths
+    docs = Client().get("/api/docs").content.decode()
+    assert "/static/ninja/swagger-ui-bundle.js" in docs and "cdn." not in docs  # works offline
     refused = Client().get("/api/banks")
     assert refused.status_code == 401 and refused.json() == {"detail": "Unauthorized"}
 
