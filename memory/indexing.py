@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 _ready: set[int] = set()            # banks whose indexes this process has seen valid
 _requested: dict[int, float] = {}   # bank → when this process last asked for its build
+_small: dict[int, tuple[int, float]] = {}  # bank → (rows it had, plus this process's since; when looked)
+SMALL_RECHECK_S = 10.0              # other processes' writes are looked for again after this
 REQUEST_AGAIN_S = 600               # a build lost with its worker is asked for again after this
 _LOCK_CLASS = 0x57D1                # pg_advisory_lock(class, bank): one build per bank at a time
 
@@ -62,12 +64,22 @@ def request_bank_index(bank_id: int) -> None:
     transaction.on_commit(lambda: build_bank_index_task.delay(bank_id), robust=True)
 
 
-def bank_index_wanted(bank_id: int) -> None:
-    """After a write to the bank: ask for its own indexes once it is big enough to need them."""
+def bank_index_wanted(bank_id: int, *, added: int | None = None) -> None:
+    """After a write to the bank: ask for its own indexes once it is big enough to need them.
+
+    added: the caller wrote this many rows (a turn's line). While a recent look plus what this
+    process added since stays well below the index size, no look is needed (one query less a turn)."""
     if bank_id in _ready:
         return
+    limit = settings.RETRIEVAL_FUSION_EXACT_LIMIT
+    if added is not None and bank_id in _small:
+        size, when = _small[bank_id]
+        if size + added < 0.9 * limit and time.monotonic() - when < SMALL_RECHECK_S:
+            _small[bank_id] = (size + added, when)
+            return
     _matching, size = termstat_count(bank_id, None, None)
-    if size > settings.RETRIEVAL_FUSION_EXACT_LIMIT and not has_bank_index(bank_id):
+    _small[bank_id] = (size, time.monotonic())
+    if size > limit and not has_bank_index(bank_id):
         request_bank_index(bank_id)
 
 

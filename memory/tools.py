@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -222,10 +224,28 @@ _STABLE: OrderedDict[tuple, list[RecallResult]] = OrderedDict()
 _STABLE_SIZE = 512
 
 
+# Inside stable_snapshot(), each (bank, agent)'s version is looked up once: a turn's searches
+# (sheet, scene, each of the others) write nothing between them.
+_VERSIONS: ContextVar[dict | None] = ContextVar("stable_versions", default=None)
+
+
+@contextmanager
+def stable_snapshot():
+    """Searches in this block share one look at what changed (a turn's pre-population: 1 query, not 4)."""
+    token = _VERSIONS.set({})
+    try:
+        yield
+    finally:
+        _VERSIONS.reset(token)
+
+
 def _stable_version(bank_id: int, agent: str) -> tuple:
     """What changes when any of the agent's or the shared memories of STABLE_KINDS is added, edited,
     re-embedded, archived or removed: how many there are, their ids' sum and the latest edit. (Their
     keys are made with them, when seeding or forming them, so they need no look of their own.)"""
+    seen = _VERSIONS.get()
+    if seen is not None and (bank_id, agent) in seen:
+        return seen[(bank_id, agent)]
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*), coalesce(sum(id), 0), max(updated_at), count(*) FILTER (WHERE embedding_stale) "
@@ -233,7 +253,10 @@ def _stable_version(bank_id: int, agent: str) -> tuple:
             "AND (agent = %s OR agent = '')",
             [bank_id, list(STABLE_KINDS), agent],
         )
-        return cursor.fetchone()
+        version = cursor.fetchone()
+    if seen is not None:
+        seen[(bank_id, agent)] = version
+    return version
 
 
 def _stable_key(bank, agent: str, scoring: str, weights: dict | None, what: tuple) -> tuple | None:

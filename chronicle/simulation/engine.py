@@ -26,7 +26,7 @@ from memory.retrieval.confidence import calibrated
 from memory.seeding import WHOLE_SHEET_K
 from memory.sheets import CharacterSheet, ScenarioSheet
 from memory.tools import (MEMORY_KINDS, SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas, recall_sheet,
-                          recall_stable)
+                          recall_stable, stable_snapshot)
 
 MAX_UTTERANCE = 4000
 # "(no relevant memories)" as models write it: any case, brackets or not, a full stop or a colon after.
@@ -391,40 +391,43 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
                                      min_turn=max(1, turn.number - 8), shared=True), 5))
     sections: dict[str, Section] = {}
     shown: set[int] = set()
-    for title, query, memory_filter, k in queries:
-        started = time.perf_counter()
-        error, results = "", []
-        try:
-            if memory_filter is None:  # "Who you are"
-                memory_filter, results = recall_sheet(turn.bank, turn.agent, scoring=turn.scoring, clock=turn.clock,
-                                                      weights=turn.weights or None, current_turn=turn.number,
-                                                      shared=True, k=k)
-            else:
-                # The scene and what one knows of the others rarely change: kept between turns.
-                results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
-                                        weights=turn.weights or None, current_turn=turn.number, clock=turn.clock,
-                                        associations=turn.associations,
-                                        distort=retrieval_filter(turn.agent, turn.distortions))
-        except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
-            error = f"{type(exc).__name__}: {exc}"
-        snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot()
-                     for r in results]
-        outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
-                       filter=memory_filter.to_dict() if memory_filter else {}, results=snapshots, error=error,
-                       latency_ms=round((time.perf_counter() - started) * 1000, 2), path=getattr(results, "path", ""))
-        section = sections.setdefault(title, Section(title))
-        for snap in snapshots:
-            if snap.get("excluded") or snap["memory_id"] in shown:
-                continue  # a memory already in an earlier section is not sent twice
-            shown.add(snap["memory_id"])
-            turn_label = snap.get("turn")
-            line = (f"(before this story) {snap['content']}" if turn_label is not None and turn_label < 0
-                    else f"(turn {turn_label}) {snap['content']}" if turn_label else snap["content"])
-            similarity = (snap.get("components") or {}).get("similarity")
-            if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
-                line += " (weak match)"  # the scale of the tools' retrieval_confidence; the prompt says below it is weak
-            if line not in section.lines:
-                section.lines.append(line)
+    with stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
+        for title, query, memory_filter, k in queries:
+            started = time.perf_counter()
+            error, results = "", []
+            try:
+                if memory_filter is None:  # "Who you are"
+                    memory_filter, results = recall_sheet(turn.bank, turn.agent, scoring=turn.scoring, clock=turn.clock,
+                                                          weights=turn.weights or None, current_turn=turn.number,
+                                                          shared=True, k=k)
+                else:
+                    # The scene and what one knows of the others rarely change: kept between turns.
+                    results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
+                                            weights=turn.weights or None, current_turn=turn.number, clock=turn.clock,
+                                            associations=turn.associations,
+                                            distort=retrieval_filter(turn.agent, turn.distortions))
+            except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
+                error = f"{type(exc).__name__}: {exc}"
+            snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot()
+                         for r in results]
+            outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
+                           filter=memory_filter.to_dict() if memory_filter else {}, results=snapshots, error=error,
+                           latency_ms=round((time.perf_counter() - started) * 1000, 2),
+                           path=getattr(results, "path", ""))
+            section = sections.setdefault(title, Section(title))
+            for snap in snapshots:
+                if snap.get("excluded") or snap["memory_id"] in shown:
+                    continue  # a memory already in an earlier section is not sent twice
+                shown.add(snap["memory_id"])
+                turn_label = snap.get("turn")
+                line = (f"(before this story) {snap['content']}" if turn_label is not None and turn_label < 0
+                        else f"(turn {turn_label}) {snap['content']}" if turn_label else snap["content"])
+                similarity = (snap.get("components") or {}).get("similarity")
+                if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
+                    # the scale of the tools' retrieval_confidence; the prompt says below it is weak
+                    line += " (weak match)"
+                if line not in section.lines:
+                    section.lines.append(line)
     # How the agent stands with those present, as what it heard has moved it (memory.relationships).
     stood = standing(turn.bank, turn.agent, before_turn=turn.number)
     for other in turn.others:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 from memory.models import Memory
 
@@ -25,8 +25,12 @@ class MemoryFilter:
     shared: bool = False
     ids: list[int] | None = None  # only these memories (association following re-ranks a few neighbours)
 
+    def _values(self) -> dict:
+        # Shallow (lists copied): dataclasses.asdict deep-copies, ~0.1 ms a call on every search.
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), list) else v for f in fields(self)}
+
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None and not (k == "shared" and not v)}
+        return {k: v for k, v in self._values().items() if v is not None and not (k == "shared" and not v)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "MemoryFilter":
@@ -34,12 +38,12 @@ class MemoryFilter:
 
     def narrower_than_bank(self) -> bool:
         """True when anything beyond the bank and the status restricts the candidates."""
-        return any(v not in (None, [], "", False) for k, v in asdict(self).items() if k not in {"statuses", "tags_mode"})
+        return any(v not in (None, [], "", False) for k, v in self._values().items() if k not in {"statuses", "tags_mode"})
 
     def counted_by_termstat(self) -> bool:
         """True when memory_termstat holds this filter's BM25 statistics: active memories of a
         bank, by agent and kind, nothing else."""
-        others = {k: v for k, v in asdict(self).items() if k not in {"agent", "kinds", "statuses", "tags_mode", "shared"}}
+        others = {k: v for k, v in self._values().items() if k not in {"agent", "kinds", "statuses", "tags_mode", "shared"}}
         return self.statuses == ["active"] and all(v in (None, [], "") for v in others.values())
 
     def agents(self) -> list[str] | None:

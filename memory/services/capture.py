@@ -166,7 +166,7 @@ def capture_commit(plan: CapturePlan) -> Captured:
         ignore_conflicts=True)
     by_agent = existing | {m.agent: m for m in new}
     if new:
-        bank_index_wanted(plan.bank.pk)
+        bank_index_wanted(plan.bank.pk, added=len(new))
     return Captured([by_agent[name] for name in plan.listeners if name in by_agent], plan.skipped)
 
 
