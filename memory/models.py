@@ -285,3 +285,19 @@ class EmbeddingCache(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model}:{self.sha256[:12]}"
+
+
+class BankMap(models.Model):
+    """A bank's memory map (memory.projection): each active memory's place on the first two
+    principal components of its vectors, kept until the memories change (`version`)."""
+
+    bank = models.OneToOneField(MemoryBank, on_delete=models.CASCADE, related_name="map")
+    version = models.CharField(max_length=100)
+    points = models.JSONField(default=list)  # [[memory id, x, y], …], x and y in 0..1
+    explained = models.JSONField(default=list)  # the two components' shares of the variance
+    requested_at = models.DateTimeField(null=True, blank=True)  # a worker was asked to (re)compute it
+    computed_at = models.DateTimeField(null=True, blank=True)
+    seconds = models.FloatField(default=0.0)
+
+    def __str__(self) -> str:
+        return f"map of bank {self.bank_id} ({len(self.points)} points)"

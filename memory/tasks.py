@@ -80,3 +80,13 @@ def extract_task(bank_id: int, turn: int, speaker: str, text: str) -> int:
     from memory.extraction import extract_after_turn
 
     return len(extract_after_turn(bank_id=bank_id, turn=turn, speaker=speaker, text=text))
+
+
+@shared_task(soft_time_limit=600, time_limit=660)
+def bank_map_task(bank_id: int) -> int:
+    """A big bank's memory map (memory.projection), asked for by its page. Returns the points."""
+    from memory.projection import project
+
+    if not MemoryBank.objects.filter(pk=bank_id).exists():
+        return 0  # deleted meanwhile
+    return len(project(bank_id).points)

@@ -6,6 +6,7 @@ Every lookup starts from `Simulation.objects.owned_by(request.user)`: another wr
 from __future__ import annotations
 
 import json
+from urllib.parse import quote
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -22,10 +23,13 @@ from chronicle.simulation import selectors as simulation_selectors
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.views.common import vary_on_htmx
 from chronicle.writing import actions, exports, selectors, services
+from chronicle.writing.analytics import analytics, memory_map
 from chronicle.writing.forms import ImportForm, LineOverrideForm, MemoryFormForm
 from chronicle.writing.models import Edit
 from chronicle.writing.timeline import bank_timeline
+from memory import projection
 from memory.models import Memory
+from memory.tasks import bank_map_task
 
 
 def _simulation(request: HttpRequest, pk: int) -> Simulation:
@@ -196,6 +200,32 @@ def _memory_list_context(request: HttpRequest, simulation: Simulation, *, form: 
 def memory_list(request: HttpRequest, pk: int) -> HttpResponse:
     simulation = _simulation(request, pk)
     return TemplateResponse(request, "chronicle/writing/memory_list.html", _memory_list_context(request, simulation))
+
+
+@login_required
+@require_GET
+def simulation_analytics(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run's numbers as charts with their tables, for everyone or one agent (?agent=)."""
+    simulation = _simulation(request, pk)
+    data = analytics(simulation, agent=request.GET.get("agent", ""))
+    return TemplateResponse(request, "chronicle/writing/analytics.html", {"simulation": simulation, "data": data})
+
+
+@login_required
+@require_GET
+def bank_map(request: HttpRequest, pk: int) -> HttpResponse:
+    """The memory map (memory.projection); htmx polls its part while a worker computes a big bank's."""
+    simulation = _simulation(request, pk)
+    colour = "kind" if request.GET.get("colour") == "kind" else "agent"
+    agent = request.GET.get("agent", "") if request.GET.get("agent", "") in simulation.cast_names else ""
+    kept, current = (None, True) if simulation.bank_id is None else projection.bank_map(
+        simulation.bank_id, queue=lambda bank_id: bank_map_task.delay(bank_id))
+    url = reverse("chronicle_memories", args=[pk])
+    drawn = memory_map(simulation, kept, colour=colour, agent=agent,
+                       href=lambda row: f"{url}?agent={quote(row['agent'] or '(shared)')}#memory-{row['pk']}")
+    template = "chronicle/writing/bank_map.html" + ("#map" if request.htmx else "")
+    return TemplateResponse(request, template, {"simulation": simulation, "map": drawn, "current": current,
+                                                "computed": kept, "colour": colour, "agent": agent})
 
 
 @login_required
