@@ -57,6 +57,7 @@ class TurnOutcome:
     writes: list[dict] = field(default_factory=list)
     # The context view (Turn.context): per model call, its sections with token counts and usage.
     context: dict = field(default_factory=dict)
+    llm_ms: float = 0.0  # waiting for the model, every call and attempt of the turn (the analytics page)
 
     @property
     def usage(self) -> dict:
@@ -283,17 +284,22 @@ def _call(provider, messages, tools, allow_tools, hints, outcome, heartbeat, sle
     retries = settings.LLM_RETRIES
     for attempt in range(retries + 1):
         heartbeat()
+        started = time.perf_counter()
         try:
             # A copy: the provider must see exactly what is recorded, not a list it could change.
-            return provider.chat([dict(m) for m in messages], tools=tools, allow_tools=allow_tools, hints=hints)
+            result = provider.chat([dict(m) for m in messages], tools=tools, allow_tools=allow_tools, hints=hints)
         except ToolsUnsupported:
             raise
         except ProviderError as exc:
+            outcome.llm_ms += (time.perf_counter() - started) * 1000  # a failed attempt is the model's time too
             outcome.failures.append(f"call {outcome.calls + 1}, attempt {attempt + 1}: {exc}")
             if not exc.retryable or attempt == retries:
                 tries = f" (tried {attempt + 1} times)" if attempt else ""
                 raise TurnFailed(f"{exc}{tries}", outcome=outcome) from exc
             sleep(settings.LLM_BACKOFF * (2 ** attempt))
+            continue
+        outcome.llm_ms += (time.perf_counter() - started) * 1000
+        return result
     raise AssertionError("unreachable")
 
 

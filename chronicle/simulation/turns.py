@@ -467,6 +467,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     searched = sum(float(r.get("latency_ms") or 0) for r in outcome.retrievals)
     spent = capture.prepare_ms + (time.perf_counter() - started) * 1000
     turn.context = dict(turn.context or {}, memory_ms=round(searched + spent, 2), capture_ms=round(spent, 2),
+                        llm_ms=round(outcome.llm_ms, 2),
                         not_kept=len(captured.skipped), not_kept_notes=not_kept.splitlines())
     turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
     turn.save()

@@ -53,6 +53,10 @@ def test_the_page_draws_what_the_run_did(client_for, user, finished):
     # Latency: the memory system's own time is each turn's memory_ms.
     assert [cell["memory"] for cell in charts["latency"].values] == pytest.approx(
         [finished.turns.get(index=i).context["memory_ms"] for i in range(6)], abs=0.1)
+    # …and the model's is the time its calls took (recorded by the engine, never negative or missing).
+    assert [cell["llm"] for cell in charts["latency"].values] == pytest.approx(
+        [finished.turns.get(index=i).context["llm_ms"] for i in range(6)], abs=0.1)
+    assert all(cell["rest"] >= 0 for cell in charts["latency"].values)
 
     # Diversity and coverage per agent, from the retrievals stored with the turns.
     for row in data.use:
