@@ -33,6 +33,7 @@ from memory.retrieval.confidence import calibrated, fit_logistic
 from memory.services import bank_create, remember_utterance
 from memory.tools import ToolContext, search_memory
 
+CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}  # LoCoMo's numbering
 LISTENER = "Reader"  # the agent whose episodic memories hold the conversation
 _DIA = re.compile(r"D\d+:\d+")
 
@@ -128,6 +129,8 @@ def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity",
     cosine: dict[int, list[float]] = defaultdict(list)
     by_cat: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     cos_by_cat: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # Per conversation (--split): recall@k overall and by category, so a gain on one shows whether it holds on another.
+    per_conv: dict[str, dict[int, dict[int, list[float]]]] = {}
     for sample in samples:
         conv = parse_sample(sample)
         if not conv.questions:
@@ -174,7 +177,10 @@ def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity",
                     is_evidence = np.array([i in q.evidence for i in ids])
                     relevant.append(sims[is_evidence]); irrelevant.append(sims[~is_evidence])
                 plain = [ids[i] for i in np.argsort(-(matrix @ qv), kind="stable")[:kmax]]
+                mine = per_conv.setdefault(conv.sample_id, defaultdict(lambda: defaultdict(list)))
                 for k in ks:
+                    mine[0][k].append(_recall_at(ranked, q.evidence, k))  # category 0: all questions
+                    mine[q.category][k].append(mine[0][k][-1])
                     fused[k].append(_recall_at(ranked, q.evidence, k))
                     cosine[k].append(_recall_at(plain, q.evidence, k))
                     by_cat[q.category][k].append(fused[k][-1])
@@ -192,6 +198,10 @@ def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity",
         "by_category": {str(c): {str(k): mean(v[k]) for k in ks} for c, v in sorted(by_cat.items())},
         "cosine": {str(k): mean(cosine[k]) for k in ks},
         "cosine_by_category": {str(c): {str(k): mean(v[k]) for k in ks} for c, v in sorted(cos_by_cat.items())},
+        "by_conversation": {
+            name: {"questions": len(cats[0][kmax]), "recall": {str(k): mean(cats[0][k]) for k in ks},
+                   "by_category": {str(c): {str(k): mean(v[k]) for k in ks} for c, v in sorted(cats.items()) if c}}
+            for name, cats in per_conv.items()},
         "seconds": round(time.perf_counter() - started, 1),
     }
     if enhance:

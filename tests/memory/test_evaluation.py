@@ -78,3 +78,33 @@ def test_the_bank_is_built_through_the_capture_path(db):
     assert [dia_of[m.pk] for m in memories][:2] == ["D1:1", "D1:2"]
     _drop_bank(bank.pk)
     assert not MemoryBank.objects.filter(pk=bank.pk).exists()
+
+
+def test_split_reports_each_conversation(db, tmp_path):
+    other = json.loads(json.dumps(SAMPLE)) | {"sample_id": "tiny-2"}
+    other["qa"] = [qa for qa in other["qa"] if qa["category"] == 4]  # single-hop only
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([SAMPLE, other]))
+    out = StringIO()
+    call_command("evaluate_retrieval", str(path), "--k", "1", "3", "--split", stdout=out, stderr=StringIO())
+    text = out.getvalue()
+    figures = json.loads(text.strip().splitlines()[-1])
+    assert figures["by_conversation"]["tiny-1"]["questions"] == 4
+    assert figures["by_conversation"]["tiny-2"] == {"questions": 2, "recall": {"1": 1.0, "3": 1.0},
+                                                    "by_category": {"4": {"1": 1.0, "3": 1.0}}}
+    assert "tiny-2 (2 questions)" in text and "  multi-hop" in text and "  single-hop" in text
+
+
+def test_an_unmigrated_database_is_told_what_to_do(db, tmp_path, monkeypatch):
+    from django.core.management.base import CommandError
+    from django.db.migrations.executor import MigrationExecutor
+
+    monkeypatch.setattr(MigrationExecutor, "migration_plan", lambda self, targets: [("memory", "0001")])
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps([SAMPLE]))
+    try:
+        call_command("evaluate_retrieval", str(path), stdout=StringIO(), stderr=StringIO())
+    except CommandError as exc:
+        assert "run `manage.py migrate`" in str(exc)
+    else:
+        raise AssertionError("evaluate_retrieval ran on a database it says is not set up")

@@ -12,9 +12,12 @@ import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
 from django.test.utils import override_settings
 
-from memory.evaluation import evaluate
+from memory.evaluation import CATEGORIES, evaluate
 from memory.retrieval import SCORING_PRESETS
 
 
@@ -33,10 +36,16 @@ class Command(BaseCommand):
                             help="query enhancement, as a simulation's options switch it on")
         parser.add_argument("--calibrate", action="store_true",
                             help="fit the confidence scale on (similarity, is-evidence) pairs of the answers")
+        parser.add_argument("--split", action="store_true",
+                            help="also print each conversation's figures, overall and per category")
         parser.add_argument("--fusion-exact-limit", type=int, default=None,
                             help="override WONDA_RETRIEVAL_FUSION_EXACT_LIMIT (0: every search takes the index path)")
 
     def handle(self, *args, **opts):
+        unapplied = MigrationExecutor(connection).migration_plan(MigrationLoader(connection).graph.leaf_nodes())
+        if unapplied:
+            raise CommandError(f"this database is not set up yet ({len(unapplied)} migrations not applied): "
+                               "run `manage.py migrate` (or `make run` once), then this command again")
         path = Path(opts["file"])
         try:
             samples = json.loads(path.read_text())
@@ -68,8 +77,14 @@ class Command(BaseCommand):
         out(f"{'plain cosine':16}" + "".join(f"{figures['cosine'][k]:>8.3f}" for k in ks))
         for cat, row in figures["by_category"].items():
             cos = figures["cosine_by_category"][cat]
-            out(f"{'category ' + cat:16}" + "".join(f"{row[k]:>8.3f}" for k in ks)
+            out(f"{CATEGORIES.get(cat, 'category ' + cat):16}" + "".join(f"{row[k]:>8.3f}" for k in ks)
                 + "   cosine " + " ".join(f"{cos[k]:.3f}" for k in ks))
+        if opts["split"]:
+            for name, conv in figures["by_conversation"].items():
+                out(f"{name} ({conv['questions']} questions)")
+                out(f"{'  all':16}" + "".join(f"{conv['recall'][k]:>8.3f}" for k in ks))
+                for cat, row in conv["by_category"].items():
+                    out(f"{'  ' + CATEGORIES.get(cat, cat):16}" + "".join(f"{row[k]:>8.3f}" for k in ks))
         for name, row in figures.get("enhancement", {}).get("applied", {}).items():
             out(f"{name}: changed {row['questions']} questions, R@10 there {row['without']:.3f} -> {row['with']:.3f}")
         if cal := figures.get("calibration"):
