@@ -266,9 +266,11 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
         # holding the query's rarer words by GIN, scored with every term (a rare word vectors miss).
         pool = [
             f"(SELECT m.id FROM memory_memory m WHERE {filter_where} ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
-            # k.bank_id repeats the bank: the predicate of the bank's own key index.
+            # k.bank_id repeats the bank: the predicate of the bank's own key index. Twice as many
+            # keys: a line has two reply keys (before and after it), so depth keys reach fewer lines.
             f"(SELECT k.memory_id AS id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
-            f"WHERE k.bank_id = %(bank)s AND {filter_where} ORDER BY k.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
+            f"WHERE k.bank_id = %(bank)s AND {filter_where} ORDER BY k.embedding <=> %(vec)s::vector "
+            "LIMIT 2 * %(depth)s)",
         ]
         rare = lex.rare_terms(LEXICAL_POOL_ROWS) if lex is not None else None
         if rare and rare.terms:

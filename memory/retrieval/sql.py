@@ -57,7 +57,7 @@ def index_candidates(where: str, params: list, vector: np.ndarray, fetch: int, b
         cursor.execute(  # k.bank_id: the predicate of the bank's own key index
             f"SELECT k.memory_id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
             f"WHERE k.bank_id = %s AND {where} ORDER BY k.embedding <=> %s::vector LIMIT %s",
-            [bank_id, *params, vector, fetch], prepare=False,
+            [bank_id, *params, vector, 2 * fetch], prepare=False,  # two reply keys a line: twice the keys
         )
         ids += [row[0] for row in cursor.fetchall()]
     return list(dict.fromkeys(ids))

@@ -52,6 +52,7 @@ class CapturePlan:
     participants: list[str]
     vectors: dict[str, list[float]] = field(default_factory=dict)
     contexts: dict[str, str] = field(default_factory=dict)
+    previous: dict[str, int] = field(default_factory=dict)  # each listener's line before this one (its id)
     scores: dict[str, Importance] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
@@ -103,9 +104,10 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     if listeners and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:
         previous = (
             Memory.objects.in_bank(bank).filter(kind=Memory.Kind.EPISODIC, agent__in=listeners, turn__lt=turn)
-            .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "content")
+            .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "content", "id")
         )
-        plan.contexts = {agent: episode_context_text(prev, content) for agent, prev in previous}
+        plan.contexts = {agent: episode_context_text(prev, content) for agent, prev, _id in previous}
+        plan.previous = {agent: pk for agent, _prev, pk in previous}
     for name in listeners if distortions else ():
         formed = form(content, agent=name, speaker=speaker, filters=distortions, rewrite=rewrite)
         if formed is not None:
@@ -151,9 +153,13 @@ def capture_commit(plan: CapturePlan) -> Captured:
             importance=plan.scores[name].score if name in plan.scores else 5.0, metadata=data,
         ))
     Memory.objects.bulk_create(new)
+    keyed = [m for m in new if m.agent in plan.contexts and plan.contexts[m.agent] in plan.vectors]
     MemoryKey.objects.bulk_create(
         [MemoryKey(memory=m, query=plan.contexts[m.agent][:300].strip(), embedding=plan.vectors[plan.contexts[m.agent]])
-         for m in new if m.agent in plan.contexts and plan.contexts[m.agent] in plan.vectors],
+         for m in keyed]
+        # The same pair also leads to the line before: a line is found by what it was answered with.
+        + [MemoryKey(memory_id=plan.previous[m.agent], query=plan.contexts[m.agent][:300].strip(),
+                     embedding=plan.vectors[plan.contexts[m.agent]]) for m in keyed if m.agent in plan.previous],
         ignore_conflicts=True,
     )
     if plan.defer_keys and new and settings.RETRIEVAL_CONTEXT_KEYS:
@@ -172,33 +178,37 @@ def capture_commit(plan: CapturePlan) -> Captured:
 
 def memory_keys_add(*, memory_ids: list[int]) -> int:
     """The in-reply-to keys of these episodic memories, made after the fact (defer_keys): each
-    listener's line before it, then the line, embedded together, as capture_prepare would have."""
+    listener's line before it, then the line, embedded together, as capture_prepare would have; the
+    same pair is also a key of that line before (found by what it was answered with)."""
     memories = list(Memory.objects.filter(pk__in=memory_ids, kind=Memory.Kind.EPISODIC, turn__isnull=False))
     pairs = []
     # One query per line (its listeners' copies share bank and turn), as capture_prepare does it.
     for (bank_id, turn), copies in groupby(sorted(memories, key=lambda m: (m.bank_id, m.turn, m.agent)),
                                            key=lambda m: (m.bank_id, m.turn)):
         copies = list(copies)
-        previous = dict(
-            Memory.objects.in_bank(bank_id).filter(kind=Memory.Kind.EPISODIC, agent__in=[m.agent for m in copies],
-                                                   turn__lt=turn)
-            .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "content"))
-        pairs += [(m, episode_context_text(previous[m.agent], m.content)) for m in copies if m.agent in previous]
+        previous = {agent: (pk, content) for agent, pk, content in
+                    Memory.objects.in_bank(bank_id).filter(kind=Memory.Kind.EPISODIC, turn__lt=turn,
+                                                           agent__in=[m.agent for m in copies])
+                    .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "id", "content")}
+        pairs += [(m, previous[m.agent][0], episode_context_text(previous[m.agent][1], m.content))
+                  for m in copies if m.agent in previous]
     if not pairs:
         return 0
-    texts = list(dict.fromkeys(text for _m, text in pairs))
+    texts = list(dict.fromkeys(text for _m, _before, text in pairs))
     vectors = dict(zip(texts, embed_texts(texts)))  # before the lock: the model is the slow part
     with transaction.atomic():
         # The banks' rows FOR SHARE: bank_delete (FOR UPDATE) waits for these keys or has already
         # removed the memories, which the second look then leaves out.
-        for bank_id in sorted({m.bank_id for m, _text in pairs}):
+        for bank_id in sorted({m.bank_id for m, _before, _text in pairs}):
             bank_hold(bank_id)
-        alive = set(Memory.objects.filter(pk__in=[m.pk for m, _text in pairs]).values_list("pk", flat=True))
-        pairs = [(m, text) for m, text in pairs if m.pk in alive]
+        ids = [pk for m, before, _text in pairs for pk in (m.pk, before)]
+        alive = set(Memory.objects.filter(pk__in=ids).values_list("pk", flat=True))
         MemoryKey.objects.bulk_create(
-            [MemoryKey(memory=m, query=text[:300].strip(), embedding=vectors[text]) for m, text in pairs],
+            [MemoryKey(memory_id=pk, query=text[:300].strip(), embedding=vectors[text])
+             for m, before, text in pairs for pk in (m.pk, before) if pk in alive],
             ignore_conflicts=True,
         )
+        pairs = [pair for pair in pairs if pair[0].pk in alive]
     return len(pairs)
 
 

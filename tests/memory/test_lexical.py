@@ -97,8 +97,8 @@ def test_every_stage_can_be_switched_off(dialogue):
     with override_settings(RETRIEVAL_FUSION=False):
         unfused = recall(dialogue, query, agent="Alex", filter=EPISODIC, k=6, fusion=True)
         assert _turns(unfused) == _turns(plain) and "lexical" not in unfused[0].components
-    # The in-reply-to key is made at capture time, and only while the setting is on.
-    assert MemoryKey.objects.filter(memory__bank=dialogue).count() == len(LINES) - 1
+    # The reply keys are made at capture time (each pair of lines leads to both), only while the setting is on.
+    assert MemoryKey.objects.filter(memory__bank=dialogue).count() == 2 * (len(LINES) - 1)
     with override_settings(RETRIEVAL_CONTEXT_KEYS=False):
         (memory,) = remember_utterance(bank=dialogue, speaker="Sam", text="Done.", turn=7, listeners=["Alex"])
     assert not memory.keys.exists()
@@ -110,6 +110,12 @@ def test_a_reply_is_found_through_the_line_it_answers(dialogue):
     assert key.query == "Sam said: I bought new towels for the bathroom. Jordan said: Yes, twice!"
     found = recall(dialogue, "did Jordan buy towels?", agent="Alex", filter=EPISODIC, k=3)
     assert memory.pk in [r.memory.pk for r in found]
+    # The same pair leads to the line it answered: "who bought towels twice?" finds Sam's line too.
+    towels = Memory.objects.get(bank=dialogue, content="Sam said: I bought new towels for the bathroom.")
+    assert towels.keys.filter(query=key.query).exists()
+    assert set(towels.keys.values_list("query", flat=True)) == {
+        "Jordan said: Tell Halvorsen the choir meets on Thursday. Sam said: I bought new towels for the bathroom.",
+        key.query}
 
 
 def test_canonical_tools_keep_plain_similarity(seeded_bank):
@@ -183,3 +189,18 @@ def test_a_word_every_line_holds_does_not_spread_the_lexical_scores(bank):
     results = recall(bank, "Halvorsen", agent="Alex", filter=EPISODIC, k=3, fusion=True, speaker_boost=0)
     lexical = sorted(r.components["lexical"] for r in results)
     assert lexical[-1] == pytest.approx(1.0) and lexical[0] > 0.6
+
+
+def test_deferred_keys_also_lead_to_the_line_before(dialogue):
+    """A simulation's turn embeds its keys after the commit (memory_keys_add): the same two keys."""
+    from memory.services.capture import memory_keys_add
+
+    (question,) = remember_utterance(bank=dialogue, speaker="Sam", text="Who fixed the boiler?", turn=7,
+                                     listeners=["Alex"], defer_keys=True)
+    (answer,) = remember_utterance(bank=dialogue, speaker="Jordan", text="Halvorsen did, on Monday.", turn=8,
+                                   listeners=["Alex"], defer_keys=True)
+    assert not answer.keys.exists()
+    assert memory_keys_add(memory_ids=[answer.pk]) == 1
+    pair = "Sam said: Who fixed the boiler? Jordan said: Halvorsen did, on Monday."
+    assert list(answer.keys.values_list("query", flat=True)) == [pair]
+    assert question.keys.filter(query=pair).exists()
