@@ -15,7 +15,7 @@ import numpy as np
 from django.db import connection
 
 from memory import cache, embedding
-from memory.models import EmbeddingCache, Memory, MemoryBank
+from memory.models import EmbeddingCache
 from memory.retrieval import MemoryFilter, recall
 from memory.seeding import character_specs, scenario_specs
 from memory.services import bank_create, seed_bank
@@ -253,3 +253,27 @@ def measure_bank(bank, queries: np.ndarray, *, k: int = 10, latency_n: int = 200
             hnsw_recalls.append(len({r.memory.pk for r in forced} & {r.memory.pk for r in truth}) / len(truth))
     return {"p50": pct(latencies, 50), "p95": pct(latencies, 95), "recall": statistics.fmean(recalls) if recalls else 1.0,
             "hnsw_recall": statistics.fmean(hnsw_recalls) if hnsw_recalls else 1.0, "short": short}
+
+
+def index_mb(bank_id: int) -> float:
+    """Disk size of a bank's own vector indexes (memories and keys), 0 when it has none."""
+    from memory.indexing import index_names
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class c WHERE c.relname = ANY(%s)",
+                    [list(index_names(bank_id))])
+        return round(float(cur.fetchone()[0]) / 2**20, 1)
+
+
+def table_mb() -> float:
+    """The memories and keys tables on disk, every index and TOAST included."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_total_relation_size('memory_memory') + pg_total_relation_size('memory_memorykey')")
+        return round(float(cur.fetchone()[0]) / 2**20, 1)
+
+
+def process_rss_mb() -> float:
+    """The most memory this process held (the model, the query vectors, the result rows)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -178,6 +178,9 @@ RETRIEVAL_LEXICAL_WEIGHT = float(os.environ.get("WONDA_RETRIEVAL_LEXICAL_WEIGHT"
 RETRIEVAL_SPEAKER_BOOST = float(os.environ.get("WONDA_RETRIEVAL_SPEAKER_BOOST", "0.2"))
 # Up to this many candidates one exact scan makes both top lists; above, the HNSW and GIN indexes do.
 RETRIEVAL_FUSION_EXACT_LIMIT = int(os.environ.get("WONDA_RETRIEVAL_FUSION_EXACT_LIMIT", "2000"))
+# Memory for building a big bank's vector index (PostgreSQL's maintenance_work_mem, for that build):
+# a 100,000-memory bank's graph needs ~200 MB to build in memory, a 1,000,000 one ~2 GB.
+INDEX_BUILD_MEMORY = os.environ.get("WONDA_INDEX_BUILD_MEMORY", "512MB")
 # Capture: an episodic line also gets a key embedding "previous line + this line" (found as a reply).
 RETRIEVAL_CONTEXT_KEYS = env_bool("WONDA_RETRIEVAL_CONTEXT_KEYS", True)
 # Consolidation (memory.consolidation): active earned memories per agent before a turn consolidates its old ones.
