@@ -1,5 +1,8 @@
 from django.contrib import admin
+from django.contrib.auth.decorators import login_not_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from api import views as api_views
 from api.api import urls as api_urls
@@ -11,6 +14,8 @@ admin.site.site_title = "Wonda admin"
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico on every page whatever the page links.
+    path("favicon.ico", login_not_required(RedirectView.as_view(url=static("img/favicon.svg"), permanent=True))),
     path("metrics", metrics.metrics, name="metrics"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", api_urls()),

@@ -75,6 +75,10 @@ class BranchNode:
     simulation: Simulation
     children: list["BranchNode"] = field(default_factory=list)
 
+    def runs(self) -> list[Simulation]:
+        """Every run of the tree, this one first, depth first (the relatives a run compares with)."""
+        return [self.simulation, *(run for child in self.children for run in child.runs())]
+
 
 def branch_tree(simulation: Simulation, owner) -> BranchNode:
     """The tree of runs this one belongs to: from its root down, every branch of every branch.

@@ -6,6 +6,7 @@ import re
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils.dateparse import parse_datetime
 
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
 from chronicle.simulation.services import SECRET_SETTINGS, SETTING_FIELDS
@@ -208,6 +209,8 @@ def simulation_import(*, owner, data: dict) -> Simulation:
     for name in SETTINGS:
         if name in settings:
             setattr(simulation, name, settings[name])
+    if simulation.title:
+        simulation.title = _copy_title(owner, simulation.title)
     status = settings.get("status")
     simulation.status = status if status in Simulation.FINISHED_STATUSES else Simulation.Status.PAUSED
     if simulation.status == Simulation.Status.PAUSED:
@@ -250,8 +253,26 @@ def simulation_import(*, owner, data: dict) -> Simulation:
                         after=e.get("after"), label=(e.get("label") or "")[:300])
             edit.full_clean()
             edit.save()
+            if e.get("created"):  # when it was made, not when it was imported (auto_now_add would say now)
+                created = parse_datetime(str(e["created"]))
+                if created is None:
+                    raise ValidationError(f"created: {e['created']!r} is not a date and time (ISO 8601)")
+                Edit.objects.filter(pk=edit.pk).update(created=created)
     import_bank_task.delay_on_commit(simulation.pk, memories)
     return simulation
+
+
+def _copy_title(owner, title: str) -> str:
+    """An imported run's title, marked as a copy when the writer already has a run of that name:
+    "Dinner (imported)", then "Dinner (imported 2)"…"""
+    taken = set(Simulation.objects.owned_by(owner).values_list("title", flat=True))
+    if title not in taken:
+        return title
+    base = title[:180]
+    candidate, n = f"{base} (imported)", 2
+    while candidate in taken:
+        candidate, n = f"{base} (imported {n})", n + 1
+    return candidate
 
 
 def import_bank(*, simulation: Simulation, memories: list[dict]) -> dict[int, int]:

@@ -60,20 +60,48 @@ class Edit(models.Model):
         return f"{self.target_type} {self.target_id}.{self.field}"
 
     @property
+    def what(self) -> str:
+        """The change in words: "struck out", "memories kept out of the turn", "importance"."""
+        return WHAT.get((self.target_type, self.field), f"{self.target_type} {self.field}".replace("_", " "))
+
+    @property
     def before_shown(self):
-        return _shown(self.before)
+        return _shown(self.field, self.before)
 
     @property
     def after_shown(self):
-        return _shown(self.after)
+        return _shown(self.field, self.after)
 
 
-def _shown(value):
-    """A change as the history page shows it: a consolidation's {memory id: status} map reads as
-    "active: #12, #13 · archived: #20" rather than as a Python dict; anything else as it is."""
+WHAT = {
+    ("line", "text"): "line edited", ("line", "annotation"): "note", ("line", "struck"): "struck out",
+    ("line", "starred"): "starred", ("line", "line"): "line written by hand", ("line", "regenerate"): "regenerated",
+    ("retrieval", "exclude"): "memories kept out of the turn", ("retrieval", "pin"): "memories pinned to the turn",
+    ("memory", "content"): "memory text", ("memory", "importance"): "importance", ("memory", "tags"): "tags",
+    ("memory", "status"): "status", ("memory", "created"): "memory formed",
+    ("memory", "consolidation"): "memories consolidated into a summary",
+}
+_FLAGS = {"struck": ("struck out", "not struck out"), "starred": ("starred", "not starred")}
+
+
+def _shown(field: str, value):
+    """A value as the history page shows it, in words: yes/no flags, memory ids as #12, a
+    consolidation's {memory id: status} map as "active: #12, #13 · archived: #20"."""
+    if value is None or value == "":
+        return None
+    if field in _FLAGS and isinstance(value, bool):
+        return _FLAGS[field][0 if value else 1]
+    if field in ("exclude", "pin") and isinstance(value, list):
+        return ", ".join(f"#{pk}" for pk in value) if value else "none"
+    if field == "tags" and isinstance(value, list):
+        return ", ".join(str(tag) for tag in value) if value else "no tags"
+    if field == "regenerate":
+        return f"branch #{value}"
     if isinstance(value, dict) and value and all(isinstance(v, str) and str(k).isdigit() for k, v in value.items()):
         by_status: dict[str, list[str]] = {}
         for pk, status in value.items():
             by_status.setdefault(status, []).append(f"#{pk}")
         return " · ".join(f"{status}: {', '.join(ids)}" for status, ids in by_status.items())
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     return value

@@ -86,7 +86,8 @@ def _marked(a: str, b: str) -> tuple[str, str]:
 
 
 def compare(left: Simulation, right: Simulation) -> list[ComparedRow]:
-    """Both runs' lines aligned by turn index, with the differences marked."""
+    """Both runs' lines aligned by turn index, with the differences marked as changes from the other
+    run to this one: this run's own words are additions (<ins>), the other's words it lacks removals."""
     lefts = {t.index: t for t in turns_with_entries(left)}
     rights = {t.index: t for t in turns_with_entries(right)}
     rows = []
@@ -95,7 +96,7 @@ def compare(left: Simulation, right: Simulation) -> list[ComparedRow]:
         ltext = entry_text(lt) if lt else ""
         rtext = entry_text(rt) if rt else ""
         same = lt is not None and rt is not None and lt.agent == rt.agent and ltext == rtext
-        lhtml, rhtml = _marked(ltext, rtext)
+        rhtml, lhtml = _marked(rtext, ltext)
         rows.append(ComparedRow(index=index, left=lt, right=rt, left_text=ltext, right_text=rtext, same=same,
                                 left_html=mark_safe(lhtml), right_html=mark_safe(rhtml)))
     return rows

@@ -395,13 +395,16 @@ def edit_undo(request: HttpRequest, pk: int, edit_id: int) -> HttpResponse:
 def branch_compare(request: HttpRequest, pk: int) -> HttpResponse:
     simulation = _simulation(request, pk)
     tree = simulation_selectors.branch_tree(simulation, request.user)
-    other_id = request.GET.get("other") or simulation.parent_id or (
-        simulation.branches.values_list("pk", flat=True).first())
-    other = get_object_or_404(Simulation.objects.owned_by(request.user), pk=other_id) if other_id else None
+    # Only its relatives (the same tree): an unrelated run shares no turns worth aligning.
+    relatives = {run.pk: run for run in tree.runs() if run.pk != simulation.pk}
+    other_id = request.GET.get("other") or simulation.parent_id or next(iter(relatives), None)
+    try:
+        other = relatives[int(other_id)] if other_id else None
+    except (KeyError, ValueError) as exc:
+        raise Http404("Not a branch of this run.") from exc
     return TemplateResponse(request, "chronicle/writing/branch_compare.html", {
-        "simulation": simulation, "other": other, "tree": tree,
-        "rows": selectors.compare(simulation, other) if other else [],
-        "choices": Simulation.objects.owned_by(request.user).exclude(pk=simulation.pk).order_by("-created")[:100]})
+        "simulation": simulation, "other": other, "tree": tree, "choices": list(relatives.values()),
+        "rows": selectors.compare(simulation, other) if other else []})
 
 
 # --- export / import ------------------------------------------------------------------------

@@ -61,7 +61,7 @@ def _normal(data: dict) -> dict:
         o.pop("memory_id")
     for e in data["edits"]:
         e.pop("target_id")
-        e.pop("created")
+    data["simulation"].pop("title")  # the copy is marked (checked on its own below)
     return data
 
 
@@ -84,11 +84,15 @@ def test_json_export_imports_back_into_an_equal_simulation(user, polished, djang
     imported.refresh_from_db()
     assert imported.pk != polished.pk and imported.bank_id != polished.bank_id
     again = exports.to_json(imported)
-    assert _normal(again) == _normal(data)
+    assert _normal(again) == _normal(data)  # every edit with the time it was made, not the import's
+    # The writer's first run keeps its name; the copy says it is one.
+    assert (polished.title, imported.title) == ("Dinner plans", "Dinner plans (imported)")
+    assert exports.simulation_import(owner=user, data=payload).title == "Dinner plans (imported 2)"
     # The retrieval records point at the new bank's memories.
     ids = [r["memory_id"] for t in again["turns"] for rr in t["retrievals"] for r in rr["results"]]
     assert ids and Memory.objects.filter(pk__in=ids, bank=imported.bank).count() == len(set(ids))
-    assert exports.to_fountain(imported) == exports.to_fountain(polished)
+    title, *script = exports.to_fountain(imported).splitlines()
+    assert title == "Title: Dinner plans (imported)" and script == exports.to_fountain(polished).splitlines()[1:]
 
 
 def test_import_refuses_something_else(user):
