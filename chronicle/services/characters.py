@@ -6,7 +6,8 @@ from typing import Any
 
 from django.db import transaction
 
-from chronicle.models import Character
+from chronicle.models import Character, Scenario
+from memory.models import MemoryBank
 from memory.services import bank_create, bank_delete, bank_request_seed
 
 FIELDS = ("name", "role", "archetype", "description", "public_face", "background", "communication_style",
@@ -57,15 +58,50 @@ def character_create(*, owner, data: dict[str, Any], seed: bool = True) -> Chara
 
 @transaction.atomic
 def character_update(*, character: Character, data: dict[str, Any]) -> Character:
+    old_name = Character.objects.values_list("name", flat=True).get(pk=character.pk)
     _apply(character, data)
     character.full_clean()
     character.save()
+    if character.name != old_name:
+        _renamed(character, old_name)
     return character_request_preview(character=character)
 
 
 @transaction.atomic
 def character_delete(*, character: Character) -> None:
     bank = character.preview_bank
+    # Pair notes in the writer's scenarios by or about it would name someone no longer there.
+    for scenario in Scenario.objects.owned_by(character.owner).select_for_update():
+        notes = _without(scenario.pair_notes or {}, character.name)
+        if notes != (scenario.pair_notes or {}):
+            scenario.pair_notes = notes
+            scenario.save(update_fields=["pair_notes", "updated"])
     character.delete()
     if bank is not None:
         bank_delete(bank=bank)  # the preview bank is the character's alone
+
+
+def _renamed(character: Character, old: str) -> None:
+    """A new name reaches everything that named the character: its preview bank, the pair notes of
+    the writer's scenarios, and what the writer's other characters know about it."""
+    if character.preview_bank_id is not None:
+        MemoryBank.objects.filter(pk=character.preview_bank_id).update(name=f"Preview: {character.name}"[:200])
+    new = character.name
+    for scenario in Scenario.objects.owned_by(character.owner).select_for_update():
+        notes = scenario.pair_notes or {}
+        renamed = {new if who == old else who: {new if other == old else other: note for other, note in about.items()}
+                   for who, about in notes.items() if isinstance(about, dict)}
+        if renamed != notes:
+            scenario.pair_notes = renamed
+            scenario.save(update_fields=["pair_notes", "updated"])
+    for other in Character.objects.owned_by(character.owner).exclude(pk=character.pk).select_for_update():
+        knowledge = other.knowledge or {}
+        if old in knowledge and new not in knowledge:
+            other.knowledge = {new if name == old else name: text for name, text in knowledge.items()}
+            other.save(update_fields=["knowledge", "updated"])
+
+
+def _without(notes: dict, name: str) -> dict:
+    kept = {who: {other: note for other, note in about.items() if other != name}
+            for who, about in notes.items() if who != name and isinstance(about, dict)}
+    return {who: about for who, about in kept.items() if about}

@@ -81,3 +81,36 @@ def test_demo_loads_once_with_every_field_filled(user, dispatched, django_captur
         assert set(character.knowledge) == set(cast) - {character.name}
     assert len(dispatched) == 4  # three characters and the scenario
     assert Character.objects.filter(owner=user).count() == 3
+
+
+def test_a_renamed_character_is_renamed_everywhere_it_was_named(user, other_user, make_character, make_scenario,
+                                                                  dispatched):
+    alex = make_character(user)
+    jordan = make_character(user, name="Jordan", knowledge={"Alex": "Alex books tables."})
+    theirs = make_character(other_user, name="Jordan", knowledge={"Alex": "Another writer's Alex."})
+    scenario = make_scenario(user, cast=[alex, jordan], pair_notes={"Jordan": {"Alex": "Alex owes Jordan."},
+                                                                     "Alex": {"Jordan": "Jordan is late."}})
+    character_update(character=alex, data={"name": "Alexa"})
+    alex.preview_bank.refresh_from_db()
+    jordan.refresh_from_db()
+    scenario.refresh_from_db()
+    assert alex.preview_bank.name == "Preview: Alexa"
+    assert scenario.pair_notes == {"Jordan": {"Alexa": "Alex owes Jordan."}, "Alexa": {"Jordan": "Jordan is late."}}
+    assert jordan.knowledge == {"Alexa": "Alex books tables."}
+    # What the scenario's cast is seeded with follows (Jordan's note about the renamed one).
+    assert {s.name: s.knowledge for s in scenario.cast_sheets()}["Jordan"]["Alexa"].endswith("Alex owes Jordan.")
+    theirs.refresh_from_db()
+    assert theirs.knowledge == {"Alex": "Another writer's Alex."}  # another writer's characters are theirs
+
+
+def test_a_deleted_character_leaves_no_pair_notes(user, make_character, make_scenario, dispatched):
+    from chronicle.services.characters import character_delete
+
+    alex = make_character(user)
+    jordan = make_character(user, name="Jordan", knowledge={})
+    sam = make_character(user, name="Sam", knowledge={})
+    scenario = make_scenario(user, cast=[alex, jordan, sam], pair_notes={
+        "Jordan": {"Alex": "Alex owes Jordan.", "Sam": "Sam is kind."}, "Alex": {"Jordan": "Jordan is late."}})
+    character_delete(character=alex)
+    scenario.refresh_from_db()
+    assert scenario.pair_notes == {"Jordan": {"Sam": "Sam is kind."}}
