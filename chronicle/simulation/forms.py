@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.core.exceptions import ValidationError
 from django.conf import settings
+from django.urls import reverse
 
 from chronicle.models import Character, Scenario
 from chronicle.simulation.beliefs import BeliefError
@@ -33,7 +34,7 @@ class SimulationForm(forms.ModelForm):
     scenario = forms.ModelChoiceField(queryset=Scenario.objects.none(), empty_label=None)
     cast = forms.ModelMultipleChoiceField(
         queryset=Character.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
-        help_text="Who takes part: any of the scenario's cast. None ticked: the whole cast.")
+        help_text="Who takes part: the scenario's cast, everyone ticked to begin with. None ticked: the whole cast.")
     scoring = forms.ChoiceField(choices=[(k, k) for k in SCORING_PRESETS], initial="similarity",
                                 help_text="similarity (seed 000) · hybrid 0.6/0.2/0.2 · decayed 0.6/0.1/0.3")
     weight_similarity = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: similarity")
@@ -73,8 +74,21 @@ class SimulationForm(forms.ModelForm):
         initial.setdefault("model", settings.LLM_MODEL)
         initial.setdefault("timeout_s", settings.LLM_TIMEOUT)
         super().__init__(*args, **kwargs)
-        self.fields["scenario"].queryset = Scenario.objects.owned_by(owner).prefetch_related("cast")
+        scenarios = Scenario.objects.owned_by(owner).prefetch_related("cast")
+        self.fields["scenario"].queryset = scenarios
+        # The cast on offer is the chosen scenario's (the page swaps it when the scenario changes).
+        chosen = self.data.get("scenario") if self.is_bound else self.initial.get("scenario")
+        scenario = scenarios.filter(pk=chosen).first() if str(chosen or "").isdigit() else None
+        scenario = scenario or (None if self.is_bound else scenarios.first())
+        # Any of the writer's characters validates, so clean() can name one that is not in the cast.
         self.fields["cast"].queryset = Character.objects.owned_by(owner)
+        self.fields["cast"].widget.choices = [(c.pk, c.name) for c in scenario.cast.all()] if scenario else []
+        self.fields["scenario"].widget.attrs.update({
+            "hx-get": reverse("simulation_create"), "hx-trigger": "change", "hx-target": "#cast-field",
+            "hx-select": "#cast-field", "hx-swap": "outerHTML"})
+        if scenario is not None and not self.is_bound:
+            self.initial["scenario"] = scenario.pk
+            self.initial["cast"] = [c.pk for c in scenario.cast.all()]
         self.fields["sequel_of"].queryset = (Simulation.objects.owned_by(owner).exclude(bank=None)
                                              .filter(status__in=(*Simulation.FINISHED_STATUSES, Simulation.Status.PAUSED))
                                              .order_by("-created"))

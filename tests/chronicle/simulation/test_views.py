@@ -188,3 +188,22 @@ def test_a_running_run_that_no_worker_works_on_says_waiting_for_a_worker(user, d
     Simulation.objects.filter(pk=simulation.pk).update(updated=now - timedelta(seconds=60))
     page = client.get(simulation.get_absolute_url()).content.decode()
     assert "nobody has worked on turn 2 for 60 s" in page
+
+
+@pytest.mark.django_db
+def test_the_form_offers_the_chosen_scenarios_cast_ticked(user, dinner, client_for):
+    from chronicle.models import Scenario
+
+    stranger = Character.objects.create(owner=user, name="Mallory")
+    heist = Scenario.objects.create(owner=user, title="Heist")
+    heist.cast.set([stranger])
+    client = client_for(user)
+    form = client.get(reverse("simulation_create"), {"scenario": dinner.pk}).context["form"]
+    offered = [name for _pk, name in form.fields["cast"].widget.choices]
+    assert offered == ["Alex", "Jordan", "Sam"] and sorted(form.initial["cast"]) == sorted(c.pk for c in dinner.cast.all())
+    page = client.get(reverse("simulation_create"), {"scenario": dinner.pk}).content.decode()
+    assert "Mallory" not in page.split('id="cast-field"', 1)[1].split("</div>\n</div>", 1)[0]
+    # Choosing another scenario swaps the cast in place (htmx asks the same page; #cast-field is taken from it).
+    swapped = client.get(reverse("simulation_create"), {"scenario": heist.pk}, HTTP_HX_REQUEST="true")
+    cast_field = swapped.content.decode().split('id="cast-field"', 1)[1]
+    assert "Mallory" in cast_field and 'checked' in cast_field and "Jordan" not in cast_field.split("Turns", 1)[0]
