@@ -15,7 +15,7 @@ from chronicle.models import Scenario
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.turns import next_index, queue_next, stale_after
 from memory.models import Memory
-from memory.services import bank_carry, bank_create
+from memory.services import bank_carry, bank_create, bank_delete
 from memory.tasks import seed_bank_task
 
 DEMO_PACE_S = 1.0  # the demo is a dry run that would finish in a blink; a second a line can be watched
@@ -166,6 +166,18 @@ def simulation_cancel(*, simulation: Simulation) -> Simulation:
     simulation.status, simulation.pause_reason = Simulation.Status.CANCELLED, "Cancelled by you."
     simulation.save(update_fields=["status", "pause_reason", "updated"])
     return simulation
+
+
+@transaction.atomic
+def simulation_delete(*, simulation: Simulation) -> None:
+    """The run, its turns and history, and its memory bank (a branch or sequel has its own copy)."""
+    simulation = _locked(simulation)
+    if simulation.is_live:
+        raise ControlError("Cancel or pause the run before deleting it.")
+    bank = simulation.bank
+    simulation.delete()
+    if bank is not None:
+        bank_delete(bank=bank)  # locked first: a worker still writing into it finishes, or finds it gone
 
 
 @transaction.atomic

@@ -8,5 +8,6 @@ urlpatterns = [
     path("demo/", views.simulation_demo, name="simulation_demo"),
     path("<int:pk>/", views.simulation_detail, name="simulation_detail"),
     path("<int:pk>/llm/", views.simulation_llm, name="simulation_llm"),
+    path("<int:pk>/delete/", views.simulation_delete, name="simulation_delete"),
     path("<int:pk>/turns/<int:index>/", views.turn_detail, name="simulation_turn"),
 ]

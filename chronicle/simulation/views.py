@@ -112,6 +112,25 @@ def _control(request: HttpRequest, simulation: Simulation) -> HttpResponse:
     return redirect(simulation)
 
 
+@login_required
+@require_http_methods(["GET", "POST"])
+def simulation_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    """Asks first (GET), then deletes the run and its memory bank (POST)."""
+    simulation = get_object_or_404(Simulation.objects.owned_by(request.user).select_related("bank"), pk=pk)
+    if request.method == "POST":
+        title = str(simulation)
+        try:
+            services.simulation_delete(simulation=simulation)
+        except services.ControlError as exc:
+            messages.error(request, str(exc))
+            return redirect(simulation)
+        messages.success(request, f"Deleted {title}.")
+        return redirect("simulation_list")
+    return TemplateResponse(request, "chronicle/simulation_delete.html", {
+        "simulation": simulation, "turns": simulation.turns.count(), "branches": simulation.branches.count(),
+        "memories": simulation.bank.memories.count() if simulation.bank_id else 0})
+
+
 @sensitive_post_parameters("api_key")
 @login_required
 @require_POST

@@ -207,3 +207,44 @@ def test_the_form_offers_the_chosen_scenarios_cast_ticked(user, dinner, client_f
     swapped = client.get(reverse("simulation_create"), {"scenario": heist.pk}, HTTP_HX_REQUEST="true")
     cast_field = swapped.content.decode().split('id="cast-field"', 1)[1]
     assert "Mallory" in cast_field and 'checked' in cast_field and "Jordan" not in cast_field.split("Turns", 1)[0]
+
+
+@pytest.mark.django_db
+def test_a_cancelled_run_offers_to_go_on_in_a_branch_or_to_be_deleted(user, other_user, dinner, client_for,
+                                                                        django_capture_on_commit_callbacks):
+    from chronicle.simulation import services
+    from memory.models import MemoryBank
+
+    simulation = started(user, dinner, max_turns=4)
+    for index in range(2):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    services.simulation_cancel(simulation=simulation)
+    client = client_for(user)
+    page = client.get(simulation.get_absolute_url()).content.decode()
+    assert "Go on in a branch from turn 3" in page and reverse("simulation_delete", args=[simulation.pk]) in page
+    with django_capture_on_commit_callbacks():
+        client.post(reverse("turn_regenerate", args=[simulation.pk, 2]))
+    branch = simulation.branches.get()
+    assert branch.branch_turn == 2 and branch.turns.count() == 2  # both turns kept, it goes on from turn 3
+
+    # Deleting asks first, is the owner's alone, and takes the run's bank (not the branch's).
+    stranger = Client()
+    stranger.force_login(other_user)
+    assert stranger.get(reverse("simulation_delete", args=[simulation.pk])).status_code == 404
+    assert stranger.post(reverse("simulation_delete", args=[simulation.pk])).status_code == 404
+    confirm = client.get(reverse("simulation_delete", args=[simulation.pk])).content.decode()
+    assert "2 turns" in confirm and "Its 1 branch stay" in confirm
+    bank_id = simulation.bank_id
+    response = client.post(reverse("simulation_delete", args=[simulation.pk]))
+    assert response.url == reverse("simulation_list")
+    assert not Simulation.objects.filter(pk=simulation.pk).exists() and not MemoryBank.objects.filter(pk=bank_id).exists()
+    branch.refresh_from_db()
+    assert branch.parent_id is None and MemoryBank.objects.filter(pk=branch.bank_id).exists()
+
+
+@pytest.mark.django_db
+def test_a_running_run_is_not_deleted(user, dinner, client_for):
+    simulation = started(user, dinner)
+    client = client_for(user)
+    client.post(reverse("simulation_delete", args=[simulation.pk]))
+    assert Simulation.objects.filter(pk=simulation.pk).exists()
