@@ -10,6 +10,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.utils.text import slugify
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from chronicle.views.common import HtmxHttpRequest
@@ -53,13 +54,16 @@ def scenario_export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 def _imported(request: HtmxHttpRequest, result) -> HttpResponse:
-    if result.scenario is not None:
-        names = ", ".join(c.name for c in result.characters)
-        messages.success(request, f"Imported {result.scenario.title} with {names}.")
-        return redirect("scenario_detail", pk=result.scenario.pk)
-    character = result.characters[0]
-    messages.success(request, f"Imported {character.name}. Wonda is seeding the preview memories.")
-    return redirect("character_detail", pk=character.pk)
+    """Back to the import page, which lists what came in with a link to each (kept in the session for
+    that one page: the redirect keeps a reload from importing the file twice)."""
+    items = [{"kind": "scenario", "name": result.scenario.title,
+              "url": reverse("scenario_detail", args=[result.scenario.pk])}] if result.scenario is not None else []
+    items += [{"kind": "character", "name": c.name, "url": reverse("character_detail", args=[c.pk])}
+              for c in result.characters]
+    request.session["imported"] = items
+    what = result.scenario.title if result.scenario is not None else result.characters[0].name
+    messages.success(request, f"Imported {what}. Wonda is seeding the preview memories.")
+    return redirect("import")
 
 
 @login_required
@@ -98,5 +102,6 @@ def import_page(request: HtmxHttpRequest) -> HttpResponse:
         else:
             return _imported(request, result)
     status = 400 if (errors or form.errors) else (409 if clash else 200)
-    return TemplateResponse(request, "chronicle/import.html", {"form": form, "errors": errors, "clash": clash},
-                            status=status)
+    imported = request.session.pop("imported", None) if request.method == "GET" else None
+    return TemplateResponse(request, "chronicle/import.html", {"form": form, "errors": errors, "clash": clash,
+                                                               "imported": imported}, status=status)

@@ -91,7 +91,11 @@ def test_png_card_round_trip_through_the_pages(client_for, user):
     client = client_for(user)
     response = client.post(reverse("import"), {"file": SimpleUploadedFile("s.png", _png(SILLY_CARD), "image/png")})
     seraphina = Character.objects.get(owner=user, name="Seraphina")
-    assert response.status_code == 302 and response["Location"] == reverse("character_detail", args=[seraphina.pk])
+    assert response.status_code == 302 and response["Location"] == reverse("import")
+    # The import page lists what came in, linked.
+    listed = client.get(response["Location"]).content.decode().split('id="imported"', 1)[1].split("</div>", 1)[0]
+    assert f'<a href="{reverse("character_detail", args=[seraphina.pk])}">Seraphina</a>' in listed
+    assert 'id="imported"' not in client.get(reverse("import")).content.decode()  # said once
     png = client.get(reverse("character_export", args=[seraphina.pk, "card.png"])).content
     image = Image.open(io.BytesIO(png))
     card = json.loads(base64.b64decode(image.text["chara"]))
@@ -246,7 +250,9 @@ def test_the_import_page_offers_a_copy_on_a_name_clash(client_for, user):
     assert refused.status_code == 400 and "no longer kept" in refused.content.decode()
     response = client_for(user).post(reverse("import"), {"pending": pending, "import_copy": "1"})
     copy = Character.objects.get(owner=user, name="Seraphina (2)")
-    assert response.status_code == 302 and response["Location"] == reverse("character_detail", args=[copy.pk])
+    assert response.status_code == 302 and response["Location"] == reverse("import")
+    listed = client_for(user).get(reverse("import")).content.decode()
+    assert f'<a href="{reverse("character_detail", args=[copy.pk])}">Seraphina (2)</a>' in listed
     assert copy.extra_memories == Character.objects.get(owner=user, name="Seraphina").extra_memories
     assert not Character.objects.filter(owner=stranger).exists()
 

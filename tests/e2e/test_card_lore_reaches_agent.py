@@ -32,6 +32,7 @@ def test_imported_card_lore_is_retrieved_in_a_run(logged_in_page, user, celery_w
     page.goto("/import/")
     page.set_input_files("input[type=file]", str(card))
     page.get_by_role("button", name="Import").click()
+    page.locator("#imported").get_by_role("link", name="Seraphina").click()  # the import page lists it
     page.wait_for_url(re.compile(r"/characters/\d+/$"))
     expect(page.get_by_role("heading", level=1)).to_contain_text("Seraphina")
 

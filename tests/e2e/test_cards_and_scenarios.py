@@ -40,6 +40,9 @@ def test_import_card_png_and_export_it_back(logged_in_page, tmp_path, shot):
 
     page.set_input_files("input[type=file]", _card_png(tmp_path, CARD))
     page.get_by_role("button", name="Import", exact=True).click()
+    imported = page.locator("#imported")
+    expect(imported).to_contain_text("Character Seraphina")  # the import page lists what came in, linked
+    imported.get_by_role("link", name="Seraphina").click()
     page.wait_for_url(re.compile(r"/characters/\d+/$"))
     expect(page.get_by_role("heading", level=1)).to_contain_text("Seraphina")
     expect(page.locator(".sheet .lore")).to_contain_text("The glade is protected by old magic.")
@@ -92,6 +95,7 @@ def test_a_name_clash_imports_as_a_copy_and_its_lore_is_edited_in_the_page(logge
     expect(clash).to_contain_text("Seraphina (2)")
     shot(page, "12-import-clash")
     page.get_by_role("button", name="Import as a copy").click()
+    page.locator("#imported").get_by_role("link", name="Seraphina (2)").click()
     page.wait_for_url(re.compile(r"/characters/\d+/$"))
     expect(page.get_by_role("heading", level=1)).to_contain_text("Seraphina (2)")
 

@@ -25,7 +25,7 @@ def test_a_planted_rumour_spreads_two_hops_and_the_writer_reads_the_chain(logged
     page.goto("/import/")
     page.set_input_files("input[type=file]", str(RUMOUR))
     page.get_by_role("button", name=re.compile("Import")).click()
-    page.wait_for_url(re.compile(r"/scenarios/\d+/$"))
+    expect(page.locator("#imported")).to_contain_text("Scenario A rumour at the Harbour Inn")
 
     page.goto("/simulations/new/")
     page.select_option("#id_scenario", label="A rumour at the Harbour Inn")
