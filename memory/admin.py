@@ -8,7 +8,8 @@ from django.db.models import Count
 from django.utils.html import format_html
 
 from memory.models import EmbeddingCache, Memory, MemoryBank, MemoryKey
-from memory.services import memory_archive, memory_reembed
+from memory.services import memory_archive, memory_reembed, memory_restore, memory_update
+from memory.signals import memory_edited
 
 
 def describe_vector(vector) -> str:
@@ -55,12 +56,20 @@ class MemoryAdmin(admin.ModelAdmin):
     list_filter = ["kind", "category", "source", "status", "bank", "agent"]
     list_select_related = ["bank"]
     search_fields = ["content", "agent", "about", "speaker"]
-    readonly_fields = ["embedding_summary", "access_count", "last_accessed_turn", "created_at", "updated_at"]
-    exclude = ["embedding"]
-    raw_id_fields = ["bank", "evidence"]
+    # What a person may change here is what the writer may change on a run's bank page (content,
+    # importance, tags, status), through the same services, so it is re-embedded and in History.
+    fields = ["bank", "agent", "kind", "category", "about", "speaker", "turn", "source", "content", "importance",
+              "tags", "status", "participants", "metadata", "embedding_summary", "access_count",
+              "last_accessed_turn", "created_at", "updated_at"]
+    readonly_fields = ["bank", "agent", "kind", "category", "about", "speaker", "turn", "source", "participants",
+                       "metadata", "embedding_summary", "access_count", "last_accessed_turn", "created_at",
+                       "updated_at"]
     inlines = [MemoryKeyInline]
     actions = ["reembed", "archive"]
     list_per_page = 50
+
+    class Media:
+        css = {"all": ["admin_extra/memory.css"]}
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("embedding")
@@ -77,11 +86,27 @@ class MemoryAdmin(admin.ModelAdmin):
     def embedding_summary(self, obj):
         return format_html("<code>{}</code>", describe_vector(obj.embedding))
 
+    def has_add_permission(self, request):
+        return False  # a memory needs its vector: the writer's form, the API or a run make them
+
     def save_model(self, request, obj, form, change):
-        # An edited content gets a fresh vector; the service keeps the rule in one place.
-        super().save_model(request, obj, form, change)
-        if change and "content" in form.changed_data:
-            memory_reembed(memory=obj)
+        """Each changed field through memory's services (a new content is re-embedded by a worker),
+        then memory_edited, which the run owning the bank records in its History (with Undo)."""
+        stored = Memory.objects.get(pk=obj.pk)
+        changes = {}
+        for field in ("content", "importance", "tags", "status"):
+            if field not in form.changed_data:
+                continue
+            before, after = getattr(stored, field), getattr(obj, field)
+            if field == "status" and after == Memory.Status.ARCHIVED:
+                memory_archive(memory=stored)
+            elif field == "status":
+                memory_restore(memory=stored, status=after)
+            else:
+                memory_update(memory=stored, **{field: after})
+            changes[field] = (list(before) if field == "tags" else before, list(after) if field == "tags" else after)
+        if changes:
+            memory_edited.send(sender=Memory, memory=stored, actor=request.user, changes=changes)
 
     @admin.action(description="Re-embed selected memories (content and keys)")
     def reembed(self, request, queryset):

@@ -11,6 +11,7 @@ from wonda_site import metrics, views
 
 admin.site.site_header = "Wonda memory inspection"
 admin.site.site_title = "Wonda admin"
+admin.site.enable_nav_sidebar = False  # its 300 px squeezed the memory list's content column at 1366 px
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),

@@ -358,3 +358,14 @@ def simulation_replay_undistorted(*, parent: Simulation, actor) -> Simulation:
         raise WritingError("This run has no distortion filters to leave out.")
     return simulation_branch(parent=parent, index=0, actor=actor, changes={"distortions": ""},
                              label="without distortions")
+
+
+def record_outside_edit(sender, *, memory: Memory, actor, changes: dict, **_kwargs) -> None:
+    """memory.signals.memory_edited (a staff edit in the admin): the run whose bank holds the
+    memory records each change in its History, where the writer sees it and can undo it."""
+    simulation = Simulation.objects.filter(bank_id=memory.bank_id).first()
+    if simulation is None:
+        return  # a character's or scenario's preview bank: no run, no history
+    for field, (before, after) in changes.items():
+        _record(simulation=simulation, actor=actor, target_type=Edit.Target.MEMORY, target_id=memory.pk,
+                field=field, before=before, after=after, label=f"{_memory_label(memory)} (in the admin)")

@@ -48,3 +48,52 @@ def test_compare_shows_this_branchs_words_as_additions_and_offers_only_relatives
 def test_every_page_has_a_favicon(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 301 and response["Location"].endswith("/img/favicon.svg")
+
+
+def _admin_post_data(response) -> dict:
+    """The admin change form as the browser would post it back (its fields and inline formsets)."""
+    form = response.context["adminform"].form
+    data = {name: form[name].value() for name in form.fields}
+    for inline in response.context["inline_admin_formsets"]:
+        formset = inline.formset
+        data |= {f"{formset.prefix}-{k}": v for k, v in formset.management_form.initial.items()}
+        for sub in formset.forms:
+            data |= {sub.add_prefix(name): sub[name].value() for name in sub.fields}
+    return {k: ("" if v is None else ",".join(v) if isinstance(v, list) else v) for k, v in data.items()}
+
+
+def test_an_admin_edit_goes_through_the_service_and_into_the_runs_history(client_for, user, staff_user, finished,
+                                                                         django_capture_on_commit_callbacks):
+    from django.test import Client
+
+    from memory.models import Memory
+
+    memory = Memory.objects.in_bank(finished.bank).filter(kind="episodic").first()
+    old = memory.content
+    admin = Client()  # client_for shares one client: the staff member and the writer need their own
+    admin.force_login(staff_user)
+    url = f"/admin/memory/memory/{memory.pk}/change/"
+    data = _admin_post_data(admin.get(url)) | {"content": "Sam owns a small red boat.", "importance": "8"}
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = admin.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    memory.refresh_from_db()
+    # The same service as the writer's edit: out of search until a worker re-embeds it.
+    assert memory.content == "Sam owns a small red boat." and memory.importance == 8 and memory.embedding_stale
+    assert len(callbacks) == 1  # the re-embedding, queued when the save commits
+    page = client_for(user).get(reverse("chronicle_history", args=[finished.pk])).content.decode()
+    assert "(in the admin)" in page and "Sam owns a small red boat." in page
+    edit = next(e for e in finished.edits.all() if e.field == "content")
+    assert edit.actor == staff_user and edit.before == old
+    client_for(user).post(reverse("chronicle_undo", args=[finished.pk, edit.pk]))
+    memory.refresh_from_db()
+    assert memory.content == old
+    # Other fields are shown, not edited there; and a memory is not made in the admin (it needs a vector).
+    assert admin.get("/admin/memory/memory/add/").status_code == 403
+
+
+def test_the_admin_memory_list_keeps_its_content_readable(client_for, staff_user, finished):
+    page = client_for(staff_user).get("/admin/memory/memory/").content.decode()
+    # No 300 px navigation column, and the content column's own minimum width (rows 1-3 lines tall).
+    assert 'id="nav-sidebar"' not in page and "admin_extra/memory.css" in page
+    assert 'class="field-short_content"' in page
