@@ -67,8 +67,8 @@ def simulation_demo(request: HttpRequest) -> HttpResponse:
 
 
 def _page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None, *, poll: bool = False) -> dict:
-    """The run page, or (poll) only what its 2 s poll swaps: the branch tree sits outside `#live`, so a
-    poll never builds it."""
+    """The run page, or (poll) only what its 2 s poll swaps (the branch tree, outside `#live`, is added
+    out of band by simulation_detail when the run has one)."""
     turns = selectors.attach_stage(simulation, selectors.attach_reflections(simulation, list(selectors.turns_for_page(simulation))))
     if llm_form is None and simulation.status in (Simulation.Status.PAUSED, Simulation.Status.FAILED):
         llm_form = LLMSettingsForm(instance=simulation)
@@ -88,8 +88,14 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST":
         return _control(request, simulation)
     if request.htmx:
-        html = render_to_string("chronicle/simulation_detail.html#live", _page_context(simulation, poll=True),
-                                request=request)
+        context = _page_context(simulation, poll=True)
+        html = render_to_string("chronicle/simulation_detail.html#live", context, request=request)
+        if simulation.parent_id or simulation.branches.exists():
+            # The branch tree sits outside the polled region: sent along out of band, so a branch
+            # that finished (or this run's own status) reads right without a reload.
+            tree = selectors.branch_tree(simulation, simulation.owner)
+            html += render_to_string("chronicle/simulation_detail.html#branches",
+                                     context | {"tree": tree, "oob": True}, request=request)
         # 286 once the run is over (and its insights are in): htmx swaps this last version and stops polling.
         response = HttpResponse(html) if simulation.polls else HttpResponseStopPolling(html)
     else:

@@ -62,7 +62,7 @@ def _imported(request: HtmxHttpRequest, result) -> HttpResponse:
               for c in result.characters]
     request.session["imported"] = items
     what = result.scenario.title if result.scenario is not None else result.characters[0].name
-    messages.success(request, f"Imported {what}. Wonda is seeding the preview memories.")
+    messages.success(request, f"Imported {what}.")
     return redirect("import")
 
 

@@ -57,7 +57,7 @@ def _save(request: HtmxHttpRequest, form: CharacterForm, character: Character | 
     except ValidationError as exc:  # e.g. a name taken between validation and save
         form.add_error(None, exc)
         return _form_page(request, form, character, status=400)
-    messages.success(request, f"Saved {character.name}. Wonda is seeding the preview memories.")
+    messages.success(request, f"Saved {character.name}.")
     return redirect("character_detail", pk=character.pk)
 
 

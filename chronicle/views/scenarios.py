@@ -62,7 +62,7 @@ def _save(request, form: ScenarioForm, scenario: Scenario | None) -> HttpRespons
     except ValidationError as exc:
         form.add_error(None, exc)
         return _form_page(request, form, scenario, status=400)
-    messages.success(request, f"Saved {scenario.title}. Wonda is seeding the preview memories.")
+    messages.success(request, f"Saved {scenario.title}.")
     return redirect("scenario_detail", pk=scenario.pk)
 
 

@@ -1,5 +1,5 @@
 """The run page's 2 s poll: its cost does not grow with the run (counts from the database, no
-retrieval JSON, no branch tree, which sits outside the polled region)."""
+retrieval JSON; the branch tree, outside the polled region, in one query sent out of band)."""
 
 from __future__ import annotations
 
@@ -43,8 +43,10 @@ def test_one_poll_costs_the_same_queries_for_a_short_and_a_long_run(user, client
         assert html.count("Memories &amp; context (3 retrievals)") == turns  # counted by the database
         assert not any('"results"' in q for q in sql(ctx))  # no retrieval's JSON is read to count it
         assert not any('"prompt_messages"' in q for q in sql(ctx))
-        # The run itself, once: the branch tree (outside the polled region) is not built.
-        assert sum('FROM "chronicle_simulation"' in q for q in sql(ctx)) == 1
+        # The run itself, whether it has branches, and its tree (one query of the writer's runs, sent
+        # out of band: it sits outside the polled region): three, whatever the run's length.
+        assert sum('FROM "chronicle_simulation"' in q for q in sql(ctx)) == 3
+        assert 'hx-swap-oob="true"' in html
         counts.append(len(ctx))
     assert counts[0] == counts[1]
 

@@ -248,3 +248,24 @@ def test_a_running_run_is_not_deleted(user, dinner, client_for):
     client = client_for(user)
     client.post(reverse("simulation_delete", args=[simulation.pk]))
     assert Simulation.objects.filter(pk=simulation.pk).exists()
+
+
+@pytest.mark.django_db
+def test_the_poll_keeps_the_branch_tree_and_the_seeding_line_true(user, dinner, client_for,
+                                                                  django_capture_on_commit_callbacks):
+    simulation = started(user, dinner, max_turns=2)
+    for index in range(2):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    client = client_for(user)
+    with django_capture_on_commit_callbacks():
+        client.post(reverse("turn_regenerate", args=[simulation.pk, 0]))
+    branch = simulation.branches.get()  # from turn 1, seeding: its start task was not run here
+    page = client.get(branch.get_absolute_url()).content.decode()
+    assert "preparing the memories…" in page and "0/0" not in page  # nothing counted yet: no "0/0"
+    assert "Token figures appear after the first turn." in page and "would have cost" not in page
+    # The poll swaps the run's part, and the tree (outside it) out of band, with each run's status now.
+    Simulation.objects.filter(pk=branch.pk).update(status="completed")
+    polled = client.get(branch.get_absolute_url(), **HX).content.decode()
+    tree = polled.split('id="branches"', 1)[1]
+    assert 'hx-swap-oob="true"' in tree.split(">", 1)[0]
+    assert f'data-sim="{branch.pk}"' in tree and "completed" in tree.split(f'data-sim="{branch.pk}"', 1)[1][:400]
