@@ -41,3 +41,15 @@ def kind_icon(kind: str, category: str = "") -> str:
     if kind == "observation" and category == "stage":
         return "⚡"
     return KIND_ICONS.get(kind, "•")
+
+
+@register.simple_tag
+def memory_link(simulation_pk: int, memory_id: int, agent: str = "") -> str:
+    """Where a memory opens on its run's bank page: its agent's memories, its card first (whatever
+    page it would fall on), scrolled to."""
+    from urllib.parse import urlencode
+
+    from django.urls import reverse
+
+    query = urlencode({"agent": agent or "(shared)", "memory": memory_id})
+    return f"{reverse('chronicle_memories', args=[simulation_pk])}?{query}#memory-{memory_id}"

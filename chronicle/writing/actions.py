@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 
 from django.core.exceptions import ValidationError
+from django.db import transaction
 
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.writing import ask, exports, selectors, services
@@ -38,7 +39,16 @@ def line_edit(*, turn: Turn, actor, data: Mapping[str, str]) -> ChronicleEntry:
 
 
 def memory_change(*, simulation: Simulation, memory: Memory, actor, data: Mapping[str, str]) -> Memory:
-    """A memory card's Archive button, or its edited content / importance / tags."""
+    """A memory card's Archive button, or its edited content / importance / tags; with all_copies,
+    for every listener's copy of the line (one card on the bank page)."""
+    if data.get("all_copies"):
+        copies = selectors.line_copies(memory)
+        if len(copies) > 1:
+            rest = {k: v for k, v in data.items() if k != "all_copies"}
+            with transaction.atomic():  # every copy, or none (a refused value refuses them all)
+                for copy in copies:
+                    memory_change(simulation=simulation, memory=copy, actor=actor, data=rest)
+            return memory
     if "archive" in data:
         return services.memory_archive_edit(simulation=simulation, memory=memory, actor=actor)
     if "promote" in data:
@@ -53,19 +63,19 @@ def memory_change(*, simulation: Simulation, memory: Memory, actor, data: Mappin
     return services.memory_edit(simulation=simulation, memory=memory, actor=actor, **form.cleaned_data)
 
 
-def memory_consolidate(*, simulation: Simulation, actor, data: Mapping[str, str]) -> str:
+def memory_consolidate(*, simulation: Simulation, actor, data: Mapping[str, str]) -> tuple[str, int]:
     """The bank page's "Consolidate <agent>'s old memories": run at once (no model: offline summaries,
-    a few hundred vectors), recorded in History; returns what the writer reads."""
+    a few hundred vectors), recorded in History; returns what the writer reads and the summaries made."""
     agent = (data.get("agent") or "").strip()
     try:
         results = services.memory_consolidate_edit(simulation=simulation, agent=agent, actor=actor)
     except services.WritingError as exc:
         raise ValidationError(str(exc)) from exc
     if not results:
-        return f"{agent} has no cluster of similar old, unimportant memories to consolidate."
+        return f"{agent} has no cluster of similar old, unimportant memories to consolidate.", 0
     count = sum(len(r.originals) for r in results)
     return (f"{agent}: {count} memories consolidated into {len(results)} "
-            f"{'summary' if len(results) == 1 else 'summaries'} (undo in History).")
+            f"{'summary' if len(results) == 1 else 'summaries'} (undo in History; shown here)."), len(results)
 
 
 def memory_form_request(*, simulation: Simulation, actor, data: dict) -> None:

@@ -6,8 +6,9 @@ Every lookup starts from `Simulation.objects.owned_by(request.user)`: another wr
 from __future__ import annotations
 
 import json
-from urllib.parse import quote
+from urllib.parse import urlencode
 
+from django.core.paginator import Paginator
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -25,6 +26,7 @@ from chronicle.views.common import vary_on_htmx
 from chronicle.writing import actions, exports, selectors, services
 from chronicle.writing.analytics import analytics, memory_map
 from chronicle.writing.forms import ImportForm, LineOverrideForm, MemoryFormForm
+from chronicle.templatetags.chronicle_tags import memory_link
 from chronicle.writing.models import Edit
 from chronicle.writing.timeline import bank_timeline
 from memory import projection
@@ -183,16 +185,32 @@ def replay_undistorted(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _memory_list_context(request: HttpRequest, simulation: Simulation, *, form: MemoryFormForm | None = None,
                          draft: dict | None = None) -> dict:
-    """The memory bank page; `draft` is a refused edit of one card (its error and what was typed)."""
-    query = request.GET.get("q", "").strip()
-    agent = request.GET.get("agent", "")
-    memories = selectors.bank_page(simulation, query=query, agent=agent)
-    if draft and all(m.pk != draft["memory"].pk for m in memories):
-        memories = [draft["memory"], *memories]  # the card with the error is on the page, whatever the list
+    """The memory bank page, filtered and paged; `draft` is a refused edit of one card (its error and
+    what was typed), shown first whatever the filters."""
+    filters = selectors.BankFilters.from_request(request.GET)
+    cards = selectors.bank_cards(simulation, filters)
+    focus = request.GET.get("memory", "")
+    if focus.isdigit() and not draft:  # a link to one memory (map, analytics, evidence): its card first
+        holder = next((c for c in cards if int(focus) in {m.pk for m in c.copies}), None)
+        if holder is not None:
+            cards = [holder, *[c for c in cards if c is not holder]]
+    if draft:
+        holder = next((c for c in cards if draft["memory"].pk in {m.pk for m in c.copies}), None)
+        if holder is None:
+            holder = selectors.BankCard(draft["memory"], [draft["memory"]])
+        else:
+            cards.remove(holder)
+            holder.memory = draft["memory"]  # the card shows the copy that was edited, with its error
+        cards = [holder, *cards]  # first: on page 1 whatever the filters
+    page = Paginator(cards, selectors.BANK_PAGE_SIZE).get_page(request.GET.get("page"))
+    params = request.GET.copy()
+    params.pop("page", None)
     form = form or MemoryFormForm(simulation=simulation)
-    return {"simulation": simulation, "memories": memories, "query": query, "agent": agent,
+    return {"simulation": simulation, "page": page, "cards": page.object_list, "filters": filters,
+            "query": filters.query, "agent": filters.agent, "page_query": params.urlencode(),
+            "kinds": Memory.Kind.values, "sources": Memory.Source.values, "statuses": Memory.Status.values,
             "form": form, "reach_warning": _reach_warning(simulation, form), "draft": draft,
-            "timeline": bank_timeline(simulation, agent=agent)}
+            "timeline": bank_timeline(simulation, agent=filters.agent)}
 
 
 @login_required
@@ -220,9 +238,8 @@ def bank_map(request: HttpRequest, pk: int) -> HttpResponse:
     agent = request.GET.get("agent", "") if request.GET.get("agent", "") in simulation.cast_names else ""
     kept, current = (None, True) if simulation.bank_id is None else projection.bank_map(
         simulation.bank_id, queue=lambda bank_id: bank_map_task.delay(bank_id))
-    url = reverse("chronicle_memories", args=[pk])
     drawn = memory_map(simulation, kept, colour=colour, agent=agent,
-                       href=lambda row: f"{url}?agent={quote(row['agent'] or '(shared)')}#memory-{row['pk']}")
+                       href=lambda row: memory_link(pk, row["pk"], row["agent"]))
     template = "chronicle/writing/bank_map.html" + ("#map" if request.htmx else "")
     return TemplateResponse(request, template, {"simulation": simulation, "map": drawn, "current": current,
                                                 "computed": kept, "colour": colour, "agent": agent})
@@ -252,6 +269,7 @@ def memory_update(request: HttpRequest, pk: int, memory_id: int) -> HttpResponse
     memory.refresh_from_db()
     # A refused edit keeps what the writer typed in the card, next to the error.
     draft = {"memory": memory, "error": error, **{k: request.POST.get(k, "") for k in ("content", "importance", "tags")}}
+    card = selectors.BankCard(memory, selectors.line_copies(memory) if request.POST.get("all_copies") else [memory])
     if not request.htmx and error:
         return TemplateResponse(request, "chronicle/writing/memory_list.html",
                                 _memory_list_context(request, simulation, draft=draft), status=400)
@@ -259,7 +277,8 @@ def memory_update(request: HttpRequest, pk: int, memory_id: int) -> HttpResponse
         return redirect(_next(request, reverse("chronicle_memories", args=[pk])))
     # htmx swaps only 2xx answers (its default responseHandling): the error card comes back as 200.
     response = TemplateResponse(request, "chronicle/writing/_memory_card.html",
-                                {"simulation": simulation, "memory": memory, "draft": draft if error else None})
+                                {"simulation": simulation, "card": card, "memory": memory,
+                                 "draft": draft if error else None, "saved": not error})
     return trigger_client_event(response, "memory-updated") if not error else response
 
 
@@ -287,10 +306,14 @@ def memory_consolidate(request: HttpRequest, pk: int) -> HttpResponse:
     """Consolidate one agent's old memories now (synchronously: no model is loaded), then back to the bank."""
     simulation = _simulation(request, pk)
     try:
-        messages.success(request, actions.memory_consolidate(simulation=simulation, actor=request.user,
-                                                             data=request.POST))
+        said, made = actions.memory_consolidate(simulation=simulation, actor=request.user, data=request.POST)
     except ValidationError as exc:
         messages.error(request, _errors(exc))
+        return redirect(_next(request, reverse("chronicle_memories", args=[pk])))
+    messages.success(request, said)
+    if made:  # the summaries just made, each with what it rests on
+        query = urlencode({"agent": request.POST.get("agent", ""), "source": "consolidation"})
+        return redirect(f"{reverse('chronicle_memories', args=[pk])}?{query}")
     return redirect(_next(request, reverse("chronicle_memories", args=[pk])))
 
 

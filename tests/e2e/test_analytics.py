@@ -60,7 +60,7 @@ def test_the_demo_runs_analytics_and_memory_map(logged_in_page, user, celery_wor
     expect(point.locator("title")).to_contain_text(memory.content[:40])
     point.hover()
     point.click(force=True)
-    page.wait_for_url(re.compile(rf"/chronicle/{simulation.pk}/memories/\?agent=Jordan#memory-{memory.pk}$"))
+    page.wait_for_url(re.compile(rf"/chronicle/{simulation.pk}/memories/\?agent=Jordan&memory={memory.pk}#memory-{memory.pk}$"))
     expect(page.locator(f"#memory-{memory.pk}")).to_be_visible()
 
     # Coloured by kind, the legend names the kinds drawn.

@@ -143,10 +143,10 @@ def test_the_run_page_shows_the_reflection_after_its_turn_with_its_evidence(user
     # After turn 2's line and before turn 3's.
     assert page.index('id="turn-1"') < page.index(f'id="reflection-{insight.pk}"') < page.index('id="turn-2"')
     bank_url = reverse("chronicle_memories", args=[simulation.pk])
-    assert f'href="{bank_url}?agent=Alex#memory-{insight.pk}"' in page
+    assert f'href="{bank_url}?agent=Alex&amp;memory={insight.pk}#memory-{insight.pk}"' in page
     assert f"rests on #{cited[0].pk}, #{cited[1].pk}" in page
     for memory in cited:
-        assert f'href="{bank_url}?agent=Alex#memory-{memory.pk}"' in page
+        assert f'href="{bank_url}?agent=Alex&amp;memory={memory.pk}#memory-{memory.pk}"' in page
         assert memory.content.replace("'", "&#x27;") in page
     # The bank page that link opens lists the reflection's card.
     bank_page = client_for(user).get(f"{bank_url}?agent=Alex").content.decode()

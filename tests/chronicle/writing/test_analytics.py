@@ -97,7 +97,7 @@ def test_the_map_places_every_memory_and_follows_changes(client_for, user, finis
     # Hover reads the memory, a click opens it in the bank.
     memory = active.filter(kind="episodic").first()
     link = reverse("chronicle_memories", args=[finished.pk])
-    circle = rf'<a href="{link}\?agent={memory.agent}#memory-{memory.pk}"><circle[^>]*><title>#{memory.pk} '
+    circle = rf'<a href="{link}\?agent={memory.agent}&amp;memory={memory.pk}#memory-{memory.pk}"><circle[^>]*><title>#{memory.pk} '
     assert re.search(circle, html)
     points = {pk: (x, y) for pk, x, y in BankMap.objects.get(bank=finished.bank).points}
     assert set(points) == set(active.values_list("pk", flat=True))

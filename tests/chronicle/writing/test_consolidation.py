@@ -46,6 +46,9 @@ def test_the_button_consolidates_and_history_undo_restores(client_for, user, fin
     assert "memories consolidated into" in response.content.decode()
     assert set(Memory.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"consolidated"}
     summary = Memory.objects.filter(source="consolidation", evidence__in=ids, bank=finished.bank).distinct().get()
+    # The page it lands on shows the summaries just made, each with what it rests on.
+    assert response.redirect_chain[-1][0].endswith(f"?agent={agent}&source=consolidation")
+    assert [c.memory.pk for c in response.context["cards"]] == [summary.pk]
     assert set(summary.evidence.values_list("pk", flat=True)) == set(ids)
     # the bank page shows the summary, escaped
     page = client.get(reverse("chronicle_memories", args=[finished.pk]) + "?q=ramen").content.decode()

@@ -97,3 +97,65 @@ def test_the_admin_memory_list_keeps_its_content_readable(client_for, staff_user
     # No 300 px navigation column, and the content column's own minimum width (rows 1-3 lines tall).
     assert 'id="nav-sidebar"' not in page and "admin_extra/memory.css" in page
     assert 'class="field-short_content"' in page
+
+
+def test_the_bank_page_groups_a_lines_copies_pages_and_filters(client_for, user, finished, monkeypatch):
+    from chronicle.writing import selectors
+    from memory.models import Memory
+
+    client = client_for(user)
+    url = reverse("chronicle_memories", args=[finished.pk])
+    bank = Memory.objects.in_bank(finished.bank).active()
+    page = client.get(url)
+    cards = page.context["page"].paginator.object_list
+    line = next(c for c in cards if len(c.copies) > 1)
+    # One card per line everyone heard: the same words, a memory for each listener.
+    assert {m.content for m in line.copies} == {line.memory.content} and len(set(line.agents)) == len(line.copies)
+    assert page.context["page"].paginator.count == len(cards) < bank.count()
+    # Paged: at most BANK_PAGE_SIZE cards a page, and the filters ride along the page links.
+    monkeypatch.setattr(selectors, "BANK_PAGE_SIZE", 10)
+    kinds = client.get(url, {"kind": "episodic", "turn_from": "2", "turn_to": "4"})
+    shown = kinds.context["cards"]
+    assert 0 < len(shown) <= 10 and all(c.memory.kind == "episodic" and 2 <= c.memory.turn <= 4 for c in shown)
+    second = client.get(url, {"agent": "Sam", "page": "2"})
+    assert second.context["page"].number == 2 and all(c.memory.agent == "Sam" for c in second.context["cards"])
+    assert 'href="?agent=Sam&amp;page=1"' in second.content.decode()  # the filter rides along
+    one_agent = client.get(url, {"agent": "Sam", "kind": "episodic"}).context["cards"]
+    assert all(c.copies == [c.memory] and c.memory.agent == "Sam" for c in one_agent)
+    archived = client.get(url, {"status": "archived"}).context["cards"]
+    assert archived == []
+
+
+def test_editing_a_line_edits_every_listeners_copy_and_says_saved(client_for, user, finished,
+                                                                   django_capture_on_commit_callbacks):
+    from chronicle.writing.selectors import line_copies
+    from memory.models import Memory
+
+    client = client_for(user)
+    memory = Memory.objects.in_bank(finished.bank).filter(kind="episodic", turn=2).first()
+    copies = line_copies(memory)
+    assert len(copies) > 1
+    with django_capture_on_commit_callbacks():
+        html = client.post(reverse("chronicle_memory", args=[finished.pk, memory.pk]),
+                           {"content": "Jordan said: Pasta, and that is final.", "importance": "6", "tags": "",
+                            "all_copies": "1", "save": ""}, HTTP_HX_REQUEST="true").content.decode()
+    assert f"Saved for {len(copies)} copies" in html
+    assert {m.content for m in Memory.objects.filter(pk__in=[c.pk for c in copies])} == {
+        "Jordan said: Pasta, and that is final."}
+    # Read-only until opened: the text is shown, the form sits in a closed "Edit".
+    page = client.get(reverse("chronicle_memories", args=[finished.pk])).content.decode()
+    card = page.split(f'id="memory-{copies[0].pk}"', 1)[1].split('class="card memory-card"', 1)[0]
+    assert '<details class="memory-edit">' in card and "heard by" in card
+
+
+def test_a_link_to_one_memory_opens_its_card_whatever_page_it_is_on(client_for, user, finished, monkeypatch):
+    from chronicle.templatetags.chronicle_tags import memory_link
+    from chronicle.writing import selectors
+    from memory.models import Memory
+
+    monkeypatch.setattr(selectors, "BANK_PAGE_SIZE", 5)
+    last = Memory.objects.in_bank(finished.bank).filter(agent="Sam").order_by("-turn", "-id").first()
+    url = memory_link(finished.pk, last.pk, "Sam")
+    assert url.endswith(f"?agent=Sam&memory={last.pk}#memory-{last.pk}")
+    page = client_for(user).get(url)
+    assert page.context["cards"][0].memory.pk == last.pk and page.context["page"].paginator.num_pages > 1
