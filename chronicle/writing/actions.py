@@ -34,7 +34,12 @@ def line_edit(*, turn: Turn, actor, data: Mapping[str, str]) -> ChronicleEntry:
         form = LineForm(data)
         if not form.is_valid():
             raise _refusal(form)
-        changes = {k: v for k, v in form.cleaned_data.items() if k in data}
+        changes = {k: v for k, v in form.cleaned_data.items() if k in data and k != "remembered"}
+        if form.cleaned_data["remembered"] and form.cleaned_data.get("text"):
+            with transaction.atomic():  # the wording and the memories together, or neither
+                entry = services.entry_update(turn=turn, actor=actor, **changes)
+                services.line_memories_update(turn=turn, text=form.cleaned_data["text"], actor=actor)
+            return entry
     return services.entry_update(turn=turn, actor=actor, **changes)
 
 

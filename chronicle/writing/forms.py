@@ -81,6 +81,7 @@ class MemoryFormForm(MemoryEditForm):
 class LineForm(forms.Form):
     text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), max_length=LINE_CHARS)
     annotation = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), max_length=LINE_CHARS)
+    remembered = forms.BooleanField(required=False)  # the listeners' memories of the line follow the new wording
 
 
 class LineOverrideForm(forms.Form):

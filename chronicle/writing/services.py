@@ -17,6 +17,7 @@ from chronicle.simulation import branching
 from chronicle.simulation.models import Simulation, Turn, TurnOverride
 from chronicle.simulation.pins import pin_refusal
 from chronicle.simulation.services import ControlError
+from chronicle.simulation.stage import deliver
 from chronicle.writing.models import ChronicleEntry, Edit
 from chronicle.writing.selectors import inspector_overrides
 from memory import consolidation
@@ -85,6 +86,28 @@ def entry_update(*, turn: Turn, actor, text: str | None = None, annotation: str 
     entry.full_clean()
     entry.save()
     return entry
+
+
+@transaction.atomic
+def line_memories_update(*, turn: Turn, text: str, actor) -> int:
+    """What the listeners remember of this line becomes the writer's wording: each copy that holds
+    the line as it was said ("Alex said: …"; a copy a distortion rewrote keeps its own version) is
+    edited through memory_edit (re-embedded by a worker, in History). Returns the copies changed."""
+    simulation = turn.simulation
+    if simulation.bank_id is None or not text.strip():
+        return 0
+    line = deliver(turn.utterance or "", speaker=turn.agent, present=simulation.present_at(turn.number))
+    said = {(turn.utterance or "").strip(), (line.text or "").strip()}  # as stored: the words, no stage business
+    changed = 0
+    copies = Memory.objects.in_bank(simulation.bank).filter(kind=Memory.Kind.EPISODIC, turn=turn.number,
+                                                             speaker=turn.agent).order_by("agent", "id")
+    for memory in copies:
+        head, _sep, body = memory.content.partition(": ")
+        if not body or (memory.metadata or {}).get("distortion", {}).get("original") or body.strip() not in said:
+            continue
+        memory_edit(simulation=simulation, memory=memory, actor=actor, content=f"{head}: {text.strip()}")
+        changed += 1
+    return changed
 
 
 # --- memories -------------------------------------------------------------------------------

@@ -159,3 +159,27 @@ def test_a_link_to_one_memory_opens_its_card_whatever_page_it_is_on(client_for, 
     assert url.endswith(f"?agent=Sam&memory={last.pk}#memory-{last.pk}")
     page = client_for(user).get(url)
     assert page.context["cards"][0].memory.pk == last.pk and page.context["page"].paginator.num_pages > 1
+
+
+def test_polishing_a_line_leaves_memory_alone_unless_asked(client_for, user, finished,
+                                                           django_capture_on_commit_callbacks):
+    from memory.models import Memory
+
+    client = client_for(user)
+    turn = finished.turns.get(index=2)
+    copies = Memory.objects.in_bank(finished.bank).filter(kind="episodic", turn=turn.number, speaker=turn.agent)
+    before = {m.pk: m.content for m in copies}
+    assert before
+    url = reverse("chronicle_line", args=[finished.pk, 2])
+    client.post(url, {"text": "Fine, the trattoria it is.", "annotation": ""})
+    assert {m.pk: m.content for m in copies.all()} == before  # the export's wording only
+    with django_capture_on_commit_callbacks() as queued:
+        client.post(url, {"text": "Fine, the trattoria it is, at eight.", "annotation": "", "remembered": "on"})
+    after = {m.pk: m for m in copies.all()}
+    assert {m.content for m in after.values()} == {f"{turn.agent} said: Fine, the trattoria it is, at eight."}
+    # Out of search until a worker re-embeds each copy (queued when the edit committed).
+    assert all(m.embedding_stale for m in after.values()) and len(queued) >= len(after)
+    edits = finished.edits.filter(target_type="memory", field="content", target_id__in=list(before))
+    assert edits.count() == len(before)  # each copy in History, undoable
+    page = client.get(reverse("chronicle_review", args=[finished.pk])).content.decode()
+    assert "Polish the wording" in page and "Also change what the listeners remember" in page
