@@ -53,3 +53,9 @@ def memory_link(simulation_pk: int, memory_id: int, agent: str = "") -> str:
 
     query = urlencode({"agent": agent or "(shared)", "memory": memory_id})
     return f"{reverse('chronicle_memories', args=[simulation_pk])}?{query}#memory-{memory_id}"
+
+
+@register.filter
+def note_lines(note: str) -> list[str]:
+    """A turn's note as its lines (a retried turn can gather several: the page folds all but the first)."""
+    return [line for line in (note or "").splitlines() if line.strip()]

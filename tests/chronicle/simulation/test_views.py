@@ -269,3 +269,15 @@ def test_the_poll_keeps_the_branch_tree_and_the_seeding_line_true(user, dinner, 
     tree = polled.split('id="branches"', 1)[1]
     assert 'hx-swap-oob="true"' in tree.split(">", 1)[0]
     assert f'data-sim="{branch.pk}"' in tree and "completed" in tree.split(f'data-sim="{branch.pk}"', 1)[1][:400]
+
+
+@pytest.mark.django_db
+def test_a_turns_many_notes_fold_under_the_first(user, dinner, client_for):
+    simulation = started(user, dinner, max_turns=1)
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    notes = [f"Attempt {n} failed: the model timed out; tried again." for n in range(1, 5)]
+    simulation.turns.filter(index=0).update(note="\n".join(notes))
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    folded = page.split('<details class="muted small note">', 1)[1].split("</details>", 1)[0]
+    assert folded.startswith(f"<summary>{notes[0]} ") and "(and 3 more notes)" in folded
+    assert all(note in folded for note in notes[1:])
