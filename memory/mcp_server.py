@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
@@ -57,8 +58,11 @@ def tool_result(result: ToolCallResult) -> types.CallToolResult:
     )
 
 
-def build_server(context: ToolContext) -> Server:
-    """An MCP server answering as `context.agent` from `context.bank`."""
+def build_server(context: ToolContext | None = None, *,
+                 context_for: Callable[[object], ToolContext] | None = None) -> Server:
+    """An MCP server answering as `context.agent` from `context.bank` (stdio: one agent per process),
+    or, with `context_for`, as whoever each request names (streamable HTTP: api.mcp_http finds the
+    bank and agent of each request and `context_for(ctx)` reads them off it)."""
     tools = mcp_tools()
     # The ORM is synchronous: every call runs on asgiref's single sync thread, one at a time.
     call_sync = sync_to_async(_call, thread_sensitive=True)
@@ -67,20 +71,25 @@ def build_server(context: ToolContext) -> Server:
         return types.ListToolsResult(tools=tools)
 
     async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        result = await call_sync(params.name, params.arguments, context)
+        result = await call_sync(params.name, params.arguments, context_for(ctx) if context_for else context)
         if result.error:
             logger.info("tool %s failed: %s", params.name, result.error)
         return tool_result(result)
 
-    bank = context.bank
+    if context is None:
+        title, about = "Wonda memory", "the Wonda memory bank and agent your connection names"
+    else:
+        bank = context.bank
+        title = f"Wonda memory: {context.agent} in {getattr(bank, 'name', bank)}"
+        about = f"Wonda memory bank {getattr(bank, 'pk', bank)} as {context.agent}"
     return Server(
         SERVER_NAME,
         version="1",
-        title=f"Wonda memory: {context.agent} in {getattr(bank, 'name', bank)}",
+        title=title,
         instructions=(
-            f"You are {context.agent}. These tools recall your memories from Wonda memory bank "
-            f"{getattr(bank, 'pk', bank)}: start with query_self to learn who you are, then query_memory "
-            "and the other tools as you need them. A result with an \"error\" key explains how to fix the call."
+            f"These tools recall your memories from {about}: start with query_self to learn who you are, "
+            "then query_memory and the other tools as you need them. A result with an \"error\" key explains "
+            "how to fix the call."
         ),
         on_list_tools=list_tools,
         on_call_tool=on_call_tool,

@@ -1,0 +1,124 @@
+"""MCP over streamable HTTP: a real uvicorn server, the SDK's own HTTP client as the outside agent.
+A token opens one writer's banks as the agent the URL names; without one (or with a revoked or
+someone else's) nothing reaches the tools."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import anyio
+import httpx2
+import pytest
+import uvicorn
+from django.db import connection
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from api.mcp_http import application
+from api.models import ApiToken
+from memory.services import bank_create, memory_create
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the server thread has its own connection
+
+SECRET = "Alex keeps the spare key to the flat under the blue flowerpot on the balcony."
+
+
+def _backends() -> set[int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+        return {pid for (pid,) in cursor.fetchall()}
+
+
+@pytest.fixture
+def server():
+    before = _backends()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    instance = uvicorn.Server(uvicorn.Config(application(), host="127.0.0.1", port=port, lifespan="on",
+                                             log_level="warning"))
+    thread = threading.Thread(target=instance.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not instance.started:
+        assert time.monotonic() < deadline, "the MCP server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    instance.should_exit = True
+    thread.join(timeout=10)
+    # The server's own connection (its sync thread, which outlives it) would keep the test database
+    # from being dropped at the end of the session.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ANY(%s) AND state = 'idle'",
+                       [list(_backends() - before - {connection.connection.info.backend_pid})])
+
+
+@pytest.fixture
+def alex_bank(user):
+    bank = bank_create(name="Alex's flat", owner=user)
+    memory_create(bank=bank, content=SECRET, agent="Alex", kind="episodic", source="writer")
+    memory_create(bank=bank, content="Jordan is allergic to cats.", agent="Alex", kind="episodic", source="writer")
+    return bank
+
+
+def _ask(url: str, token: str, tool: str, arguments: dict):
+    async def steps():
+        with anyio.fail_after(180):
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
+                async with streamable_http_client(url, http_client=http) as (read, write):
+                    async with ClientSession(read, write) as session:
+                        await session.initialize()
+                        names = [tool.name for tool in (await session.list_tools()).tools]
+                        return names, await session.call_tool(tool, arguments)
+
+    return anyio.run(steps)
+
+
+def test_an_outside_agent_recalls_over_http_with_a_token(server, user, alex_bank):
+    _token, raw = ApiToken.issue(user=user, name="my engine")
+    names, result = _ask(f"{server}/mcp?bank={alex_bank.pk}&agent=Alex", raw, "query_memory",
+                         {"query": "where is the spare key?"})
+    assert "query_memory" in names and "query_self" in names
+    answer = json.loads(result.content[0].text)
+    assert not result.is_error and answer["memories"] and answer["memories"][0]["content"] == SECRET, answer
+
+
+def test_the_bank_and_agent_can_come_as_headers(server, user, alex_bank):
+    _token, raw = ApiToken.issue(user=user, name="my engine")
+
+    async def steps():
+        headers = {"Authorization": f"Bearer {raw}", "X-Wonda-Bank": str(alex_bank.pk), "X-Wonda-Agent": "Alex"}
+        with anyio.fail_after(180):
+            async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
+                async with streamable_http_client(f"{server}/mcp", http_client=http) as (read, write):
+                    async with ClientSession(read, write) as session:
+                        await session.initialize()
+                        return await session.call_tool("query_memory", {"query": "who is allergic to cats?"})
+
+    result = anyio.run(steps)
+    assert json.loads(result.content[0].text)["memories"][0]["content"] == "Jordan is allergic to cats."
+
+
+def test_no_valid_token_no_tools(server, user, other_user, alex_bank):
+    url = f"{server}/mcp?bank={alex_bank.pk}&agent=Alex"
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "curl", "version": "1"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    anonymous = httpx2.post(url, json=initialize, headers=accept)
+    assert anonymous.status_code == 401 and "API token" in anonymous.json()["detail"]
+    token, raw = ApiToken.issue(user=user, name="soon revoked")
+    token.revoke()
+    assert httpx2.post(url, json=initialize, headers=accept | {"Authorization": f"Bearer {raw}"}).status_code == 401
+    # Another writer's token: the bank is not theirs, and is not said to exist.
+    _theirs, other = ApiToken.issue(user=other_user, name="theirs")
+    refused = httpx2.post(url, json=initialize, headers=accept | {"Authorization": f"Bearer {other}"})
+    assert refused.status_code == 404 and refused.json() == {"detail": "Not found."}
+    # A token but no agent: told what to add.
+    _mine, mine = ApiToken.issue(user=user, name="mine")
+    unnamed = httpx2.post(f"{server}/mcp?bank={alex_bank.pk}", json=initialize,
+                          headers=accept | {"Authorization": f"Bearer {mine}"})
+    assert unnamed.status_code == 400 and "agent" in unnamed.json()["detail"]
