@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import transaction
 
+from memory.embedding.errors import EmbeddingError
 from memory.indexing import build_bank_index, drop_bank_index
 from memory.models import Memory, MemoryBank
 from memory.services import bank_hold, memory_reembed, seed_bank
@@ -79,7 +80,10 @@ def extract_task(bank_id: int, turn: int, speaker: str, text: str) -> int:
     """A turn's feelings and lesson (memory.extraction), after its commit."""
     from memory.extraction import extract_after_turn
 
-    return len(extract_after_turn(bank_id=bank_id, turn=turn, speaker=speaker, text=text))
+    try:
+        return len(extract_after_turn(bank_id=bank_id, turn=turn, speaker=speaker, text=text))
+    except EmbeddingError:  # degraded mode: the feelings are not made, the line itself was kept
+        return 0
 
 
 @shared_task(soft_time_limit=600, time_limit=660)
@@ -90,3 +94,16 @@ def bank_map_task(bank_id: int) -> int:
     if not MemoryBank.objects.filter(pk=bank_id).exists():
         return 0  # deleted meanwhile
     return len(project(bank_id).points)
+
+
+@shared_task(soft_time_limit=1800, time_limit=1860)
+def reembed_stale_task() -> int:
+    """The embedder is back (memory.embedding.health): every memory stored or edited without its
+    vector meanwhile gets it, and a line kept then gets its reply keys. Returns the memories done."""
+    done = 0
+    for memory in Memory.objects.filter(embedding_stale=True).order_by("id").iterator(chunk_size=200):
+        memory_reembed(memory=memory)
+        if memory.kind == Memory.Kind.EPISODIC and (memory.metadata or {}).get("keyword_only"):
+            memory_keys_add(memory_ids=[memory.pk])
+        done += 1
+    return done

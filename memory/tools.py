@@ -161,6 +161,8 @@ SHEET_PARTS = [("identity", 1), ("secrets", 5), ("background", 4), ("communicati
                ("traits", 2), ("skills", 1), ("values", 1), ("goals", 1)]
 
 
+KEYWORD_ONLY = "keyword only: the embedding model is unavailable, so memories were matched by their words"
+
 # How many of the agent's character memories one "who am I?" search ranks for recall_sheet to pick
 # from; a category none of them reaches (a very long sheet) gets a search of its own.
 SHEET_POOL = 64
@@ -209,7 +211,7 @@ def recall_sheet(bank, agent: str, *, scoring: str = "similarity", weights: dict
     picked = picked[:k]
     for rank, result in enumerate(picked, start=1):
         result.rank = rank
-    if key is not None:
+    if key is not None and getattr(ranked, "path", "") != "keyword":  # a keyword-only ranking is not kept
         _stable_put(key, picked)
     return flt, Recalled(picked, path=getattr(ranked, "path", "exact"))
 
@@ -293,7 +295,7 @@ def recall_stable(bank, query: str, *, filter: MemoryFilter, k: int, scoring: st
             return _stable_get(key)
     results = recall(bank, query, filter=filter, k=k, scoring=scoring, weights=weights, current_turn=current_turn,
                      clock=clock, associations=associations, distort=distort)
-    if key is not None:
+    if key is not None and results.path != "keyword":  # a keyword-only ranking is not kept
         _stable_put(key, results)
     return results
 
@@ -590,6 +592,9 @@ def call_tool(name: str, arguments: dict | str | None, *, context: ToolContext) 
         error = f"{name} failed: {type(exc).__name__}: {exc}"
     if error:
         response = {"error": error}
+    elif getattr(results, "path", "") == "keyword":
+        # Degraded mode: the agent (and the inspector, which shows this answer) read why.
+        response = {**response, "search_mode": KEYWORD_ONLY}
     return ToolCallResult(
         name=name, arguments=raw_args, response=response, query=query,
         filter=flt.to_dict() if flt else {}, results=results,

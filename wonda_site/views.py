@@ -9,6 +9,7 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from memory.embedding import health
 from wonda_site.pool import pool_status
 
 
@@ -59,10 +60,20 @@ def healthz(request: HttpRequest) -> JsonResponse:
     except Exception as exc:
         parts["database"] = {"ok": False, "error": str(exc)}
     parts["redis"], parts["worker"], parts["embedding"] = _check_redis_and_pool()
-    down = [name for name, part in parts.items() if not part["ok"]]
+    degraded = []
+    failing = health.down() if parts["redis"]["ok"] else None
+    if failing:
+        # Degraded, not down (when nothing else is): the site works and searches fall back to
+        # keywords, so a load balancer should keep sending traffic: 200, with the mode named.
+        if parts["embedding"]["ok"]:
+            degraded.append("embedding")
+        parts["embedding"] = {**parts["embedding"], "ok": False, "mode": "keyword only",
+                              "error": failing["reason"], "since": failing["since"]}
+    down = [name for name, part in parts.items() if not part["ok"] and name not in degraded]
     body = {
-        "status": "ok" if not down else "down",
+        "status": "down" if down else "degraded" if degraded else "ok",
         "down": down,
+        "degraded": degraded,
         "parts": parts,
         "seconds": round(time.perf_counter() - started, 3),
     }

@@ -249,9 +249,11 @@ def _collapsed(failures: list[str]) -> list[str]:
 
 
 def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "", capture: str = "", beliefs: str = "",
-           distortions: str = "") -> str:
+           distortions: str = "", degraded: str = "") -> str:
     lines = [turn.note] if turn.note else []
     lines += outcome.notes
+    if degraded:
+        lines.append(degraded)
     if mode_note:
         lines.append(mode_note)
     if capture:
@@ -451,7 +453,12 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
         args = (simulation.bank_id, turn.number, turn.agent, line.text or turn.utterance)
         transaction.on_commit(lambda: _queue_extract(*args))
     not_kept = capture_note(captured.skipped)
-    turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed), distortion_note(captured))
+    degraded = ""
+    if capture.keyword_only or any(r.get("path") == "keyword" for r in outcome.retrievals):
+        kept = "; this line is kept and gets its vector when the model is back." if capture.keyword_only else "."
+        degraded = ("The embedding model was unavailable: memories were found by their words only "
+                    f"(keyword search){kept}")
+    turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed), distortion_note(captured), degraded)
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
     apply_writes(bank=simulation.bank, agent=turn.agent, turn=turn.number, writes=outcome.writes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from django.conf import settings
 
-from memory.embedding import http, local, query_encoder
+from memory.embedding import health, http, local, query_encoder
 from memory.embedding.errors import EmbeddingError
 from memory.embedding.local import SMALL_CALL
 from memory.embedding.query_encoder import QUERY_ENCODERS, warm_query_encoder
@@ -36,9 +36,23 @@ def encode(texts: list[str], *, batch_size: int = 64, query: bool = False) -> np
     """Unit-length float32 vectors, one row per text (no cache: see memory.cache for that).
 
     query=True: the texts are a search's query, never stored as a memory; up to SMALL_CALL of them
-    go through the query encoder (int8 by default: close to, not equal to, the stored vectors)."""
+    go through the query encoder (int8 by default: close to, not equal to, the stored vectors).
+    Any failure is an EmbeddingError and marks the embedder down for every process (health)."""
     if not texts:
         return np.zeros((0, settings.EMBEDDING_DIM), dtype=np.float32)
+    try:
+        vectors = _encode(texts, batch_size=batch_size, query=query)
+    except EmbeddingError as exc:
+        health.mark_down(str(exc))
+        raise
+    except Exception as exc:  # a model that will not load or run, a backend gone: one error for callers
+        health.mark_down(f"{type(exc).__name__}: {exc}")
+        raise EmbeddingError(f"the embedding model failed: {exc}") from exc
+    health.mark_up()
+    return vectors
+
+
+def _encode(texts: list[str], *, batch_size: int, query: bool) -> np.ndarray:
     if settings.EMBEDDING_BACKEND == "local":
         if query and len(texts) <= SMALL_CALL:
             return query_encoder.encode_query(list(texts), batch_size)

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from memory.cache import embed_one, embed_texts
+from memory.embedding.errors import EmbeddingError
 from memory.indexing import has_bank_index
 from memory.lexical import lexical_query, lexical_query_from_stats, name_grams, termstat_count
 from memory.retrieval.enhance import CONTEXT_WEIGHT, SYNONYM_IDF_SCALE, SYNONYM_VECTOR_WEIGHT, EnhancedQuery
@@ -71,10 +72,18 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
         fused = Fusion.from_settings(lexical_weight, speaker_boost)
     if enhance is not None and not enhance.used:
         enhance = None
+    keyword_only = False
     if query_vector is None and query:
         # A query's vector stays in this process: canonical queries were cached in the table at
         # seeding (still read from it), a free-text one is not worth an INSERT per request.
-        query_vector = embed_one(query, store=False, query=True)
+        try:
+            query_vector = embed_one(query, store=False, query=True)
+        except EmbeddingError:
+            # Degraded mode (memory.embedding.health): rank by the query's words alone (BM25 and the
+            # speaker boost), exactly, rather than fail the agent's search; the answer says so.
+            keyword_only, enhance = True, None
+            fused = Fusion.from_settings(1.0, speaker_boost)
+            exact = True
     if enhance is not None and query_vector is not None:
         query_vector = _enhanced_vector(query_vector, enhance, lexical=bool(fused and fused.lexical_weight))
     bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
@@ -89,7 +98,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
         window = enhance.window if enhance is not None else None
         if window is not None:
             base |= {"tlo": window.lo, "thi": window.hi, "tw": window.weight, "twidth": window.width}
-        if fused and has_vector:
+        if fused and (has_vector or keyword_only):
             rows = _fused_rows(query, flt, bank_id, qvec, base, k, scoring, exact, fused, enhance)
         else:
             rows = _plain_rows(flt, bank_id, qvec, base, k, scoring, exact, window)
@@ -107,9 +116,9 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
             matched_key=row.matched_key,
         )
         for i, row in enumerate(rows)
-    ], path=_path.get())
+    ], path="keyword" if keyword_only else _path.get())
     path = results.path
-    if associations and results and flt.ids is None:
+    if associations and results and flt.ids is None and not keyword_only:
         results = _spread(bank, results, flt, k=k, weight=float(associations), query_vector=qvec, scoring=scoring,
                           weights=weights, current_turn=current_turn, clock=clock)
     if distort is not None and results:
@@ -283,7 +292,7 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
         named["bank"] = bank_id
         with connection.cursor() as cursor:
             hnsw_settings(cursor, depth, prefer_index=bank_index)
-    rows = run_ranked(ranked_sql(scoring, named_where, True, True, lexical_sql,
+    rows = run_ranked(ranked_sql(scoring, named_where, qvec is not None, True, lexical_sql,
                                  pool_ids=" UNION ".join(pool) if pool else None, temporal=window is not None), named)
     if not exact and len(rows) < min(k, candidates):
         return _fused_rows(query, flt, bank_id, qvec, base, k, scoring, True, fusion, enhance)

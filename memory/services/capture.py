@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import transaction
 
 from memory.cache import embed_texts
+from memory.embedding.errors import EmbeddingError
 from memory.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
 from memory.importance import (
     CONCERN_FLOOR,
@@ -33,6 +34,9 @@ from memory.services.validation import validate_content
 
 
 log = logging.getLogger(__name__)
+
+# The stored vector of a line kept while the embedder was down (never searched: the row is stale).
+PLACEHOLDER = [1.0] + [0.0] * (settings.EMBEDDING_DIM - 1)
 
 # The LLM scorer's time for one line, all listeners together: past it, the rest get the heuristic.
 # It runs before the turn's transaction (capture_prepare), so no row lock waits on the model.
@@ -63,6 +67,7 @@ class CapturePlan:
     distorted: dict[str, dict] = field(default_factory=dict)
     trauma_links: dict[str, list[int]] = field(default_factory=dict)
     defer_keys: bool = False  # the context keys are embedded by a task after the commit
+    keyword_only: bool = False  # the embedder was down: stored without vectors (stale), embedded when it is back
     once: bool = False  # the caller's commit happens once per line (a simulation's turn): no retry check
 
 
@@ -123,8 +128,13 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
                 "filter": f"trauma ({', '.join(words)})", "triggers": held, "linked": plan.trauma_links[name]}}
     texts = [content] if defer_keys else list(dict.fromkeys([content, *plan.contexts.values()]))
     texts += [text for text in dict.fromkeys(plan.contents.values()) if text not in texts]
-    plan.vectors = dict(zip(texts, embed_texts(texts)))  # one model call for the line and its keys
-    plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors[content],
+    try:
+        plan.vectors = dict(zip(texts, embed_texts(texts)))  # one model call for the line and its keys
+    except EmbeddingError:
+        # Degraded mode: the line is still remembered, without its vector (out of vector search, like
+        # an edited memory) until memory.tasks.reembed_stale_task runs once the embedder is back.
+        plan.keyword_only, plan.contexts = True, {}
+    plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors.get(content),
                                        turn=turn, names=listeners, scorer=scorer, ask=ask,
                                        filters=filters or CaptureFilters())
     plan.prepare_ms = (time.perf_counter() - started - asked[0]) * 1000
@@ -146,10 +156,12 @@ def capture_commit(plan: CapturePlan) -> Captured:
         if name in plan.distorted:
             data["distortion"] = plan.distorted[name]
         content = plan.contents.get(name, plan.content)
+        if plan.keyword_only:
+            data["keyword_only"] = True
         new.append(Memory(
             bank=plan.bank, agent=name, kind=Memory.Kind.EPISODIC, category="dialogue", speaker=plan.speaker,
-            turn=plan.turn, content=content, embedding=plan.vectors[content],
-            participants=plan.participants, source=Memory.Source.EARNED,
+            turn=plan.turn, content=content, embedding=plan.vectors.get(content, PLACEHOLDER),
+            embedding_stale=content not in plan.vectors, participants=plan.participants, source=Memory.Source.EARNED,
             importance=plan.scores[name].score if name in plan.scores else 5.0, metadata=data,
         ))
     Memory.objects.bulk_create(new)
@@ -162,7 +174,7 @@ def capture_commit(plan: CapturePlan) -> Captured:
                      embedding=plan.vectors[plan.contexts[m.agent]]) for m in keyed if m.agent in plan.previous],
         ignore_conflicts=True,
     )
-    if plan.defer_keys and new and settings.RETRIEVAL_CONTEXT_KEYS:
+    if plan.defer_keys and new and settings.RETRIEVAL_CONTEXT_KEYS and not plan.keyword_only:
         ids = [m.pk for m in new]
         transaction.on_commit(lambda: _queue_keys(ids))
     links = Memory.evidence.through  # a trauma's links, both ways (as associate_memories makes them)
@@ -254,7 +266,8 @@ def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, n
     if not names or (scorer is None and not filters.importance_floor and filters.duplicate_threshold is None
                      and not filters.only_concerning):
         return {}, []
-    near = nearest(bank=bank, agents=names, vector=vector, turn=turn)
+    # Without a vector (the embedder is down) nothing is near: no duplicate, no "concerns me" test.
+    near = nearest(bank=bank, agents=names, vector=vector, turn=turn) if vector is not None else {}
     scores: dict[str, Importance] = {}
     skipped: list[Skipped] = []
     started = time.monotonic()

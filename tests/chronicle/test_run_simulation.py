@@ -132,5 +132,6 @@ def test_the_demo_file_reimports_cleanly_and_the_import_page_takes_it(user, clie
     with DEMO.open("rb") as upload:
         response = client_for(other).post("/import/", {"file": upload})
     scenario = Scenario.objects.owned_by(other).get()
-    assert response.status_code == 302 and response.url == f"/scenarios/{scenario.pk}/"
+    assert response.status_code == 302 and response.url == "/import/"  # which lists it, linked
+    assert f'href="/scenarios/{scenario.pk}/"' in client_for(other).get(response.url).content.decode()
     assert scenario.pair_notes == result.scenario.pair_notes

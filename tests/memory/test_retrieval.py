@@ -20,9 +20,9 @@ def test_episodic_recall_returns_earlier_lines_with_turns(seeded_bank):
         stored = remember_utterance(bank=seeded_bank, speaker=speaker, text=text, turn=turn, listeners=["Alex", "Jordan"])
         assert [m.agent for m in stored] == ["Alex", "Jordan"]
     results = recall(seeded_bank, "ramen", agent="Alex", filter=MemoryFilter(kinds=["episodic"]), k=5, current_turn=4)
-    assert [(r.memory.turn, r.memory.speaker) for r in results[:2]] == [(1, "Jordan"), (3, "Jordan")] or \
-        [(r.memory.turn, r.memory.speaker) for r in results[:2]] == [(3, "Jordan"), (1, "Jordan")]
-    assert results[0].memory.content.startswith("Jordan said: ")
+    # Both ramen lines come back (Alex's line between them may too: its reply key holds the ramen answer).
+    assert {(1, "Jordan"), (3, "Jordan")} <= {(r.memory.turn, r.memory.speaker) for r in results[:3]}
+    assert results[0].memory.content.startswith("Jordan said: ") and "ramen" in results[0].memory.content
     before = recall(seeded_bank, "ramen", agent="Alex", filter=MemoryFilter(kinds=["episodic"], max_turn=2), k=5)
     assert {r.memory.turn for r in before} == {1, 2}
     # Capturing the same line again (a retried turn) stores nothing twice.
