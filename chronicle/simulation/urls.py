@@ -1,5 +1,6 @@
 from django.urls import path
 
+import chronicle.converters  # noqa: F401  (registers <turn:…>, a turn's number from 1)
 from chronicle.simulation import views
 
 urlpatterns = [
@@ -9,5 +10,5 @@ urlpatterns = [
     path("<int:pk>/", views.simulation_detail, name="simulation_detail"),
     path("<int:pk>/llm/", views.simulation_llm, name="simulation_llm"),
     path("<int:pk>/delete/", views.simulation_delete, name="simulation_delete"),
-    path("<int:pk>/turns/<int:index>/", views.turn_detail, name="simulation_turn"),
+    path("<int:pk>/turns/<turn:index>/", views.turn_detail, name="simulation_turn"),
 ]

@@ -1,14 +1,15 @@
 from django.urls import path
 
+import chronicle.converters  # noqa: F401  (registers <turn:…>, a turn's number from 1)
 from chronicle.writing import views
 
 urlpatterns = [
     path("import/", views.simulation_import, name="chronicle_import"),
     path("<int:pk>/", views.chronicle_review, name="chronicle_review"),
-    path("<int:pk>/lines/<int:index>/", views.line_update, name="chronicle_line"),
-    path("<int:pk>/turns/<int:index>/", views.turn_inspect, name="turn_inspect"),
-    path("<int:pk>/turns/<int:index>/override/", views.turn_override, name="turn_override"),
-    path("<int:pk>/turns/<int:index>/regenerate/", views.turn_regenerate, name="turn_regenerate"),
+    path("<int:pk>/lines/<turn:index>/", views.line_update, name="chronicle_line"),
+    path("<int:pk>/turns/<turn:index>/", views.turn_inspect, name="turn_inspect"),
+    path("<int:pk>/turns/<turn:index>/override/", views.turn_override, name="turn_override"),
+    path("<int:pk>/turns/<turn:index>/regenerate/", views.turn_regenerate, name="turn_regenerate"),
     path("<int:pk>/replay-undistorted/", views.replay_undistorted, name="replay_undistorted"),
     path("<int:pk>/memories/", views.memory_list, name="chronicle_memories"),
     path("<int:pk>/memories/new/", views.memory_form, name="chronicle_memory_form"),

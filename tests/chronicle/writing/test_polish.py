@@ -26,6 +26,9 @@ def test_history_says_it_in_words(client_for, user, finished):
     kept_out = next(row for row in page.split("<tr data-edit=")[1:] if "memories kept out of the turn" in row)
     assert re.search(rf'class="before">none</td><td class="after">#{excluded}<', kept_out)
     assert "True" not in page and "False" not in page and f"[{excluded}]" not in page
+    inspector = client.get(reverse("turn_inspect", args=[finished.pk, 3])).content.decode()
+    assert f"memories kept out of the turn: none → #{excluded}" in inspector
+    assert "Change what was said, and regenerate from here" in inspector
 
 
 def test_compare_shows_this_branchs_words_as_additions_and_offers_only_relatives(client_for, user, finished, dinner):
@@ -183,3 +186,17 @@ def test_polishing_a_line_leaves_memory_alone_unless_asked(client_for, user, fin
     assert edits.count() == len(before)  # each copy in History, undoable
     page = client.get(reverse("chronicle_review", args=[finished.pk])).content.decode()
     assert "Polish the wording" in page and "Also change what the listeners remember" in page
+
+
+def test_turn_addresses_count_from_one_as_the_pages_do(client_for, user, finished):
+    client = client_for(user)
+    third = client.get(f"/chronicle/{finished.pk}/turns/3/")
+    assert third.status_code == 200 and third.context["turn"].number == 3 and "Turn 3 · " in third.content.decode()
+    assert client.get(f"/chronicle/{finished.pk}/turns/6/").status_code == 200  # the last of six
+    assert client.get(f"/chronicle/{finished.pk}/turns/0/").status_code == 404
+    assert client.get(f"/chronicle/{finished.pk}/turns/7/").status_code == 404
+    # Every link to a turn says its number: the run page's line 3 links to /turns/3/.
+    page = client.get(finished.get_absolute_url()).content.decode()
+    line = page.split('id="turn-2"', 1)[1].split("</li>", 1)[0]
+    assert f'href="/chronicle/{finished.pk}/turns/3/"' in line and "turn 3" in line
+    assert client.get(f"/simulations/{finished.pk}/turns/3/").url == f"/chronicle/{finished.pk}/turns/3/"
