@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Sum
 
 from chronicle.simulation.models import Simulation, Turn
+from chronicle.writing.charts import Bar
 from memory.models import Memory, MemoryAccess
 
 SERIES = [  # key, label, colour (the same in the chart, its legend and the list)
@@ -24,16 +25,6 @@ SERIES = [  # key, label, colour (the same in the chart, its legend and the list
     ("archived", "archived", "#c0392b"),
 ]
 WIDTH, HEIGHT, GUTTER = 720, 90, 28  # one agent's chart, in SVG units; GUTTER holds the y labels
-
-
-@dataclass
-class Bar:
-    x: float
-    y: float
-    width: float
-    height: float
-    colour: str
-    title: str
 
 
 @dataclass

@@ -60,3 +60,23 @@ def shot():
         return path
 
     return take
+
+
+def start_demo_run(page, *, turns: int, **fields) -> int:
+    """The demo scenario as a scripted run of `turns`, started from the form and waited for; its id.
+    fields: other form fields by id (e.g. reflection_threshold="60")."""
+    from playwright.sync_api import expect
+
+    from chronicle.demo import DEMO_TITLE
+
+    page.goto("/simulations/new/")
+    page.select_option("#id_scenario", label=DEMO_TITLE)
+    page.fill("#id_max_turns", str(turns))
+    page.fill("#id_pace_s", "0")
+    page.select_option("#id_provider", "scripted")
+    for name, value in fields.items():
+        page.fill(f"#id_{name}", value)
+    page.get_by_role("button", name="Start simulation").click()
+    page.wait_for_url(re.compile(r"/simulations/\d+/$"))
+    expect(page.locator("#live")).to_have_attribute("data-status", "completed", timeout=300_000)
+    return int(page.url.rstrip("/").rsplit("/", 1)[1])

@@ -8,9 +8,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from chronicle.demo import DEMO_TITLE, load_demo
+from chronicle.demo import load_demo
 from chronicle.simulation.models import Simulation
 from memory.models import Memory
+from tests.e2e.conftest import start_demo_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -18,16 +19,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.worker, pytest.mark.django_db(transac
 def test_a_long_dry_run_reflects_and_the_writer_consolidates(logged_in_page, user, celery_worker, shot):
     load_demo(owner=user)
     page = logged_in_page
-    page.goto("/simulations/new/")
-    page.select_option("#id_scenario", label=DEMO_TITLE)
-    page.fill("#id_max_turns", "40")
-    page.fill("#id_pace_s", "0")
-    page.select_option("#id_provider", "scripted")
-    page.fill("#id_reflection_threshold", "60")
-    page.get_by_role("button", name="Start simulation").click()
-    page.wait_for_url(re.compile(r"/simulations/\d+/$"))
-    expect(page.locator("#live")).to_have_attribute("data-status", "completed", timeout=300_000)
-    simulation = Simulation.objects.get(pk=int(page.url.rstrip("/").rsplit("/", 1)[1]))
+    simulation = Simulation.objects.get(pk=start_demo_run(page, turns=40, reflection_threshold="60"))
     assert simulation.turns.count() == 40 and simulation.reflection_threshold == 60
 
     # A reflection is a quiet marginal event in the chronicle; its evidence opens in place.

@@ -9,8 +9,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from chronicle.demo import DEMO_TITLE, load_demo
-from tests.e2e.conftest import PASSWORD
+from chronicle.demo import load_demo
+from tests.e2e.conftest import PASSWORD, start_demo_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -32,15 +32,7 @@ def test_the_loop_fits_the_screen_without_console_errors(browser, live_server, u
         page.get_by_role("button", name="Log in").click()
         page.wait_for_url(re.compile(r"/$"))
 
-        page.goto("/simulations/new/")
-        page.select_option("#id_scenario", label=DEMO_TITLE)
-        page.fill("#id_max_turns", "4")
-        page.fill("#id_pace_s", "0")
-        page.select_option("#id_provider", "scripted")
-        page.get_by_role("button", name="Start simulation").click()
-        page.wait_for_url(re.compile(r"/simulations/\d+/$"))
-        expect(page.locator("#live")).to_have_attribute("data-status", "completed", timeout=300_000)
-        run = page.url.rstrip("/").rsplit("/", 1)[1]
+        run = start_demo_run(page, turns=4)
 
         pages = [f"/simulations/{run}/", f"/chronicle/{run}/turns/2/", f"/chronicle/{run}/memories/",
                  f"/chronicle/{run}/", f"/chronicle/{run}/analytics/", f"/chronicle/{run}/map/",
