@@ -69,7 +69,7 @@ def test_exclude_regenerate_polish_and_export(logged_in_page, celery_worker, sho
     # Polish a line in the reading view (HTMX inline edit), annotate it, then export Fountain.
     page.get_by_role("link", name="Review & export the chronicle").click()
     row = page.locator("#line-0")
-    row.get_by_text("Edit line / annotate").click()
+    row.get_by_text("Polish the wording / annotate").click()
     row.get_by_label("Line 1").fill("Right. Food first, feelings later.")
     row.get_by_label("Annotation 1").fill("Alex is hungrier than he admits")
     row.get_by_role("button", name="Save").click()
