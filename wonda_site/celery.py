@@ -26,14 +26,17 @@ def _validate_embedding_model(sender=None, **_kwargs) -> None:
     # dimension against the vector column. A wrong model stops the worker with a clear message
     # (raised per child it made Celery restart children forever). Children inherit the loaded model.
     # Here, not at the top: every process imports this module (wonda_site/__init__) before the apps are ready.
-    from memory.embedding import EmbeddingError, validate_before_fork
+    from memory.embedding import EmbeddingConfigError, EmbeddingError, validate_before_fork
 
     _worker["hostname"] = getattr(sender, "hostname", "") or ""
     try:
         _model_info.update(validate_before_fork())
-    except EmbeddingError as exc:
+    except EmbeddingConfigError as exc:  # a wrong model: no waiting fixes it
         log.critical("Wonda's worker cannot start: %s", exc)
         raise SystemExit(f"Wonda's worker cannot start: {exc}") from exc
+    except EmbeddingError as exc:  # an outage (the model will not load, its server is down): degraded mode
+        log.critical("The embedding model is unavailable (%s): this worker starts anyway; searches use keywords "
+                     "only and new memories wait for their vectors until it is back", exc)
 
 
 def _warm_then_beat(hostname: str) -> None:

@@ -12,12 +12,12 @@ import numpy as np
 from django.conf import settings
 
 from memory.embedding import health, http, local, query_encoder
-from memory.embedding.errors import EmbeddingError
+from memory.embedding.errors import EmbeddingConfigError, EmbeddingError
 from memory.embedding.local import SMALL_CALL
 from memory.embedding.query_encoder import QUERY_ENCODERS, warm_query_encoder
 
 __all__ = [
-    "QUERY_ENCODERS", "SMALL_CALL", "EmbeddingError", "dimension", "encode", "model_info", "model_name",
+    "QUERY_ENCODERS", "SMALL_CALL", "EmbeddingConfigError", "EmbeddingError", "dimension", "encode", "model_info", "model_name",
     "validate_before_fork", "validate_model", "warm_query_encoder",
 ]
 
@@ -61,7 +61,7 @@ def _encode(texts: list[str], *, batch_size: int, query: bool) -> np.ndarray:
         return local.encode(list(texts), batch_size)
     if settings.EMBEDDING_BACKEND in {"openai", "ollama"}:
         return http.encode(list(texts))
-    raise EmbeddingError(f"unknown WONDA_EMBEDDING_BACKEND {settings.EMBEDDING_BACKEND!r}: use local, openai or ollama")
+    raise EmbeddingConfigError(f"unknown WONDA_EMBEDDING_BACKEND {settings.EMBEDDING_BACKEND!r}: use local, openai or ollama")
 
 
 def dimension() -> int:
@@ -104,7 +104,7 @@ def validate_model() -> dict:
             f"could not load embedding model {model_name()} ({exc}); check WONDA_EMBEDDING_BACKEND / WONDA_EMBEDDING_MODEL"
         ) from exc
     if info["dimension"] != settings.EMBEDDING_DIM:
-        raise EmbeddingError(
+        raise EmbeddingConfigError(
             f"embedding model {model_name()} makes {info['dimension']}-d vectors but the memory column holds "
             f"{settings.EMBEDDING_DIM}-d: set WONDA_EMBEDDING_MODEL to a {settings.EMBEDDING_DIM}-d model"
         )
