@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from urllib.parse import urlencode
 
-from django.core.paginator import Paginator
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -22,11 +22,11 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from chronicle.simulation import selectors as simulation_selectors
 from chronicle.simulation.models import Simulation, Turn
+from chronicle.templatetags.chronicle_tags import memory_link
 from chronicle.views.common import vary_on_htmx
 from chronicle.writing import actions, exports, selectors, services
 from chronicle.writing.analytics import analytics, memory_map
 from chronicle.writing.forms import ImportForm, LineOverrideForm, MemoryFormForm
-from chronicle.templatetags.chronicle_tags import memory_link
 from chronicle.writing.models import Edit
 from chronicle.writing.timeline import bank_timeline
 from memory import projection

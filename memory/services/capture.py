@@ -12,8 +12,8 @@ from django.conf import settings
 from django.db import transaction
 
 from memory.cache import embed_texts
-from memory.embedding.errors import EmbeddingError
 from memory.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
+from memory.embedding.errors import EmbeddingError
 from memory.importance import (
     CONCERN_FLOOR,
     CaptureFilters,
