@@ -49,7 +49,14 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         try:
-            while not stopping and all(child.poll() is None for child in children):
+            # Web and worker must stay up; the MCP server is optional (its port may be taken): its
+            # end is reported, and the rest goes on.
+            while not stopping and all(child.poll() is None for child in children[:2]):
+                if len(children) == 3 and children[2].poll() is not None and names[2]:
+                    self.stderr.write(self.style.WARNING(
+                        f"The MCP server stopped (exit {children[2].returncode}; is port {mcp_port} taken? set "
+                        "WONDA_MCP_PORT). The web server and the worker go on."))
+                    names[2] = ""
                 time.sleep(0.5)
         finally:
             for child in children:
@@ -64,6 +71,6 @@ class Command(BaseCommand):
                     child.kill()
             self.stdout.write("Web server and worker stopped.")
         if not stopping:
-            failed = [name for name, child in zip(names, children) if child.returncode not in (0, None)]
+            failed = [name for name, child in zip(names[:2], children) if child.returncode not in (0, None)]
             if failed:
                 raise SystemExit(f"{', '.join(failed)} exited unexpectedly; see the log above.")
