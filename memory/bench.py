@@ -163,10 +163,10 @@ def conversation_lines(rng: random.Random, per_speaker: int = 700) -> list[str]:
 
 def fill_conversation(bank_id: int, n: int, first: int, count: int, *, listener: str = "agent0", seed: int = 0) -> None:
     """n episodic memories of one listener, as remember_utterance stores them: "X said: …" with a
-    real sentence (bench_base rows first … first + count − 1), turns in order, and an in-reply-to key
-    (the line before and this one). Sentences repeat when n > count, so each vector is the
-    sentence's real one plus 9% of another's, re-normalised (exact duplicates would make a
-    degenerate HNSW graph); a key's vector is its two lines' sum, normalised."""
+    real sentence (bench_base rows first … first + count − 1), turns in order, and its reply keys
+    (the line before and this one; the last three lines). Sentences repeat when n > count, so each
+    vector is the sentence's real one plus 9% of another's, re-normalised (exact duplicates would
+    make a degenerate HNSW graph); a key's vector is its lines' sum, normalised."""
     with connection.cursor() as cur:
         cur.execute(
             """
@@ -185,12 +185,30 @@ def fill_conversation(bank_id: int, n: int, first: int, count: int, *, listener:
             """,
             [bank_id, listener, listener, n, first, seed, count, first, seed + 1, count, FIRST[:4], seed],
         )
+        # Capture's reply keys (memory.retrieval.episode_keys): the pair, a key of both lines, and
+        # the window of three, a key of all three.
         cur.execute(
             """
             INSERT INTO memory_memorykey (memory_id, query, embedding)
-            SELECT m.id, left(p.content || ' ' || m.content, 300), l2_normalize(p.embedding + m.embedding)
+            SELECT o.id, left(p.content || ' ' || m.content, 300), l2_normalize(p.embedding + m.embedding)
               FROM memory_memory m JOIN memory_memory p ON p.bank_id = m.bank_id AND p.agent = m.agent AND p.turn = m.turn - 1
+             CROSS JOIN LATERAL (VALUES (m.id), (p.id)) o(id)
              WHERE m.bank_id = %s
+            ON CONFLICT DO NOTHING
+            """,
+            [bank_id],
+        )
+        cur.execute(
+            """
+            INSERT INTO memory_memorykey (memory_id, query, embedding)
+            SELECT o.id, left(q.content || ' ' || p.content || ' ' || m.content, 300),
+                   l2_normalize(q.embedding + p.embedding + m.embedding)
+              FROM memory_memory m
+              JOIN memory_memory p ON p.bank_id = m.bank_id AND p.agent = m.agent AND p.turn = m.turn - 1
+              JOIN memory_memory q ON q.bank_id = m.bank_id AND q.agent = m.agent AND q.turn = m.turn - 2
+             CROSS JOIN LATERAL (VALUES (m.id), (p.id), (q.id)) o(id)
+             WHERE m.bank_id = %s
+            ON CONFLICT DO NOTHING
             """,
             [bank_id],
         )

@@ -28,7 +28,7 @@ from memory.cache import embed_texts
 from memory.embedding import encode
 from memory.indexing import build_bank_index, drop_bank_index
 from memory.models import Memory, MemoryKey
-from memory.retrieval import episode_context_text
+from memory.retrieval.filters import EPISODE_WINDOW, episode_keys
 from memory.retrieval.confidence import calibrated, fit_logistic
 from memory.services import bank_create, remember_utterance
 from memory.tools import ToolContext, search_memory
@@ -90,7 +90,8 @@ def build_bank(conv: Conversation):
     bank = bank_create(name=f"evaluate_retrieval {conv.sample_id}")
     contents = [f"{t.speaker} said: {t.text}" for t in conv.turns]
     # One batched model pass for every text the capture path will embed (it then hits the cache).
-    embed_texts(contents + [episode_context_text(p, c) for p, c in zip(contents, contents[1:])])
+    earlier = [[(0, text) for text in contents[max(0, i - EPISODE_WINDOW + 1):i][::-1]] for i in range(len(contents))]
+    embed_texts(contents + [text for c, e in zip(contents, earlier) for text, _ids in episode_keys(c, e)])
     dia_of = {}
     for number, t in enumerate(conv.turns, start=1):
         (memory,) = remember_utterance(bank=bank, speaker=t.speaker, text=t.text, turn=number, listeners=[LISTENER],

@@ -177,6 +177,8 @@ EMBEDDING_QUERY_ENCODER = os.environ.get("WONDA_QUERY_ENCODER", "int8").strip().
 RETRIEVAL_FUSION = env_bool("WONDA_RETRIEVAL_FUSION", True)
 RETRIEVAL_LEXICAL_WEIGHT = float(os.environ.get("WONDA_RETRIEVAL_LEXICAL_WEIGHT", "0.5"))
 RETRIEVAL_SPEAKER_BOOST = float(os.environ.get("WONDA_RETRIEVAL_SPEAKER_BOOST", "0.2"))
+# query_memory's pseudo-relevance feedback: β of q' = normalize(q + β·mean(the 3 best candidates)); 0: off.
+RETRIEVAL_FEEDBACK_WEIGHT = float(os.environ.get("WONDA_RETRIEVAL_FEEDBACK_WEIGHT", "0.5"))
 # Up to this many candidates one exact scan makes both top lists; above, the HNSW and GIN indexes do.
 RETRIEVAL_FUSION_EXACT_LIMIT = int(os.environ.get("WONDA_RETRIEVAL_FUSION_EXACT_LIMIT", "2000"))
 # Memory for building a big bank's vector index (PostgreSQL's maintenance_work_mem, for that build):

@@ -7,11 +7,11 @@ filters: what a search may return and what it returns · scoring: presets, weigh
 SQL · sql: the ranking statement, run and loaded · search: recall() and the exact-vs-index choice.
 """
 
-from memory.retrieval.filters import MemoryFilter, Recalled, RecallResult, episode_context_text
+from memory.retrieval.filters import MemoryFilter, Recalled, RecallResult, episode_context_text, episode_keys
 from memory.retrieval.scoring import SCORING_PRESETS, Fusion, resolve_weights
 from memory.retrieval.search import EXACT_LIMIT, recall
 
 __all__ = [
     "EXACT_LIMIT", "SCORING_PRESETS", "Fusion", "MemoryFilter", "Recalled", "RecallResult", "episode_context_text",
-    "recall", "resolve_weights",
+    "episode_keys", "recall", "resolve_weights",
 ]

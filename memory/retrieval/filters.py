@@ -114,3 +114,19 @@ class RecallResult:
 def episode_context_text(previous: str, content: str) -> str:
     """The text of an episodic memory's in-reply-to key: the line before it, then the line."""
     return f"{previous} {content}"
+
+
+EPISODE_WINDOW = 3  # a window key: a listener's three consecutive lines, a key of each of them
+
+
+def episode_keys(content: str, earlier: list[tuple[int, str]]) -> list[tuple[str, list[int]]]:
+    """A listener's new line's reply keys from its lines before it (id, content; the latest first):
+    the pair (the line before, then this one), also a key of that line; and the window of the last
+    EPISODE_WINDOW lines, also a key of the two before. Each as (text, the earlier lines it keys)."""
+    keys = []
+    if earlier:
+        keys.append((episode_context_text(earlier[0][1], content), [earlier[0][0]]))
+    if len(earlier) >= EPISODE_WINDOW - 1:
+        window = earlier[:EPISODE_WINDOW - 1][::-1]
+        keys.append((" ".join([*(text for _pk, text in window), content]), [pk for pk, _text in window]))
+    return keys

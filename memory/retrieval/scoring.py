@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 RECENCY_DECAY = 0.1         # per turn: recency = exp(-0.1 · turns ago), a half-life of ~7 turns
 FUSION_DEPTH = 50           # fusion ranks the top 50 by similarity ∪ the top 50 by BM25 (at least k each)
+FEEDBACK_LINES = 3          # pseudo-relevance feedback: the query moves toward its 3 most relevant candidates
 # The `decayed` preset's decay component (seed 004, README "Decay and reinforcement"), per memory:
 DECAY_EMOTION_SLOWDOWN = 0.5  # rate × (1 − 0.5·emotion): a memory felt at full strength decays half as fast
 DECAY_GOAL_FLOOR = 0.5        # a goal-critical memory never fades below half
@@ -31,15 +32,19 @@ SCORING_PRESETS: dict[str, dict[str, float]] = {
 
 @dataclass
 class Fusion:
-    """query_memory's stages; a weight of 0 switches its stage off (ablation in evaluate_retrieval)."""
+    """query_memory's stages; a weight of 0 switches its stage off (ablation in evaluate_retrieval).
+    feedback: β of pseudo-relevance feedback (sql.ranked_sql), 0 for one ranking only."""
     lexical_weight: float
     speaker_boost: float
+    feedback: float = 0.0
 
     @classmethod
-    def from_settings(cls, lexical_weight: float | None = None, speaker_boost: float | None = None) -> "Fusion":
+    def from_settings(cls, lexical_weight: float | None = None, speaker_boost: float | None = None,
+                      feedback: float | None = None) -> "Fusion":
         return cls(
             float(settings.RETRIEVAL_LEXICAL_WEIGHT if lexical_weight is None else lexical_weight),
             float(settings.RETRIEVAL_SPEAKER_BOOST if speaker_boost is None else speaker_boost),
+            float(settings.RETRIEVAL_FEEDBACK_WEIGHT if feedback is None else feedback),
         )
 
 

@@ -19,7 +19,7 @@ from memory.indexing import has_bank_index
 from memory.lexical import lexical_query, lexical_query_from_stats, name_grams, termstat_count
 from memory.retrieval.enhance import CONTEXT_WEIGHT, SYNONYM_IDF_SCALE, SYNONYM_VECTOR_WEIGHT, EnhancedQuery
 from memory.retrieval.filters import MemoryFilter, Recalled, RecallResult
-from memory.retrieval.scoring import FUSION_DEPTH, Fusion, resolve_weights
+from memory.retrieval.scoring import FEEDBACK_LINES, FUSION_DEPTH, Fusion, resolve_weights
 from memory.retrieval.sql import (
     Ranked, count_candidates, hnsw_settings, index_candidates, pyformat, ranked_sql, run_ranked, window_candidates,
 )
@@ -41,7 +41,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
            query_vector=None, exact: bool | None = None, fusion: bool = False,
            lexical_weight: float | None = None, speaker_boost: float | None = None,
            enhance: EnhancedQuery | None = None, clock: list[float] | None = None,
-           associations: float = 0.0, distort=None) -> list[RecallResult]:
+           associations: float = 0.0, distort=None, feedback: float | None = None) -> list[RecallResult]:
     """Top k memories of a bank for a query, honouring the filter exactly.
 
     exact=None chooses: an exact scan while at most EXACT_LIMIT memories match, else the HNSW
@@ -59,6 +59,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     score as its "association" component, so a linked memory the query alone ranks lower may enter.
     distort (memory.distortion.RetrievalDistortion): the agent's retrieval-stage filter, applied
     last (depression: a positive memory loses half its score, a negative "distortion" component).
+    feedback (fusion only; β, settings.RETRIEVAL_FEEDBACK_WEIGHT unless given, 0: off): the query
+    vector moves toward its best few candidates and they are ranked again (sql.ranked_sql).
     """
     flt = MemoryFilter(**(filter.to_dict() if filter else {}))
     if agent is not None:
@@ -69,7 +71,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
         return []
     fused = None
     if fusion and query and settings.RETRIEVAL_FUSION:
-        fused = Fusion.from_settings(lexical_weight, speaker_boost)
+        fused = Fusion.from_settings(lexical_weight, speaker_boost, feedback)
     if enhance is not None and not enhance.used:
         enhance = None
     keyword_only = False
@@ -82,7 +84,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
             # Degraded mode (memory.embedding.health): rank by the query's words alone (BM25 and the
             # speaker boost), exactly, rather than fail the agent's search; the answer says so.
             keyword_only, enhance = True, None
-            fused = Fusion.from_settings(1.0, speaker_boost)
+            fused = Fusion.from_settings(1.0, speaker_boost, 0.0)
             exact = True
     if enhance is not None and query_vector is not None:
         query_vector = _enhanced_vector(query_vector, enhance, lexical=bool(fused and fused.lexical_weight))
@@ -265,6 +267,9 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
     filter_where = named_where
     named |= base | {"wl": fusion.lexical_weight, "wb": fusion.speaker_boost, "depth": depth,
                      "names": name_grams(query) if fusion.speaker_boost else []}
+    feedback = bool(fusion.feedback) and qvec is not None
+    if feedback:
+        named |= {"fbm": FEEDBACK_LINES, "fbw": np.full(len(qvec), fusion.feedback, dtype=np.float32)}
     lexical_sql = "0.0::float8"
     if lex is not None:
         lexical_sql, lex_params = lex.score_sql()
@@ -293,7 +298,8 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
         with connection.cursor() as cursor:
             hnsw_settings(cursor, depth, prefer_index=bank_index)
     rows = run_ranked(ranked_sql(scoring, named_where, qvec is not None, True, lexical_sql,
-                                 pool_ids=" UNION ".join(pool) if pool else None, temporal=window is not None), named)
+                                 pool_ids=" UNION ".join(pool) if pool else None, temporal=window is not None,
+                                 feedback=feedback), named)
     if not exact and len(rows) < min(k, candidates):
         return _fused_rows(query, flt, bank_id, qvec, base, k, scoring, True, fusion, enhance)
     _path.set("exact" if exact else "index")

@@ -83,7 +83,7 @@ def window_candidates(where: str, params: list, vector: np.ndarray, fetch: int, 
 
 
 def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = False, lexical_sql: str = "0.0::float8",
-               guarded: bool = False, pool_ids: str | None = None, temporal: bool = False) -> str:
+               guarded: bool = False, pool_ids: str | None = None, temporal: bool = False, feedback: bool = False) -> str:
     """One pass over the candidates: content similarity, best key per memory, score, top k; then
     the full rows of those k only. Ordering by an expression over a CTE keeps the HNSW index out:
     this scan is exact. pool_ids, a query of memory ids (the indexes' top lists), restricts the
@@ -98,61 +98,87 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
     top lists only, the same ranking comes out whether the lists are computed here over every
     candidate or fetched from the HNSW and GIN indexes (recall() chooses).
 
+    feedback (fusion only; pseudo-relevance feedback): the query vector moves toward its %(fbm)s most
+    relevant candidates, q' = normalize(q + β·mean(their vectors)) (%(fbw)s: β in every dimension),
+    and the pool is ranked again with q' (content and keys), BM25 unchanged: one statement, no
+    second round of probes, and the same answer on both paths (the pool is). A question whose
+    answer spans lines (multi-hop) finds the lines that resemble its first answers.
+
     temporal (a query naming a time, enhance.TimeWindow): the boost time_sql() is added to the
     score as its own component, and with fusion the window's top FUSION_DEPTH by similarity join
     the pool. Off, the statement is the one it was before query enhancement.
     """
+    feedback = feedback and fusion and has_vector
     content_sim = "1 - (m.embedding <=> %(vec)s::vector)" if has_vector else "0.0::float8"
-    # The best key per candidate through a LATERAL probe of the memory_id index: linear in the
-    # candidates whatever the statistics say (a fresh bank's stale ones made the planner join every
-    # candidate with every key: 24 ms for 419 lines). Ordering by an expression keeps HNSW out.
-    keys = (
-        """LEFT JOIN LATERAL (
-            SELECT 1 - (k.embedding <=> %(vec)s::vector) AS sim_k, k.query
+
+    def keys(vector: str) -> str:
+        # The best key per candidate through a LATERAL probe of the memory_id index: linear in the
+        # candidates whatever the statistics say (a fresh bank's stale ones made the planner join every
+        # candidate with every key: 24 ms for 419 lines). Ordering by an expression keeps HNSW out.
+        if not has_vector:
+            return "LEFT JOIN (SELECT NULL::float8 AS sim_k, NULL::varchar AS query) kb ON false"
+        return f"""LEFT JOIN LATERAL (
+            SELECT 1 - (k.embedding <=> {vector}) AS sim_k, k.query
               FROM memory_memorykey k WHERE k.memory_id = c.id ORDER BY sim_k DESC, k.id LIMIT 1
         ) kb ON true"""
-        if has_vector
-        else "LEFT JOIN (SELECT NULL::float8 AS sim_k, NULL::varchar AS query) kb ON false"
-    )
-    if fusion:
-        extra = (f", {lexical_sql} AS lex, (m.speaker <> '' AND (lower(m.speaker) = ANY(%(names)s) "
-                 "OR lower(split_part(m.speaker, ' ', 1)) = ANY(%(names)s)))::int::float8 AS spk")
-        relevance = """(1 - %(wl)s) * (CASE WHEN max(sim) OVER () > min(sim) OVER ()
-                            THEN (sim - min(sim) OVER ()) / (max(sim) OVER () - min(sim) OVER ()) ELSE 1.0 END)
-                       + %(wl)s * (CASE WHEN max(lex) OVER () > 0 THEN lex / max(lex) OVER () ELSE 0.0 END)
-                       + %(wb)s * spk"""
-        lexical_cols = """, (CASE WHEN max(lex) OVER () > 0 THEN lex / max(lex) OVER () ELSE 0.0 END) AS c_lexical,
-                          spk AS c_speaker"""
-        in_window = ("""
+
+    def fused_cte(best: str, name: str) -> str:
+        """The pool of the best-CTE `best` and its relevance, as the CTEs <name>_pool and <name>."""
+        if not fusion:
+            return f"{name} AS (SELECT {best}.*, sim AS relevance, 0.0::float8 AS c_lexical, 0.0::float8 AS c_speaker FROM {best}),"
+        in_window = (f"""
             UNION
-            (SELECT * FROM best WHERE turn BETWEEN %(tlo)s AND %(thi)s ORDER BY sim DESC, id LIMIT %(depth)s)"""
+            (SELECT * FROM {best} WHERE turn BETWEEN %(tlo)s AND %(thi)s ORDER BY sim DESC, id LIMIT %(depth)s)"""
                      if temporal else "")
-        pool = f"""pool AS (
-            (SELECT * FROM best ORDER BY sim DESC, id LIMIT %(depth)s)
+        return f"""{name}_pool AS (
+            (SELECT * FROM {best} ORDER BY sim DESC, id LIMIT %(depth)s)
             UNION
-            (SELECT * FROM best WHERE lex > 0 ORDER BY lex DESC, id LIMIT %(depth)s){in_window}
-        ),"""
-    else:
-        extra, relevance, lexical_cols = "", "sim", ", 0.0::float8 AS c_lexical, 0.0::float8 AS c_speaker"
-        pool = "pool AS (SELECT * FROM best),"
+            (SELECT * FROM {best} WHERE lex > 0 ORDER BY lex DESC, id LIMIT %(depth)s){in_window}
+        ),
+        {name} AS (SELECT p.*, ((1 - %(wl)s) * (CASE WHEN max(sim) OVER () > min(sim) OVER ()
+                                THEN (sim - min(sim) OVER ()) / (max(sim) OVER () - min(sim) OVER ()) ELSE 1.0 END)
+                           + %(wl)s * (CASE WHEN max(lex) OVER () > 0 THEN lex / max(lex) OVER () ELSE 0.0 END)
+                           + %(wb)s * spk)::float8 AS relevance,
+                          (CASE WHEN max(lex) OVER () > 0 THEN lex / max(lex) OVER () ELSE 0.0 END) AS c_lexical,
+                          spk AS c_speaker
+                     FROM {name}_pool p),"""
+
+    extra = (f", {lexical_sql} AS lex, (m.speaker <> '' AND (lower(m.speaker) = ANY(%(names)s) "
+             "OR lower(split_part(m.speaker, ' ', 1)) = ANY(%(names)s)))::int::float8 AS spk") if fusion else ""
     ids = f"ids AS ({pool_ids})," if pool_ids else ""
     in_ids = "m.id IN (SELECT id FROM ids) AND " if pool_ids else ""
+    chain = f"""best AS (
+            SELECT c.*, GREATEST(c.sim_c, kb.sim_k) AS sim,
+                   CASE WHEN kb.sim_k > c.sim_c THEN kb.query END AS matched_key
+              FROM c {keys("%(vec)s::vector")}
+        ),
+        {fused_cte("best", "fused")}"""
+    final = "fused"
+    if feedback:
+        # The candidates' own vectors are read once, in c; q' from the first ranking's best few.
+        chain += f"""
+        fb AS (SELECT l2_normalize(%(vec)s::vector + %(fbw)s::vector * avg(c.emb)) AS q
+                 FROM (SELECT id FROM fused ORDER BY relevance DESC, id LIMIT %(fbm)s) t JOIN c ON c.id = t.id),
+        best2 AS (
+            SELECT c.id, c.turn, c.importance, c.decay_rate, c.access_count, c.last_accessed_turn{
+                ", c.emotion, c.goal_critical" if scoring == "decayed" else ""}, c.lex, c.spk,
+                   GREATEST(1 - (c.emb <=> fb.q), kb.sim_k) AS sim,
+                   CASE WHEN kb.sim_k > 1 - (c.emb <=> fb.q) THEN kb.query END AS matched_key
+              FROM fused f JOIN c ON c.id = f.id CROSS JOIN fb {keys("fb.q")}
+        ),
+        {fused_cte("best2", "fused2")}"""
+        final = "fused2"
     return f"""
         WITH {ids} c AS MATERIALIZED (
             SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
-                   m.last_accessed_turn{DECAY_COLUMNS if scoring == "decayed" else ""} {extra}
+                   m.last_accessed_turn{DECAY_COLUMNS if scoring == "decayed" else ""} {extra}{
+                       ", m.embedding AS emb" if feedback else ""}
               FROM memory_memory m WHERE {in_ids}{where_sql}{" LIMIT %(guard)s" if guarded else ""}
         ),
-        best AS (
-            SELECT c.*, GREATEST(c.sim_c, kb.sim_k) AS sim,
-                   CASE WHEN kb.sim_k > c.sim_c THEN kb.query END AS matched_key
-              FROM c {keys}
-        ),
-        {pool}
-        fused AS (SELECT pool.*, ({relevance})::float8 AS relevance {lexical_cols} FROM pool),
+        {chain}
         comp AS (SELECT m.id, m.turn, m.matched_key, m.relevance, m.c_lexical, m.c_speaker, {score_sql(scoring)},
                         {time_sql() if temporal else "0.0::float8"} AS c_time
-                   FROM fused m),
+                   FROM {final} m),
         top AS (
             SELECT comp.*, %(ws)s * relevance + %(wr)s * c_recency + %(wi)s * c_importance{" + c_time" if temporal else ""} AS score
               FROM comp ORDER BY score DESC, turn DESC NULLS LAST, id LIMIT %(k)s

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from memory.cache import embed_texts
 from memory.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
@@ -29,7 +29,7 @@ from memory.importance import (
 from memory.indexing import bank_index_wanted
 from memory.services.banks import bank_hold
 from memory.models import Memory, MemoryBank, MemoryKey
-from memory.retrieval import episode_context_text
+from memory.retrieval.filters import EPISODE_WINDOW, episode_keys
 from memory.services.validation import validate_content
 
 
@@ -55,8 +55,8 @@ class CapturePlan:
     listeners: list[str]
     participants: list[str]
     vectors: dict[str, list[float]] = field(default_factory=dict)
-    contexts: dict[str, str] = field(default_factory=dict)
-    previous: dict[str, int] = field(default_factory=dict)  # each listener's line before this one (its id)
+    # Each listener's reply keys (memory.retrieval.episode_keys): (text, the earlier lines it also keys).
+    keys: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
     scores: dict[str, Importance] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
@@ -107,12 +107,8 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     # A retried turn stores nothing twice: capture_commit skips the listeners that already hold the
     # line (scoring them again here costs less than a query on every first attempt).
     if listeners and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:
-        previous = (
-            Memory.objects.in_bank(bank).filter(kind=Memory.Kind.EPISODIC, agent__in=listeners, turn__lt=turn)
-            .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "content", "id")
-        )
-        plan.contexts = {agent: episode_context_text(prev, content) for agent, prev, _id in previous}
-        plan.previous = {agent: pk for agent, _prev, pk in previous}
+        earlier = earlier_lines(bank.pk, listeners, turn)
+        plan.keys = {agent: episode_keys(content, lines) for agent, lines in earlier.items()}
     for name in listeners if distortions else ():
         formed = form(content, agent=name, speaker=speaker, filters=distortions, rewrite=rewrite)
         if formed is not None:
@@ -126,14 +122,14 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
                 .exclude(turn=turn).order_by("-turn", "-id").values_list("id", flat=True)[:TRAUMA_LINKS])
             plan.distorted[name] = {**plan.distorted.get(name, {}), "association": {
                 "filter": f"trauma ({', '.join(words)})", "triggers": held, "linked": plan.trauma_links[name]}}
-    texts = [content] if defer_keys else list(dict.fromkeys([content, *plan.contexts.values()]))
+    texts = list(dict.fromkeys([content, *(text for keys in plan.keys.values() for text, _ids in keys)]))
     texts += [text for text in dict.fromkeys(plan.contents.values()) if text not in texts]
     try:
         plan.vectors = dict(zip(texts, embed_texts(texts)))  # one model call for the line and its keys
     except EmbeddingError:
         # Degraded mode: the line is still remembered, without its vector (out of vector search, like
         # an edited memory) until memory.tasks.reembed_stale_task runs once the embedder is back.
-        plan.keyword_only, plan.contexts = True, {}
+        plan.keyword_only, plan.keys = True, {}
     plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors.get(content),
                                        turn=turn, names=listeners, scorer=scorer, ask=ask,
                                        filters=filters or CaptureFilters())
@@ -165,13 +161,12 @@ def capture_commit(plan: CapturePlan) -> Captured:
             importance=plan.scores[name].score if name in plan.scores else 5.0, metadata=data,
         ))
     Memory.objects.bulk_create(new)
-    keyed = [m for m in new if m.agent in plan.contexts and plan.contexts[m.agent] in plan.vectors]
+    # Each key leads to the new line and to the earlier lines in it: a line is also found by what
+    # it was answered with.
     MemoryKey.objects.bulk_create(
-        [MemoryKey(memory=m, query=plan.contexts[m.agent][:300].strip(), embedding=plan.vectors[plan.contexts[m.agent]])
-         for m in keyed]
-        # The same pair also leads to the line before: a line is found by what it was answered with.
-        + [MemoryKey(memory_id=plan.previous[m.agent], query=plan.contexts[m.agent][:300].strip(),
-                     embedding=plan.vectors[plan.contexts[m.agent]]) for m in keyed if m.agent in plan.previous],
+        [MemoryKey(memory_id=pk, query=text[:300].strip(), embedding=plan.vectors[text])
+         for m in new for text, earlier in plan.keys.get(m.agent, []) if text in plan.vectors
+         for pk in (m.pk, *earlier)],
         ignore_conflicts=True,
     )
     if plan.defer_keys and new and settings.RETRIEVAL_CONTEXT_KEYS and not plan.keyword_only:
@@ -188,40 +183,52 @@ def capture_commit(plan: CapturePlan) -> Captured:
     return Captured([by_agent[name] for name in plan.listeners if name in by_agent], plan.skipped)
 
 
+def earlier_lines(bank_id: int, agents: list[str], turn: int) -> dict[str, list[tuple[int, str]]]:
+    """Each agent's episodic lines before this turn that its reply keys take in (the latest first,
+    EPISODE_WINDOW − 1 of them): one statement for every listener."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT agent, id, content FROM (SELECT agent, id, content, row_number() OVER "
+            "(PARTITION BY agent ORDER BY turn DESC, id DESC) AS n FROM memory_memory "
+            "WHERE bank_id = %s AND kind = 'episodic' AND agent = ANY(%s) AND turn < %s) t "
+            "WHERE n < %s ORDER BY agent, n", [bank_id, list(agents), turn, EPISODE_WINDOW])
+        earlier: dict[str, list[tuple[int, str]]] = {}
+        for agent, pk, content in cursor.fetchall():
+            earlier.setdefault(agent, []).append((pk, content))
+    return earlier
+
+
 def memory_keys_add(*, memory_ids: list[int]) -> int:
-    """The in-reply-to keys of these episodic memories, made after the fact (defer_keys): each
-    listener's line before it, then the line, embedded together, as capture_prepare would have; the
-    same pair is also a key of that line before (found by what it was answered with)."""
+    """The reply keys of these episodic memories, made after the fact (defer_keys), as
+    capture_prepare would have (memory.retrieval.episode_keys): the pair of the listener's line
+    before and this one, the window of its last three lines; each also a key of the earlier lines
+    in it (found by what they were answered with). Returns the lines keyed."""
     memories = list(Memory.objects.filter(pk__in=memory_ids, kind=Memory.Kind.EPISODIC, turn__isnull=False))
-    pairs = []
+    keyed = []  # (memory, its keys)
     # One query per line (its listeners' copies share bank and turn), as capture_prepare does it.
     for (bank_id, turn), copies in groupby(sorted(memories, key=lambda m: (m.bank_id, m.turn, m.agent)),
                                            key=lambda m: (m.bank_id, m.turn)):
         copies = list(copies)
-        previous = {agent: (pk, content) for agent, pk, content in
-                    Memory.objects.in_bank(bank_id).filter(kind=Memory.Kind.EPISODIC, turn__lt=turn,
-                                                           agent__in=[m.agent for m in copies])
-                    .order_by("agent", "-turn", "-id").distinct("agent").values_list("agent", "id", "content")}
-        pairs += [(m, previous[m.agent][0], episode_context_text(previous[m.agent][1], m.content))
-                  for m in copies if m.agent in previous]
-    if not pairs:
+        earlier = earlier_lines(bank_id, [m.agent for m in copies], turn)
+        keyed += [(m, keys) for m in copies if (keys := episode_keys(m.content, earlier.get(m.agent, [])))]
+    if not keyed:
         return 0
-    texts = list(dict.fromkeys(text for _m, _before, text in pairs))
+    texts = list(dict.fromkeys(text for _m, keys in keyed for text, _ids in keys))
     vectors = dict(zip(texts, embed_texts(texts)))  # before the lock: the model is the slow part
     with transaction.atomic():
         # The banks' rows FOR SHARE: bank_delete (FOR UPDATE) waits for these keys or has already
         # removed the memories, which the second look then leaves out.
-        for bank_id in sorted({m.bank_id for m, _before, _text in pairs}):
+        for bank_id in sorted({m.bank_id for m, _keys in keyed}):
             bank_hold(bank_id)
-        ids = [pk for m, before, _text in pairs for pk in (m.pk, before)]
+        ids = [pk for m, keys in keyed for _text, earlier in keys for pk in (m.pk, *earlier)]
         alive = set(Memory.objects.filter(pk__in=ids).values_list("pk", flat=True))
         MemoryKey.objects.bulk_create(
             [MemoryKey(memory_id=pk, query=text[:300].strip(), embedding=vectors[text])
-             for m, before, text in pairs for pk in (m.pk, before) if pk in alive],
+             for m, keys in keyed for text, earlier in keys for pk in (m.pk, *earlier) if pk in alive],
             ignore_conflicts=True,
         )
-        pairs = [pair for pair in pairs if pair[0].pk in alive]
-    return len(pairs)
+        keyed = [pair for pair in keyed if pair[0].pk in alive]
+    return len(keyed)
 
 
 def _queue_keys(memory_ids: list[int]) -> None:
@@ -242,9 +249,10 @@ def remember_utterance(**kwargs) -> Captured:
     (seed 003) may leave a listener without the line: the answer lists the kept memories and, in
     `.skipped`, who did not keep it and why.
 
-    With RETRIEVAL_CONTEXT_KEYS each new copy also gets a key: the listener's previous line and this
-    one, embedded together, so a line that only makes sense as a reply ("Yes, last Sunday!") is
-    found by what it answers (evaluate_retrieval: R@10 +0.02 to +0.03).
+    With RETRIEVAL_CONTEXT_KEYS each new copy also gets reply keys (memory.retrieval.episode_keys):
+    the listener's previous line and this one, embedded together, and its last three lines, so a
+    line that only makes sense as a reply ("Yes, last Sunday!") is found by what it answers, and by
+    what answered it (evaluate_retrieval: README).
     """
     return capture_commit(capture_prepare(**kwargs))
 

@@ -30,6 +30,8 @@ class Command(BaseCommand):
         parser.add_argument("--scoring", default="similarity", choices=list(SCORING_PRESETS))
         parser.add_argument("--lexical-weight", type=float, default=None, help="override WONDA_RETRIEVAL_LEXICAL_WEIGHT")
         parser.add_argument("--speaker-boost", type=float, default=None, help="override WONDA_RETRIEVAL_SPEAKER_BOOST")
+        parser.add_argument("--feedback", type=float, default=None,
+                            help="override WONDA_RETRIEVAL_FEEDBACK_WEIGHT (0: no pseudo-relevance feedback)")
         parser.add_argument("--no-context-keys", action="store_true", help="capture without the in-reply-to key")
         parser.add_argument("--no-fusion", action="store_true", help="query_memory ranks by the scoring preset alone")
         parser.add_argument("--enhance", nargs="+", default=[], choices=["context", "temporal", "synonyms"],
@@ -60,6 +62,8 @@ class Command(BaseCommand):
             overrides["RETRIEVAL_LEXICAL_WEIGHT"] = opts["lexical_weight"]
         if opts["speaker_boost"] is not None:
             overrides["RETRIEVAL_SPEAKER_BOOST"] = opts["speaker_boost"]
+        if opts["feedback"] is not None:
+            overrides["RETRIEVAL_FEEDBACK_WEIGHT"] = opts["feedback"]
         if opts["no_context_keys"]:
             overrides["RETRIEVAL_CONTEXT_KEYS"] = False
         if opts["no_fusion"]:
