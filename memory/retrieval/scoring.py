@@ -14,7 +14,10 @@ if TYPE_CHECKING:
 
 RECENCY_DECAY = 0.1         # per turn: recency = exp(-0.1 · turns ago), a half-life of ~7 turns
 FUSION_DEPTH = 50           # fusion ranks the top 50 by similarity ∪ the top 50 by BM25 (at least k each)
-FEEDBACK_LINES = 3          # pseudo-relevance feedback: the query moves toward its 3 most relevant candidates
+FEEDBACK_LINES = 3          # pseudo-relevance feedback: the query moves toward its 3 most relevant candidates,
+# ... when the pool holds at least one full top list: among fewer candidates (a young bank) every
+# one is in view anyway, and their best 3 only pull the query toward the loudest (tests: test_enhance).
+FEEDBACK_MIN_POOL = FUSION_DEPTH
 # The `decayed` preset's decay component (seed 004, README "Decay and reinforcement"), per memory:
 DECAY_EMOTION_SLOWDOWN = 0.5  # rate × (1 − 0.5·emotion): a memory felt at full strength decays half as fast
 DECAY_GOAL_FLOOR = 0.5        # a goal-critical memory never fades below half

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 from django.db import DEFAULT_DB_ALIAS, connection
 
 from memory.cache import vector_cursor
@@ -35,32 +34,32 @@ def hnsw_settings(cursor, fetch: int, *, prefer_index: bool = False) -> None:
     prefer_index: a bank's own index exists, but the planner, misjudging how many rows a bank,
     agent and kind select, would sort the bank exactly (15 ms at 10,000 rows against ~1 ms): no
     sort where an index gives the order."""
-    cursor.execute(
-        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-        "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', '100000', true), "
-        "set_config('enable_sort', %s, true)",
-        [str(max(HNSW_EF_SEARCH, fetch)), "off" if prefer_index else "on"],
-    )
+    cursor.execute(*hnsw_settings_sql(fetch, prefer_index=prefer_index))
 
 
-def index_candidates(where: str, params: list, vector: np.ndarray, fetch: int, bank_id: int,
-                     bank_index: bool = False) -> list[int]:
-    """Approximate nearest ids through the HNSW indexes (the bank's own when it has them);
-    iterative scans keep filtered results full."""
-    with vector_cursor() as cursor:  # the vector in binary
-        hnsw_settings(cursor, fetch, prefer_index=bank_index)
-        cursor.execute(
-            f"SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %s::vector LIMIT %s",
-            [*params, vector, fetch], prepare=False,
-        )
-        ids = [row[0] for row in cursor.fetchall()]
-        cursor.execute(  # k.bank_id: the predicate of the bank's own key index
-            f"SELECT k.memory_id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
-            f"WHERE k.bank_id = %s AND {where} ORDER BY k.embedding <=> %s::vector LIMIT %s",
-            [bank_id, *params, vector, 2 * fetch], prepare=False,  # two reply keys a line: twice the keys
-        )
-        ids += [row[0] for row in cursor.fetchall()]
-    return list(dict.fromkeys(ids))
+def hnsw_settings_sql(fetch: int, *, prefer_index: bool = False) -> tuple[str, list]:
+    """hnsw_settings' statement, for run_ranked to send ahead of the ranking (one round trip for both)."""
+    return ("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', '100000', true), "
+            "set_config('enable_sort', %s, true)",
+            [str(max(HNSW_EF_SEARCH, fetch)), "off" if prefer_index else "on"])
+
+
+def index_probes(where: str, *, window: bool = False) -> list[str]:
+    """The HNSW top lists, as subqueries of the ranking statement (its pool_ids) over named
+    parameters: the %(depth)s nearest memories by content, the 2·depth nearest keys' memories (a
+    line has several reply keys: twice the keys reach about as many lines), and with a time window
+    its turns' nearest (a query naming a turn rarely says its words). The filter is applied in each
+    walk (iterative scans keep them full); k.bank_id repeats the bank: the bank key index's predicate."""
+    probes = [
+        f"(SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
+        f"(SELECT k.memory_id AS id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
+        f"WHERE k.bank_id = %(bank)s AND {where} ORDER BY k.embedding <=> %(vec)s::vector LIMIT 2 * %(depth)s)",
+    ]
+    if window:
+        probes.append(f"(SELECT m.id FROM memory_memory m WHERE {where} AND m.turn BETWEEN %(tlo)s AND %(thi)s "
+                      "ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)")
+    return probes
 
 
 def time_sql() -> str:
@@ -68,18 +67,6 @@ def time_sql() -> str:
     %(tlo)s..%(thi)s, decaying by exp(−distance/%(twidth)s) outside; 0 for a memory without a turn."""
     return ("(CASE WHEN m.turn IS NULL THEN 0.0 ELSE %(tw)s * exp(-GREATEST(%(tlo)s - m.turn, m.turn - %(thi)s, 0)"
             "::float8 / %(twidth)s) END)::float8")
-
-
-def window_candidates(where: str, params: list, vector: np.ndarray, fetch: int, window) -> list[int]:
-    """The index path's candidates from a time window a query names: its turns' nearest memories,
-    which the similarity top list alone may miss (a query naming a turn rarely says its words)."""
-    with vector_cursor() as cursor:
-        cursor.execute(
-            f"SELECT m.id FROM memory_memory m WHERE {where} AND m.turn BETWEEN %s AND %s "
-            "ORDER BY m.embedding <=> %s::vector LIMIT %s",
-            [*params, window.lo, window.hi, vector, fetch], prepare=False,
-        )
-        return [row[0] for row in cursor.fetchall()]
 
 
 def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = False, lexical_sql: str = "0.0::float8",
@@ -100,7 +87,8 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
 
     feedback (fusion only; pseudo-relevance feedback): the query vector moves toward its %(fbm)s most
     relevant candidates, q' = normalize(q + β·mean(their vectors)) (%(fbw)s: β in every dimension),
-    and the pool is ranked again with q' (content and keys), BM25 unchanged: one statement, no
+    if the pool holds at least %(fbmin)s (among a few, the best are not telling: q' would only drift
+    toward the loudest), and the pool is ranked again with q' (content and keys), BM25 unchanged: one statement, no
     second round of probes, and the same answer on both paths (the pool is). A question whose
     answer spans lines (multi-hop) finds the lines that resemble its first answers.
 
@@ -155,16 +143,18 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
         {fused_cte("best", "fused")}"""
     final = "fused"
     if feedback:
-        # The candidates' own vectors are read once, in c; q' from the first ranking's best few.
+        # The candidates' own vectors are read once, in c, and carried along; q' from the first
+        # ranking's best few; the second ranking is over the first's pool (fused).
         chain += f"""
-        fb AS (SELECT l2_normalize(%(vec)s::vector + %(fbw)s::vector * avg(c.emb)) AS q
-                 FROM (SELECT id FROM fused ORDER BY relevance DESC, id LIMIT %(fbm)s) t JOIN c ON c.id = t.id),
+        fb AS MATERIALIZED (SELECT CASE WHEN (SELECT count(*) FROM fused) >= %(fbmin)s
+                           THEN l2_normalize(%(vec)s::vector + %(fbw)s::vector * avg(t.emb)) ELSE %(vec)s::vector END AS q
+                              FROM (SELECT emb FROM fused ORDER BY relevance DESC, id LIMIT %(fbm)s) t),
         best2 AS (
             SELECT c.id, c.turn, c.importance, c.decay_rate, c.access_count, c.last_accessed_turn{
                 ", c.emotion, c.goal_critical" if scoring == "decayed" else ""}, c.lex, c.spk,
                    GREATEST(1 - (c.emb <=> fb.q), kb.sim_k) AS sim,
                    CASE WHEN kb.sim_k > 1 - (c.emb <=> fb.q) THEN kb.query END AS matched_key
-              FROM fused f JOIN c ON c.id = f.id CROSS JOIN fb {keys("fb.q")}
+              FROM fused c CROSS JOIN fb {keys("fb.q")}
         ),
         {fused_cte("best2", "fused2")}"""
         final = "fused2"
@@ -208,12 +198,18 @@ class Ranked:
 _RANK_COLUMNS = 10  # Ranked's fields before memory; the memory's own columns follow
 
 
-def run_ranked(sql: str, named: dict) -> list[Ranked]:
+def run_ranked(sql: str, named: dict, prelude: tuple[str, list] | None = None) -> list[Ranked]:
     """The ranking statement with the query vector bound in binary (a text literal costs ~1–2 ms to
     format and parse); its rows carry the k memories' columns (embedding and search deferred), so
-    no second query fetches them."""
+    no second query fetches them. prelude (hnsw_settings_sql) goes ahead of it in one round trip
+    (pipeline mode)."""
     with vector_cursor() as cur:
-        cur.execute(sql, named, prepare=False)
+        if prelude is not None:
+            with cur.connection.pipeline(), cur.connection.cursor() as first:
+                first.execute(*prelude, prepare=False)
+                cur.execute(sql, named, prepare=False)
+        else:
+            cur.execute(sql, named, prepare=False)
         rows = cur.fetchall()
     ranked = []
     for row in rows:

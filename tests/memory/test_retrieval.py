@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from django.db import transaction
 
 from memory.models import Memory
 from memory.retrieval import MemoryFilter, recall
@@ -168,3 +169,48 @@ def test_recalled_memories_are_what_the_orm_would_load(seeded_bank, fusion):
         assert getattr(result.memory, field) == getattr(loaded, field), field
     assert result.memory.metadata == {"dia_id": "D1:1", "session": 1}
 
+
+
+@pytest.mark.django_db(transaction=True)  # CREATE INDEX CONCURRENTLY needs autocommit
+def test_a_big_agent_gets_its_own_index_and_searches_through_it(transactional_db, monkeypatch):
+    """In an indexed bank, an agent with many memories (but not most of the bank) gets a partial
+    index of its own; its searches go through it, find what an exact scan finds, and it goes with the bank."""
+    from django.db import connection
+
+    from memory import indexing
+    from memory.cache import vector_cursor
+    from memory.retrieval.sql import hnsw_settings
+    from memory.services import bank_create
+
+    monkeypatch.setattr(indexing, "AGENT_INDEX_MIN", 200)
+    bank = bank_create(name="crowded bank")
+    rng = np.random.default_rng(11)
+    vectors = rng.normal(size=(1200, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    agents = ["Ana"] * 4 + ["Ben"] * 4 + ["Cy", "Dee"]  # Ana and Ben 480 each (40 %): big; Cy and Dee 120: not
+    Memory.objects.bulk_create([
+        Memory(bank=bank, agent=agents[i % 10], kind="episodic", category="c", turn=i, content=f"memory {i}",
+               embedding=v) for i, v in enumerate(vectors)])
+    assert sorted(indexing.agents_wanting_index(bank.pk)) == ["Ana", "Ben"]
+    indexing.build_bank_index(bank.pk)
+    assert indexing.agents_wanting_index(bank.pk) == []
+    ana_index = indexing.agent_index_name(bank.pk, "Ana")
+
+    q = rng.normal(size=384).astype(np.float32)
+    q /= np.linalg.norm(q)
+    where, params = MemoryFilter(agent="Ana").where(bank.pk)
+    with transaction.atomic(), vector_cursor() as cur:
+        hnsw_settings(cur, 40, prefer_index=True)
+        cur.execute(f"EXPLAIN SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %s::vector LIMIT 40",
+                    [*params, q])
+        plan = "\n".join(row[0] for row in cur.fetchall())
+    assert ana_index in plan
+    got = recall(bank, query_vector=q, agent="Ana", k=10, exact=False)
+    exact = recall(bank, query_vector=q, agent="Ana", k=10, exact=True)
+    assert len({r.memory.pk for r in got} & {r.memory.pk for r in exact}) >= 9
+    assert {r.memory.agent for r in got} == {"Ana"}
+
+    indexing.drop_bank_index(bank.pk)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_class WHERE relname LIKE %s", [indexing.agent_index_prefix(bank.pk)])
+        assert cursor.fetchone()[0] == 0
