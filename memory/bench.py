@@ -274,12 +274,12 @@ def measure_bank(bank, queries: np.ndarray, *, k: int = 10, latency_n: int = 200
 
 
 def index_mb(bank_id: int) -> float:
-    """Disk size of a bank's own vector indexes (memories and keys), 0 when it has none."""
-    from memory.indexing import index_names
+    """Disk size of a bank's own vector indexes (memories, keys, and its big agents'), 0 when it has none."""
+    from memory.indexing import agent_index_prefix, index_names
 
     with connection.cursor() as cur:
-        cur.execute("SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class c WHERE c.relname = ANY(%s)",
-                    [list(index_names(bank_id))])
+        cur.execute("SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class c "
+                    "WHERE c.relname = ANY(%s) OR c.relname LIKE %s", [list(index_names(bank_id)), agent_index_prefix(bank_id)])
         return round(float(cur.fetchone()[0]) / 2**20, 1)
 
 

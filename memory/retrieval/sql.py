@@ -143,26 +143,27 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
         {fused_cte("best", "fused")}"""
     final = "fused"
     if feedback:
-        # The candidates' own vectors are read once, in c, and carried along; q' from the first
-        # ranking's best few; the second ranking is over the first's pool (fused).
+        # q' from the first ranking's best few; the second ranking is over the first's pool (fused),
+        # its vectors read again by id (carried through the CTEs, they cost more).
         chain += f"""
         fb AS MATERIALIZED (SELECT CASE WHEN (SELECT count(*) FROM fused) >= %(fbmin)s
-                           THEN l2_normalize(%(vec)s::vector + %(fbw)s::vector * avg(t.emb)) ELSE %(vec)s::vector END AS q
-                              FROM (SELECT emb FROM fused ORDER BY relevance DESC, id LIMIT %(fbm)s) t),
+                           THEN l2_normalize(%(vec)s::vector + %(fbw)s::vector * avg(e.embedding)) ELSE %(vec)s::vector END AS q
+                              FROM (SELECT id FROM fused ORDER BY relevance DESC, id LIMIT %(fbm)s) t
+                              JOIN memory_memory e ON e.id = t.id),
         best2 AS (
             SELECT c.id, c.turn, c.importance, c.decay_rate, c.access_count, c.last_accessed_turn{
                 ", c.emotion, c.goal_critical" if scoring == "decayed" else ""}, c.lex, c.spk,
-                   GREATEST(1 - (c.emb <=> fb.q), kb.sim_k) AS sim,
-                   CASE WHEN kb.sim_k > 1 - (c.emb <=> fb.q) THEN kb.query END AS matched_key
-              FROM fused c CROSS JOIN fb {keys("fb.q")}
+                   GREATEST(e.sim_c, kb.sim_k) AS sim, CASE WHEN kb.sim_k > e.sim_c THEN kb.query END AS matched_key
+              FROM fused c CROSS JOIN fb
+              JOIN LATERAL (SELECT 1 - (e.embedding <=> fb.q) AS sim_c FROM memory_memory e WHERE e.id = c.id) e ON true
+              {keys("fb.q")}
         ),
         {fused_cte("best2", "fused2")}"""
         final = "fused2"
     return f"""
         WITH {ids} c AS MATERIALIZED (
             SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
-                   m.last_accessed_turn{DECAY_COLUMNS if scoring == "decayed" else ""} {extra}{
-                       ", m.embedding AS emb" if feedback else ""}
+                   m.last_accessed_turn{DECAY_COLUMNS if scoring == "decayed" else ""} {extra}
               FROM memory_memory m WHERE {in_ids}{where_sql}{" LIMIT %(guard)s" if guarded else ""}
         ),
         {chain}
