@@ -216,3 +216,37 @@ def test_deferred_keys_also_lead_to_the_line_before(dialogue):
     window = "Sam said: I bought new towels for the bathroom. " + pair
     assert set(answer.keys.values_list("query", flat=True)) == {pair, window}
     assert question.keys.filter(query=pair).exists()
+
+
+def test_feedback_finds_a_line_that_resembles_the_first_answers(bank):
+    """Pseudo-relevance feedback (controlled vectors, the query is axis 0): two answers also lean
+    toward axis 1; a third line mostly about axis 1 ranks below thirty lukewarm distractors on the
+    query alone (but within the pool of 50), and among the first four once the query has moved
+    toward its best three."""
+    def unit(**axes):
+        v = np.zeros(384, dtype=np.float32)
+        for axis, value in axes.items():
+            v[int(axis[1:])] = value
+        return v / np.linalg.norm(v)
+
+    rows = [("answer", unit(a0=0.9, a1=0.436)), ("answer", unit(a0=0.88, a1=0.475)), ("related", unit(a0=0.3, a1=0.954))]
+    rows += [("distractor", unit(a0=0.35, **{f"a{i + 2}": 0.937})) for i in range(30)]
+    rows += [("far", unit(a0=0.2, **{f"a{i + 40}": 0.98})) for i in range(30)]
+    Memory.objects.bulk_create([
+        Memory(bank=bank, agent="Alex", kind="episodic", turn=i, content=f"line {i}", embedding=vector, category=label)
+        for i, (label, vector) in enumerate(rows, start=1)
+    ])
+    query, vector = "qqq", unit(a0=1.0)  # no word in common: similarity alone decides
+    plain = recall(bank, query, query_vector=vector, agent="Alex", k=4, fusion=True, feedback=0)
+    assert "related" not in [r.memory.category for r in plain]
+    fed = recall(bank, query, query_vector=vector, agent="Alex", k=4, fusion=True)  # the default: β 0.5
+    assert [r.memory.category for r in fed][:2] == ["answer", "answer"]
+    assert "related" in [r.memory.category for r in fed]
+    # The index path ranks the same pool again: the same answer.
+    indexed = recall(bank, query, query_vector=vector, agent="Alex", k=4, fusion=True, exact=False)
+    assert [r.memory.pk for r in indexed] == [r.memory.pk for r in fed]
+    # A young bank (fewer candidates than one top list) is ranked once: nothing to learn from its best three.
+    Memory.objects.filter(bank=bank, turn__gt=20).delete()
+    small = recall(bank, query, query_vector=vector, agent="Alex", k=4, fusion=True)
+    assert [r.memory.pk for r in small] == [r.memory.pk for r in recall(bank, query, query_vector=vector, agent="Alex",
+                                                                         k=4, fusion=True, feedback=0)]

@@ -1,5 +1,6 @@
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from memory.chunking import chunk_text
@@ -128,3 +129,18 @@ def test_seed_task_runs_on_a_real_worker_with_progress(celery_worker, alex, jord
     assert bank.seed_percent == 100
     assert _gifted(bank, agent="Alex", category="identity").count() == 1
     MemoryBank.objects.filter(pk=bank.pk).delete()
+
+
+def test_texts_batched_by_length_embed_as_the_model_does():
+    """memory.embedding.local groups a call's texts by token length (less padding); each vector is
+    the model's own for that text, in the caller's order."""
+    from memory.embedding import local
+
+    texts = ["Who am I?", "Mara grew up in a lighthouse on the northern cape, where her father kept the lamp "
+             "burning through forty winters and taught her to read the weather in the gulls' flight.",
+             "What do I value?", "Goals", "A longer sentence about the harbour and the boats in it.",
+             "Mara distrusts the council. " * 12]
+    got = local.encode(texts, batch_size=2)
+    expected = local.load_model().encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+    assert got.shape == expected.shape
+    assert np.allclose(got, expected, atol=1e-5)
