@@ -279,7 +279,8 @@ def index_mb(bank_id: int) -> float:
 
     with connection.cursor() as cur:
         cur.execute("SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class c "
-                    "WHERE c.relname = ANY(%s) OR c.relname LIKE %s", [list(index_names(bank_id)), agent_index_prefix(bank_id)])
+                    "WHERE c.relname = ANY(%s) OR c.relname LIKE %s",
+                    [list(index_names(bank_id)), agent_index_prefix(bank_id)])
         return round(float(cur.fetchone()[0]) / 2**20, 1)
 
 

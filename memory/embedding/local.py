@@ -58,10 +58,10 @@ def encode(texts: list[str], batch_size: int) -> np.ndarray:
                 # One forward pass without encode()'s sorting, batching and progress machinery
                 # (same vectors, a few ms less per interactive query).
                 return _forward(model, texts)
-            out = np.empty((len(texts), model.get_embedding_dimension() if hasattr(model, "get_embedding_dimension") else model.get_sentence_embedding_dimension()), dtype=np.float32)
+            parts = {}
             for batch in _batches(model, texts, batch_size):
-                out[batch] = _forward(model, [texts[i] for i in batch])
-            return out
+                parts.update(zip(batch, _forward(model, [texts[i] for i in batch])))
+            return np.stack([parts[i] for i in range(len(texts))])
         finally:
             if torch.get_num_threads() != threads:
                 torch.set_num_threads(threads)

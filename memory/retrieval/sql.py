@@ -70,7 +70,8 @@ def time_sql() -> str:
 
 
 def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = False, lexical_sql: str = "0.0::float8",
-               guarded: bool = False, pool_ids: str | None = None, temporal: bool = False, feedback: bool = False) -> str:
+               guarded: bool = False, pool_ids: str | None = None, temporal: bool = False,
+               feedback: bool = False) -> str:
     """One pass over the candidates: content similarity, best key per memory, score, top k; then
     the full rows of those k only. Ordering by an expression over a CTE keeps the HNSW index out:
     this scan is exact. pool_ids, a query of memory ids (the indexes' top lists), restricts the
@@ -88,8 +89,8 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
     feedback (fusion only; pseudo-relevance feedback): the query vector moves toward its %(fbm)s most
     relevant candidates, q' = normalize(q + β·mean(their vectors)) (%(fbw)s: β in every dimension),
     if the pool holds at least %(fbmin)s (among a few, the best are not telling: q' would only drift
-    toward the loudest), and the pool is ranked again with q' (content and keys), BM25 unchanged: one statement, no
-    second round of probes, and the same answer on both paths (the pool is). A question whose
+    toward the loudest), and the pool is ranked again with q' (content and keys), BM25 unchanged:
+    one statement, no second round of probes, and the same answer on both paths (the pool is). A question whose
     answer spans lines (multi-hop) finds the lines that resemble its first answers.
 
     temporal (a query naming a time, enhance.TimeWindow): the boost time_sql() is added to the
@@ -113,7 +114,8 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
     def fused_cte(best: str, name: str) -> str:
         """The pool of the best-CTE `best` and its relevance, as the CTEs <name>_pool and <name>."""
         if not fusion:
-            return f"{name} AS (SELECT {best}.*, sim AS relevance, 0.0::float8 AS c_lexical, 0.0::float8 AS c_speaker FROM {best}),"
+            return (f"{name} AS (SELECT {best}.*, sim AS relevance, 0.0::float8 AS c_lexical, "
+                    f"0.0::float8 AS c_speaker FROM {best}),")
         in_window = (f"""
             UNION
             (SELECT * FROM {best} WHERE turn BETWEEN %(tlo)s AND %(thi)s ORDER BY sim DESC, id LIMIT %(depth)s)"""
@@ -147,7 +149,8 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
         # its vectors read again by id (carried through the CTEs, they cost more).
         chain += f"""
         fb AS MATERIALIZED (SELECT CASE WHEN (SELECT count(*) FROM fused) >= %(fbmin)s
-                           THEN l2_normalize(%(vec)s::vector + %(fbw)s::vector * avg(e.embedding)) ELSE %(vec)s::vector END AS q
+                           THEN l2_normalize(%(vec)s::vector + %(fbw)s::vector * avg(e.embedding))
+                           ELSE %(vec)s::vector END AS q
                               FROM (SELECT id FROM fused ORDER BY relevance DESC, id LIMIT %(fbm)s) t
                               JOIN memory_memory e ON e.id = t.id),
         best2 AS (

@@ -187,11 +187,12 @@ def earlier_lines(bank_id: int, agents: list[str], turn: int) -> dict[str, list[
     """Each agent's episodic lines before this turn that its reply keys take in (the latest first,
     EPISODE_WINDOW − 1 of them): one statement for every listener."""
     with connection.cursor() as cursor:
+        # A LATERAL walk per agent, newest first: a few rows each, however long the run.
         cursor.execute(
-            "SELECT agent, id, content FROM (SELECT agent, id, content, row_number() OVER "
-            "(PARTITION BY agent ORDER BY turn DESC, id DESC) AS n FROM memory_memory "
-            "WHERE bank_id = %s AND kind = 'episodic' AND agent = ANY(%s) AND turn < %s) t "
-            "WHERE n < %s ORDER BY agent, n", [bank_id, list(agents), turn, EPISODE_WINDOW])
+            "SELECT a.agent, m.id, m.content FROM unnest(%s::text[]) a(agent) CROSS JOIN LATERAL "
+            "(SELECT id, content, turn FROM memory_memory m WHERE m.bank_id = %s AND m.kind = 'episodic' "
+            "AND m.agent = a.agent AND m.turn < %s ORDER BY m.turn DESC, m.id DESC LIMIT %s) m "
+            "ORDER BY a.agent, m.turn DESC, m.id DESC", [list(agents), bank_id, turn, EPISODE_WINDOW - 1])
         earlier: dict[str, list[tuple[int, str]]] = {}
         for agent, pk, content in cursor.fetchall():
             earlier.setdefault(agent, []).append((pk, content))

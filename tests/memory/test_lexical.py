@@ -229,7 +229,8 @@ def test_feedback_finds_a_line_that_resembles_the_first_answers(bank):
             v[int(axis[1:])] = value
         return v / np.linalg.norm(v)
 
-    rows = [("answer", unit(a0=0.9, a1=0.436)), ("answer", unit(a0=0.88, a1=0.475)), ("related", unit(a0=0.3, a1=0.954))]
+    rows = [("answer", unit(a0=0.9, a1=0.436)), ("answer", unit(a0=0.88, a1=0.475)),
+            ("related", unit(a0=0.3, a1=0.954))]
     rows += [("distractor", unit(a0=0.35, **{f"a{i + 2}": 0.937})) for i in range(30)]
     rows += [("far", unit(a0=0.2, **{f"a{i + 40}": 0.98})) for i in range(30)]
     Memory.objects.bulk_create([

@@ -201,8 +201,8 @@ def test_a_big_agent_gets_its_own_index_and_searches_through_it(transactional_db
     where, params = MemoryFilter(agent="Ana").where(bank.pk)
     with transaction.atomic(), vector_cursor() as cur:
         hnsw_settings(cur, 40, prefer_index=True)
-        cur.execute(f"EXPLAIN SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %s::vector LIMIT 40",
-                    [*params, q])
+        cur.execute(f"EXPLAIN SELECT m.id FROM memory_memory m WHERE {where} "
+                    "ORDER BY m.embedding <=> %s::vector LIMIT 40", [*params, q])
         plan = "\n".join(row[0] for row in cur.fetchall())
     assert ana_index in plan
     got = recall(bank, query_vector=q, agent="Ana", k=10, exact=False)
