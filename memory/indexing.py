@@ -15,7 +15,7 @@ at 100,000 memories and 8 agents, 5–15 ms where the whole bank takes 1 ms. So 
 than AGENT_INDEX_MIN memories, and at most AGENT_INDEX_SHARE of its bank, also gets its own
 partial index (``WHERE bank_id = N AND agent = '…'``), which the planner takes for any search with
 that agent (a search then costs about what a bank-wide one does). The same build makes them; a
-bank's writes look again for agents grown past it every AGENT_RECHECK_S.
+bank's writes ask a worker to look again for agents grown past it every AGENT_RECHECK_S.
 """
 
 from __future__ import annotations
@@ -92,13 +92,13 @@ def bank_index_wanted(bank_id: int, *, added: int | None = None) -> None:
     added: the caller wrote this many rows (a turn's line). While a recent look plus what this
     process added since stays well below the index size, no look is needed (one query less a turn)."""
     if bank_id in _ready:
-        # Indexed already: an agent may have grown big enough for its own (looked at now and then).
+        # Indexed already: an agent may have grown big enough for its own. Now and then the worker
+        # is asked to look (build_bank_index counts the agents; nothing here on the turn's path).
         now = time.monotonic()
-        if now - _agents_checked.get(bank_id, now - AGENT_RECHECK_S) >= AGENT_RECHECK_S:
+        if now - _agents_checked.setdefault(bank_id, now) >= AGENT_RECHECK_S:
             _agents_checked[bank_id] = now
-            if agents_wanting_index(bank_id):
-                _requested.pop(bank_id, None)
-                request_bank_index(bank_id)
+            _requested.pop(bank_id, None)
+            request_bank_index(bank_id)
         return
     limit = settings.RETRIEVAL_FUSION_EXACT_LIMIT
     if added is not None and bank_id in _small:

@@ -194,6 +194,18 @@ def test_a_big_agent_gets_its_own_index_and_searches_through_it(transactional_db
     assert sorted(indexing.agents_wanting_index(bank.pk)) == ["Ana", "Ben"]
     indexing.build_bank_index(bank.pk)
     assert indexing.agents_wanting_index(bank.pk) == []
+    # An indexed bank's writes ask a worker to look at its agents again, now and then (not each turn).
+    from memory import tasks
+
+    asked = []
+    monkeypatch.setattr(tasks.build_bank_index_task, "delay", asked.append)
+    assert indexing.has_bank_index(bank.pk)
+    indexing.bank_index_wanted(bank.pk, added=1)
+    assert asked == []
+    indexing._agents_checked[bank.pk] -= indexing.AGENT_RECHECK_S
+    indexing.bank_index_wanted(bank.pk, added=1)
+    indexing.bank_index_wanted(bank.pk, added=1)
+    assert asked == [bank.pk]
     ana_index = indexing.agent_index_name(bank.pk, "Ana")
 
     q = rng.normal(size=384).astype(np.float32)
