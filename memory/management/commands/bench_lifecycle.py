@@ -24,6 +24,7 @@ from memory import embedding
 from memory.cache import clear_local, embed_texts, text_sha
 from memory.importance import CaptureFilters
 from memory.models import EmbeddingCache, MemoryBank
+from memory.retrieval import episode_keys
 from memory.reflection import lifecycle_totals
 from memory.services import bank_create, bank_delete, capture_commit, capture_prepare, seed_bank
 from memory.services.capture import memory_keys_add
@@ -69,9 +70,13 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(figures, separators=(",", ":")))
 
     def run_turns(self, bank, names: list[str], lines: list[str], opts) -> dict:
-        # A run's lines are new text: none may come from the embedding cache of an earlier bench run.
+        # A run's lines are new text: none may come from the embedding cache of an earlier bench run,
+        # nor may their reply keys (each pair and window of consecutive lines, as everyone hears them).
         said = [f"{names[(n - 1) % len(names)]} said: {line.strip()}" for n, line in enumerate(lines, start=1)]
-        EmbeddingCache.objects.filter(model=embedding.model_name(), sha256__in=[text_sha(t) for t in said]).delete()
+        keys = [text for i, line in enumerate(said)
+                for text, _ids in episode_keys(line, [(0, said[j]) for j in range(i - 1, max(i - 3, -1), -1)])]
+        EmbeddingCache.objects.filter(model=embedding.model_name(),
+                                      sha256__in=[text_sha(t) for t in said + keys]).delete()
         clear_local()
         embed_texts(["a warm-up sentence"])  # the model loaded, as in a worker that has run a turn
         threshold = opts["duplicate_threshold"]
