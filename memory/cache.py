@@ -62,15 +62,18 @@ class _VectorBinaryLoader(Loader):
 _vector_types: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # psycopg connection → vector TypeInfo
 
 
-def vector_cursor() -> psycopg.Cursor:
+def vector_cursor(*, raw: bool = False) -> psycopg.Cursor:
     """A cursor on Django's connection (same transaction) that binds parameters server-side and
-    sends/reads numpy vectors in binary; Django's own cursors inline every vector as text."""
+    sends/reads numpy vectors in binary; Django's own cursors inline every vector as text.
+    raw: a psycopg.RawCursor, whose statements carry PostgreSQL's own $1, $2 placeholders (no
+    conversion in Python: the caller keeps its converted statement)."""
     connection.ensure_connection()
     conn = connection.connection
     info = _vector_types.get(conn)
     if info is None:
         info = _vector_types[conn] = TypeInfo.fetch(conn, "vector")
-    cur = psycopg.Cursor(conn)  # Django's cursor_factory is ClientCursor: text literals only
+    # Django's cursor_factory is ClientCursor: text literals only.
+    cur = psycopg.RawCursor(conn) if raw else psycopg.Cursor(conn)
     info.register(cur)  # local to this cursor: Django's cursors keep reading vectors as text
     cur.adapters.register_dumper(np.ndarray, type("VectorDumper", (_VectorBinaryDumper,), {"oid": info.oid}))
     cur.adapters.register_loader(info.oid, _VectorBinaryLoader)
@@ -161,3 +164,60 @@ def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH, store: bool
 
 def embed_one(text: str, *, store: bool = True, query: bool = False) -> np.ndarray:
     return embed_texts([text], store=store, query=query)[0]
+
+
+class PendingQuery:
+    """A search query's vector, encoded in a thread while the caller reads the database.
+
+    query_memory's keyword side (BM25 statistics, the GIN probe) needs no vector: it runs while the
+    encoder (~3 ms, which releases the GIL) makes one, instead of after it. The same vector as
+    embed_one(text, store=False, query=True): this process's layer first, then the table (a text
+    stored as a memory or a canonical query keeps its full-precision vector; the thread's is then
+    dropped), else the encoder's. The thread touches no database connection (Django's are per thread).
+    """
+
+    def __init__(self, text: str):
+        self.text = text
+        self._model = embedding.model_name()
+        self._sha = text_sha(text)
+        self._vector: np.ndarray | None = None
+        self._encoded: np.ndarray | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        with _local_lock:
+            hit = _local.get((self._model, self._sha))
+            if hit is None:
+                hit = _local.get((embedding.model_name(query=True), self._sha))
+        if hit is not None:
+            self._vector = hit
+            return
+        self._encoded_by = embedding.model_name(query=True)  # named before the call, as in embed_texts
+        self._thread = threading.Thread(target=self._encode, name="wonda-query-encoder", daemon=True)
+        self._thread.start()
+        stats["model_calls"] += 1
+        stats["texts_encoded"] += 1
+
+    def _encode(self) -> None:
+        try:
+            self._encoded = np.asarray(embedding.encode([self.text], query=True)[0], dtype=np.float32)
+        except BaseException as exc:  # handed to result()'s caller (EmbeddingError: degraded mode)
+            self._error = exc
+
+    def result(self) -> np.ndarray:
+        """The vector (waits for the encoder); raises what the encoder raised (EmbeddingError)."""
+        if self._vector is not None:
+            return self._vector
+        with vector_cursor() as cur:
+            cur.execute(f"SELECT vector FROM {EmbeddingCache._meta.db_table} WHERE model = %s AND sha256 = %s",
+                        [self._model, self._sha], binary=True)
+            row = cur.fetchone()
+        if row is not None:
+            self._vector = np.asarray(row[0], dtype=np.float32)
+            _remember((self._model, self._sha), self._vector)
+            return self._vector
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        self._vector = self._encoded
+        _remember((self._encoded_by, self._sha), self._vector)
+        return self._vector

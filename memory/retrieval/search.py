@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import time
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from memory.cache import embed_one, embed_texts
+from memory.cache import PendingQuery, embed_one, embed_texts
 from memory.embedding.errors import EmbeddingError
 from memory.indexing import has_bank_index
-from memory.lexical import lexical_query, lexical_query_from_stats, name_grams, termstat_count
+from memory.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count
 from memory.retrieval.enhance import CONTEXT_WEIGHT, SYNONYM_IDF_SCALE, SYNONYM_VECTOR_WEIGHT, EnhancedQuery
 from memory.retrieval.filters import MemoryFilter, Recalled, RecallResult
 from memory.retrieval.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
@@ -76,25 +77,38 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     if enhance is not None and not enhance.used:
         enhance = None
     keyword_only = False
+    bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
+    pending = None
     if query_vector is None and query:
         # A query's vector stays in this process: canonical queries were cached in the table at
         # seeding (still read from it), a free-text one is not worth an INSERT per request.
-        try:
-            query_vector = embed_one(query, store=False, query=True)
-        except EmbeddingError:
-            # Degraded mode (memory.embedding.health): rank by the query's words alone (BM25 and the
-            # speaker boost), exactly, rather than fail the agent's search; the answer says so.
-            keyword_only, enhance = True, None
-            fused = Fusion.from_settings(1.0, speaker_boost, 0.0)
-            exact = True
-    if enhance is not None and query_vector is not None:
-        query_vector = _enhanced_vector(query_vector, enhance, lexical=bool(fused and fused.lexical_weight))
-    bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
-    has_vector = query_vector is not None
-    qvec = np.asarray(query_vector, dtype=np.float32) if has_vector else None
+        if fused is not None:
+            pending = PendingQuery(query)  # encoded while the keyword side is read (_lexical_side)
+        else:
+            try:
+                query_vector = embed_one(query, store=False, query=True)
+            except EmbeddingError:
+                keyword_only = True
 
     outermost = not connection.in_atomic_block
     with transaction.atomic():
+        side = None
+        if pending is not None:
+            side = _lexical_side(query, flt, bank_id, k, exact, fused, enhance)
+            try:
+                query_vector = pending.result()
+            except EmbeddingError:
+                keyword_only, side = True, None
+        if keyword_only:
+            # Degraded mode (memory.embedding.health): rank by the query's words alone (BM25 and the
+            # speaker boost), exactly, rather than fail the agent's search; the answer says so.
+            enhance = None
+            fused = Fusion.from_settings(1.0, speaker_boost, 0.0)
+            exact = True
+        if enhance is not None and query_vector is not None:
+            query_vector = _enhanced_vector(query_vector, enhance, lexical=bool(fused and fused.lexical_weight))
+        has_vector = query_vector is not None
+        qvec = np.asarray(query_vector, dtype=np.float32) if has_vector else None
         base = {"vec": qvec, "turn": int(current_turn or 0), "skips": [float(x) for x in clock] if clock else None,
                 "ws": w["similarity"], "wr": w["recency"],
                 "wi": w["importance"], "k": k}
@@ -102,7 +116,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
         if window is not None:
             base |= {"tlo": window.lo, "thi": window.hi, "tw": window.weight, "twidth": window.width}
         if fused and (has_vector or keyword_only):
-            rows = _fused_rows(query, flt, bank_id, qvec, base, k, scoring, exact, fused, enhance)
+            rows = _fused_rows(query, flt, bank_id, qvec, base, k, scoring, exact, fused, enhance, side)
         else:
             rows = _plain_rows(flt, bank_id, qvec, base, k, scoring, exact, window)
         if not outermost:
@@ -255,15 +269,24 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
     return rows
 
 
-def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
-                exact: bool | None, fusion: Fusion, enhance: EnhancedQuery | None = None) -> list[Ranked]:
-    """query_memory's ranking (see sql.ranked_sql). Up to RETRIEVAL_FUSION_EXACT_LIMIT candidates one
-    scan makes both top lists exactly; above, HNSW gives the similarity list (content and keys) and
-    the GIN index the BM25 list from the query's rarer terms, and only that pool is scored."""
+@dataclass
+class _LexicalSide:
+    """What query_memory's ranking reads before it has a vector (recall reads it while the query is
+    encoded): the BM25 statistics, which also count the candidates; the path; and on the index
+    path the GIN's top list, the rows holding the question's rarer words."""
+    where: str
+    params: list
+    lex: LexicalQuery | None
+    candidates: int
+    exact: bool
+    bank_index: bool
+    lexical_ids: list[int] | None = None
+
+
+def _lexical_side(query: str, flt: MemoryFilter, bank_id: int, k: int, exact: bool | None, fusion: Fusion,
+                  enhance: EnhancedQuery | None) -> _LexicalSide:
     where, params = flt.where(bank_id)
-    depth = max(FUSION_DEPTH, k)
     lex = None
-    window = enhance.window if enhance is not None else None
     if fusion.lexical_weight:
         # The BM25 statistics also say how many memories match.
         text = enhance.lexical_text if enhance is not None and enhance.expansions else query
@@ -285,8 +308,34 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
                 exact = True
     elif not exact:
         bank_index = has_bank_index(bank_id)
-    named_where, named = pyformat(where, params)
-    filter_where = named_where
+    side = _LexicalSide(where, params, lex, candidates, exact, bank_index)
+    rare = lex.rare_terms(LEXICAL_POOL_ROWS) if lex is not None and not exact else None
+    if rare and rare.terms:
+        # The rows holding the query's rarer words, by GIN, scored with every term (a rare word
+        # vectors miss): one of the index path's three top lists.
+        named_where, named = pyformat(where, params)
+        lexical_sql, lex_params = lex.score_sql()
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT m.id FROM memory_memory m WHERE {named_where} AND m.search @@ {rare.tsquery_sql('lr')} "
+                           f"ORDER BY {lexical_sql} DESC, m.id LIMIT %(depth)s",
+                           named | lex_params | rare.score_sql("lr")[1] | {"depth": max(FUSION_DEPTH, k)})
+            side.lexical_ids = [row[0] for row in cursor.fetchall()]
+    return side
+
+
+def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
+                exact: bool | None, fusion: Fusion, enhance: EnhancedQuery | None = None,
+                side: _LexicalSide | None = None) -> list[Ranked]:
+    """query_memory's ranking (see sql.ranked_sql). Up to RETRIEVAL_FUSION_EXACT_LIMIT candidates one
+    scan makes both top lists exactly; above, HNSW gives the similarity list (content and keys) and
+    the GIN index the BM25 list from the query's rarer terms, and only that pool is scored.
+    side: _lexical_side's answer when recall read it already (while the query was encoded)."""
+    if side is None:
+        side = _lexical_side(query, flt, bank_id, k, exact, fusion, enhance)
+    exact, lex = side.exact, side.lex
+    depth = max(FUSION_DEPTH, k)
+    window = enhance.window if enhance is not None else None
+    named_where, named = pyformat(side.where, side.params)
     named |= base | {"wl": fusion.lexical_weight, "wb": fusion.speaker_boost, "depth": depth,
                      "names": name_grams(query) if fusion.speaker_boost else []}
     feedback = bool(fusion.feedback) and qvec is not None
@@ -299,20 +348,18 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
         named |= lex_params
     pool = None
     if not exact:
-        # The three top lists in the ranking statement itself: content and keys by HNSW, and rows
-        # holding the query's rarer words by GIN, scored with every term (a rare word vectors miss).
-        pool = index_probes(filter_where, window=window is not None)
-        rare = lex.rare_terms(LEXICAL_POOL_ROWS) if lex is not None else None
-        if rare and rare.terms:
-            pool.append(f"(SELECT m.id FROM memory_memory m WHERE {filter_where} AND m.search @@ {rare.tsquery_sql('lr')} "
-                        f"ORDER BY {lexical_sql} DESC, m.id LIMIT %(depth)s)")
-            named |= rare.score_sql("lr")[1]
+        # The top lists in the ranking statement itself: content and keys by HNSW, and the GIN's
+        # (read before, by _lexical_side).
+        pool = index_probes(named_where, window=window is not None)
+        if side.lexical_ids:
+            pool.append("(SELECT unnest(%(lexids)s::bigint[]) AS id)")
+            named["lexids"] = side.lexical_ids
         named["bank"] = bank_id
     rows = run_ranked(ranked_sql(scoring, named_where, qvec is not None, True, lexical_sql,
                                  pool_ids=" UNION ".join(pool) if pool else None, temporal=window is not None,
                                  feedback=feedback), named,
-                      hnsw_settings_sql(depth, prefer_index=bank_index) if pool else None)
-    if not exact and len(rows) < min(k, candidates):
+                      hnsw_settings_sql(depth, prefer_index=side.bank_index) if pool else None)
+    if not exact and len(rows) < min(k, side.candidates):
         return _fused_rows(query, flt, bank_id, qvec, base, k, scoring, True, fusion, enhance)
     _path.set("exact" if exact else "index")
     return rows

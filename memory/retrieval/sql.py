@@ -3,7 +3,9 @@ its rows turned into Memory objects; and the HNSW probes that feed it on the ind
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.db import DEFAULT_DB_ALIAS, connection
 
@@ -101,14 +103,14 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
     content_sim = "1 - (m.embedding <=> %(vec)s::vector)" if has_vector else "0.0::float8"
 
     def keys(vector: str) -> str:
-        # The best key per candidate through a LATERAL probe of the memory_id index: linear in the
+        # Each candidate's best key through a LATERAL probe of the memory_id index: linear in the
         # candidates whatever the statistics say (a fresh bank's stale ones made the planner join every
         # candidate with every key: 24 ms for 419 lines). Ordering by an expression keeps HNSW out.
+        # Its similarity only: which key it was (its text) is looked up for the k answers at the end.
         if not has_vector:
-            return "LEFT JOIN (SELECT NULL::float8 AS sim_k, NULL::varchar AS query) kb ON false"
+            return "LEFT JOIN (SELECT NULL::float8 AS sim_k) kb ON false"
         return f"""LEFT JOIN LATERAL (
-            SELECT 1 - (k.embedding <=> {vector}) AS sim_k, k.query
-              FROM memory_memorykey k WHERE k.memory_id = c.id ORDER BY sim_k DESC, k.id LIMIT 1
+            SELECT max(1 - (k.embedding <=> {vector})) AS sim_k FROM memory_memorykey k WHERE k.memory_id = c.id
         ) kb ON true"""
 
     def fused_cte(best: str, name: str) -> str:
@@ -138,8 +140,7 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
     ids = f"ids AS ({pool_ids})," if pool_ids else ""
     in_ids = "m.id IN (SELECT id FROM ids) AND " if pool_ids else ""
     chain = f"""best AS (
-            SELECT c.*, GREATEST(c.sim_c, kb.sim_k) AS sim,
-                   CASE WHEN kb.sim_k > c.sim_c THEN kb.query END AS matched_key
+            SELECT c.*, kb.sim_k, GREATEST(c.sim_c, kb.sim_k) AS sim
               FROM c {keys("%(vec)s::vector")}
         ),
         {fused_cte("best", "fused")}"""
@@ -156,13 +157,18 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
         best2 AS (
             SELECT c.id, c.turn, c.importance, c.decay_rate, c.access_count, c.last_accessed_turn{
                 ", c.emotion, c.goal_critical" if scoring == "decayed" else ""}, c.lex, c.spk,
-                   GREATEST(e.sim_c, kb.sim_k) AS sim, CASE WHEN kb.sim_k > e.sim_c THEN kb.query END AS matched_key
+                   e.sim_c, kb.sim_k, GREATEST(e.sim_c, kb.sim_k) AS sim
               FROM fused c CROSS JOIN fb
               JOIN LATERAL (SELECT 1 - (e.embedding <=> fb.q) AS sim_c FROM memory_memory e WHERE e.id = c.id) e ON true
               {keys("fb.q")}
         ),
         {fused_cte("best2", "fused2")}"""
         final = "fused2"
+    # The key an answer was found by (its best, when better than its content), for the k answers only.
+    matched_key = (f"""CASE WHEN top.sim_k > top.sim_c THEN (
+            SELECT k.query FROM memory_memorykey k WHERE k.memory_id = top.id
+             ORDER BY 1 - (k.embedding <=> {"(SELECT q FROM fb)" if feedback else "%(vec)s::vector"}) DESC, k.id LIMIT 1) END"""
+                   if has_vector else "NULL::varchar")
     return f"""
         WITH {ids} c AS MATERIALIZED (
             SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
@@ -170,14 +176,14 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
               FROM memory_memory m WHERE {in_ids}{where_sql}{" LIMIT %(guard)s" if guarded else ""}
         ),
         {chain}
-        comp AS (SELECT m.id, m.turn, m.matched_key, m.relevance, m.c_lexical, m.c_speaker, {score_sql(scoring)},
+        comp AS (SELECT m.id, m.turn, m.sim_c, m.sim_k, m.relevance, m.c_lexical, m.c_speaker, {score_sql(scoring)},
                         {time_sql() if temporal else "0.0::float8"} AS c_time
                    FROM {final} m),
         top AS (
             SELECT comp.*, %(ws)s * relevance + %(wr)s * c_recency + %(wi)s * c_importance{" + c_time" if temporal else ""} AS score
               FROM comp ORDER BY score DESC, turn DESC NULLS LAST, id LIMIT %(k)s
         )
-        SELECT top.id, top.matched_key, top.c_similarity, top.c_recency, top.c_importance, top.c_lexical,
+        SELECT top.id, {matched_key} AS matched_key, top.c_similarity, top.c_recency, top.c_importance, top.c_lexical,
                top.c_speaker, top.score, {"(SELECT count(*) FROM c)" if guarded else "NULL::bigint"} AS n,
                top.c_time, {_SELECT}
           FROM top JOIN memory_memory m ON m.id = top.id
@@ -207,13 +213,15 @@ def run_ranked(sql: str, named: dict, prelude: tuple[str, list] | None = None) -
     format and parse); its rows carry the k memories' columns (embedding and search deferred), so
     no second query fetches them. prelude (hnsw_settings_sql) goes ahead of it in one round trip
     (pipeline mode)."""
-    with vector_cursor() as cur:
+    statement, order = positional(sql)
+    params = [named[name] for name in order]
+    with vector_cursor(raw=True) as cur:
         if prelude is not None:
             with cur.connection.pipeline(), cur.connection.cursor() as first:
                 first.execute(*prelude, prepare=False)
-                cur.execute(sql, named, prepare=False)
+                cur.execute(statement, params, prepare=False)
         else:
-            cur.execute(sql, named, prepare=False)
+            cur.execute(statement, params, prepare=False)
         rows = cur.fetchall()
     ranked = []
     for row in rows:
@@ -222,6 +230,24 @@ def run_ranked(sql: str, named: dict, prelude: tuple[str, list] | None = None) -
             values[i] = convert(values[i], None, connection)
         ranked.append(Ranked(*row[:_RANK_COLUMNS], memory=Memory.from_db(DEFAULT_DB_ALIAS, _ATTNAMES, values)))
     return ranked
+
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
+
+
+@lru_cache(maxsize=256)
+def positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """A statement with named placeholders as PostgreSQL's $1, $2…, and the names in that order.
+    psycopg converts a statement on every call when it is over 4 kB (the ranking statement is
+    ~6 kB: ~0.7 ms of Python a search); a search has a few dozen shapes, so they are kept here."""
+    order: dict[str, int] = {}
+
+    def number(match: re.Match) -> str:
+        if match.group(0) == "%%":
+            return "%"
+        return f"${order.setdefault(match.group(1), len(order) + 1)}"
+
+    return _PLACEHOLDER.sub(number, sql), tuple(order)
 
 
 def pyformat(where: str, params: list) -> tuple[str, dict]:
