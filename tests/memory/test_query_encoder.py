@@ -94,6 +94,24 @@ def test_an_int8_query_vector_is_never_stored_as_full_precision(settings):
 
 
 @pytest.mark.django_db
+def test_a_query_encoded_beside_the_keyword_side_is_the_vector_embed_one_gives(settings):
+    """query_memory encodes its query in a thread while it reads BM25 statistics: the vector is the one
+    embed_one would give, the table's full-precision one once the text is stored."""
+    settings.EMBEDDING_QUERY_ENCODER = "int8"
+    text = "Which harbour did Oren fish from before the winter storm?"
+    cache.clear_local()
+    threaded = cache.PendingQuery(text).result()
+    cache.clear_local()
+    np.testing.assert_array_equal(threaded, cache.embed_one(text, store=False, query=True))
+    assert not EmbeddingCache.objects.filter(sha256=cache.text_sha(text)).exists()  # int8: never stored
+
+    stored = cache.embed_one(text)  # a memory with that text: full precision, in the table
+    cache.clear_local()
+    np.testing.assert_allclose(cache.PendingQuery(text).result(), stored, atol=1e-6)
+    assert np.abs(stored - threaded).max() > 1e-4  # and not the int8 one
+
+
+@pytest.mark.django_db
 def test_fp32_onnx_query_vectors_may_be_stored(settings):
     settings.EMBEDDING_QUERY_ENCODER = "onnx"
     text = "Where did Jordan train as a chef?"
