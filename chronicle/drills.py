@@ -159,8 +159,9 @@ def check_runs(simulations: list[Simulation]) -> RunCheck:
         simulation.refresh_from_db()
         if simulation.status == Simulation.Status.COMPLETED:
             check.finished += 1
-        indices = list(Turn.objects.filter(simulation=simulation, status=Turn.Status.DONE)
-                       .values_list("index", flat=True))
+        done = list(Turn.objects.filter(simulation=simulation, status=Turn.Status.DONE)
+                    .values_list("index", "heard_by"))
+        indices = [index for index, _ in done]
         expected = set(range(simulation.max_turns)) if simulation.status == Simulation.Status.COMPLETED \
             else set(range(len(indices)))
         check.gaps += len(expected - set(indices))
@@ -170,9 +171,12 @@ def check_runs(simulations: list[Simulation]) -> RunCheck:
         episodic = Memory.objects.in_bank(simulation.bank).filter(kind="episodic")
         check.duplicated_memories += sum(row["n"] - 1 for row in episodic.values("agent", "turn")
                                          .annotate(n=Count("id")).filter(n__gt=1))
-        listeners = len(simulation.cast_names)
+        # A line is remembered by those who heard it: everyone present, or only the addressee of a
+        # whisper (the scripted provider whispers now and then).
+        everyone = len(simulation.cast_names)
         remembered = dict(episodic.values_list("turn").annotate(n=Count("id")))
-        check.lost_memories += sum(max(0, listeners - remembered.get(index + 1, 0)) for index in indices)
+        check.lost_memories += sum(max(0, (len(heard_by) if heard_by else everyone) - remembered.get(index + 1, 0))
+                                   for index, heard_by in done)
     return check
 
 
