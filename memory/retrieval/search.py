@@ -8,6 +8,7 @@ exactly or takes the indexes' top lists, whichever answers the filter faster wit
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from memory.cache import PendingQuery, embed_one, embed_texts
+from memory.cache import PendingQuery, embed_one, embed_texts, vector_cursor
 from memory.embedding.errors import EmbeddingError
 from memory.indexing import has_bank_index
 from memory.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count
@@ -91,7 +92,12 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
                 keyword_only = True
 
     outermost = not connection.in_atomic_block
-    with transaction.atomic():
+    # Outside a transaction no block is opened (BEGIN and COMMIT were two round trips of a ~10 ms
+    # search): the reads need no common snapshot, and run_ranked sends the planner settings and the
+    # ranking in one pipeline, which PostgreSQL runs as one implicit transaction (the settings, local
+    # to it, end with it). Inside the caller's transaction a savepoint keeps a failed search from
+    # spoiling it.
+    with (transaction.atomic() if not outermost else nullcontext()):
         side = None
         if pending is not None:
             side = _lexical_side(query, flt, bank_id, k, exact, fused, enhance)
@@ -315,7 +321,9 @@ def _lexical_side(query: str, flt: MemoryFilter, bank_id: int, k: int, exact: bo
         # vectors miss): one of the index path's three top lists.
         named_where, named = pyformat(where, params)
         lexical_sql, lex_params = lex.score_sql()
-        with connection.cursor() as cursor:
+        # Bound server-side (vector_cursor): the idf weights arrive as float8, not as numeric
+        # literals formatted here and summed as numeric for each of up to LEXICAL_POOL_ROWS rows.
+        with vector_cursor() as cursor:
             cursor.execute(f"SELECT m.id FROM memory_memory m WHERE {named_where} AND m.search @@ {rare.tsquery_sql('lr')} "
                            f"ORDER BY {lexical_sql} DESC, m.id LIMIT %(depth)s",
                            named | lex_params | rare.score_sql("lr")[1] | {"depth": max(FUSION_DEPTH, k)})

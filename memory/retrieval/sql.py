@@ -49,14 +49,15 @@ def hnsw_settings_sql(fetch: int, *, prefer_index: bool = False) -> tuple[str, l
 
 def index_probes(where: str, *, window: bool = False) -> list[str]:
     """The HNSW top lists, as subqueries of the ranking statement (its pool_ids) over named
-    parameters: the %(depth)s nearest memories by content, the 2·depth nearest keys' memories (a
-    line has several reply keys: twice the keys reach about as many lines), and with a time window
+    parameters: the %(depth)s nearest memories by content, the 3·depth nearest keys' memories (a
+    line is a key's memory up to five times, for its pair and window keys: three times the keys reach
+    the depth best lines by key, which twice did not always do at a depth of 30), and with a time window
     its turns' nearest (a query naming a turn rarely says its words). The filter is applied in each
     walk (iterative scans keep them full); k.bank_id repeats the bank: the bank key index's predicate."""
     probes = [
         f"(SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
         f"(SELECT k.memory_id AS id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
-        f"WHERE k.bank_id = %(bank)s AND {where} ORDER BY k.embedding <=> %(vec)s::vector LIMIT 2 * %(depth)s)",
+        f"WHERE k.bank_id = %(bank)s AND {where} ORDER BY k.embedding <=> %(vec)s::vector LIMIT 3 * %(depth)s)",
     ]
     if window:
         probes.append(f"(SELECT m.id FROM memory_memory m WHERE {where} AND m.turn BETWEEN %(tlo)s AND %(thi)s "
@@ -212,7 +213,8 @@ def run_ranked(sql: str, named: dict, prelude: tuple[str, list] | None = None) -
     """The ranking statement with the query vector bound in binary (a text literal costs ~1–2 ms to
     format and parse); its rows carry the k memories' columns (embedding and search deferred), so
     no second query fetches them. prelude (hnsw_settings_sql) goes ahead of it in one round trip
-    (pipeline mode)."""
+    (pipeline mode); its settings are local to the transaction: the caller's, or outside one the
+    implicit transaction PostgreSQL runs a pipeline's statements in (up to its Sync)."""
     statement, order = positional(sql)
     params = [named[name] for name in order]
     with vector_cursor(raw=True) as cur:

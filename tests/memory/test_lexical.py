@@ -6,6 +6,7 @@ from django.test import override_settings
 
 from memory.models import Memory, MemoryKey
 from memory.retrieval import MemoryFilter, recall
+from memory.retrieval.scoring import FUSION_DEPTH
 from memory.services import remember_utterance
 
 EPISODIC = MemoryFilter(kinds=["episodic"])
@@ -182,6 +183,12 @@ def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db, monkeypat
             indexed = recall(bank, question, agent="Alex", filter=EPISODIC, k=5, fusion=True)
         assert [r.memory.pk for r in indexed] == [r.memory.pk for r in exact], question
         assert [r.score for r in indexed] == pytest.approx([r.score for r in exact]), question
+    # The index path's planner settings (no sort where an index orders, iterative scans) were local
+    # to the search, which ran outside any transaction block: nothing carries over to the next query.
+    assert not connection.in_atomic_block
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('enable_sort'), current_setting('hnsw.iterative_scan')")
+        assert cursor.fetchone() == ("on", "off")
     # Both partial indexes exist (memories and keys), until dropped.
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_class WHERE relname = ANY(%s)", [list(index_names(bank.pk))])
@@ -220,9 +227,9 @@ def test_deferred_keys_also_lead_to_the_line_before(dialogue):
 
 def test_feedback_finds_a_line_that_resembles_the_first_answers(bank):
     """Pseudo-relevance feedback (controlled vectors, the query is axis 0): two answers also lean
-    toward axis 1; a third line mostly about axis 1 ranks below thirty lukewarm distractors on the
-    query alone (but within the pool of 50), and among the first four once the query has moved
-    toward its best three."""
+    toward axis 1; a third line mostly about axis 1 ranks below FUSION_DEPTH − 10 lukewarm distractors
+    on the query alone (but within the pool, the top FUSION_DEPTH), and among the first four once the
+    query has moved toward its best three."""
     def unit(**axes):
         v = np.zeros(384, dtype=np.float32)
         for axis, value in axes.items():
@@ -231,7 +238,8 @@ def test_feedback_finds_a_line_that_resembles_the_first_answers(bank):
 
     rows = [("answer", unit(a0=0.9, a1=0.436)), ("answer", unit(a0=0.88, a1=0.475)),
             ("related", unit(a0=0.3, a1=0.954))]
-    rows += [("distractor", unit(a0=0.35, **{f"a{i + 2}": 0.937})) for i in range(30)]
+    # Ten fewer distractors than a top list holds: the related line is inside the pool, some far ones too.
+    rows += [("distractor", unit(a0=0.35, **{f"a{i + 2}": 0.937})) for i in range(FUSION_DEPTH - 10)]
     rows += [("far", unit(a0=0.2, **{f"a{i + 40}": 0.98})) for i in range(30)]
     Memory.objects.bulk_create([
         Memory(bank=bank, agent="Alex", kind="episodic", turn=i, content=f"line {i}", embedding=vector, category=label)
@@ -247,7 +255,7 @@ def test_feedback_finds_a_line_that_resembles_the_first_answers(bank):
     indexed = recall(bank, query, query_vector=vector, agent="Alex", k=4, fusion=True, exact=False)
     assert [r.memory.pk for r in indexed] == [r.memory.pk for r in fed]
     # A young bank (fewer candidates than one top list) is ranked once: nothing to learn from its best three.
-    Memory.objects.filter(bank=bank, turn__gt=20).delete()
+    Memory.objects.filter(bank=bank, turn__gt=FUSION_DEPTH - 10).delete()
     small = recall(bank, query, query_vector=vector, agent="Alex", k=4, fusion=True)
     assert [r.memory.pk for r in small] == [r.memory.pk for r in recall(bank, query, query_vector=vector, agent="Alex",
                                                                          k=4, fusion=True, feedback=0)]
