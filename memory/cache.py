@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 from django.conf import settings
 from django.db import connection
-from psycopg.adapt import Dumper, Loader
+from psycopg.adapt import AdaptersMap, Dumper, Loader
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
@@ -59,7 +59,21 @@ class _VectorBinaryLoader(Loader):
         return np.frombuffer(bytes(data)[4:], dtype=">f4").astype(np.float32)
 
 
-_vector_types: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # psycopg connection → vector TypeInfo
+# psycopg connection → its vector adapters (the type, its arrays, the binary dumper and loader),
+# registered once: registering them on each cursor defined new classes every time (~35 µs a cursor).
+_vector_adapters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _adapters_for(conn) -> AdaptersMap:
+    adapters = _vector_adapters.get(conn)
+    if adapters is None:
+        info = TypeInfo.fetch(conn, "vector")
+        adapters = AdaptersMap(conn.adapters)
+        info.register(adapters)
+        adapters.register_dumper(np.ndarray, type("VectorDumper", (_VectorBinaryDumper,), {"oid": info.oid}))
+        adapters.register_loader(info.oid, _VectorBinaryLoader)
+        _vector_adapters[conn] = adapters
+    return adapters
 
 
 def vector_cursor(*, raw: bool = False) -> psycopg.Cursor:
@@ -69,14 +83,11 @@ def vector_cursor(*, raw: bool = False) -> psycopg.Cursor:
     conversion in Python: the caller keeps its converted statement)."""
     connection.ensure_connection()
     conn = connection.connection
-    info = _vector_types.get(conn)
-    if info is None:
-        info = _vector_types[conn] = TypeInfo.fetch(conn, "vector")
     # Django's cursor_factory is ClientCursor: text literals only.
     cur = psycopg.RawCursor(conn) if raw else psycopg.Cursor(conn)
-    info.register(cur)  # local to this cursor: Django's cursors keep reading vectors as text
-    cur.adapters.register_dumper(np.ndarray, type("VectorDumper", (_VectorBinaryDumper,), {"oid": info.oid}))
-    cur.adapters.register_loader(info.oid, _VectorBinaryLoader)
+    # Local to this cursor (a copy-on-write child of the connection's vector adapters): Django's
+    # cursors keep reading vectors as text.
+    cur._adapters = AdaptersMap(_adapters_for(conn))
     return cur
 
 
