@@ -86,8 +86,15 @@ def vector_cursor(*, raw: bool = False) -> psycopg.Cursor:
     # Django's cursor_factory is ClientCursor: text literals only.
     cur = psycopg.RawCursor(conn) if raw else psycopg.Cursor(conn)
     # Local to this cursor (a copy-on-write child of the connection's vector adapters): Django's
-    # cursors keep reading vectors as text.
-    cur._adapters = AdaptersMap(_adapters_for(conn))
+    # cursors keep reading vectors as text. psycopg has no public way to give a cursor its adapters;
+    # should its private attribute change, the vector adapters are registered on the cursor instead.
+    adapters = AdaptersMap(_adapters_for(conn))
+    cur._adapters = adapters
+    if cur.adapters is not adapters:
+        info = TypeInfo.fetch(conn, "vector")
+        info.register(cur)
+        cur.adapters.register_dumper(np.ndarray, type("VectorDumper", (_VectorBinaryDumper,), {"oid": info.oid}))
+        cur.adapters.register_loader(info.oid, _VectorBinaryLoader)
     return cur
 
 
