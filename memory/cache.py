@@ -64,14 +64,19 @@ class _VectorBinaryLoader(Loader):
 _vector_adapters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _register_vector(conn, context) -> None:
+    """The vector type, its arrays, and numpy in binary both ways, on context (adapters or a cursor)."""
+    info = TypeInfo.fetch(conn, "vector")
+    info.register(context)
+    context.adapters.register_dumper(np.ndarray, type("VectorDumper", (_VectorBinaryDumper,), {"oid": info.oid}))
+    context.adapters.register_loader(info.oid, _VectorBinaryLoader)
+
+
 def _adapters_for(conn) -> AdaptersMap:
     adapters = _vector_adapters.get(conn)
     if adapters is None:
-        info = TypeInfo.fetch(conn, "vector")
         adapters = AdaptersMap(conn.adapters)
-        info.register(adapters)
-        adapters.register_dumper(np.ndarray, type("VectorDumper", (_VectorBinaryDumper,), {"oid": info.oid}))
-        adapters.register_loader(info.oid, _VectorBinaryLoader)
+        _register_vector(conn, adapters)
         _vector_adapters[conn] = adapters
     return adapters
 
@@ -91,10 +96,7 @@ def vector_cursor(*, raw: bool = False) -> psycopg.Cursor:
     adapters = AdaptersMap(_adapters_for(conn))
     cur._adapters = adapters
     if cur.adapters is not adapters:
-        info = TypeInfo.fetch(conn, "vector")
-        info.register(cur)
-        cur.adapters.register_dumper(np.ndarray, type("VectorDumper", (_VectorBinaryDumper,), {"oid": info.oid}))
-        cur.adapters.register_loader(info.oid, _VectorBinaryLoader)
+        _register_vector(conn, cur)
     return cur
 
 
