@@ -185,6 +185,9 @@ def fill_conversation(bank_id: int, n: int, first: int, count: int, *, listener:
             """,
             [bank_id, listener, listener, n, first, seed, count, first, seed + 1, count, FIRST[:4], seed],
         )
+        # Statistics first: on a fresh database (none yet for memory_memory) the planner joins the
+        # lines with themselves by nested loop below, hours at 10,000 lines instead of a second.
+        cur.execute("ANALYZE memory_memory")
         # Capture's reply keys (memory.retrieval.episode_keys): the pair, a key of both lines, and
         # the window of three, a key of all three.
         cur.execute(

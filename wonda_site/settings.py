@@ -172,7 +172,7 @@ EMBEDDING_DIM = 384  # the vector column's dimension; a model of another size ne
 EMBEDDING_QUERY_ENCODER = os.environ.get("WONDA_QUERY_ENCODER", "int8").strip().lower()
 
 # --- Retrieval (query_memory's free-text search; measured by `manage.py evaluate_retrieval`) ----
-# Fusion over the top 50 by cosine ∪ the top 50 by BM25 (PostgreSQL full-text search):
+# Fusion over the top 30 by cosine ∪ the top 30 by BM25 (PostgreSQL full-text search):
 # (1 - w)·minmax(cosine) + w·BM25/max(BM25) + boost·[speaker named].
 RETRIEVAL_FUSION = env_bool("WONDA_RETRIEVAL_FUSION", True)
 RETRIEVAL_LEXICAL_WEIGHT = float(os.environ.get("WONDA_RETRIEVAL_LEXICAL_WEIGHT", "0.5"))
@@ -181,6 +181,10 @@ RETRIEVAL_SPEAKER_BOOST = float(os.environ.get("WONDA_RETRIEVAL_SPEAKER_BOOST", 
 RETRIEVAL_FEEDBACK_WEIGHT = float(os.environ.get("WONDA_RETRIEVAL_FEEDBACK_WEIGHT", "0.5"))
 # Up to this many candidates one exact scan makes both top lists; above, the HNSW and GIN indexes do.
 RETRIEVAL_FUSION_EXACT_LIMIT = int(os.environ.get("WONDA_RETRIEVAL_FUSION_EXACT_LIMIT", "2000"))
+# The ranking statement of a big bank's search is prepared once per connection (PostgreSQL parses a
+# ~6 kB statement in ~0.4 ms; it is still planned for each search's own values). Turn it off behind
+# a pooler in transaction mode (PgBouncer before 1.21), where a prepared statement can be lost.
+RETRIEVAL_PREPARED = env_bool("WONDA_RETRIEVAL_PREPARED", True)
 # Memory for building a big bank's vector index (PostgreSQL's maintenance_work_mem, for that build):
 # a 100,000-memory bank's graph needs ~200 MB to build in memory, a 1,000,000 one ~2 GB.
 INDEX_BUILD_MEMORY = os.environ.get("WONDA_INDEX_BUILD_MEMORY", "512MB")

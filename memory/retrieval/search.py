@@ -126,9 +126,9 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
         else:
             rows = _plain_rows(flt, bank_id, qvec, base, k, scoring, exact, window)
         if not outermost:
-            # hnsw_settings' planner setting would outlive this search in the caller's transaction.
+            # hnsw_settings' planner settings would outlive this search in the caller's transaction.
             with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('enable_sort', 'on', true)")
+                cursor.execute("SELECT set_config('enable_sort', 'on', true); SET LOCAL plan_cache_mode TO DEFAULT")
     results = Recalled([
         RecallResult(
             memory=row.memory, rank=i + 1, score=float(row.score),

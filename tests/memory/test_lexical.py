@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from django.db import transaction
 from django.test import override_settings
 
 from memory.models import Memory, MemoryKey
@@ -187,8 +188,21 @@ def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db, monkeypat
     # to the search, which ran outside any transaction block: nothing carries over to the next query.
     assert not connection.in_atomic_block
     with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('enable_sort'), current_setting('hnsw.iterative_scan')")
-        assert cursor.fetchone() == ("on", "off")
+        cursor.execute("SELECT current_setting('enable_sort'), current_setting('hnsw.iterative_scan'), "
+                       "current_setting('plan_cache_mode')")
+        assert cursor.fetchone() == ("on", "off", "auto")
+        # The ranking was prepared once on this connection and planned for each search's values: a
+        # generic plan, blind to the bank, would walk the wrong index.
+        cursor.execute("SELECT count(*), coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0) "
+                       "FROM pg_prepared_statements")
+        prepared, generic, custom = cursor.fetchone()
+        assert prepared >= 1 and generic == 0 and custom >= len(questions)
+    # Inside a caller's transaction the settings end with the search too, not with the transaction.
+    with transaction.atomic(), override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=0):
+        assert recall(bank, questions[0], agent="Alex", filter=EPISODIC, k=5, fusion=True).path == "index"
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('enable_sort'), current_setting('plan_cache_mode')")
+            assert cursor.fetchone() == ("on", "auto")
     # Both partial indexes exist (memories and keys), until dropped.
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_class WHERE relname = ANY(%s)", [list(index_names(bank.pk))])
