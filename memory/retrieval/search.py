@@ -24,7 +24,7 @@ from memory.retrieval.enhance import CONTEXT_WEIGHT, SYNONYM_IDF_SCALE, SYNONYM_
 from memory.retrieval.filters import MemoryFilter, Recalled, RecallResult
 from memory.retrieval.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
 from memory.retrieval.sql import (
-    Ranked, count_candidates, hnsw_settings_sql, index_probes, pyformat, ranked_sql, run_ranked,
+    Ranked, count_candidates, hnsw_settings_sql, index_probes, literal_where, pyformat, ranked_sql, run_ranked,
 )
 
 EXACT_LIMIT = 10_000        # up to this many matching memories the scan is exact (identical top k)
@@ -343,7 +343,14 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
     exact, lex = side.exact, side.lex
     depth = max(FUSION_DEPTH, k)
     window = enhance.window if enhance is not None else None
-    named_where, named = pyformat(side.where, side.params)
+    # The index path of a filter of fixed values (query_memory's: a bank, an agent, kinds) is planned
+    # once per connection (sql.run_ranked): the filter and the limits go into the statement's text.
+    # Not with a time window, whose width decides between walking the turns and the vectors.
+    generic = not exact and settings.RETRIEVAL_PREPARED and flt.counted_by_termstat() and window is None
+    if generic:
+        named_where, named = literal_where(side.where, side.params), {}
+    else:
+        named_where, named = pyformat(side.where, side.params)
     named |= base | {"wl": fusion.lexical_weight, "wb": fusion.speaker_boost, "depth": depth,
                      "names": name_grams(query) if fusion.speaker_boost else []}
     feedback = bool(fusion.feedback) and qvec is not None
@@ -366,7 +373,8 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
     rows = run_ranked(ranked_sql(scoring, named_where, qvec is not None, True, lexical_sql,
                                  pool_ids=" UNION ".join(pool) if pool else None, temporal=window is not None,
                                  feedback=feedback), named,
-                      hnsw_settings_sql(depth, prefer_index=side.bank_index) if pool else None)
+                      hnsw_settings_sql(depth, prefer_index=side.bank_index, generic=generic) if pool else None,
+                      literals=("depth", "k", "bank", "fbm", "fbmin") if generic else ())
     if not exact and len(rows) < min(k, side.candidates):
         return _fused_rows(query, flt, bank_id, qvec, base, k, scoring, True, fusion, enhance)
     _path.set("exact" if exact else "index")

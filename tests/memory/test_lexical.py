@@ -191,12 +191,12 @@ def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db, monkeypat
         cursor.execute("SELECT current_setting('enable_sort'), current_setting('hnsw.iterative_scan'), "
                        "current_setting('plan_cache_mode')")
         assert cursor.fetchone() == ("on", "off", "auto")
-        # The ranking was prepared once on this connection and planned for each search's values: a
-        # generic plan, blind to the bank, would walk the wrong index.
+        # The ranking was prepared on this connection and planned once (its text holds the bank, the
+        # filter and the limits; only the query's values are bound), and it still ranked as the scan.
         cursor.execute("SELECT count(*), coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0) "
-                       "FROM pg_prepared_statements")
+                       "FROM pg_prepared_statements WHERE statement LIKE %s", [f"%m.bank_id = {bank.pk} AND%"])
         prepared, generic, custom = cursor.fetchone()
-        assert prepared >= 1 and generic == 0 and custom >= len(questions)
+        assert prepared >= 1 and generic >= len(questions) and custom == 0
     # Inside a caller's transaction the settings end with the search too, not with the transaction.
     with transaction.atomic(), override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=0):
         assert recall(bank, questions[0], agent="Alex", filter=EPISODIC, k=5, fusion=True).path == "index"
