@@ -367,7 +367,7 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
         # (read before, by _lexical_side).
         pool = index_probes(named_where, window=window is not None)
         if side.lexical_ids:
-            pool.append("(SELECT unnest(%(lexids)s::bigint[]) AS id)")
+            pool.append("(SELECT unnest(%(lexids)s::bigint[]) AS id, NULL::float8 AS ks)")
             named["lexids"] = side.lexical_ids
         named["bank"] = bank_id
     rows = run_ranked(ranked_sql(scoring, named_where, qvec is not None, True, lexical_sql,

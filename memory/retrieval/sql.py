@@ -59,15 +59,19 @@ def index_probes(where: str, *, window: bool = False) -> list[str]:
     line is a key's memory up to five times, for its pair and window keys: three times the keys reach
     the depth best lines by key, which twice did not always do at a depth of 30), and with a time window
     its turns' nearest (a query naming a turn rarely says its words). The filter is applied in each
-    walk (iterative scans keep them full); k.bank_id repeats the bank: the bank key index's predicate."""
+    walk (iterative scans keep them full); k.bank_id repeats the bank: the bank key index's predicate.
+    Each yields (id, ks): ks, a key's similarity, from the key walk (ranked_sql takes a memory's
+    best walked key as its best key: the walk meets a line's best key before its others)."""
     probes = [
-        f"(SELECT m.id FROM memory_memory m WHERE {where} ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
-        f"(SELECT k.memory_id AS id FROM memory_memorykey k JOIN memory_memory m ON m.id = k.memory_id "
+        f"(SELECT m.id, NULL::float8 AS ks FROM memory_memory m WHERE {where} "
+        "ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)",
+        f"(SELECT k.memory_id AS id, 1 - (k.embedding <=> %(vec)s::vector) AS ks FROM memory_memorykey k "
+        f"JOIN memory_memory m ON m.id = k.memory_id "
         f"WHERE k.bank_id = %(bank)s AND {where} ORDER BY k.embedding <=> %(vec)s::vector LIMIT 3 * %(depth)s)",
     ]
     if window:
-        probes.append(f"(SELECT m.id FROM memory_memory m WHERE {where} AND m.turn BETWEEN %(tlo)s AND %(thi)s "
-                      "ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)")
+        probes.append(f"(SELECT m.id, NULL::float8 AS ks FROM memory_memory m WHERE {where} "
+                      "AND m.turn BETWEEN %(tlo)s AND %(thi)s ORDER BY m.embedding <=> %(vec)s::vector LIMIT %(depth)s)")
     return probes
 
 
@@ -109,15 +113,17 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
     feedback = feedback and fusion and has_vector
     content_sim = "1 - (m.embedding <=> %(vec)s::vector)" if has_vector else "0.0::float8"
 
-    def keys(vector: str) -> str:
+    def keys(vector: str, walked: bool = False) -> str:
         # Each candidate's best key through a LATERAL probe of the memory_id index: linear in the
         # candidates whatever the statistics say (a fresh bank's stale ones made the planner join every
         # candidate with every key: 24 ms for 419 lines). Ordering by an expression keeps HNSW out.
         # Its similarity only: which key it was (its text) is looked up for the k answers at the end.
+        # walked: a candidate the key walk found (c.ks) has its best key already; the others are probed.
         if not has_vector:
             return "LEFT JOIN (SELECT NULL::float8 AS sim_k) kb ON false"
         return f"""LEFT JOIN LATERAL (
-            SELECT max(1 - (k.embedding <=> {vector})) AS sim_k FROM memory_memorykey k WHERE k.memory_id = c.id
+            SELECT max(1 - (k.embedding <=> {vector})) AS sim_k FROM memory_memorykey k
+             WHERE k.memory_id = c.id{" AND c.ks IS NULL" if walked else ""}
         ) kb ON true"""
 
     def fused_cte(best: str, name: str) -> str:
@@ -144,12 +150,12 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
 
     extra = (f", {lexical_sql} AS lex, (m.speaker <> '' AND (lower(m.speaker) = ANY(%(names)s) "
              "OR lower(split_part(m.speaker, ' ', 1)) = ANY(%(names)s)))::int::float8 AS spk") if fusion else ""
-    ids = f"ids AS ({pool_ids})," if pool_ids else ""
+    ids = f"ids AS (SELECT id, max(ks) AS ks FROM ({pool_ids}) p GROUP BY id)," if pool_ids else ""
     # The pool's lists apply the filter themselves (index_probes, the GIN list): not checked again.
-    candidates = "m.id IN (SELECT id FROM ids)" if pool_ids else where_sql
+    candidates = "JOIN ids ON ids.id = m.id" if pool_ids else f"WHERE {where_sql}"
     chain = f"""best AS (
-            SELECT c.*, kb.sim_k, GREATEST(c.sim_c, kb.sim_k) AS sim
-              FROM c {keys("%(vec)s::vector")}
+            SELECT c.*, COALESCE(c.ks, kb.sim_k) AS sim_k, GREATEST(c.sim_c, c.ks, kb.sim_k) AS sim
+              FROM c {keys("%(vec)s::vector", walked=bool(pool_ids))}
         ),
         {fused_cte("best", "fused")}"""
     final = "fused"
@@ -180,8 +186,9 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
     return f"""
         WITH {ids} c AS MATERIALIZED (
             SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
-                   m.last_accessed_turn{DECAY_COLUMNS if scoring == "decayed" else ""} {extra}
-              FROM memory_memory m WHERE {candidates}{" LIMIT %(guard)s" if guarded else ""}
+                   m.last_accessed_turn{DECAY_COLUMNS if scoring == "decayed" else ""} {extra},
+                   {"ids.ks" if pool_ids else "NULL::float8 AS ks"}
+              FROM memory_memory m {candidates}{" LIMIT %(guard)s" if guarded else ""}
         ),
         {chain}
         comp AS (SELECT m.id, m.turn, m.sim_c, m.sim_k, m.relevance, m.c_lexical, m.c_speaker, {score_sql(scoring)},
