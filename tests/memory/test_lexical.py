@@ -154,6 +154,8 @@ def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db, monkeypat
     from memory.services import bank_create
 
     bank = bank_create(name="indexed bank")
+    # A name to quote: the index path writes the filter's values into its statement (literal_where).
+    listener = "Alex O'Hara, 100%"
 
     rng = random.Random(3)
     lines = [(name, text) for name in ("Ada", "Bram", "Cleo") for text in sentences(rng, name, 60)]
@@ -166,7 +168,7 @@ def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db, monkeypat
     monkeypatch.setattr(tasks.build_bank_index_task, "delay", asked.append)
     with override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=100):
         for turn, (speaker, text) in enumerate(lines, start=1):
-            remember_utterance(bank=bank, speaker=speaker, text=text, turn=turn, listeners=["Alex"])
+            remember_utterance(bank=bank, speaker=speaker, text=text, turn=turn, listeners=[listener])
     # The capture that grew the bank past the limit asked a worker for its indexes, once.
     assert asked == [bank.pk]
     questions = ["Who ran away with a travelling circus?", "What does Bram think about the sea?",
@@ -174,14 +176,14 @@ def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db, monkeypat
     with override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=0):
         # No index yet: the search scans exactly, and asks nothing itself (a pure read).
         assert not has_bank_index(bank.pk)
-        exact_now = recall(bank, questions[0], agent="Alex", filter=EPISODIC, k=5, fusion=True)
+        exact_now = recall(bank, questions[0], agent=listener, filter=EPISODIC, k=5, fusion=True)
     assert asked == [bank.pk] and len(exact_now) == 5
     build_bank_index(bank.pk)
     assert has_bank_index(bank.pk)
     for question in questions:
-        exact = recall(bank, question, agent="Alex", filter=EPISODIC, k=5, fusion=True, exact=True)
+        exact = recall(bank, question, agent=listener, filter=EPISODIC, k=5, fusion=True, exact=True)
         with override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=0):
-            indexed = recall(bank, question, agent="Alex", filter=EPISODIC, k=5, fusion=True)
+            indexed = recall(bank, question, agent=listener, filter=EPISODIC, k=5, fusion=True)
         assert [r.memory.pk for r in indexed] == [r.memory.pk for r in exact], question
         assert [r.score for r in indexed] == pytest.approx([r.score for r in exact]), question
     # The index path's planner settings (no sort where an index orders, iterative scans) were local
@@ -199,7 +201,7 @@ def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db, monkeypat
         assert prepared >= 1 and generic >= len(questions) and custom == 0
     # Inside a caller's transaction the settings end with the search too, not with the transaction.
     with transaction.atomic(), override_settings(RETRIEVAL_FUSION_EXACT_LIMIT=0):
-        assert recall(bank, questions[0], agent="Alex", filter=EPISODIC, k=5, fusion=True).path == "index"
+        assert recall(bank, questions[0], agent=listener, filter=EPISODIC, k=5, fusion=True).path == "index"
         with connection.cursor() as cursor:
             cursor.execute("SELECT current_setting('enable_sort'), current_setting('plan_cache_mode')")
             assert cursor.fetchone() == ("on", "auto")
