@@ -21,6 +21,7 @@ from django.db import connection
 BM25_K1 = 1.2   # the usual BM25 constants (Robertson & Zaragoza), not tuned here
 BM25_B = 0.75
 MAX_TERMS = 32  # a pasted paragraph as a query costs at most this many term counts
+TERM_BUCKETS = (4, 8, 16, MAX_TERMS)  # score_sql(padded=True)'s sizes
 
 
 @dataclass
@@ -44,13 +45,20 @@ class LexicalQuery:
         return LexicalQuery([self.terms[i] for i in chosen], [self.idf[i] for i in chosen], self.avg_length,
                             self.candidates, [self.df[i] for i in chosen])
 
-    def score_sql(self, prefix: str = "lt") -> tuple[str, dict]:
-        """BM25 of row m over alias m, and its parameters; "0" when nothing can match."""
+    def score_sql(self, prefix: str = "lt", *, padded: bool = False) -> tuple[str, dict]:
+        """BM25 of row m over alias m, and its parameters; "0" when nothing can match.
+        padded: as many terms as the next of TERM_BUCKETS, the extra ones the first term again
+        weighing 0 (the same score): a statement kept prepared then has a few shapes, not one per
+        number of words in a question."""
         if not self.terms:
             return "0.0::float8", {}
+        terms, idf = list(self.terms), list(self.idf)
+        if padded:
+            size = next((b for b in TERM_BUCKETS if b >= len(terms)), len(terms))
+            terms, idf = terms + [terms[0]] * (size - len(terms)), idf + [0.0] * (size - len(idf))
         params: dict = {}
         hits = []
-        for i, (term, idf) in enumerate(zip(self.terms, self.idf)):
+        for i, (term, idf) in enumerate(zip(terms, idf)):
             params[f"{prefix}{i}"], params[f"{prefix}w{i}"] = term, idf
             hits.append(f"CASE WHEN m.search @@ quote_literal(%({prefix}{i})s)::tsquery THEN %({prefix}w{i})s ELSE 0 END")
         norm = f"({BM25_K1 + 1} / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(m.search) / %({prefix}avg)s)))"

@@ -359,7 +359,7 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
                   "fbw": np.full(len(qvec), fusion.feedback, dtype=np.float32)}
     lexical_sql = "0.0::float8"
     if lex is not None:
-        lexical_sql, lex_params = lex.score_sql()
+        lexical_sql, lex_params = lex.score_sql(padded=generic)
         named |= lex_params
     pool = None
     if not exact:

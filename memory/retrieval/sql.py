@@ -257,12 +257,18 @@ def run_ranked(sql: str, named: dict, prelude: tuple[str, list] | None = None,
     return ranked
 
 
+PREPARED_MAX = 32  # statements kept per connection: each holds ~0.7 MB of the server's memory (its plan)
+
+
 def _may_prepare(conn) -> bool:
     """Let explicit prepare=True work on Django's connection. Django turns psycopg's prepared
     statements off (prepare_threshold None, with which psycopg ignores prepare=True); a threshold no
-    statement reaches keeps them off for every other query (Django's own cursors never prepare)."""
+    statement reaches keeps them off for every other query (Django's own cursors never prepare).
+    psycopg drops the least recently used past PREPARED_MAX (a ranking has a few shapes per bank and
+    agent: lexical.TERM_BUCKETS)."""
     if conn.prepare_threshold is None:
         conn.prepare_threshold = 2**31 - 1
+        conn.prepared_max = PREPARED_MAX
     return True
 
 
