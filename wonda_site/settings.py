@@ -181,9 +181,10 @@ RETRIEVAL_SPEAKER_BOOST = float(os.environ.get("WONDA_RETRIEVAL_SPEAKER_BOOST", 
 RETRIEVAL_FEEDBACK_WEIGHT = float(os.environ.get("WONDA_RETRIEVAL_FEEDBACK_WEIGHT", "0.5"))
 # Up to this many candidates one exact scan makes both top lists; above, the HNSW and GIN indexes do.
 RETRIEVAL_FUSION_EXACT_LIMIT = int(os.environ.get("WONDA_RETRIEVAL_FUSION_EXACT_LIMIT", "2000"))
-# The ranking statement of a big bank's search is prepared once per connection (PostgreSQL parses a
-# ~6 kB statement in ~0.4 ms; it is still planned for each search's own values). Turn it off behind
-# a pooler in transaction mode (PgBouncer before 1.21), where a prepared statement can be lost.
+# The ranking statement of a big bank's search is prepared once per connection (PostgreSQL parsed a
+# ~6 kB statement on every search) and query_memory's is planned once per connection and filter
+# (~2 ms a search in all). Turn it off behind a pooler in transaction mode that does not keep
+# prepared statements (PgBouncer before 1.21, or without max_prepared_statements).
 RETRIEVAL_PREPARED = env_bool("WONDA_RETRIEVAL_PREPARED", True)
 # Memory for building a big bank's vector index (PostgreSQL's maintenance_work_mem, for that build):
 # a 100,000-memory bank's graph needs ~200 MB to build in memory, a 1,000,000 one ~2 GB.

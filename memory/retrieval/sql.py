@@ -245,7 +245,9 @@ def run_ranked(sql: str, named: dict, prelude: tuple[str, list] | None = None,
     params = [named[name] for name in order]
     with vector_cursor(raw=True) as cur:
         if prelude is not None:
-            prepare = settings.RETRIEVAL_PREPARED and _may_prepare(cur.connection)
+            prepare = settings.RETRIEVAL_PREPARED
+            if prepare:
+                _allow_prepare(cur.connection)
             with cur.connection.pipeline(), cur.connection.cursor() as first:
                 first.execute(*prelude, prepare=False)
                 cur.execute(statement, params, prepare=prepare)
@@ -264,7 +266,7 @@ def run_ranked(sql: str, named: dict, prelude: tuple[str, list] | None = None,
 PREPARED_MAX = 32  # statements kept per connection: each holds ~0.7 MB of the server's memory (its plan)
 
 
-def _may_prepare(conn) -> bool:
+def _allow_prepare(conn) -> None:
     """Let explicit prepare=True work on Django's connection. Django turns psycopg's prepared
     statements off (prepare_threshold None, with which psycopg ignores prepare=True); a threshold no
     statement reaches keeps them off for every other query (Django's own cursors never prepare).
@@ -273,7 +275,6 @@ def _may_prepare(conn) -> bool:
     if conn.prepare_threshold is None:
         conn.prepare_threshold = 2**31 - 1
         conn.prepared_max = PREPARED_MAX
-    return True
 
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
