@@ -119,6 +119,27 @@ def clear_local() -> None:
         _local.clear()
 
 
+def _local_vector(sha: str, model: str, query_model: str) -> np.ndarray | None:
+    """This process's vector of a text: the model's, else (query_model, for a search's query) the
+    query encoder's own."""
+    with _local_lock:
+        hit = _local.get((model, sha))
+        if hit is None and query_model != model:
+            hit = _local.get((query_model, sha))
+    return hit
+
+
+def _table_vectors(model: str, shas: list[str]) -> dict[str, np.ndarray]:
+    """The table's vectors of these texts (full precision), now kept in this process too."""
+    with vector_cursor() as cur:  # binary: no text parsing of 384 floats per hit
+        cur.execute(f"SELECT sha256, vector FROM {EmbeddingCache._meta.db_table} WHERE model = %s AND sha256 = ANY(%s)",
+                    [model, shas], binary=True)
+        found = dict(cur.fetchall())
+    for sha, vector in found.items():
+        _remember((model, sha), vector)
+    return found
+
+
 def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH, store: bool = True, query: bool = False) -> np.ndarray:
     """Unit vectors for texts, one row each; only texts never seen by this model reach the model.
 
@@ -144,26 +165,16 @@ def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH, store: bool
     query_model = embedding.model_name(query=True) if query else model
     shas = [text_sha(t) for t in texts]
     missing: dict[str, list[int]] = {}
-    with _local_lock:
-        for i, sha in enumerate(shas):
-            hit = _local.get((model, sha))
-            if hit is None and query_model != model:
-                hit = _local.get((query_model, sha))
-            if hit is not None:
-                out[i] = hit
-            else:
-                missing.setdefault(sha, []).append(i)
+    for i, sha in enumerate(shas):
+        hit = _local_vector(sha, model, query_model)
+        if hit is not None:
+            out[i] = hit
+        else:
+            missing.setdefault(sha, []).append(i)
     if missing:
-        with vector_cursor() as cur:  # binary: no text parsing of 384 floats per hit
-            cur.execute(
-                f"SELECT sha256, vector FROM {EmbeddingCache._meta.db_table} WHERE model = %s AND sha256 = ANY(%s)",
-                [model, list(missing)], binary=True,
-            )
-            found = cur.fetchall()
-        for sha, vector in found:
+        for sha, vector in _table_vectors(model, list(missing)).items():
             for i in missing.pop(sha):
                 out[i] = vector
-            _remember((model, sha), vector)
     if missing:
         order = list(missing)
         # Named before the call: the encoder can only fall back (int8 → torch), never the other way,
@@ -204,10 +215,7 @@ class PendingQuery:
         self._encoded: np.ndarray | None = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        with _local_lock:
-            hit = _local.get((self._model, self._sha))
-            if hit is None:
-                hit = _local.get((embedding.model_name(query=True), self._sha))
+        hit = _local_vector(self._sha, self._model, embedding.model_name(query=True))
         if hit is not None:
             self._vector = hit
             return
@@ -227,13 +235,9 @@ class PendingQuery:
         """The vector (waits for the encoder); raises what the encoder raised (EmbeddingError)."""
         if self._vector is not None:
             return self._vector
-        with vector_cursor() as cur:
-            cur.execute(f"SELECT vector FROM {EmbeddingCache._meta.db_table} WHERE model = %s AND sha256 = %s",
-                        [self._model, self._sha], binary=True)
-            row = cur.fetchone()
-        if row is not None:
-            self._vector = np.asarray(row[0], dtype=np.float32)
-            _remember((self._model, self._sha), self._vector)
+        stored = _table_vectors(self._model, [self._sha]).get(self._sha)
+        if stored is not None:
+            self._vector = np.asarray(stored, dtype=np.float32)
             return self._vector
         self._thread.join()
         if self._error is not None:
