@@ -215,11 +215,11 @@ class PendingQuery:
         self._encoded: np.ndarray | None = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        hit = _local_vector(self._sha, self._model, embedding.model_name(query=True))
+        self._encoded_by = embedding.model_name(query=True)  # named before the call, as in embed_texts
+        hit = _local_vector(self._sha, self._model, self._encoded_by)
         if hit is not None:
             self._vector = hit
             return
-        self._encoded_by = embedding.model_name(query=True)  # named before the call, as in embed_texts
         self._thread = threading.Thread(target=self._encode, name="wonda-query-encoder", daemon=True)
         self._thread.start()
         stats["model_calls"] += 1

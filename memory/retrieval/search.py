@@ -24,8 +24,8 @@ from memory.retrieval.enhance import CONTEXT_WEIGHT, SYNONYM_IDF_SCALE, SYNONYM_
 from memory.retrieval.filters import MemoryFilter, Recalled, RecallResult
 from memory.retrieval.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
 from memory.retrieval.sql import (
-    FUSION_EF_SEARCH, Ranked, count_candidates, hnsw_settings_sql, index_probes, literal_where, pyformat, ranked_sql,
-    run_ranked,
+    FUSION_EF_SEARCH, PLAN_LITERALS, Ranked, count_candidates, hnsw_settings_sql, index_probes, literal_where, pyformat,
+    ranked_sql, run_ranked,
 )
 
 EXACT_LIMIT = 10_000        # up to this many matching memories the scan is exact (identical top k)
@@ -376,7 +376,7 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
                                  feedback=feedback), named,
                       hnsw_settings_sql(depth, prefer_index=side.bank_index, generic=generic,
                                         ef_search=FUSION_EF_SEARCH) if pool else None,
-                      literals=("depth", "k", "bank", "fbm", "fbmin") if generic else ())
+                      literals=PLAN_LITERALS if generic else ())
     if not exact and len(rows) < min(k, side.candidates):
         return _fused_rows(query, flt, bank_id, qvec, base, k, scoring, True, fusion, enhance)
     _path.set("exact" if exact else "index")

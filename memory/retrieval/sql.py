@@ -263,6 +263,9 @@ def run_ranked(sql: str, named: dict, prelude: tuple[str, list] | None = None,
     return ranked
 
 
+# The integer parameters of ranked_sql and index_probes that a plan depends on (LIMITs, the bank of
+# the key index's predicate): run_ranked's literals for a statement planned once.
+PLAN_LITERALS = ("depth", "k", "bank", "fbm", "fbmin")
 PREPARED_MAX = 32  # statements kept per connection: each holds ~0.7 MB of the server's memory (its plan)
 
 
