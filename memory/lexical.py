@@ -59,15 +59,22 @@ class LexicalQuery:
         params: dict = {}
         hits = []
         for i, (term, idf) in enumerate(zip(terms, idf)):
-            params[f"{prefix}{i}"], params[f"{prefix}w{i}"] = term, idf
-            hits.append(f"CASE WHEN m.search @@ quote_literal(%({prefix}{i})s)::tsquery THEN %({prefix}w{i})s ELSE 0 END")
+            params[f"{prefix}{i}"], params[f"{prefix}w{i}"] = tsquery_lexeme(term), idf
+            hits.append(f"CASE WHEN m.search @@ %({prefix}{i})s::tsquery THEN %({prefix}w{i})s ELSE 0 END")
         norm = f"({BM25_K1 + 1} / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(m.search) / %({prefix}avg)s)))"
         params[f"{prefix}avg"] = max(self.avg_length, 1.0)
         return f"(({' + '.join(hits)}) * {norm})::float8", params
 
     def tsquery_sql(self, prefix: str = "lt") -> str:
-        """Any of the terms, as one tsquery (for the GIN index on the HNSW path)."""
-        return "(" + " || ".join(f"quote_literal(%({prefix}{i})s)::tsquery" for i in range(len(self.terms))) + ")"
+        """Any of the terms, as one tsquery (for the GIN index on the HNSW path); score_sql(prefix)'s parameters."""
+        return "(" + " || ".join(f"%({prefix}{i})s::tsquery" for i in range(len(self.terms))) + ")"
+
+
+def tsquery_lexeme(term: str) -> str:
+    """A lexeme as tsquery input, quoted (as quote_literal would, for tsquery's syntax): bound as a
+    tsquery parameter it is parsed once per search, where quote_literal(term)::tsquery in the
+    statement was parsed again for every row of a statement planned once (~0.1–0.3 ms a search)."""
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def lexical_query(query: str, where: str, params: list) -> LexicalQuery:
