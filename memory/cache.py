@@ -7,12 +7,10 @@ fixed canonical queries of the tools ("who am I?") cost no model call.
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
 import threading
 import weakref
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import psycopg
@@ -199,25 +197,6 @@ def embed_one(text: str, *, store: bool = True, query: bool = False) -> np.ndarr
     return embed_texts([text], store=store, query=query)[0]
 
 
-_encoders: ThreadPoolExecutor | None = None
-_encoders_pid = 0
-_encoders_lock = threading.Lock()
-
-
-def _encoder_pool() -> ThreadPoolExecutor:
-    """This process's query-encoding threads, kept: starting a thread per search cost ~0.25 ms (the
-    start waits for the new thread to run) and a new thread's first ONNX run ~0.1 ms more. Made again
-    in a forked child (a Celery worker), where the parent's threads do not exist."""
-    global _encoders, _encoders_pid
-    if _encoders is None or _encoders_pid != os.getpid():
-        with _encoders_lock:
-            if _encoders is None or _encoders_pid != os.getpid():
-                # Two: concurrent searches of a threaded server still encode side by side.
-                _encoders = ThreadPoolExecutor(max_workers=2, thread_name_prefix="wonda-query-encoder")
-                _encoders_pid = os.getpid()
-    return _encoders
-
-
 class PendingQuery:
     """A search query's vector, encoded in a thread while the caller reads the database.
 
@@ -233,18 +212,24 @@ class PendingQuery:
         self._model = embedding.model_name()
         self._sha = text_sha(text)
         self._vector: np.ndarray | None = None
-        self._future: Future | None = None
+        self._encoded: np.ndarray | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
         self._encoded_by = embedding.model_name(query=True)  # named before the call, as in embed_texts
         hit = _local_vector(self._sha, self._model, self._encoded_by)
         if hit is not None:
             self._vector = hit
             return
-        self._future = _encoder_pool().submit(self._encode)
+        self._thread = threading.Thread(target=self._encode, name="wonda-query-encoder", daemon=True)
+        self._thread.start()
         stats["model_calls"] += 1
         stats["texts_encoded"] += 1
 
-    def _encode(self) -> np.ndarray:
-        return np.asarray(embedding.encode([self.text], query=True)[0], dtype=np.float32)
+    def _encode(self) -> None:
+        try:
+            self._encoded = np.asarray(embedding.encode([self.text], query=True)[0], dtype=np.float32)
+        except BaseException as exc:  # handed to result()'s caller (EmbeddingError: degraded mode)
+            self._error = exc
 
     def result(self) -> np.ndarray:
         """The vector (waits for the encoder); raises what the encoder raised (EmbeddingError)."""
@@ -254,6 +239,9 @@ class PendingQuery:
         if stored is not None:
             self._vector = np.asarray(stored, dtype=np.float32)
             return self._vector
-        self._vector = self._future.result()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        self._vector = self._encoded
         _remember((self._encoded_by, self._sha), self._vector)
         return self._vector
