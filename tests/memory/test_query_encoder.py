@@ -256,3 +256,44 @@ def test_validate_model_warms_the_query_encoder(settings, monkeypatch):
     assert info["dimension"] == 384 and info["query_encoder"] == "int8"
     assert isinstance(query_encoder._query_state["int8"], query_encoder._OnnxQueryEncoder)
     assert query_encoder._query_state["int8"].path.name.endswith("-int8.onnx")
+
+
+def _op_types(path) -> set[str]:
+    import onnx
+
+    return {node.op_type for node in onnx.load(str(path)).graph.node}
+
+
+def test_the_int8_file_is_quantised_from_the_fused_graph_and_torch_keeps_its_attention(settings, monkeypatch, tmp_path):
+    settings.EMBEDDING_QUERY_ENCODER = "int8"
+    monkeypatch.setattr(query_encoder, "_query_state", {})
+    monkeypatch.setattr(query_encoder, "_models_dir", lambda: tmp_path / "models")
+    bert = local.load_model()[0].auto_model
+    attention = bert.config._attn_implementation
+    reference = _torch(QUERIES)
+    path = query_encoder._onnx_file("int8")
+    # Attention fused, then quantised: 6 QAttention nodes where the plain graph has ~750 small ones.
+    assert "QAttention" in _op_types(path)
+    assert bert.config._attn_implementation == attention  # seeding keeps torch's own (faster) attention
+    np.testing.assert_allclose(_torch(QUERIES), reference, atol=1e-6)
+    encoder = query_encoder._OnnxQueryEncoder(path, local.model_path())
+    assert (_cosines(encoder.encode(QUERIES), reference) >= 0.97).all()
+    assert [p.name for p in path.parent.iterdir() if "fused" in p.name] == []  # the fused fp32 step is not left behind
+
+
+def test_a_graph_that_does_not_fuse_is_still_quantised(settings, monkeypatch, tmp_path, caplog):
+    from onnxruntime.transformers import optimizer
+
+    monkeypatch.setattr(query_encoder, "_query_state", {})
+    monkeypatch.setattr(query_encoder, "_models_dir", lambda: tmp_path / "models")
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("no BERT pattern here")
+
+    monkeypatch.setattr(optimizer, "optimize_model", broken)
+    with caplog.at_level(logging.WARNING, logger="memory.embedding"):
+        path = query_encoder._onnx_file("int8")
+    assert "MatMulInteger" in _op_types(path) and "QAttention" not in _op_types(path)
+    assert any("did not fuse" in r.getMessage() and "no BERT pattern here" in r.getMessage() for r in caplog.records)
+    encoder = query_encoder._OnnxQueryEncoder(path, local.model_path())
+    assert (_cosines(encoder.encode(QUERIES), _torch(QUERIES)) >= 0.97).all()
