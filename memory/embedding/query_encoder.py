@@ -4,8 +4,7 @@ Search-time queries (``encode(..., query=True)``, at most SMALL_CALL texts) with
 go through a query encoder chosen by ``WONDA_QUERY_ENCODER``: ``int8`` (default: ONNX Runtime,
 weights dynamically quantised per channel, ~4× faster than torch, cosine ≈ 0.99 to the full
 vector), ``onnx`` (ONNX Runtime fp32, the same vectors as torch) or ``torch``. The ONNX files are
-exported once from the torch model into ``var/models/``; the int8 one from a graph whose attention,
-GELU and embedding layers ONNX Runtime's BERT optimiser fused first (~170 nodes instead of ~750). Stored memories and keys always come from
+exported once from the torch model into ``var/models/``. Stored memories and keys always come from
 the full-precision path; memory.cache keeps int8 query vectors apart (``model_name(query=True)``).
 
 torch, onnxruntime and tokenizers are imported where they are used: they are optional for a
@@ -17,14 +16,12 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import io
 import json
 import logging
 import os
 import re
 import threading
 import warnings
-from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +33,7 @@ from wonda_site import embedded
 logger = logging.getLogger(__name__)
 
 QUERY_ENCODERS = ("int8", "onnx", "torch")
-_EXPORT_FORMAT = 2  # bump when _OnnxWrapper changes: the file name changes and every process re-exports
+_EXPORT_FORMAT = 1  # bump when _OnnxWrapper changes: the file name changes and every process re-exports
 _query_lock = threading.Lock()
 _query_state: dict[str, object] = {}  # variant → _OnnxQueryEncoder, or None once it failed (then torch)
 
@@ -110,93 +107,31 @@ def _export_onnx(path: Path) -> None:
     axes = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}, "embedding": {0: "batch"}}
     with local.lock, torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's warnings are about shapes this graph keeps dynamic
-        # Traced with the eager attention (the same sums as sdpa's): its MatMul/Softmax pattern is the
-        # one ONNX Runtime's optimiser fuses (_fuse); sdpa's traced graph is not. Put back after, as
-        # this process may seed with the torch model next.
-        attention = getattr(bert.config, "_attn_implementation", None)
-        switch = attention not in (None, "eager") and hasattr(bert, "set_attn_implementation")
-        if switch:
-            bert.set_attn_implementation("eager")
-        try:
-            # The TorchScript exporter (dynamo=False): ~2.5 s, no onnxscript needed, dynamic sequence length.
-            torch.onnx.export(
-                _OnnxWrapper(bert).eval(), (sample["input_ids"], sample["attention_mask"]), str(path),
-                input_names=["input_ids", "attention_mask"], output_names=["embedding"],
-                opset_version=18, dynamic_axes=axes, dynamo=False,
-            )
-        finally:
-            if switch:
-                bert.set_attn_implementation(attention)
+        # The TorchScript exporter (dynamo=False): ~2.5 s, no onnxscript needed, dynamic sequence length.
+        torch.onnx.export(
+            _OnnxWrapper(bert).eval(), (sample["input_ids"], sample["attention_mask"]), str(path),
+            input_names=["input_ids", "attention_mask"], output_names=["embedding"],
+            opset_version=18, dynamic_axes=axes, dynamo=False,
+        )
 
 
-def _fuse(src: Path, dst: Path) -> bool:
-    """src with BERT's attention, GELU and embedding layers fused (ONNX Runtime's BERT optimiser) at
-    dst; False when nothing fused (another model or exporter: the int8 file is then made from src).
-    Quantised after fusion, attention runs as 6 QAttention nodes: ~6 % less time a query, ~10 % under
-    memory contention (bench_memory: PostgreSQL working beside it), same cosine to fp32 (0.994)."""
-    from onnxruntime.transformers.optimizer import optimize_model  # lazy (module docstring)
-
-    config = json.loads((local.model_path() / "config.json").read_text())
-    try:
-        with _quiet_onnxruntime():
-            fused = optimize_model(str(src), model_type="bert", num_heads=int(config["num_attention_heads"]),
-                                   hidden_size=int(config["hidden_size"]), opt_level=1)
-            attention = fused.get_fused_operator_statistics().get("Attention")
-            if attention:
-                fused.save_model_to_file(str(dst))
-        if not attention:
-            logger.warning("the query encoder's attention did not fuse: int8 from the plain graph")
-        return bool(attention)
-    except Exception as exc:  # an optimiser that fails on this graph: the plain one still quantises
-        logger.warning("the query encoder's graph did not fuse (%s: %s): int8 from the plain graph", type(exc).__name__, exc)
-        return False
-
-
-class _OnnxChatter(logging.Filter):
-    """ONNX Runtime's quantiser and optimiser log a line per tensor and per fusion pass; a worker's
-    start log needs none of it (its errors still show)."""
+class _QuantizerChatter(logging.Filter):
+    """The quantiser logs a line per tensor on the root logger; a worker's start log needs none of it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR or "onnxruntime" not in record.pathname
-
-
-@contextmanager
-def _quiet_onnxruntime():
-    """_OnnxChatter on the root logger (the quantiser logs on it) and on its handlers (the optimiser's
-    own loggers propagate to them; a logger's filter sees only records logged on it). The optimiser
-    also print()s a failed shape inference, which it gets over: stdout is set aside for this one-off
-    export too."""
-    root, chatter = logging.getLogger(), _OnnxChatter()
-    handlers = list(root.handlers)
-    root.addFilter(chatter)
-    for handler in handlers:
-        handler.addFilter(chatter)
-    try:
-        with redirect_stdout(io.StringIO()):
-            yield
-    finally:
-        root.removeFilter(chatter)
-        for handler in handlers:
-            handler.removeFilter(chatter)
+        return "onnxruntime" not in record.pathname
 
 
 def _quantize_int8(src: Path, dst: Path) -> None:
-    import onnx  # lazy (module docstring)
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # lazy (module docstring)
 
-    with _quiet_onnxruntime():
-        # Per channel: per tensor loses too much (cosine to fp32 mean 0.971 vs 0.994 on LoCoMo questions).
-        # A fused graph's outputs have no inferred type (contrib ops): float, as they are.
-        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-
-
-def _quantize_int8_fused(fp32: Path, dst: Path) -> None:
-    fused = dst.with_name(f"{dst.name}.fused.onnx")
+    root, chatter = logging.getLogger(), _QuantizerChatter()
+    root.addFilter(chatter)  # a logger's filter sees only records logged on it: the root's own, here
     try:
-        _quantize_int8(fused if _fuse(fp32, fused) else fp32, dst)
+        # Per channel: per tensor loses too much (cosine to fp32 mean 0.971 vs 0.994 on LoCoMo questions).
+        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True)
     finally:
-        fused.unlink(missing_ok=True)
+        root.removeFilter(chatter)
 
 
 def _write_atomically(target: Path, make) -> None:
@@ -228,7 +163,7 @@ def _onnx_file(variant: str, *, rebuild: bool = False) -> Path:
                 logger.info("exporting the query encoder to %s", fp32)
                 _write_atomically(fp32, _export_onnx)
             if variant == "int8":
-                _write_atomically(int8, lambda tmp: _quantize_int8_fused(fp32, tmp))
+                _write_atomically(int8, lambda tmp: _quantize_int8(fp32, tmp))
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return target
