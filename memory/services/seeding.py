@@ -13,6 +13,7 @@ from memory.cache import embed_texts, vector_cursor
 from memory.indexing import bank_index_wanted
 from memory.models import Memory, MemoryBank, MemoryKey
 from memory.seeding import MemorySpec, character_specs, scenario_specs
+from memory.services.memories import insert_memories
 from memory.services.validation import validate_content
 from memory.sheets import CharacterSheet, ScenarioSheet
 
@@ -119,7 +120,7 @@ def _create_from_specs(bank: MemoryBank, specs: list[MemorySpec], vectors=None) 
         )
         for i, spec in enumerate(specs)
     ]
-    Memory.objects.bulk_create(memories, batch_size=500)
+    insert_memories(memories)
     memory_ids, queries, key_vectors = [], [], []
     row = len(specs)
     for memory, spec in zip(memories, specs):
