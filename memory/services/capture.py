@@ -28,6 +28,7 @@ from memory.importance import (
 )
 from memory.indexing import bank_index_wanted
 from memory.services.banks import bank_hold
+from memory.services.memories import insert_memories
 from memory.models import Memory, MemoryBank, MemoryKey
 from memory.retrieval.filters import EPISODE_WINDOW, episode_keys
 from memory.services.validation import validate_content
@@ -160,7 +161,7 @@ def capture_commit(plan: CapturePlan) -> Captured:
             embedding_stale=content not in plan.vectors, participants=plan.participants, source=Memory.Source.EARNED,
             importance=plan.scores[name].score if name in plan.scores else 5.0, metadata=data,
         ))
-    Memory.objects.bulk_create(new)
+    insert_memories(new)  # vectors in binary (bulk_create formats them as text)
     # Each key leads to the new line and to the earlier lines in it: a line is also found by what
     # it was answered with.
     MemoryKey.objects.bulk_create(
