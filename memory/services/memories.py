@@ -66,10 +66,9 @@ def insert_memories(memories: list[Memory]) -> list[Memory]:
     """Memory.objects.bulk_create(memories) in one statement whose vectors go in binary: Django
     formats each vector as text (~0.2 ms for 384 floats, and the server parses it back). Seeding
     (−0.2 s of ~3.7 for the bench's twelve casts) and capture (−0.7 ms a turn) write through it.
-    Each column is one array, unnested in order
-    (RETURNING gives the ids in that order, as Django's own UNNEST inserts rely on); every concrete
-    field is written, with its default or auto_now value as bulk_create gives it. Sets the pks;
-    sends no signals (neither does bulk_create)."""
+    Each column is one array, unnested in order (RETURNING gives the ids in that order, as Django's
+    own UNNEST inserts rely on); every concrete field is written, with its default or auto_now value
+    as bulk_create gives it. Sets the pks; sends no signals (neither does bulk_create)."""
     if not memories:
         return memories
     sql, plan = _insert_plan()
