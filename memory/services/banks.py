@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from memory.indexing import bank_index_wanted
 from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey, Relationship
-from memory.services.memories import bank_refresh_stale
+from memory.services.memories import bank_refresh_stale, insert_keys, insert_memories
 
 
 @transaction.atomic
@@ -127,10 +127,10 @@ def bank_carry(*, source: MemoryBank, target: MemoryBank, carry: dict[str, str],
 def _store_copies(originals: list[Memory], copies: list[Memory]) -> dict[int, int]:
     """Save copies made of `originals` (same order) with the originals' keys and the links among
     them (a branch's bank copy, a sequel's carry). Returns {original id: copy id}."""
-    Memory.objects.bulk_create(copies, batch_size=500)
+    insert_memories(copies)
     mapping = {old.pk: new.pk for old, new in zip(originals, copies)}
-    MemoryKey.objects.bulk_create([MemoryKey(memory_id=mapping[k.memory_id], query=k.query, embedding=k.embedding)
-                                   for k in MemoryKey.objects.filter(memory_id__in=mapping)], batch_size=1000)
+    keys = list(MemoryKey.objects.filter(memory_id__in=mapping).values_list("memory_id", "query", "embedding"))
+    insert_keys([mapping[pk] for pk, _, _ in keys], [q for _, q, _ in keys], [v for _, _, v in keys])
     links = Memory.evidence.through
     links.objects.bulk_create([
         links(from_memory_id=mapping[a], to_memory_id=mapping[b])

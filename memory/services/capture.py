@@ -28,8 +28,8 @@ from memory.importance import (
 )
 from memory.indexing import bank_index_wanted
 from memory.services.banks import bank_hold
-from memory.services.memories import insert_memories
-from memory.models import Memory, MemoryBank, MemoryKey
+from memory.services.memories import insert_keys, insert_memories
+from memory.models import Memory, MemoryBank
 from memory.retrieval.filters import EPISODE_WINDOW, episode_keys
 from memory.services.validation import validate_content
 
@@ -164,12 +164,8 @@ def capture_commit(plan: CapturePlan) -> Captured:
     insert_memories(new)  # vectors in binary (bulk_create formats them as text)
     # Each key leads to the new line and to the earlier lines in it: a line is also found by what
     # it was answered with.
-    MemoryKey.objects.bulk_create(
-        [MemoryKey(memory_id=pk, query=text[:300].strip(), embedding=plan.vectors[text])
-         for m in new for text, earlier in plan.keys.get(m.agent, []) if text in plan.vectors
-         for pk in (m.pk, *earlier)],
-        ignore_conflicts=True,
-    )
+    _insert_keys([(pk, text) for m in new for text, earlier in plan.keys.get(m.agent, []) if text in plan.vectors
+                  for pk in (m.pk, *earlier)], plan.vectors)
     if plan.defer_keys and new and settings.RETRIEVAL_CONTEXT_KEYS and not plan.keyword_only:
         ids = [m.pk for m in new]
         transaction.on_commit(lambda: _queue_keys(ids))
@@ -224,11 +220,8 @@ def memory_keys_add(*, memory_ids: list[int]) -> int:
             bank_hold(bank_id)
         ids = [pk for m, keys in keyed for _text, earlier in keys for pk in (m.pk, *earlier)]
         alive = set(Memory.objects.filter(pk__in=ids).values_list("pk", flat=True))
-        MemoryKey.objects.bulk_create(
-            [MemoryKey(memory_id=pk, query=text[:300].strip(), embedding=vectors[text])
-             for m, keys in keyed for text, earlier in keys for pk in (m.pk, *earlier) if pk in alive],
-            ignore_conflicts=True,
-        )
+        _insert_keys([(pk, text) for m, keys in keyed for text, earlier in keys for pk in (m.pk, *earlier) if pk in alive],
+                     vectors)
         keyed = [pair for pair in keyed if pair[0].pk in alive]
     return len(keyed)
 
@@ -304,3 +297,9 @@ def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, n
             continue
         scores[name] = score
     return scores, skipped
+
+
+def _insert_keys(pairs: list[tuple[int, str]], vectors: dict[str, object]) -> None:
+    """Reply keys: (memory id, the key's text) pairs, each text's vector from vectors; the stored query
+    is the text's first 300 characters, trimmed (MemoryKey.query's length)."""
+    insert_keys([pk for pk, _ in pairs], [text[:300].strip() for _, text in pairs], [vectors[text] for _, text in pairs])

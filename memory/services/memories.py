@@ -92,6 +92,19 @@ def insert_memories(memories: list[Memory]) -> list[Memory]:
     return memories
 
 
+def insert_keys(memory_ids: list[int], queries: list[str], vectors) -> None:
+    """MemoryKey rows (memory_ids[i] found by queries[i], vectors[i]) in one statement, vectors in
+    binary as insert_memories sends them; a (memory, query) pair already stored is left as it is."""
+    if not memory_ids:
+        return
+    with vector_cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {MemoryKey._meta.db_table} (memory_id, query, embedding) "
+            "SELECT * FROM unnest(%s::bigint[], %s::text[], %b::vector[]) ON CONFLICT DO NOTHING",
+            [list(memory_ids), list(queries), [np.asarray(v, dtype=np.float32) for v in vectors]],
+        )
+
+
 @transaction.atomic
 def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str = "semantic", category: str = "",
                   importance: float = 5.0, tags: Iterable[str] = (), source: str = "writer", turn: int | None = None,
@@ -112,10 +125,7 @@ def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str 
     memory.full_clean(exclude=["embedding"])
     memory.save()
     if keys:
-        vectors = embed_texts(keys)
-        MemoryKey.objects.bulk_create(
-            [MemoryKey(memory=memory, query=q, embedding=v) for q, v in zip(keys, vectors)], ignore_conflicts=True
-        )
+        insert_keys([memory.pk] * len(keys), keys, embed_texts(keys))
     if evidence:
         memory.evidence.set(evidence)
     bank_index_wanted(bank.pk)

@@ -9,11 +9,11 @@ import numpy as np
 from django.db import transaction
 from django.db.models import Q
 
-from memory.cache import embed_texts, vector_cursor
+from memory.cache import embed_texts
 from memory.indexing import bank_index_wanted
 from memory.models import Memory, MemoryBank, MemoryKey
 from memory.seeding import MemorySpec, character_specs, scenario_specs
-from memory.services.memories import insert_memories
+from memory.services.memories import insert_keys, insert_memories
 from memory.services.validation import validate_content
 from memory.sheets import CharacterSheet, ScenarioSheet
 
@@ -129,14 +129,7 @@ def _create_from_specs(bank: MemoryBank, specs: list[MemorySpec], vectors=None) 
             queries.append(query)
             key_vectors.append(vectors[row])
             row += 1
-    if memory_ids:
-        # One binary statement: Django would format ~1,600 vectors as text for a 12-cast bench.
-        with vector_cursor() as cur:
-            cur.execute(
-                f"INSERT INTO {MemoryKey._meta.db_table} (memory_id, query, embedding) "
-                "SELECT * FROM unnest(%s::bigint[], %s::text[], %b::vector[]) ON CONFLICT DO NOTHING",
-                [memory_ids, queries, key_vectors],
-            )
+    insert_keys(memory_ids, queries, key_vectors)
     return len(memories), len(memory_ids)
 
 
