@@ -24,6 +24,7 @@ from chronicle.models import Character, Scenario
 from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import
 from chronicle.services.characters import character_delete
 from chronicle.services.scenarios import scenario_delete
+from chronicle.simulation import probes, replay
 from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.selectors import token_summary
@@ -50,6 +51,34 @@ class Imported:
     scenario: Scenario
     characters: list[Character] = field(default_factory=list)
     file_settings: dict = field(default_factory=dict)
+    script: list[dict] = field(default_factory=list)  # the replay provider's lines (chronicle.simulation.replay)
+    probes: list = field(default_factory=list)  # chronicle.simulation.probes.Probe
+
+
+def _cast_in_file(data: dict) -> list[str]:
+    scenario = data.get("scenario") if isinstance(data.get("scenario"), dict) else {}
+    names = scenario.get("cast") or [c.get("name") for c in data.get("characters") or [] if isinstance(c, dict)]
+    return [n for n in names if isinstance(n, str)]
+
+
+def _script_in_file(data, file_settings: dict) -> tuple[list[dict], list]:
+    """The file's script and probes, checked against its cast and stage directions (nothing is created
+    when either is wrong: the message names the line or the probe)."""
+    if not isinstance(data, dict):
+        return [], []
+    cast = _cast_in_file(data)
+    script = []
+    if data.get("script") is not None:
+        try:
+            script = replay.normalise(data["script"])
+            replay.check_script(script, cast=cast, stage_directions=file_settings.get("stage_directions") or "")
+        except replay.ScriptError as exc:
+            raise HeadlessError(str(exc)) from None
+    try:
+        found = probes.parse(data.get("probes"), cast=cast, turns=len(script) or int(file_settings.get("max_turns") or 6))
+    except probes.ProbeError as exc:
+        raise HeadlessError(str(exc)) from None
+    return script, found
 
 
 def _settings_in_file(data: Any) -> dict:
@@ -75,6 +104,7 @@ def scenario_import(*, raw: bytes, username: str | None) -> Imported:
     if isinstance(data, dict) and data.get("format") != WONDA_FORMAT and ("spec" in data or "data" in data):
         raise HeadlessError("this is a character card, not a scenario: export a scenario (Wonda JSON) with its cast")
     file_settings = _settings_in_file(data)
+    script, found = _script_in_file(data, file_settings)
     users = get_user_model().objects
     owner = None
     if username:
@@ -92,7 +122,7 @@ def scenario_import(*, raw: bytes, username: str | None) -> Imported:
     except CardImportError as exc:
         raise HeadlessError(str(exc)) from None
     return Imported(owner=owner, throwaway=throwaway, scenario=result.scenario, characters=result.characters,
-                    file_settings=file_settings)
+                    file_settings=file_settings, script=script, probes=found)
 
 
 def run_settings(*, imported: Imported, turns: int | None, provider: str | None, mode: str | None) -> dict:
@@ -101,6 +131,11 @@ def run_settings(*, imported: Imported, turns: int | None, provider: str | None,
     for name, value in (("max_turns", turns), ("provider", provider), ("retrieval_mode", mode)):
         if value is not None:
             values[name] = value
+    if imported.script:
+        # A file with a script plays it (the replay provider) unless told otherwise, all its lines by default.
+        values["script"] = imported.script
+        values.setdefault("provider", Simulation.Provider.REPLAY)
+        values.setdefault("max_turns", len(imported.script))
     values.setdefault("provider", django_settings.LLM_PROVIDER)
     if values["provider"] == Simulation.Provider.OPENAI:
         values.setdefault("base_url", django_settings.LLM_BASE_URL)

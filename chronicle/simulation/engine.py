@@ -57,6 +57,7 @@ class TurnOutcome:
     writes: list[dict] = field(default_factory=list)
     # The context view (Turn.context): per model call, its sections with token counts and usage.
     context: dict = field(default_factory=dict)
+    aux_calls: int = 0  # model calls besides the speaker's own (importance, distortion) made for this line
     llm_ms: float = 0.0  # waiting for the model, every call and attempt of the turn (the analytics page)
 
     @property
@@ -157,9 +158,7 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     sections = prepopulate(turn, outcome) if mode in ("prepopulate", "both") else []
     # The simulation's tool set; the writes among them queue in context.deferred and are applied by
     # the turn's one transaction (turns.turn_finish), so a redone turn never writes twice.
-    wanted = [n for n in SIMULATION_TOOLS if n in set(turn.tool_set)]
-    tools = compact_schemas(openai_tool_schemas(wanted)) \
-        if mode in ("tools", "both") and turn.max_tool_calls > 0 and wanted else None
+    tools = offered_tools(turn, mode)
     parts = system_parts(mode=mode, agent=turn.agent, sections=sections, consult_memories=turn.consult_memories,
                          confidence_gating=turn.confidence_gating, tools=bool(tools))
     parts.append(Part("Pinned memories", "pinned", pinned_note(turn, outcome)))
@@ -169,10 +168,7 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     recorder = CallRecorder(system_spans=spans, tools=tools)
     outcome.context = recorder.context()
     offered = {t["function"]["name"] for t in tools or []}
-    context = ToolContext(bank=turn.bank, agent=turn.agent, current_turn=turn.number, scoring=turn.scoring,
-                          weights=turn.weights or None, known_characters=[c.name for c in turn.cast],
-                          deferred=outcome.writes, enhance=enhance_options(turn), clock=turn.clock,
-                          associations=turn.associations, distort=retrieval_filter(turn.agent, turn.distortions))
+    context = tool_context(turn, deferred=outcome.writes)
     calls_left = turn.max_tool_calls
     hints = turn.hints
     empty_answers = 0
@@ -206,6 +202,22 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
             continue
         break
     raise TurnFailed(no_line_reason(outcome, empty_answers, turn.max_tool_calls), outcome=outcome)
+
+
+def tool_context(turn: TurnInput, *, deferred: list[dict]) -> ToolContext:
+    """What the agent's tool calls at this turn search with: its bank, turn, presets, distortions."""
+    return ToolContext(bank=turn.bank, agent=turn.agent, current_turn=turn.number, scoring=turn.scoring,
+                       weights=turn.weights or None, known_characters=[c.name for c in turn.cast],
+                       deferred=deferred, enhance=enhance_options(turn), clock=turn.clock,
+                       associations=turn.associations, distort=retrieval_filter(turn.agent, turn.distortions))
+
+
+def offered_tools(turn: TurnInput, mode: str) -> list[dict] | None:
+    """The tool schemas a model is sent this turn (None: no tools in this mode or set)."""
+    wanted = [n for n in SIMULATION_TOOLS if n in set(turn.tool_set)]
+    if mode in ("tools", "both") and turn.max_tool_calls > 0 and wanted:
+        return compact_schemas(openai_tool_schemas(wanted))
+    return None
 
 
 def compact_schemas(tools: list[dict]) -> list[dict]:

@@ -20,7 +20,8 @@ from memory.retrieval import SCORING_PRESETS
 from memory.tools import REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS
 
 # The form's own fields for the run's settings (title first; weights come from three number fields).
-SETTINGS = tuple(name for name in SETTING_FIELDS if name not in ("title", "weights", "tool_set", "greeting_by"))
+SETTINGS = tuple(name for name in SETTING_FIELDS
+                 if name not in ("title", "weights", "tool_set", "greeting_by", "script", "pause_after"))
 
 OPTIONAL_WITH_DEFAULT = ("importance_scorer", "capture_importance_floor", "capture_duplicate_threshold",
                          "reflection_threshold", "consolidation_budget", "minutes_per_turn", "association_weight")

@@ -87,6 +87,7 @@ class Simulation(models.Model):
     class Provider(models.TextChoices):
         SCRIPTED = "scripted", "Scripted (dry run, offline)"
         OPENAI = "openai", "OpenAI-compatible server"
+        REPLAY = "replay", "Replay (lines given in advance: a script or a recorded run)"
 
     ACTIVE_STATUSES = (Status.QUEUED, Status.SEEDING, Status.RUNNING)
     FINISHED_STATUSES = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
@@ -209,6 +210,12 @@ class Simulation(models.Model):
     reflecting = models.JSONField(default=dict, blank=True, editable=False)
     # A character whose card greeting (first_mes) is turn 1, said without a model call; blank: none.
     greeting_by = models.CharField("Opening greeting by", max_length=100, blank=True)
+    # The replay provider's lines, one per turn (chronicle.simulation.replay): who speaks, the model's
+    # replies (tool calls, then the line). Blank for every other provider.
+    script = models.JSONField(default=list, blank=True)
+    # Stop after this turn (paused, with the reason said): a writer running a scene up to a point,
+    # evaluate_agents asking its probes there. Blank: run to the end.
+    pause_after = models.PositiveIntegerField("Pause after turn", null=True, blank=True)
     # Set when the model refused tool calling: later turns go straight to pre-populated memories.
     tools_unsupported = models.BooleanField(default=False)
 
@@ -245,6 +252,15 @@ class Simulation(models.Model):
             errors["tool_set"] = f"Unknown tool {unknown[0]!r}; the tools are: {', '.join(SIMULATION_TOOLS)}."
         elif not tools and self.retrieval_mode == self.RetrievalMode.TOOLS:
             errors["tool_set"] = "The Tools mode needs at least one tool: tick some, or choose Pre-populate."
+        if self.provider == self.Provider.REPLAY and not self.script:
+            errors["provider"] = "Replay plays lines given in advance: import a file with a script, or replay a finished run."
+        elif self.script and self.cast_snapshot:
+            from chronicle.simulation.replay import ScriptError, check_script
+
+            try:
+                check_script(self.script, cast=self.cast_names, stage_directions=self.stage_directions)
+            except ScriptError as exc:
+                errors["script"] = str(exc)
         if self.greeting_by and self.cast_snapshot and self.greeting_by not in self.cast_names:
             errors["greeting_by"] = f"{self.greeting_by} is not in this run's cast."
         if self.stage_directions and self.cast_snapshot:

@@ -26,7 +26,8 @@ SETTING_FIELDS = ("title", "max_turns", "speaking_order", "retrieval_mode", "sco
                   "tool_set", "query_context", "query_temporal", "query_synonyms", "association_weight", "consult_memories",
                   "confidence_gating", "greeting_by", "importance_scorer", "capture_importance_floor",
                   "capture_duplicate_threshold", "capture_only_concerning", "reflection_threshold",
-                  "consolidation_budget", "stage_directions", "minutes_per_turn", "planted_beliefs", "distortions", "sequel_carry")
+                  "consolidation_budget", "stage_directions", "minutes_per_turn", "planted_beliefs", "distortions", "sequel_carry",
+                  "script", "pause_after")
 SECRET_SETTINGS = ("api_key",)
 
 

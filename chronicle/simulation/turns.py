@@ -85,6 +85,8 @@ def transcript_for(simulation: Simulation, before: int, agent: str) -> list[tupl
 
 def choose_speaker(*, simulation: Simulation, index: int, provider) -> str:
     names = simulation.cast_names
+    if simulation.provider == Simulation.Provider.REPLAY and index < len(simulation.script or []):
+        return simulation.script[index]["speaker"]  # the script says who speaks (checked present on import)
     if simulation.greeting_by in names:
         # The character who opens with its card's greeting speaks first; the rotation starts there.
         start = names.index(simulation.greeting_by)
@@ -129,6 +131,19 @@ def _next_present(simulation: Simulation, index: int, names: list[str], here: se
     return next(name for name in names[start + 1:] + names[:start + 1] if name in here)
 
 
+def script_end(simulation: Simulation) -> float:
+    """The turns a replayed run has lines for (any other run: no end of its own)."""
+    if simulation.provider == Simulation.Provider.REPLAY:
+        return len(simulation.script or [])
+    return float("inf")
+
+
+def script_end_note(simulation: Simulation, done: int) -> str:
+    if done >= script_end(simulation) and done < simulation.max_turns:
+        return f"The script ended after {done} lines, before the {simulation.max_turns} turns this run was set for."
+    return ""
+
+
 @dataclass
 class Claim:
     turn: Turn | None = None
@@ -157,9 +172,10 @@ def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", 
             return Claim()
         if index != next_index(simulation):
             return Claim()  # a duplicate message for a turn already done (or not yet due)
-        if index >= simulation.max_turns:
+        if index >= simulation.max_turns or index >= script_end(simulation):
             simulation.status = Simulation.Status.COMPLETED
-            simulation.save(update_fields=["status", "updated"])
+            simulation.pause_reason = script_end_note(simulation, index)
+            simulation.save(update_fields=["status", "pause_reason", "updated"])
             return Claim()
         turn = Turn.objects.filter(simulation=simulation, index=index).first()
         now = timezone.now()
@@ -284,14 +300,15 @@ def apply_writes(*, bank, agent: str, turn: int, writes: list[dict]) -> None:
                 memory_associate(first=pair[0], second=pair[1])
 
 
-def capture_options(simulation: Simulation, turn: Turn) -> dict:
+def capture_options(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None = None) -> dict:
     """The run's memory-formation settings as remember_utterance takes them. The LLM scorer asks the
-    run's own model; the scripted provider has no opinion, so its runs use the heuristic."""
+    run's own model; the scripted provider has no opinion, so its runs use the heuristic. A replay
+    counts the calls a model would get (outcome.aux_calls) and lets the offline rules answer them."""
     ask = None
     scorer = simulation.importance_scorer
     if scorer == Simulation.ImportanceScorer.LLM:
-        if simulation.provider == Simulation.Provider.OPENAI:
-            ask = _model_asker(simulation, turn)
+        if simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY):
+            ask = _model_asker(simulation, turn, outcome)
         else:
             scorer = Simulation.ImportanceScorer.HEURISTIC
     threshold = simulation.capture_duplicate_threshold
@@ -302,17 +319,21 @@ def capture_options(simulation: Simulation, turn: Turn) -> dict:
     # character's way; the scripted provider uses the offline rule.
     distortions = simulation.distortion_filters
     rewrite = None
-    if distortions and simulation.provider == Simulation.Provider.OPENAI:
-        rewrite = ask or _model_asker(simulation, turn)
+    if distortions and simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY):
+        rewrite = ask or _model_asker(simulation, turn, outcome)
     return {"scorer": scorer, "ask": ask, "filters": filters, "distortions": distortions, "rewrite": rewrite}
 
 
-def _model_asker(simulation: Simulation, turn: Turn):
+def _model_asker(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None = None):
     from chronicle.simulation.providers import get_provider  # defers importing openai
 
     provider = get_provider(simulation)
 
     def ask(prompt: str) -> str:
+        if outcome is not None:
+            outcome.aux_calls += 1  # the model's work besides speaking, per turn (evaluate_agents)
+        if simulation.provider == Simulation.Provider.REPLAY:
+            return provider.ask(prompt)
         hints = TurnHints(agent=turn.agent, others=[], index=turn.index, first_turn_of_agent=False)
         result = provider.chat([{"role": "user", "content": prompt}], tools=None, allow_tools=False, hints=hints)
         return result.message.get("content") or ""
@@ -356,7 +377,7 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
                            turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
                            said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
-                           **capture_options(simulation, turn))
+                           **capture_options(simulation, turn, outcome))
     return plan
 
 
@@ -474,7 +495,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     searched = sum(float(r.get("latency_ms") or 0) for r in outcome.retrievals)
     spent = capture.prepare_ms + (time.perf_counter() - started) * 1000
     turn.context = dict(turn.context or {}, memory_ms=round(searched + spent, 2), capture_ms=round(spent, 2),
-                        llm_ms=round(outcome.llm_ms, 2),
+                        llm_ms=round(outcome.llm_ms, 2), aux_calls=outcome.aux_calls,
                         not_kept=len(captured.skipped), not_kept_notes=not_kept.splitlines())
     turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
     turn.save()
@@ -488,9 +509,14 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
         simulation.tools_unsupported = True
         fields.append("tools_unsupported")
     if simulation.status == Simulation.Status.RUNNING:
-        if turn.index + 1 >= simulation.max_turns:
+        if turn.index + 1 >= min(simulation.max_turns, script_end(simulation)):
             simulation.status = Simulation.Status.COMPLETED
-            fields.append("status")
+            simulation.pause_reason = script_end_note(simulation, turn.index + 1)
+            fields += ["status", "pause_reason"]
+        elif simulation.pause_after and turn.number >= simulation.pause_after:
+            simulation.status, simulation.pause_after = Simulation.Status.PAUSED, None
+            simulation.pause_reason = f"Paused after turn {turn.number}, as asked."
+            fields += ["status", "pause_after", "pause_reason"]
         elif simulation.step_once:
             simulation.status, simulation.step_once = Simulation.Status.PAUSED, False
             simulation.pause_reason = "Paused after one more turn."

@@ -1,4 +1,5 @@
-"""LLM providers: `scripted` (deterministic, offline dry run) and `openai` (any OpenAI-compatible server)."""
+"""LLM providers: `scripted` (deterministic, offline dry run), `openai` (any OpenAI-compatible server)
+and `replay` (lines given in advance: a script or a recorded run)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from chronicle.simulation.providers.base import (  # noqa: F401
     TurnHints,
     estimate_tokens,
 )
+from chronicle.simulation.providers.replay import ReplayProvider
 from chronicle.simulation.providers.scripted import ScriptedProvider
 
 
@@ -18,4 +20,6 @@ def get_provider(simulation) -> Provider:
         from chronicle.simulation.providers.openai_provider import OpenAIProvider  # defers importing openai (~0.6 s)
 
         return OpenAIProvider.for_simulation(simulation)
+    if simulation.provider == "replay":
+        return ReplayProvider(simulation.script)
     return ScriptedProvider()

@@ -1,0 +1,159 @@
+"""evaluate_agents: run scenario files through the real stack and ask their probes (chronicle.simulation.probes).
+
+Each file is imported as a throw-away writer, run on a Celery worker with the replay provider (its
+script; a file without one: the scripted provider), paused after each turn a probe asks about, and
+its probes asked there as the agent's next tool call would go. The figures are summed over files.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from chronicle import headless
+from chronicle.simulation import measures, probes
+from chronicle.simulation.models import Simulation
+from chronicle.simulation.services import simulation_resume, simulation_start
+
+ECE_BINS = 10
+
+
+@dataclass
+class Tally:
+    """Everything measured over the files, turned into the report by `report`."""
+
+    k: int
+    files: list[str] = field(default_factory=list)
+    answers: list[tuple[str, probes.Answer]] = field(default_factory=list)
+    prompt_per_turn: list[int] = field(default_factory=list)
+    full_definition_per_turn: list[int] = field(default_factory=list)
+    prefix_shares: list[float] = field(default_factory=list)
+    redundant: int = 0
+    returned: int = 0
+    aux_calls: int = 0
+    turns: int = 0
+    memory_ms: list[float] = field(default_factory=list)
+
+    def add_run(self, figures: dict) -> None:
+        self.prompt_per_turn += figures["prompt_per_turn"]
+        self.full_definition_per_turn += figures["full_definition_per_turn"]
+        self.prefix_shares += figures["prefix_shares"]
+        self.redundant += figures["redundant"]
+        self.returned += figures["returned"]
+        self.aux_calls += figures["aux_calls"]
+        self.turns += figures["turns"]
+        self.memory_ms += figures["memory_ms"]
+
+    def report(self) -> dict:
+        expect = [(f, a) for f, a in self.answers if a.probe.expect]
+        by_kind: dict[str, dict] = {}
+        for kind in sorted({a.probe.kind for _f, a in expect}):
+            mine = [a for _f, a in expect if a.probe.kind == kind]
+            by_kind[kind] = {"n": len(mine), "hit_at_1": _share(a.hit(1) for a in mine),
+                             "hit_at_k": _share(a.hit(self.k) for a in mine)}
+        for kind in sorted({a.probe.kind for _f, a in self.answers if a.probe.forbid}):
+            mine = [a for _f, a in self.answers if a.probe.forbid and a.probe.kind == kind]
+            by_kind.setdefault(kind, {})["forbid"] = {"n": len(mine), "leaks": sum(a.leaked for a in mine)}
+        leaks = [{"file": f, "agent": a.probe.agent, "after_turn": a.probe.after_turn, "question": a.probe.question,
+                  "forbid": a.probe.forbid} for f, a in self.answers if a.probe.forbid and a.leaked]
+        # The probes' own calls count toward redundancy too: what they got back that the window holds.
+        redundant = self.redundant + sum(measures.in_window(i["content"], a.window) for _f, a in self.answers for i in a.items)
+        returned = self.returned + sum(len(a.items) for _f, a in self.answers)
+        prompt, full = measures.p50(self.prompt_per_turn), measures.p50(self.full_definition_per_turn)
+        return {
+            "files": self.files, "probes": len(self.answers), "k": self.k,
+            "hit_at_1": _share(a.hit(1) for _f, a in expect), "hit_at_k": _share(a.hit(self.k) for _f, a in expect),
+            "by_kind": by_kind, "leaks": leaks,
+            "redundancy": round(redundant / returned, 4) if returned else None,
+            "calibration": calibration(expect),
+            "tokens": {"prompt_per_turn_p50": prompt, "full_definition_per_turn_p50": full,
+                       "saving": round(1 - prompt / full, 4) if prompt is not None and full else None},
+            "prefix_share": round(sum(self.prefix_shares) / len(self.prefix_shares), 4) if self.prefix_shares else None,
+            "aux_calls_per_turn": round(self.aux_calls / self.turns, 3) if self.turns else None,
+            "memory_ms_p50": measures.p50(self.memory_ms),
+            "errors": [{"file": f, "probe": a.probe.number, "error": a.error} for f, a in self.answers if a.error],
+        }
+
+
+def _share(flags) -> float | None:
+    flags = list(flags)
+    return round(sum(bool(f) for f in flags) / len(flags), 4) if flags else None
+
+
+def calibration(expect: list[tuple[str, probes.Answer]]) -> dict:
+    """Brier score and expected calibration error of the confidence shown per memory, against
+    whether that memory is the expected one."""
+    pairs = [(float(item["confidence"]), float(a.probe.expect.casefold() in item["content"].casefold()))
+             for _f, a in expect for item in a.items if item["confidence"] is not None]
+    if not pairs:
+        return {"brier": None, "ece": None, "n": 0}
+    brier = sum((c - y) ** 2 for c, y in pairs) / len(pairs)
+    ece = 0.0
+    for b in range(ECE_BINS):
+        low, high = b / ECE_BINS, (b + 1) / ECE_BINS
+        inside = [(c, y) for c, y in pairs if low <= c < high or (b == ECE_BINS - 1 and c == 1.0)]
+        if inside:
+            ece += len(inside) / len(pairs) * abs(sum(c for c, _ in inside) / len(inside)
+                                                  - sum(y for _, y in inside) / len(inside))
+    return {"brier": round(brier, 4), "ece": round(ece, 4), "n": len(pairs)}
+
+
+def wait_settled(simulation: Simulation, *, timeout: float = 120) -> None:
+    """Until the insights queued by the last turn are in (as the run page waits for them)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        simulation.refresh_from_db()
+        if not simulation.reflecting_now:
+            return
+        time.sleep(0.25)
+
+
+def evaluate_file(*, name: str, raw: bytes, tally: Tally, mode: str | None, preset: str | None,
+                  say: Callable[[str], None], keep: bool = False, timeout: float = 1800) -> None:
+    """Run one file to its end, asking its probes at their turns, and add what it measured to tally."""
+    imported = headless.scenario_import(raw=raw, username=None)
+    simulation = None
+    try:
+        values = headless.run_settings(imported=imported, turns=None, provider=None, mode=mode)
+        if not imported.script:
+            values["provider"] = Simulation.Provider.SCRIPTED
+        if preset:
+            values["scoring"] = preset
+        pending = sorted(imported.probes, key=lambda p: p.after_turn)
+        if pending:
+            values["pause_after"] = pending[0].after_turn
+        simulation = simulation_start(owner=imported.owner, scenario=imported.scenario,
+                                      cast=list(imported.scenario.cast.all()), settings=values)
+        say(f"{name}: simulation #{simulation.pk}, {simulation.max_turns} turns, {simulation.provider}, "
+            f"{simulation.retrieval_mode}, {len(pending)} probes.")
+        while True:
+            simulation = headless.wait_for_run(simulation, timeout=timeout, every=5, say=lambda line: say(f"{name}: {line}"))
+            done = headless.turns_done(simulation)
+            if simulation.status == Simulation.Status.PAUSED and simulation.pause_after is not None:
+                raise headless.HeadlessError(f"the run paused on its own: {simulation.pause_reason}")
+            if simulation.status not in (Simulation.Status.PAUSED, Simulation.Status.COMPLETED):
+                raise headless.HeadlessError(f"the run is {simulation.status}: {simulation.pause_reason or simulation.error}")
+            if simulation.status == Simulation.Status.PAUSED and "as asked" not in simulation.pause_reason:
+                raise headless.HeadlessError(f"the run paused: {simulation.pause_reason}")
+            wait_settled(simulation)
+            due = [p for p in pending if p.after_turn <= done]
+            for probe in due:
+                tally.answers.append((name, probes.ask(simulation, probe)))
+            pending = [p for p in pending if p.after_turn > done]
+            if due:
+                say(f"{name}: asked {len(due)} probes after turn {done}.")
+            if simulation.status == Simulation.Status.COMPLETED:
+                break
+            Simulation.objects.filter(pk=simulation.pk).update(pause_after=pending[0].after_turn if pending else None)
+            simulation.refresh_from_db()
+            simulation_resume(simulation=simulation)
+        tally.files.append(name)
+        tally.add_run(measures.run_figures(simulation))
+    finally:
+        if simulation is not None:
+            headless.run_stop(simulation)
+        if keep:
+            say(f"{name}: kept as simulation #{simulation.pk if simulation else '?'} of {imported.owner.username}.")
+        else:
+            headless.run_discard(imported=imported, simulation=simulation)

@@ -1,0 +1,68 @@
+"""Measure what agents remember inside a run: probes asked through their own tools after replayed turns.
+
+    manage.py evaluate_agents FILE… [--k 5] [--mode tools|prepopulate|both] [--preset NAME] [--keep]
+
+Each FILE is Wonda JSON with a scenario, its cast, a "script" (the lines, played by the replay
+provider; without one the scripted provider speaks) and "probes" (chronicle.simulation.probes).
+Progress goes to stderr; the last stdout line is one JSON object: files, probes, k, hit_at_1,
+hit_at_k, by_kind, leaks, redundancy, calibration, tokens, prefix_share, aux_calls_per_turn,
+memory_ms_p50 (README "Agent memory, measured" says what each means).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import BaseCommand, CommandError
+
+from chronicle import headless
+from chronicle.evaluation import Tally, evaluate_file
+from chronicle.simulation.models import Simulation
+from memory.retrieval.scoring import SCORING_PRESETS
+
+
+class Command(BaseCommand):
+    help = "Run scenario files with scripts and probes; print hit@k per kind, leaks, tokens and more as JSON."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("files", nargs="+", help="Wonda JSON files with a script and probes (examples/probes/*.json)")
+        parser.add_argument("--k", type=int, default=5, help="a probe hits at k when the answer is among the first k (default 5)")
+        parser.add_argument("--mode", choices=Simulation.RetrievalMode.values, default=None,
+                            help="how agents get their memories (default: each file's, or the run page's default)")
+        parser.add_argument("--preset", choices=sorted(SCORING_PRESETS), default=None, help="the scoring preset (default: each file's)")
+        parser.add_argument("--keep", action="store_true", help="keep the runs (and their throw-away users)")
+        parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for each run")
+
+    def handle(self, *args, files: list[str], k: int, mode: str | None, preset: str | None, keep: bool,
+               timeout: float, **options) -> None:
+        if k < 1:
+            raise CommandError("--k must be 1 or more")
+        sources = []
+        for file in files:
+            try:
+                sources.append((Path(file).name, Path(file).read_bytes()))
+            except OSError as exc:
+                raise CommandError(f"{file}: {exc.strerror or exc}") from None
+        log_dir = Path(settings.VAR_DIR) / "runs" / f"evaluate-{time.strftime('%Y%m%d-%H%M%S')}"
+        try:
+            worker = headless.worker_for_run(log_dir)
+        except RuntimeError as exc:
+            raise CommandError(f"no worker was running and one could not be started: {exc}") from None
+        tally = Tally(k=k)
+        try:
+            for name, raw in sources:
+                try:
+                    evaluate_file(name=name, raw=raw, tally=tally, mode=mode, preset=preset, say=self.stderr.write,
+                                  keep=keep, timeout=timeout)
+                except headless.HeadlessError as exc:
+                    raise CommandError(f"{name}: {exc}") from None
+        finally:
+            if worker is not None:
+                worker.stop()
+        report = tally.report()
+        self.stderr.write(f"{report['probes']} probes: hit@1 {report['hit_at_1']}, hit@{k} {report['hit_at_k']}, "
+                          f"{len(report['leaks'])} leaks.")
+        self.stdout.write(json.dumps(report, ensure_ascii=False))
