@@ -25,6 +25,7 @@ from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import
 from chronicle.services.characters import character_delete
 from chronicle.services.scenarios import scenario_delete
 from chronicle.simulation import probes, replay
+from chronicle.writing.exports import FORMAT as SIMULATION_FORMAT
 from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.selectors import token_summary
@@ -99,6 +100,10 @@ def scenario_import(*, raw: bytes, username: str | None) -> Imported:
         data = json.loads(raw.decode("utf-8-sig"))
     except ValueError:
         data = None  # not JSON: the importer says what is wrong with it, below
+    if isinstance(data, dict) and data.get("format") == SIMULATION_FORMAT:
+        # A recorded run (a simulation's export): its scene and cast, replaying its model's lines.
+        data = replay.scenario_file_from_export(data)
+        raw = json.dumps(data).encode()
     if isinstance(data, dict) and data.get("format") == WONDA_FORMAT and "scenario" not in data:
         raise HeadlessError("this Wonda file holds a character, not a scenario: export a scenario with its cast")
     if isinstance(data, dict) and data.get("format") != WONDA_FORMAT and ("spec" in data or "data" in data):

@@ -18,6 +18,7 @@ from chronicle.simulation.context import MESSAGE_OVERHEAD, REPLY_PRIMING, CallRe
 from chronicle.simulation.prompts import (
     CONFIDENCE_FLOOR, Section, full_definition_text, system_parts, user_message,
 )
+from chronicle.simulation.replies import is_refusal, text_tool_calls
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
 from memory.distortion import retrieval_filter
 from memory.relationships import describe, standing
@@ -178,6 +179,10 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
         recorder.record(outcome.context, messages, result)
         message = result.message
         tool_calls = message.get("tool_calls") or []
+        if not tool_calls and tools and calls_left > 0:
+            tool_calls = text_tool_calls(message.get("content"), offered, prefix=f"text_{turn.index}_{_round}")
+            if tool_calls:
+                outcome.notes.append("The model wrote a tool call as text; it was run as one.")
         if tool_calls and tools:
             messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": tool_calls})
             for call in tool_calls:
@@ -192,6 +197,10 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
             # Memory consultation: the agent said it found nothing relevant; a note, not part of the line.
             text = text[marker.end():].strip()
             outcome.notes.append(f"{turn.agent} found no relevant memories (memory consultation).")
+        if text and is_refusal(text):
+            messages.append({"role": "assistant", "content": message.get("content")})
+            raise TurnFailed(f"the model declined to speak as {turn.agent}: “{text[:200]}”. Regenerate the turn, "
+                             "write the line by hand, or try another model.", outcome=outcome)
         if text:
             messages.append({"role": "assistant", "content": message.get("content")})
             outcome.utterance = shorten(text, outcome, "The model's reply")

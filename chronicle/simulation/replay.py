@@ -74,7 +74,10 @@ def normalise(raw) -> list[dict]:
                 raise ScriptError(f"{where} ({speaker}): give the \"text\" to say.")
             calls = _calls(entry.get("tool_calls"), where)
             replies = ([{"content": None, "tool_calls": calls}] if calls else []) + [{"content": text, "tool_calls": []}]
-        lines.append({"speaker": speaker.strip(), "text": text, "replies": replies})
+        line = {"speaker": speaker.strip(), "text": text, "replies": replies}
+        if entry.get("recorded"):
+            line["recorded"] = True  # a model's own calls, unknown tools included: replayed as they were
+        lines.append(line)
     return lines
 
 
@@ -123,17 +126,34 @@ def script_from_export(data: dict) -> list[dict]:
             replies = [{"content": turn.get("utterance") or "", "tool_calls": []}]
         script.append({"speaker": turn.get("agent") or "", "text": turn.get("utterance") or "", "replies": replies,
                        "recorded": True})
-    return normalise_recorded(script)
-
-
-def normalise_recorded(script: list[dict]) -> list[dict]:
-    lines = normalise(script)
-    for line in lines:
-        line["recorded"] = True  # a model may have called a tool that does not exist: replayed as it was
-    return lines
+    return normalise(script)
 
 
 def script_from_simulation(simulation) -> list[dict]:
     """A finished run's lines as a script (what "Replay under other settings" starts from)."""
     turns = simulation.turns.done().order_by("index").values("index", "agent", "utterance", "status", "prompt_messages")
     return script_from_export({"turns": list(turns)})
+
+
+def scenario_file_from_export(export: dict) -> dict:
+    """A simulation's JSON export as a Wonda scenario file whose script replays it: the run's scenario,
+    its cast as it was, its settings (the provider's aside), and each line with its model's replies."""
+    from chronicle.services.cards import WONDA_FORMAT
+    from chronicle.simulation.services import SECRET_SETTINGS
+
+    run = export.get("simulation") if isinstance(export.get("simulation"), dict) else {}
+    cast = [c for c in export.get("cast") or [] if isinstance(c, dict) and c.get("name")]
+    scenario = dict(export.get("scenario") or {})
+    scenario["cast"] = [c["name"] for c in cast]
+    # The model's connection stays behind; what it was told and how memory behaved travel.
+    left_out = {"provider", "base_url", "model", "timeout_s", "script", "pause_after", "title", "tools_unsupported",
+                "sequel_carry", *SECRET_SETTINGS}
+    settings = {k: v for k, v in run.items() if k not in left_out and k != "status" and k != "branch_turn"
+                and k != "sequel_of" and v is not None}
+    script = script_from_export(export)
+    settings["max_turns"] = len(script)
+    characters = [{k: v for k, v in c.items() if k not in ("first_mes",)} for c in cast]
+    return {"format": WONDA_FORMAT, "version": 1, "settings": settings, "scenario": scenario,
+            "characters": characters, "script": script,
+            "recorded": {"title": run.get("title") or scenario.get("title") or "", "model": run.get("model") or "",
+                         "retrieval_mode": run.get("retrieval_mode") or ""}}

@@ -1,0 +1,137 @@
+"""The replay provider: a script's or a recorded model's lines through the real engine, worker and memory."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from chronicle import headless
+from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.services import simulation_resume, simulation_start
+from tests.chronicle.simulation.conftest import wait_status
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+RECORDED = FIXTURES / "recorded"
+
+
+def run_file(path: Path, **options) -> dict:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("run_simulation", str(path), stdout=out, stderr=err, **{"timeout": 300, **options})
+    finally:
+        print(err.getvalue())
+    return json.loads(out.getvalue().strip().splitlines()[-1])
+
+
+def start(path: Path, owner, **overrides) -> Simulation:
+    imported = headless.scenario_import(raw=path.read_bytes(), username=owner.username)
+    values = headless.run_settings(imported=imported, turns=None, provider=None, mode=None) | overrides
+    return simulation_start(owner=owner, scenario=imported.scenario, cast=list(imported.scenario.cast.all()),
+                            settings=values)
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("name", ["demo", "rumour"])
+def test_a_recorded_model_run_replays_line_by_line_with_its_tool_calls(name):
+    recording = json.loads((RECORDED / f"{name}.json").read_text())
+    result = run_file(RECORDED / f"{name}.json")
+
+    # Every line the model wrote is said again, by the same speaker, in order.
+    assert [(t["speaker"], t["text"]) for t in result["turns"]] == \
+        [(line["speaker"], line["text"]) for line in recording["script"]]
+    # Each tool call the model made was made again, for real: its results are recorded with the turn.
+    for turn, line in zip(result["turns"], recording["script"]):
+        called = [c["name"] for reply in line["replies"] for c in reply["tool_calls"]]
+        made = [r["tool"] for r in turn["retrievals"] if r["tool"] not in ("prepopulate", "pinned")]
+        assert set(called) <= set(made) or (not called and not made)
+    # Memory formed as in any run: the lines were heard and remembered.
+    assert result["memories_by_kind"]["episodic"] >= len(recording["script"])
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_recorded_run_replays_under_other_memory_settings():
+    """The demo a model played in tools mode, replayed pre-populated: the same lines, no tool calls."""
+    recording = json.loads((RECORDED / "demo.json").read_text())
+    result = run_file(RECORDED / "demo.json", mode="prepopulate")
+
+    assert [t["text"] for t in result["turns"]] == [line["text"] for line in recording["script"]]
+    assert all({r["tool"] for r in t["retrievals"]} <= {"prepopulate"} for t in result["turns"])
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_the_shapes_real_models_send_are_read_as_a_model_meant_them(user, celery_worker):
+    simulation = start(RECORDED / "shapes.json", user)
+    wait_status(simulation, Simulation.Status.PAUSED)
+    turns = {t.number: t for t in Turn.objects.filter(simulation=simulation).prefetch_related("retrievals")}
+
+    # Text beside a tool call: the call is made, the text stays in what was sent, the line is the reply after.
+    assert [r.tool for r in turns[1].retrievals.all()] == ["query_scene"]
+    assert turns[1].utterance.startswith("Right, it's seven")
+    assert any(m.get("content") == "Let me check who is here first." for m in turns[1].prompt_messages)
+    # Several calls in one reply, one without its optional arguments: both made in one round.
+    assert sorted(r.tool for r in turns[2].retrievals.all()) == ["query_self", "recall_episodes"]
+    assert not any(r.error for r in turns[2].retrievals.all())
+    # A call written as text is run as a call, and the turn says so.
+    assert [r.tool for r in turns[3].retrievals.all()] == ["query_memory"]
+    assert turns[3].utterance.startswith("Bella's is fine") and "tool call as text" in turns[3].note
+    # A tool that does not exist: the agent is told which exist, the turn goes on.
+    unknown = turns[4].retrievals.get()
+    assert unknown.tool == "search_web" and "unknown tool" in unknown.error
+    # A refusal is not said as the character's line: the turn fails with it, the run pauses.
+    assert turns[5].status == Turn.Status.FAILED and "declined to speak as Jordan" in turns[5].error
+    assert "declined to speak as Jordan" in simulation.pause_reason
+    # The replay counted the importance calls a model would have had (one per listener per line).
+    assert sum(int((t.context or {}).get("aux_calls") or 0) for t in turns.values()) >= 4 * 3
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_script_shorter_than_the_run_ends_with_the_script_and_says_so(user, celery_worker):
+    simulation = start(FIXTURES / "probes" / "every_kind.json", user, max_turns=20, pause_after=3)
+    wait_status(simulation, Simulation.Status.PAUSED)
+    assert simulation.turns.done().count() == 3 and simulation.pause_reason == "Paused after turn 3, as asked."
+
+    simulation_resume(simulation=simulation)
+    wait_status(simulation, Simulation.Status.COMPLETED)
+    assert simulation.turns.done().count() == 12
+    assert simulation.pause_reason == "The script ended after 12 lines, before the 20 turns this run was set for."
+
+
+def _file(**changes) -> bytes:
+    data = json.loads((FIXTURES / "probes" / "every_kind.json").read_text())
+    for key, value in changes.items():
+        data[key] = value
+    return json.dumps(data).encode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("change, message", [
+    ({"script": [{"speaker": "Alex", "text": "Hi."}, {"speaker": "Bob", "text": "Hello."}]},
+     "Script line 2: Bob is not in the cast"),
+    ({"script": [{"speaker": "Alex", "text": "Hi."}, {"speaker": "Jordan"}]}, "Script line 2 (Jordan): give the \"text\""),
+    ({"script": [{"speaker": "Alex", "text": "Hi.", "tool_calls": [{"name": "query_everything"}]}]},
+     "Script line 1: there is no tool 'query_everything'"),
+    ({"script": [{"speaker": "Alex", "text": "Hi."}, {"speaker": "Sam", "text": "*leaves the room*"},
+                 {"speaker": "Sam", "text": "Back!"}]}, "Script line 3: Sam is not in the room at turn 3"),
+    ({"probes": [{"after_turn": 2, "agent": "Bob", "kind": "self", "question": "Who am I?", "expect": "x"}]},
+     "Probe 1 ('Who am I?'): 'Bob' is not in the cast"),
+    ({"probes": [{"after_turn": 40, "agent": "Sam", "kind": "self", "question": "Who am I?", "expect": "x"}]},
+     "after_turn 40 is past the script's 12 lines"),
+    ({"probes": [{"after_turn": 2, "agent": "Sam", "kind": "self", "question": "Who am I?"}]},
+     "give one of \"expect\""),
+])
+def test_a_bad_script_or_probe_is_refused_naming_it_and_nothing_is_created(change, message):
+    with pytest.raises(headless.HeadlessError) as refused:
+        headless.scenario_import(raw=_file(**change), username=None)
+    assert message in str(refused.value)
+    assert not Simulation.objects.exists()
+    from chronicle.models import Character
+
+    assert not Character.objects.exists()
