@@ -16,7 +16,7 @@ text is in the window or in anything returned.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from chronicle.simulation.prompts import transcript_text
 
@@ -35,10 +35,12 @@ class Probe:
     expect: str = ""
     forbid: str = ""
     tool: str = "query_memory"
-    arguments: dict = field(default_factory=dict)
+    arguments: dict | None = None  # None: {"query": question} for query_memory, {} for another tool
 
     def call(self) -> tuple[str, dict]:
-        return self.tool, (self.arguments if self.arguments else {"query": self.question})
+        if self.arguments is not None:
+            return self.tool, dict(self.arguments)
+        return self.tool, ({"query": self.question} if self.tool == "query_memory" else {})
 
 
 def parse(raw, *, cast: list[str], turns: int) -> list[Probe]:
@@ -77,8 +79,8 @@ def parse(raw, *, cast: list[str], turns: int) -> list[Probe]:
         tool = item.get("tool", "query_memory")
         if tool not in TOOLS:
             raise ProbeError(f"{where}: there is no tool {tool!r}.")
-        arguments = item.get("arguments") or {}
-        if not isinstance(arguments, dict):
+        arguments = item.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
             raise ProbeError(f"{where}: arguments must be an object.")
         probes.append(Probe(number=number, after_turn=after, agent=agent, kind=kind.strip(), question=question.strip(),
                             expect=(expect or "").strip(), forbid=(forbid or "").strip(), tool=tool,

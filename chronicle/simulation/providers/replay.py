@@ -35,7 +35,7 @@ class ReplayProvider(Provider):
         # The engine sends back each reply we gave this turn as an assistant message: that many rounds are done.
         done = sum(1 for m in messages if m.get("role") == "assistant")
         reply = replies[done] if done < len(replies) else replies[-1]
-        if not (reply.get("tool_calls") and tools and allow_tools):
+        if not (tools and allow_tools) or reply.get("tool_calls") and done >= len(replies) - 1:
             # The line (no tools offered, as in pre-populate, or the budget spent: straight to it).
             reply = replies[-1] if not replies[-1].get("tool_calls") else {"content": entry.get("text") or ""}
         message: dict = {"role": "assistant", "content": reply.get("content")}
