@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from django.db import transaction
 
 from chronicle.models import Character, Scenario
@@ -128,3 +131,24 @@ def load_demo(*, owner) -> bool:
                 cast.append(character_create(owner=owner, data=data))
         scenario_create(owner=owner, data=SCENARIO, cast=cast)
     return True
+
+
+RECORDED_DIR = Path(__file__).resolve().parent.parent / "examples" / "recorded"
+
+
+def load_recorded(*, owner) -> list[str]:
+    """The shipped recorded runs (lines a model wrote, replayed through the engine with every setting),
+    imported once as finished runs, so a newcomer without a model server sees what a model's scene
+    looks like in Wonda. Their memory banks are rebuilt by the worker (simulation_import)."""
+    from chronicle.simulation.models import Simulation
+    from chronicle.writing.exports import simulation_import
+
+    loaded = []
+    for path in sorted(RECORDED_DIR.glob("*.simulation.json")):
+        data = json.loads(path.read_text())
+        title = (data.get("simulation") or {}).get("title") or path.stem
+        if Simulation.objects.owned_by(owner).filter(title=title).exists():
+            continue
+        simulation_import(owner=owner, data=data)
+        loaded.append(title)
+    return loaded

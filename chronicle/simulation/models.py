@@ -336,6 +336,21 @@ class Simulation(models.Model):
         return present_at(self.directions, self.cast_names, number)
 
     @property
+    def is_recorded(self) -> bool:
+        """A replay of a model's own lines (a recorded run), not a writer's script."""
+        return self.provider == self.Provider.REPLAY and any(line.get("recorded") for line in self.script or [])
+
+    @property
+    def provider_label(self) -> str:
+        """Who writes the lines, in a writer's words (the run page's header)."""
+        if self.provider == self.Provider.REPLAY:
+            what = "Recorded: lines written by a model, replayed" if self.is_recorded else "Replay of a script"
+            return f"{what} ({len(self.script or [])} lines)"
+        if self.is_dry_run:
+            return "scripted provider"
+        return f"{self.model} at {self.base_url}"
+
+    @property
     def is_dry_run(self) -> bool:
         return self.provider == self.Provider.SCRIPTED
 

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import BaseCommand, call_command
 
-from chronicle.demo import load_demo
+from chronicle.demo import load_demo, load_recorded
 
 
 class Command(BaseCommand):
@@ -20,6 +20,8 @@ class Command(BaseCommand):
         user = self._ensure_user()
         if load_demo(owner=user):
             self.stdout.write("Demo scenario loaded (dinner planning, three characters).")
+        for title in load_recorded(owner=user):
+            self.stdout.write(f"Recorded run loaded: {title} (lines written by a model, replayed).")
 
     def _ensure_user(self):
         User = get_user_model()
