@@ -190,3 +190,15 @@ class LLMSettingsForm(forms.ModelForm):
         elif not data.get("api_key"):
             data.pop("api_key", None)  # blank: keep what is stored
         return data
+
+
+class ReplayForm(forms.ModelForm):
+    """A finished run's lines, replayed under other memory settings (the replay provider)."""
+
+    scoring = forms.ChoiceField(choices=[(name, name) for name in SCORING_PRESETS], label="Scoring preset")
+
+    class Meta:
+        model = Simulation
+        fields = ["retrieval_mode", "scoring", "association_weight", "reflection_threshold", "distortions"]
+        widgets = {"distortions": forms.Textarea(attrs={"rows": 2, "placeholder": "Jordan: paranoia"})}
+        labels = {"retrieval_mode": "How agents get their memories"}

@@ -160,6 +160,34 @@ def simulation_llm_update(*, simulation: Simulation, settings: dict) -> Simulati
 
 
 @transaction.atomic
+def simulation_replay(*, source: Simulation, changes: dict) -> Simulation:
+    """A new run that replays `source`'s lines from turn 1 (its model's replies and tool calls, or its
+    script) with the memory settings in `changes`, seeded afresh from the same snapshots."""
+    from chronicle.simulation.replay import script_from_simulation
+    from chronicle.simulation.tasks import start_simulation_task  # the tasks call these services
+
+    if source.is_live:
+        raise ControlError("Pause the run (or let it finish) before replaying it.")
+    script = source.script if source.provider == Simulation.Provider.REPLAY else script_from_simulation(source)
+    if not script:
+        raise ControlError("This run has no finished lines to replay yet.")
+    run = Simulation(owner=source.owner, scenario=source.scenario, scenario_snapshot=source.scenario_snapshot,
+                     cast_snapshot=source.cast_snapshot, sequel_of=source.sequel_of, status=Simulation.Status.SEEDING)
+    for name in SETTING_FIELDS:
+        setattr(run, name, getattr(source, name))
+    run.provider, run.script, run.max_turns, run.pause_after = Simulation.Provider.REPLAY, script, len(script), None
+    for name, value in changes.items():
+        setattr(run, name, value)
+    run.title = f"{source.title or source} · replayed ({run.retrieval_mode}, {run.scoring})"[:200]
+    run.full_clean()
+    run.save()
+    run.bank = bank_create(name=f"Simulation #{run.pk}: {run.title}"[:200], owner=run.owner)
+    run.save(update_fields=["bank", "updated"])
+    start_simulation_task.delay_on_commit(run.pk)
+    return run
+
+
+@transaction.atomic
 def simulation_cancel(*, simulation: Simulation) -> Simulation:
     simulation = _locked(simulation)
     if simulation.is_finished:

@@ -10,5 +10,6 @@ urlpatterns = [
     path("<int:pk>/", views.simulation_detail, name="simulation_detail"),
     path("<int:pk>/llm/", views.simulation_llm, name="simulation_llm"),
     path("<int:pk>/delete/", views.simulation_delete, name="simulation_delete"),
+    path("<int:pk>/replay/", views.simulation_replay, name="simulation_replay"),
     path("<int:pk>/turns/<turn:index>/", views.turn_detail, name="simulation_turn"),
 ]

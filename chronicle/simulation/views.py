@@ -21,7 +21,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from chronicle.simulation import selectors, services
 from chronicle.simulation.beliefs import who_believes
-from chronicle.simulation.forms import LLMSettingsForm, SimulationForm
+from chronicle.simulation.forms import LLMSettingsForm, ReplayForm, SimulationForm
 from chronicle.simulation.models import Simulation
 
 CONTROLS = {
@@ -74,7 +74,8 @@ def _page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = Non
         llm_form = LLMSettingsForm(instance=simulation)
     context = {"simulation": simulation, "turns": turns, "tokens": selectors.token_summary(turns),
                "beliefs": who_believes(simulation) if simulation.planted_beliefs else [],
-               "progress": selectors.progress(simulation, turns), "llm_form": llm_form}
+               "progress": selectors.progress(simulation, turns), "llm_form": llm_form,
+               "replay_form": ReplayForm(instance=simulation) if simulation.is_finished and turns else None}
     if not poll:
         context["tree"] = selectors.branch_tree(simulation, simulation.owner)
         context["relationships"] = selectors.relationship_charts(simulation)
@@ -173,3 +174,22 @@ def turn_detail(request: HttpRequest, pk: int, index: int) -> HttpResponse:
                                 {"simulation": simulation, "turn": turn, "panel": True})
     query = request.GET.urlencode()
     return redirect(reverse("turn_inspect", args=[pk, index]) + (f"?{query}" if query else ""))
+
+
+@login_required
+@require_POST
+def simulation_replay(request: HttpRequest, pk: int) -> HttpResponse:
+    """Replay a finished run's lines under other memory settings: a new run, at no model cost."""
+    source = get_object_or_404(Simulation.objects.owned_by(request.user), pk=pk)
+    form = ReplayForm(request.POST, instance=Simulation(cast_snapshot=source.cast_snapshot))
+    if not form.is_valid():
+        problems = "; ".join(f"{form.fields[name].label if name in form.fields else name}: {' '.join(errors)}"
+                             for name, errors in form.errors.items())
+        messages.error(request, f"The replay was not started: {problems}")
+        return redirect(source)
+    try:
+        run = services.simulation_replay(source=source, changes={name: form.cleaned_data[name] for name in form.Meta.fields})
+    except services.ControlError as exc:
+        messages.error(request, str(exc))
+        return redirect(source)
+    return redirect(run)

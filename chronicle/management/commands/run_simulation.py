@@ -1,6 +1,6 @@
 """Run a scenario file from the command line, through the same engine and Celery tasks as the browser.
 
-    manage.py run_simulation FILE [--owner USERNAME] [--turns N] [--provider scripted|openai]
+    manage.py run_simulation FILE [--owner USERNAME] [--turns N] [--provider scripted|openai|replay]
                                   [--mode tools|prepopulate|both] [--keep]
 
 FILE is Wonda JSON with a scenario and its characters (what "Export" on a scenario gives, e.g.

@@ -137,3 +137,42 @@ def test_a_bad_script_or_probe_is_refused_naming_it_and_nothing_is_created(chang
     from chronicle.models import Character
 
     assert not Character.objects.exists()
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_model_runs_json_export_replays_from_the_command_line():
+    """The export of the run the model played (provider openai), given to run_simulation as it is."""
+    export = json.loads((RECORDED / "demo.openai-export.json").read_text())
+    result = run_file(RECORDED / "demo.openai-export.json", turns=4)
+
+    assert [t["text"] for t in result["turns"]] == [t["utterance"] for t in export["turns"][:4]]
+    # Turn 1: the model called query_self and query_scene in one reply; the replay makes both again.
+    assert {r["tool"] for r in result["turns"][0]["retrievals"]} == {"query_self", "query_scene"}
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_finished_run_replays_from_its_page_under_other_memory_settings(user, other_user, client_for,
+                                                                          celery_worker):
+    source = start(FIXTURES / "probes" / "every_kind.json", user)
+    wait_status(source, Simulation.Status.COMPLETED)
+    client = client_for(user)
+    assert 'id="replay"' in client.get(source.get_absolute_url()).content.decode()
+
+    form = {"retrieval_mode": "prepopulate", "scoring": "decayed", "association_weight": "0",
+            "reflection_threshold": "100", "distortions": "Sam: paranoia"}
+    assert client_for(other_user).post(f"/simulations/{source.pk}/replay/", form).status_code == 404
+    response = client_for(user).post(f"/simulations/{source.pk}/replay/", form)
+    replay = Simulation.objects.exclude(pk=source.pk).get()
+    assert response.status_code == 302 and response["Location"] == replay.get_absolute_url()
+    wait_status(replay, Simulation.Status.COMPLETED)
+
+    assert (replay.provider, replay.retrieval_mode, replay.scoring) == ("replay", "prepopulate", "decayed")
+    assert list(replay.turns.done().values_list("utterance", flat=True)) == \
+        list(source.turns.done().values_list("utterance", flat=True))
+    # The setting changed what memory made of the same lines: Sam's copies now go through paranoia.
+    from memory.models import Memory
+
+    assert Memory.objects.filter(bank=replay.bank, agent="Sam", metadata__has_key="distortion").exists()
+    assert not Memory.objects.filter(bank=source.bank, agent="Sam", metadata__has_key="distortion").exists()
