@@ -38,7 +38,8 @@ from wonda_site.pool import pool_status
 
 # What a scenario file may set for its run under an optional top-level "settings" object (the
 # importer ignores it); the command line's options win. Never the API key: files get shared.
-FILE_SETTINGS = tuple(name for name in SETTING_FIELDS if name not in SECRET_SETTINGS)
+# The script is the file's own top-level "script" (checked line by line), not a setting.
+FILE_SETTINGS = tuple(name for name in SETTING_FIELDS if name not in (*SECRET_SETTINGS, "script"))
 
 
 class HeadlessError(Exception):

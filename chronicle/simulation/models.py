@@ -409,8 +409,11 @@ class Simulation(models.Model):
         if self.greeting_by:
             labels.append(f"opens with {self.greeting_by}'s greeting")
         # Memory formation: how lines are scored and kept, when agents reflect and consolidate.
-        scorer = "model" if self.importance_scorer == self.ImportanceScorer.LLM and self.provider == self.Provider.OPENAI \
-            else "heuristic"
+        scorer = "heuristic"
+        if self.importance_scorer == self.ImportanceScorer.LLM and self.provider == self.Provider.OPENAI:
+            scorer = "model"
+        elif self.importance_scorer == self.ImportanceScorer.LLM and self.provider == self.Provider.REPLAY:
+            scorer = "heuristic (the calls a model would get are counted)"
         labels.append(f"importance: {scorer}")
         kept = [text for on, text in ((self.capture_importance_floor, f"importance ≥ {self.capture_importance_floor:g}"),
                                       (self.capture_duplicate_threshold < 1, f"no duplicates ≥ {self.capture_duplicate_threshold:g}"),
