@@ -1,7 +1,7 @@
 """Run a scenario file from the command line, through the same engine and Celery tasks as the browser.
 
     manage.py run_simulation FILE [--owner USERNAME] [--turns N] [--provider scripted|openai|replay]
-                                  [--mode tools|prepopulate|both] [--keep]
+                                  [--mode tools|prepopulate|both] [--keep] [--save-recording PATH]
 
 FILE is Wonda JSON with a scenario and its characters (what "Export" on a scenario gives, e.g.
 examples/demo.json). Progress goes to stderr; the last stdout line is one JSON object:
@@ -21,6 +21,8 @@ from django.core.exceptions import ValidationError
 from django.core.management import BaseCommand, CommandError
 
 from chronicle import headless
+from chronicle.simulation import replay
+from chronicle.writing.exports import to_json
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.services import simulation_start
 
@@ -39,6 +41,9 @@ class Command(BaseCommand):
         parser.add_argument("--mode", choices=Simulation.RetrievalMode.values, default=None,
                             help="how agents get their memories (default: the file's, or the run page's default)")
         parser.add_argument("--keep", action="store_true", help="keep the run (and the throw-away user) afterwards")
+        parser.add_argument("--save-recording", default="", metavar="PATH",
+                            help="write the finished run as a scenario file whose script replays it (its lines and "
+                                 "the tool calls its model made): a model's run becomes a replay fixture")
         parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the run (default 1800)")
         parser.add_argument("--progress-every", type=float, default=3, help=argparse.SUPPRESS)
 
@@ -46,7 +51,7 @@ class Command(BaseCommand):
         self.stderr.write(line)
 
     def handle(self, *args, file: str, owner: str, turns: int | None, provider: str | None, mode: str | None,
-               keep: bool, timeout: float, progress_every: float, **options) -> None:
+               keep: bool, timeout: float, progress_every: float, save_recording: str = "", **options) -> None:
         path = Path(file)
         try:
             raw = path.read_bytes()
@@ -84,6 +89,10 @@ class Command(BaseCommand):
                 self.stdout.write(json.dumps(headless.run_report(simulation), ensure_ascii=False))
                 raise CommandError(str(exc)) from None
             finished = True
+            if save_recording:
+                recording = replay.scenario_file_from_export(to_json(simulation))
+                Path(save_recording).write_text(json.dumps(recording, ensure_ascii=False, indent=1))
+                self.say(f"Saved the recording ({len(recording['script'])} lines) to {save_recording}.")
             self.say(f"turns done: {headless.turns_done(simulation)}/{simulation.max_turns}; "
                      f"the run is {simulation.status}.")
             self.stdout.write(json.dumps(headless.run_report(simulation), ensure_ascii=False))

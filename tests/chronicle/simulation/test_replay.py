@@ -179,3 +179,16 @@ def test_a_finished_run_replays_from_its_page_under_other_memory_settings(user, 
 
     assert Memory.objects.filter(bank=replay.bank, agent="Sam", metadata__has_key="distortion").exists()
     assert not Memory.objects.filter(bank=source.bank, agent="Sam", metadata__has_key="distortion").exists()
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_run_saved_as_a_recording_replays_to_the_same_lines(tmp_path):
+    saved = tmp_path / "recording.json"
+    first = run_file(RECORDED / "shapes.json", turns=4, save_recording=str(saved))
+    recording = json.loads(saved.read_text())
+    assert [line["speaker"] for line in recording["script"]] == ["Alex", "Jordan", "Sam", "Alex"]
+    assert all(line["recorded"] for line in recording["script"])
+
+    again = run_file(saved)
+    assert [t["text"] for t in again["turns"]] == [t["text"] for t in first["turns"]]
