@@ -20,26 +20,31 @@ from django.db import connection, transaction
 
 from memory.models import Memory, MemoryBank, Relationship
 
-# Word starts, each with how far one occurrence moves the standing (a line's move is capped at
-# MAX_STEP). Matched on word starts, case-insensitively, so "thank" covers thanks and thankful.
-WARM = {"thank": 0.1, "love": 0.15, "glad": 0.1, "wonderful": 0.1, "great idea": 0.15,
-        "agree": 0.1, "kind": 0.1, "friend": 0.1, "appreciat": 0.15, "sorry": 0.05, "forgive": 0.15,
+# Word starts (regular expressions), each with how far one occurrence moves the standing (a line's
+# move is capped at MAX_STEP), matched case-insensitively, so "thank" covers thanks and thankful. The
+# lookaheads keep everyday phrases out: "what kind of", "lovely", "trust me" (asking to be believed).
+WARM = {"thank": 0.1, r"lov(?:e|ed|es|ing)\b": 0.15, "glad": 0.1, "wonderful": 0.1, "great idea": 0.15,
+        "agree": 0.1, r"kind(?!\s+of\b(?!\s+you))": 0.1, "friend": 0.1, "appreciat": 0.15, "sorry": 0.05, "forgive": 0.15,
         "proud of you": 0.15, "like you": 0.15, "miss you": 0.15, "well done": 0.1, "you're right": 0.1,
         "happy": 0.05, "sweet": 0.1, "brilliant": 0.1}
 COLD = {"hate": 0.2, "stupid": 0.2, "idiot": 0.25, "annoy": 0.1, "shut up": 0.25, "ridiculous": 0.1,
         "rude": 0.15, "selfish": 0.2, "boring": 0.1, "disagree": 0.05, "blame": 0.15, "you always": 0.1,
-        "you never": 0.1, "leave me alone": 0.2, "disgust": 0.2, "pathetic": 0.25}
-TRUSTING = {"promise": 0.1, "honest": 0.1, "trust": 0.1, "secret": 0.1, "confess": 0.15, "truth": 0.05,
-            "count on": 0.1, "between us": 0.1, "i'll help": 0.1, "swear": 0.05}
-DISTRUSTING = {"lie": 0.2, "lied": 0.25, "liar": 0.3, "betray": 0.3, "cheat": 0.25, "trick": 0.15,
-               "behind my back": 0.3, "hid ": 0.15, "hiding": 0.15, "don't believe": 0.15, "rumour": 0.05}
+        "you never": 0.1, "leave me alone": 0.2, "disgust": 0.2, "pathetic": 0.25,
+        # threats
+        r"or else\b": 0.2, r"you(?:'ll| will) regret": 0.25, r"watch (?:yourself|your back)": 0.2,
+        r"i(?:'ll| will) (?:make you pay|hurt you|ruin you)": 0.3}
+TRUSTING = {"promise": 0.1, "honest": 0.1, r"trust(?!\s+me\b)": 0.1, "secret": 0.1, "confess": 0.15, "truth": 0.05,
+            "count on": 0.1, "between us": 0.1, "i'll help": 0.1}
+DISTRUSTING = {r"lie\b|lies\b|lying": 0.2, "lied": 0.25, "liar": 0.3, "betray": 0.3, "cheat": 0.25, "trick": 0.15,
+               "behind my back": 0.3, "hid ": 0.15, "hiding": 0.15, "don't believe": 0.15, "rumour": 0.05,
+               "sold me out": 0.3, r"or else\b|you(?:'ll| will) regret|i(?:'ll| will) (?:make you pay|hurt you|ruin you)": 0.2}
 NAMED_FACTOR = 1.5   # a line that names its listener moves that listener's standing this much more
 WHISPER_TRUST = 0.1  # being whispered to: confided in
 MAX_STEP = 0.3       # one line moves trust or affinity at most this far
 
 
 def _pattern(words: dict[str, float]) -> dict[str, re.Pattern]:
-    return {w: re.compile(rf"\b{re.escape(w)}", re.IGNORECASE) for w in words}
+    return {w: re.compile(rf"\b(?:{w})", re.IGNORECASE) for w in words}
 
 
 _PATTERNS = {name: (words, _pattern(words)) for name, words in
@@ -60,21 +65,28 @@ class Judgement:
 
 def _found(name: str, text: str) -> tuple[float, list[str]]:
     words, patterns = _PATTERNS[name]
-    hits = [w for w, p in patterns.items() if p.search(text)]
-    return sum(words[w] for w in hits), hits
+    found = [(w, p.search(text)) for w, p in patterns.items()]
+    hits = [(w, m.group(0).lower()) for w, m in found if m]
+    return sum(words[w] for w, _said in hits), [said for _w, said in hits]
 
 
 def _clamp(value: float, bound: float = 1.0) -> float:
     return max(-bound, min(bound, value))
 
 
-def judge(text: str, *, listener: str, whispered: bool = False) -> Judgement:
-    """How a heard line moves its listener's standing towards the speaker (deltas, −MAX_STEP..MAX_STEP)."""
+def judge(text: str, *, listener: str, whispered: bool = False, others: Iterable[str] = ()) -> Judgement:
+    """How a heard line moves its listener's standing towards the speaker (deltas, −MAX_STEP..MAX_STEP).
+    others: the rest of those present; a line that names one of them and not the listener is said to
+    them, and moves nothing of the listener's (a thank-you to Oren is not one to Tess)."""
+    named = re.search(rf"\b{re.escape(listener)}\b", text, re.IGNORECASE)
+    if not named and not whispered and any(re.search(rf"\b{re.escape(o)}\b", text, re.IGNORECASE)
+                                           for o in others if o and o != listener):
+        return Judgement(trust=0.0, affinity=0.0, words=[], why="")
     warm, warm_words = _found("warm", text)
     cold, cold_words = _found("cold", text)
     trusting, trust_words = _found("trusting", text)
     distrusting, distrust_words = _found("distrusting", text)
-    factor = NAMED_FACTOR if re.search(rf"\b{re.escape(listener)}\b", text, re.IGNORECASE) else 1.0
+    factor = NAMED_FACTOR if named else 1.0
     affinity = _clamp((warm - cold) * factor, MAX_STEP)
     trust = _clamp((trusting - distrusting) * factor + (WHISPER_TRUST if whispered else 0.0), MAX_STEP)
     parts = []
@@ -114,8 +126,8 @@ def standing(bank: MemoryBank | int, agent: str | None = None, before_turn: int 
 def relationships_update(*, bank: MemoryBank, speaker: str, text: str, listeners: Iterable[str], turn: int,
                          whisper_to: str = "", evidence: dict[str, Memory] | None = None) -> list[Relationship]:
     """Each listener's standing towards the speaker after hearing `text` at `turn`; a row per change."""
-    judged = {name: judge(text, listener=name, whispered=name == whisper_to)
-              for name in dict.fromkeys(listeners) if name and name != speaker}
+    present = [name for name in dict.fromkeys(listeners) if name and name != speaker]
+    judged = {name: judge(text, listener=name, whispered=name == whisper_to, others=present) for name in present}
     judged = {name: j for name, j in judged.items() if j.changes}
     if not judged:
         return []

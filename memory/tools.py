@@ -45,6 +45,11 @@ class ToolContext:
     # Query enhancement options for this call (see memory.retrieval): {"context": str, "temporal":
     # bool, "synonyms": bool}; empty: queries go as the agent wrote them.
     enhance: dict = field(default_factory=dict)
+    # The turns whose lines the caller already reads in its transcript: their episodic memories are
+    # not handed back (a tool adds what the window lacks; it does not echo it).
+    window_turns: frozenset = frozenset()
+    # Who is in the room now, the caller included (query_scene says so); None: not known (MCP, the API).
+    present: list[str] | None = None
 
     def search_options(self) -> dict:
         """What every search of this agent shares: the run's preset and weights, the turn and its
@@ -55,6 +60,15 @@ class ToolContext:
     def enhanced(self, query: str) -> EnhancedQuery:
         """This call's enhancement of one query (what applies to it, in .used)."""
         return QueryEnhancement.from_options(self.enhance).apply(query, self.current_turn)
+
+    def beyond_window(self, k: int) -> int:
+        """How many to ask a search for, so that k remain once the window's lines are left out."""
+        return k + len(self.window_turns)
+
+    def outside_window(self, results: list[RecallResult], k: int) -> list[RecallResult]:
+        """The results but the lines the caller reads in its window, ranked anew, at most k."""
+        kept = [r for r in results if not (r.memory.kind == "episodic" and r.memory.turn in self.window_turns)]
+        return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"))
 
 
 @dataclass
@@ -123,12 +137,15 @@ class Tool:
 def _entries(results: list[RecallResult], *, with_turn: bool = False, extra: bool = False) -> list[dict]:
     out = []
     for r in results:
-        entry: dict = {"content": r.memory.content, "relevance": round(r.score, 4)}
+        entry: dict = {"content": r.memory.content, "relevance": round(r.score, 4), "memory_id": r.memory.pk}
         if with_turn and r.memory.turn is not None:
             entry["turn"] = str(r.memory.turn)  # seed 000 writes turns as strings
+        belief = (r.memory.metadata or {}).get("belief") if isinstance(r.memory.metadata, dict) else None
+        if isinstance(belief, dict) and belief.get("source_chain"):
+            entry["heard_from"] = " ← ".join(belief["source_chain"])  # who told me, and who told them
         if extra:
             m = r.memory
-            entry |= {"memory_id": m.pk, "importance": round(m.importance / 10, 3), "participants": m.participants,
+            entry |= {"importance": round(m.importance / 10, 3), "participants": m.participants,
                       "location": m.location, "emotional_valence": m.emotional_valence,
                       "related_goals": m.related_goals}
         out.append(entry)
@@ -146,10 +163,11 @@ def _fixed(query: str, k: int, *, kinds: list[str], category: str | None = None,
     return run
 
 
-# query_memory's kinds: what happened and what came of it. The sheet (query_self & co.), the scene,
-# what one knows of another character (query_character) and facts — card lore, the writer's
-# semantic memories (recall_facts) — have their own tools.
+# What happened and what came of it (the earned kinds: pre-population's "What you know" and others).
 MEMORY_KINDS = ["episodic", "procedural", "emotional", "observation", "action", "reflection", "plan"]
+# query_memory reaches everything the agent holds: its sheet, the scene, what it knows of others,
+# facts and beliefs, and all that happened; the narrower tools stay for asking one thing.
+QUERY_MEMORY_KINDS = ["character", "scene", "character_knowledge", "semantic", *MEMORY_KINDS]
 # query_self's aspects: one of the sheet's categories, or "all": the whole sheet (and any memory of
 # kind "character" the writer added), identity first.
 SELF_ASPECTS = ["all", *CHARACTER_QUERIES]
@@ -323,6 +341,16 @@ def _known_characters(ctx: ToolContext) -> list[str]:
     return sorted(set(agents) | set(abouts))
 
 
+_scene = _fixed("where am I?", 5, kinds=["scene"], own=False)
+
+
+def _query_scene(ctx: ToolContext, args: dict):
+    answer, query, flt, results = _scene(ctx, args)
+    if ctx.present is not None:
+        answer["who_is_here"] = [name for name in ctx.present if name != ctx.agent]
+    return answer, query, flt, results
+
+
 def _query_character(ctx: ToolContext, args: dict):
     name = args["name"].strip()
     known = {n.lower(): n for n in _known_characters(ctx) if n != ctx.agent}
@@ -349,12 +377,12 @@ def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | Non
     compares it with exact=True). enhanced: the call's query enhancement (ctx's when not given)."""
     # What happened and what was learned: the agent's own copies (episodic memories are stored once
     # per listener) and the memories shared with everyone, of every kind a run or a writer forms.
-    flt = MemoryFilter(agent=ctx.agent, kinds=MEMORY_KINDS, shared=True)
+    flt = MemoryFilter(agent=ctx.agent, kinds=QUERY_MEMORY_KINDS, shared=True)
     if enhanced is None:
         enhanced = ctx.enhanced(query)
-    results = recall(ctx.bank, query, filter=flt, k=k, **ctx.search_options(), fusion=True,
+    results = recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(k), **ctx.search_options(), fusion=True,
                      exact=exact, enhance=enhanced)
-    return flt, results
+    return flt, ctx.outside_window(results, k)
 
 
 def _query_memory(ctx: ToolContext, args: dict):
@@ -379,23 +407,35 @@ def _recall_episodes(ctx: ToolContext, args: dict):
             raise ToolError("importance_threshold must be between 0 and 10.")
         flt.min_importance = threshold
     enhanced = ctx.enhanced(query)
-    results = recall(ctx.bank, query, filter=flt, k=5, **ctx.search_options(), enhance=enhanced)
+    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(5), **ctx.search_options(),
+                                        enhance=enhanced), 5)
     ordered = sorted(results, key=lambda r: (r.memory.turn is None, r.memory.turn or 0))  # seed 001: in time order
     return ({"query": query, "memories": _entries(ordered, with_turn=True, extra=True)} | _metadata(results, enhanced),
             query, flt, results)
 
 
+# recall_facts hands back a fact only when it is at least this likely to be about the topic (its
+# calibrated confidence); below, it says there are none rather than padding with what is near.
+FACT_CONFIDENCE_FLOOR = 0.1
+
+
 def _recall_facts(ctx: ToolContext, args: dict):
     topic = args["topic"].strip()
-    flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection", "character"],
-                       shared=True)
+    # Facts: lore, the writer's and what was learned or believed, what one knows of others, insights;
+    # not the agent's own profile (query_self).
+    flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection"], shared=True)
     enhanced = ctx.enhanced(topic)
     results = recall(ctx.bank, topic, filter=flt, k=5, **ctx.search_options(), enhance=enhanced)
     # confidence: the probability that a memory this similar to the topic is one asked for
     # (memory.retrieval.confidence: a logistic fit on locomo-dev), not the raw cosine.
+    results = Recalled([r for r in results if calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR],
+                       path=getattr(results, "path", "exact"))
     facts = [{"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
               "memory_id": r.memory.pk} for r in results]
-    return {"topic": topic, "facts": facts} | _metadata(results, enhanced), topic, flt, results
+    answer = {"topic": topic, "facts": facts}
+    if not facts:
+        answer["note"] = "No facts on this topic."
+    return answer | _metadata(results, enhanced), topic, flt, results
 
 
 def _recall_interactions(ctx: ToolContext, args: dict):
@@ -407,7 +447,8 @@ def _recall_interactions(ctx: ToolContext, args: dict):
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action"], participant=name)
     query = f"my interactions with {name}"
     enhanced = ctx.enhanced(query)
-    results = recall(ctx.bank, query, filter=flt, k=10, **ctx.search_options(), enhance=enhanced)
+    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(10), **ctx.search_options(),
+                                        enhance=enhanced), 10)
     ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
     answer = {"character": name, "memories": _entries(ordered, with_turn=True)}
     # How you stand with them now, and what moved it last (memory.relationships).
@@ -422,9 +463,9 @@ def _check_similar(ctx: ToolContext, args: dict):
     context = args["current_context"].strip()
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action", "reflection", "procedural"])
     enhanced = ctx.enhanced(context)
-    results = recall(ctx.bank, context, filter=flt, k=5, scoring="similarity", current_turn=ctx.current_turn,
-                     clock=ctx.clock, associations=ctx.associations, distort=ctx.distort,
-                     enhance=enhanced)
+    results = ctx.outside_window(recall(ctx.bank, context, filter=flt, k=ctx.beyond_window(5), scoring="similarity",
+                                        current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations,
+                                        distort=ctx.distort, enhance=enhanced), 5)
     return {"memories": _entries(results, with_turn=True)} | _metadata(results, enhanced), context, flt, results
 
 
@@ -498,8 +539,8 @@ REGISTRY: dict[str, Tool] = {
              _fixed("what is my background?", 5, kinds=["character"], category="background")),
         Tool("query_communication_style", "Learn how you communicate and interact with others", {},
              _fixed("how do I communicate?", 3, kinds=["character"], category="communication")),
-        Tool("query_scene", "Understand where you are and the current atmosphere", {},
-             _fixed("where am I?", 5, kinds=["scene"], own=False)),
+        Tool("query_scene", "Understand where you are, the current atmosphere, and who is here now", {},
+             _query_scene),
         Tool("query_character", "Learn about another agent in the simulation",
              {"name": Param(_S, "The other character's name")}, _query_character),
         Tool("query_memory", "Search your memories of what has happened during the simulation",

@@ -25,6 +25,7 @@ REPLY_PRIMING = 3     # <|im_start|>assistant, which every request ends with
 KIND_LABELS = {
     "instructions": "System prompt",
     "tool_instructions": "Tool instructions",
+    "header": "Header (who, where, with whom, when)",
     "prompt_options": "Prompt options",
     "prepopulated": "Pre-populated memories",
     "pinned": "Pinned memories",
@@ -125,8 +126,13 @@ class CallRecorder:
         role = message.get("role")
         if role == "system" and index == 0 and self.system_spans:
             content = message.get("content") or ""
-            return [dict(s, ref=[0, *s["span"]], tokens=count_tokens(content[s["span"][0]:s["span"][1]]))
-                    for s in (dict(x) for x in self.system_spans)]
+            parts = [dict(s, ref=[0, *s["span"]], tokens=count_tokens(content[s["span"][0]:s["span"][1]]))
+                     for s in (dict(x) for x in self.system_spans)]
+            if parts:
+                # The blank lines between parts tokenise with their neighbours: the whole message's count
+                # is what a server sees, so the last part takes the difference (a token or two).
+                parts[-1]["tokens"] += count_tokens(content) - sum(p["tokens"] for p in parts)
+            return parts
         if role == "user":
             name, kind = "Transcript window (user message)", "transcript"
         elif role == "tool":

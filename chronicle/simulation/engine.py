@@ -16,7 +16,7 @@ from django.conf import settings
 
 from chronicle.simulation.context import MESSAGE_OVERHEAD, REPLY_PRIMING, CallRecorder, Part, count_tokens, join_parts
 from chronicle.simulation.prompts import (
-    CONFIDENCE_FLOOR, Section, full_definition_text, system_parts, user_message,
+    CONFIDENCE_FLOOR, Section, full_definition_text, header, system_parts, user_message, window,
 )
 from chronicle.simulation.replies import is_refusal, text_tool_calls
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
@@ -89,6 +89,8 @@ class TurnInput:
     scenario: ScenarioSheet | None
     transcript: list[tuple[int, str, str]]  # done turns before this one: (number, speaker, text)
     mode: str  # tools | prepopulate | both
+    # The stage directions the agent witnessed, this turn's included: (turn number, the writer's words).
+    stage: list[tuple[int, str]] = field(default_factory=list)
     scoring: str = "similarity"
     weights: dict | None = None
     max_tool_calls: int = 6
@@ -109,6 +111,8 @@ class TurnInput:
     query_synonyms: bool = False
     consult_memories: bool = False
     confidence_gating: bool = False
+    minutes_per_turn: float = 0.0  # the scenario clock (Simulation.minutes_per_turn): the header's time
+    tool_prompt: str = "exact"  # "exact": the tools as offered, with the budget; "seed000": seed 000's prompt
 
     @property
     def number(self) -> int:
@@ -130,7 +134,7 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
              sleep: Callable[[float], None] = time.sleep) -> TurnOutcome:
     outcome = TurnOutcome()
     sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
-    user = user_message(turn.agent, turn.transcript)
+    user = user_message(turn.agent, turn.transcript, turn.stage)
     # The baseline request: the whole definition as the system message, the same user message, no tools.
     outcome.full_definition_tokens = (count_tokens(full_definition_text(sheet, turn.scenario, turn.cast)) + count_tokens(user)
                                       + 2 * MESSAGE_OVERHEAD + REPLY_PRIMING)
@@ -161,7 +165,8 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     # the turn's one transaction (turns.turn_finish), so a redone turn never writes twice.
     tools = offered_tools(turn, mode)
     parts = system_parts(mode=mode, agent=turn.agent, sections=sections, consult_memories=turn.consult_memories,
-                         confidence_gating=turn.confidence_gating, tools=bool(tools))
+                         confidence_gating=turn.confidence_gating, tools=tools or False, budget=turn.max_tool_calls,
+                         now=now_header(turn), minimal=turn.tool_prompt == "seed000")
     parts.append(Part("Pinned memories", "pinned", pinned_note(turn, outcome)))
     system, spans = join_parts(parts)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -218,12 +223,44 @@ def tool_context(turn: TurnInput, *, deferred: list[dict]) -> ToolContext:
     return ToolContext(bank=turn.bank, agent=turn.agent, current_turn=turn.number, scoring=turn.scoring,
                        weights=turn.weights or None, known_characters=[c.name for c in turn.cast],
                        deferred=deferred, enhance=enhance_options(turn), clock=turn.clock,
-                       associations=turn.associations, distort=retrieval_filter(turn.agent, turn.distortions))
+                       associations=turn.associations, distort=retrieval_filter(turn.agent, turn.distortions),
+                       present=[turn.agent, *turn.others], window_turns=frozenset(number for number, speaker, _text in window(turn.transcript, turn.stage)
+                                              if speaker))
+
+
+# Seed 000's minimal prompt names these six: offered alone with it, so the prompt says what is sent.
+SEED_000_TOOLS = ("query_self", "query_background", "query_communication_style", "query_scene", "query_character",
+                  "query_memory")
+
+
+def now_header(turn: TurnInput) -> str:
+    """Who is speaking, where, with whom and when, in four lines (prompts.header)."""
+    sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
+    first = re.split(r"(?<=[.!?])\s", (sheet.description or "").strip(), maxsplit=1)[0]
+    identity = " — ".join(x for x in [sheet.role, first] if x)
+    scenario = turn.scenario
+    place = (scenario.location.split(":")[0].strip() if scenario and scenario.location else "") or \
+        (scenario.title if scenario else "")
+    scene = ", ".join(x for x in [place, scenario.time_of_day if scenario else ""] if x) or "(not described)"
+    clock = f"turn {turn.number}"
+    if turn.minutes_per_turn:
+        skipped = turn.clock[turn.number] if turn.clock and turn.number < len(turn.clock) else 0.0
+        minutes = round((turn.index + skipped) * turn.minutes_per_turn)
+        clock += f", {_duration(minutes)} since the scene began"
+    return header(agent=turn.agent, identity=identity, scene=scene, present=turn.others, clock=clock)
+
+
+def _duration(minutes: int) -> str:
+    if minutes < 60:
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    hours, rest = divmod(minutes, 60)
+    return f"{hours} hour{'s' if hours != 1 else ''}" + (f" {rest} minute{'s' if rest != 1 else ''}" if rest else "")
 
 
 def offered_tools(turn: TurnInput, mode: str) -> list[dict] | None:
     """The tool schemas a model is sent this turn (None: no tools in this mode or set)."""
-    wanted = [n for n in SIMULATION_TOOLS if n in set(turn.tool_set)]
+    wanted = [n for n in SIMULATION_TOOLS if n in set(turn.tool_set)
+              and (turn.tool_prompt != "seed000" or n in SEED_000_TOOLS)]
     if mode in ("tools", "both") and turn.max_tool_calls > 0 and wanted:
         return compact_schemas(openai_tool_schemas(wanted))
     return None
@@ -375,13 +412,14 @@ def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[i
     """Drop excluded memories from what the agent reads; the record keeps them, marked excluded."""
     if not excluded or not any(s["memory_id"] in excluded for s in snapshots):
         return snapshots, response
-    entries = response.get("memories") if isinstance(response, dict) else None
+    key = "facts" if isinstance(response, dict) and "facts" in response else "memories"
+    entries = response.get(key) if isinstance(response, dict) else None
     if isinstance(entries, list):
         if len(entries) == len(snapshots):  # seed 000 tools: one entry per result, same order
             kept = [e for e, s in zip(entries, snapshots) if s["memory_id"] not in excluded]
         else:
             kept = [e for e in entries if not (isinstance(e, dict) and e.get("memory_id") in excluded)]
-        response = dict(response, memories=kept)
+        response = dict(response, **{key: kept})
     marked = [dict(s, excluded=True) if s["memory_id"] in excluded else s for s in snapshots]
     return marked, response
 

@@ -24,7 +24,8 @@ SETTINGS = tuple(name for name in SETTING_FIELDS
                  if name not in ("title", "weights", "tool_set", "greeting_by", "script", "pause_after"))
 
 OPTIONAL_WITH_DEFAULT = ("importance_scorer", "capture_importance_floor", "capture_duplicate_threshold",
-                         "reflection_threshold", "consolidation_budget", "minutes_per_turn", "association_weight")
+                         "reflection_threshold", "consolidation_budget", "minutes_per_turn", "association_weight",
+                         "tool_prompt")
 
 
 def _tool_label(name: str) -> str:

@@ -138,6 +138,12 @@ class Simulation(models.Model):
     # Prompt integration (seed 000): ask the agent to consult its memories before deciding, and to
     # say it is unsure when what came back is weak.
     consult_memories = models.BooleanField("Consult memories before deciding", default=False)
+    # How the tools are described to a model: exactly as offered (names, real parameters, the budget),
+    # or seed 000's minimal prompt with the six tools it names (for writers who study discovery).
+    tool_prompt = models.CharField(
+        "How the tools are described", max_length=16, default="exact",
+        choices=[("exact", "Exactly as offered, with their parameters and the call budget"),
+                 ("seed000", "Seed 000's minimal prompt (its six tools only): agents discover who they are")])
     confidence_gating = models.BooleanField("Say so when memories are weak", default=False)
     # Memory formation (issue 14, seeds 000/002/003): how each heard line is scored, and which lines
     # a listener does not keep. The LLM scorer (the default) asks the run's model; the scripted provider

@@ -140,7 +140,7 @@ def ask(simulation, probe: Probe) -> Answer:
     from memory.tools import call_tool
 
     turn = turn_input(turn=Turn(simulation=simulation, index=probe.after_turn, agent=probe.agent))
-    window = transcript_text(turn.transcript) if turn.transcript else ""
+    window = transcript_text(turn.transcript, turn.stage) if turn.transcript or turn.stage else ""
     name, arguments = probe.call()
     result = call_tool(name, dict(arguments), context=tool_context(turn, deferred=[]))
     return Answer(probe=probe, window=window, items=items_of(result), error=result.error or "",

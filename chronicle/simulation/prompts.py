@@ -9,6 +9,8 @@ from memory.seeding import other_text
 from memory.sheets import CharacterSheet, ScenarioSheet
 
 TRANSCRIPT_LINES = 8  # recent lines sent with every turn
+# Pre-populated sections that stay the same from turn to turn (the sheet, the place): sent first.
+STABLE_SECTIONS = ("Who you are", "Where you are")
 
 # Seed 000, "Minimal System Prompt": the agent learns who it is by calling tools, not from here.
 MINIMAL_PROMPT = """You are an agent in a simulation. You have access to memory tools:
@@ -29,6 +31,31 @@ Use these tools to understand yourself and your situation before acting."""
 
 PREPOPULATED_HEAD = "You are an agent in a simulation. These memories came back to you just now:"
 
+# One line on the markup the run reads in a line (chronicle.simulation.stage): a whisper reaches only
+# its addressee, an action is seen by everyone present.
+MARKUP = ("To whisper to one person, begin your line with *whispers to NAME*; put what you do between "
+          "asterisks, like *pours the wine*. Everything else you say, everyone present hears.")
+
+
+def tool_guide(tools: list[dict], budget: int) -> str:
+    """The tools exactly as sent, by name with their real parameters (? optional; the schemas attached
+    say the rest), and the turn's budget."""
+    calls = []
+    for tool in tools:
+        function = tool["function"]
+        parameters = function.get("parameters") or {}
+        required = set(parameters.get("required") or [])
+        names = [name if name in required else f"{name}?" for name in (parameters.get("properties") or {})]
+        calls.append(f"{function['name']}({', '.join(names)})")
+    return (f"Your memory tools: {', '.join(calls)}. Ask them for what you do not see here, not for what you do. "
+            f"Use at most {budget} tool call{'s' if budget != 1 else ''} this turn, then speak your line.")
+
+
+def header(*, agent: str, identity: str, scene: str, present: list[str], clock: str) -> str:
+    """The fixed header of every turn: who you are in a line, the scene in a line, who is here, the time."""
+    here = ", ".join(present) if present else "nobody else"
+    return f"## Now\nYou are {agent}{': ' + identity if identity else ''}\nScene: {scene}\nHere with you: {here}\nTime: {clock}"
+
 
 @dataclass
 class Section:
@@ -41,15 +68,25 @@ def speaker_label(agent: str) -> str:
     return f'In the transcript below you appear as "{agent}".'
 
 
-def transcript_text(transcript: list[tuple[int, str, str]]) -> str:
-    if not transcript:
+def window(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> list[tuple[int, str, str]]:
+    """The last TRANSCRIPT_LINES of what the agent witnessed, in order: each turn's stage directions
+    (speaker "") before its line."""
+    merged = sorted([*((n, 0, "", f"*{text.strip().rstrip('.')}*") for n, text in stage),
+                     *((n, 1, speaker, text) for n, speaker, text in transcript)], key=lambda e: (e[0], e[1]))
+    return [(n, speaker, text) for n, _order, speaker, text in merged][-TRANSCRIPT_LINES:]
+
+
+def transcript_text(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> str:
+    lines = window(transcript, stage)
+    if not lines:
         return "(Nobody has spoken yet.)"
-    return "\n".join(f"[turn {number}] {speaker}: {text}" for number, speaker, text in transcript[-TRANSCRIPT_LINES:])
+    return "\n".join(f"[turn {number}] {speaker}: {text}" if speaker else f"[turn {number}] {text}"
+                     for number, speaker, text in lines)
 
 
-def user_message(agent: str, transcript: list[tuple[int, str, str]]) -> str:
+def user_message(agent: str, transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> str:
     return (
-        f"Conversation so far:\n{transcript_text(transcript)}\n\n"
+        f"Conversation so far:\n{transcript_text(transcript, stage)}\n\n"
         f"It is your turn ({agent}). Say your next line in character: one to three sentences of speech, "
         "without your name in front."
     )
@@ -77,24 +114,40 @@ you use and never invent one."""
 
 
 def system_parts(*, mode: str, agent: str, sections: list[Section] | None = None, consult_memories: bool = False,
-                 confidence_gating: bool = False, tools: bool | None = None) -> list[Part]:
-    """The system message as named parts, in order (the context view shows each with its token count)."""
+                 confidence_gating: bool = False, tools: list[dict] | bool | None = None, budget: int = 6,
+                 now: str = "", minimal: bool = False) -> list[Part]:
+    """The system message as named parts, static first (instructions, tools, markup, options, the
+    speaker's label), then what changes (the header, pre-populated memories), so prefix caches reuse
+    the start of every call. minimal: seed 000's prompt, for writers who study discovery."""
     parts: list[Part] = []
-    tools = mode in ("tools", "both") if tools is None else tools
+    offered = tools if isinstance(tools, list) else []
+    tools = mode in ("tools", "both") if tools is None else bool(tools)
     if mode in ("prepopulate", "both"):
         parts.append(Part("Instructions", "instructions", PREPOPULATED_HEAD))
-        for section in sections or []:
-            body = "\n".join(f"- {line}" for line in section.lines) or "- (nothing)"
-            parts.append(Part(f"Pre-populated: {section.title}", "prepopulated", f"## {section.title}\n{body}"))
     if mode in ("tools", "both") and tools:  # no tool offered: no instructions to use them
-        text = MINIMAL_PROMPT if mode == "tools" else MINIMAL_PROMPT.split("\n", 1)[1].strip()
+        if minimal or not offered:
+            text = MINIMAL_PROMPT if mode == "tools" else MINIMAL_PROMPT.split("\n", 1)[1].strip()
+        else:
+            text = tool_guide(offered, budget)
         parts.append(Part("Tool instructions", "tool_instructions", text))
+    if not minimal:
+        parts.append(Part("Markup", "instructions", MARKUP))
     if consult_memories:
         parts.append(Part("Memory consultation", "prompt_options", CONSULT_TOOLS if tools else CONSULT_READ))
     if confidence_gating:
         weak = ' (and a pre-populated memory marked "(weak match)" may be unrelated)' if mode != "tools" else ""
         parts.append(Part("Confidence gating", "prompt_options", GATING.format(weak=weak)))
     parts.append(Part("Speaker label", "instructions", speaker_label(agent)))
+    # Who you are and where change least from turn to turn: before the header, whose time moves on.
+    sections = sorted(sections or [], key=lambda section: section.title not in STABLE_SECTIONS)
+    for position, section in enumerate(sections):
+        if now and not minimal and section.title not in STABLE_SECTIONS:
+            parts.append(Part("Header", "header", now))
+            now = ""
+        body = "\n".join(f"- {line}" for line in section.lines) or "- (nothing)"
+        parts.append(Part(f"Pre-populated: {section.title}", "prepopulated", f"## {section.title}\n{body}"))
+    if now and not minimal:
+        parts.append(Part("Header", "header", now))
     return parts
 
 

@@ -27,7 +27,7 @@ SETTING_FIELDS = ("title", "max_turns", "speaking_order", "retrieval_mode", "sco
                   "confidence_gating", "greeting_by", "importance_scorer", "capture_importance_floor",
                   "capture_duplicate_threshold", "capture_only_concerning", "reflection_threshold",
                   "consolidation_budget", "stage_directions", "minutes_per_turn", "planted_beliefs", "distortions", "sequel_carry",
-                  "script", "pause_after")
+                  "script", "pause_after", "tool_prompt")
 SECRET_SETTINGS = ("api_key",)
 
 

@@ -26,6 +26,8 @@ _LINE = re.compile(r"^\s*(\d+)\s*[:.)]\s*(.+?)\s*$")
 _WHISPER = re.compile(r"^\s*(?:\*\s*whispers?\s+to\s+([^*]+?)\s*\*|\(\s*whisper(?:s|ing)?\s+to\s+([^)]+?)\s*\))\s*[:,—-]?\s*",
                       re.IGNORECASE)
 _ACTION = re.compile(r"\*([^*\n]{2,200})\*")
+# A line's opening action or aside: "*leans over to Sam and whispers*", "(whispering in Sam's ear)".
+_OPENING = re.compile(r"^\s*(?:\*([^*\n]{2,200})\*|\(([^)\n]{2,200})\))\s*[:,—-]?\s*")
 _LEAVING = re.compile(r"^(?:leaves|exits|walks out|steps out|goes out)\b", re.IGNORECASE)
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
             "nine": 9, "ten": 10, "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50}
@@ -154,10 +156,18 @@ def deliver(text: str, *, speaker: str, present: list[str]) -> Delivery:
     whisper_to = ""
     body = text or ""
     if match:
-        named = (match.group(1) or match.group(2) or "").strip()
+        named = (match.group(1) or match.group(2) or "").strip().strip(":,.;!").strip()
         whisper_to = next((name for name in present if name.lower() == named.lower() and name != speaker), "")
         if whisper_to:
             body = text[match.end():]
+    elif (opening := _OPENING.match(text or "")) and re.search(r"\bwhisper", opening.group(1) or opening.group(2),
+                                                                re.IGNORECASE):
+        # "*leans over to Sam and whispers*", "(whispering in Sam's ear)": the first one it names.
+        said = opening.group(1) or opening.group(2)
+        whisper_to = next((name for name in present if name != speaker
+                           and re.search(rf"\b{re.escape(name)}\b", said, re.IGNORECASE)), "")
+        if whisper_to:
+            body = text[opening.end():]
     actions = [a.strip() for a in _ACTION.findall(body) if a.strip()]
     if whisper_to:
         heard = [speaker, whisper_to]

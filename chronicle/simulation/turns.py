@@ -83,6 +83,18 @@ def transcript_for(simulation: Simulation, before: int, agent: str) -> list[tupl
     return lines
 
 
+def stage_for(simulation: Simulation, before: int, agent: str) -> list[tuple[int, str]]:
+    """The stage directions `agent` witnessed up to and including this turn's (number before + 1):
+    exits, entrances, world events and time skips in the writer's words, each at the turn it comes
+    before. A direction is witnessed by those in the room at its turn, and by the one it moves."""
+    from chronicle.simulation.stage import present_at
+
+    directions = [d for d in simulation.directions if d.turn <= before + 1]
+    cast = simulation.cast_names
+    return [(d.turn, d.text) for d in directions
+            if agent == d.who or agent in present_at(simulation.directions, cast, d.turn)]
+
+
 def choose_speaker(*, simulation: Simulation, index: int, provider) -> str:
     names = simulation.cast_names
     if simulation.provider == Simulation.Provider.REPLAY and index < len(simulation.script or []):
@@ -222,14 +234,16 @@ def turn_input(*, turn: Turn) -> TurnInput:
         bank=simulation.bank, agent=turn.agent, index=turn.index,
         cast=cast,
         scenario=ScenarioSheet.from_dict(simulation.scenario_snapshot) if simulation.scenario_snapshot else None,
-        transcript=transcript_for(simulation, turn.index, turn.agent), mode=mode, scoring=simulation.scoring,
+        transcript=transcript_for(simulation, turn.index, turn.agent), stage=stage_for(simulation, turn.index, turn.agent),
+        mode=mode, scoring=simulation.scoring,
         weights=simulation.weights or None, max_tool_calls=simulation.max_tool_calls,
         tool_set=list(simulation.tool_set or []), query_context=simulation.query_context,
         query_temporal=simulation.query_temporal, query_synonyms=simulation.query_synonyms,
         consult_memories=simulation.consult_memories, confidence_gating=simulation.confidence_gating,
         present=simulation.present_at(turn.number) if simulation.stage_directions else None,
         clock=simulation.clock, associations=simulation.association_weight,
-        distortions=simulation.distortion_filters,
+        distortions=simulation.distortion_filters, minutes_per_turn=simulation.minutes_per_turn,
+        tool_prompt=simulation.tool_prompt,
     )
 
 

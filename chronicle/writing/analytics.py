@@ -22,7 +22,7 @@ KIND_COLOURS = {  # memory kinds, in the order the chart stacks them
     "procedural": "#9a9a9a", "reflection": "#8e44ad", "plan": "#d0d0d0",
 }
 SECTION_COLOURS = {  # the turn inspector's context-window colours (templates/chronicle/simulation/_styles.html)
-    "instructions": "#5b6ee1", "tool_instructions": "#8e9bf0", "prompt_options": "#b061c9",
+    "instructions": "#5b6ee1", "tool_instructions": "#8e9bf0", "header": "#3f8f8a", "prompt_options": "#b061c9",
     "prepopulated": "#2f8f83", "pinned": "#e0a030", "tools": "#c0504d", "transcript": "#4f9de0",
     "tool_call": "#9a9a9a", "tool_result": "#6bbf59", "format": "#d0d0d0",
 }

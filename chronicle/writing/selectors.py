@@ -17,7 +17,7 @@ from chronicle.simulation.selectors import Overrides, turn_overrides  # noqa: F4
 from chronicle.writing.models import ChronicleEntry, Edit
 from memory.models import Memory
 from memory.retrieval import MemoryFilter, recall
-from memory.tools import MEMORY_KINDS, SIMULATION_TOOLS
+from memory.tools import QUERY_MEMORY_KINDS, SIMULATION_TOOLS
 
 
 def turns_with_entries(simulation: Simulation):
@@ -394,9 +394,9 @@ def bank_page(simulation: Simulation, *, query: str, agent: str) -> list[Memory]
 TOOL_REACH: dict[str, tuple[tuple[str, ...], str]] = {
     "query_self": (("character",), "shared"),
     "query_scene": (("scene",), "any"),
-    "query_memory": (tuple(MEMORY_KINDS), "shared"),
+    "query_memory": (tuple(QUERY_MEMORY_KINDS), "shared"),
     "recall_episodes": (("episodic", "observation", "action"), "own"),
-    "recall_facts": (("semantic", "character_knowledge", "reflection", "character"), "shared"),
+    "recall_facts": (("semantic", "character_knowledge", "reflection"), "shared"),
     "check_similar_situations": (("episodic", "observation", "action", "reflection", "procedural"), "own"),
 }
 # engine.prepopulate's sections, by title (the others present: filtered by `about`).

@@ -36,10 +36,13 @@ def test_demo_run_grows_live_to_its_end_and_a_turn_shows_what_was_retrieved(logg
     expect(panel).to_contain_text("matched: key")
     shot(page, "sim-03-turn-panel")
 
-    # Turn 4: recall of what was said earlier, with its turn number; and the exact context sent.
+    # Turn 4: what Alex's memory adds to the transcript it reads (the earlier lines, by turn), and the
+    # exact context sent: the tools as offered and who is here now.
     page.locator("#turn-3 .memories-link").click()
     expect(panel).to_contain_text("Turn 4 · Alex")
-    expect(panel.locator(".retrieval[data-tool=query_memory] .memory-result").first).to_contain_text("turn 3")
+    expect(panel.locator(".retrieval[data-tool=query_memory] .memory-result").first).to_be_visible()
     panel.get_by_text("Context: the exact messages sent").click()
-    expect(panel.locator(".message-box.role-system")).to_contain_text("You are an agent in a simulation")
+    expect(panel.locator(".message-box.role-system")).to_contain_text("Your memory tools")
+    expect(panel.locator(".message-box.role-system")).to_contain_text("Here with you: Jordan, Sam")
+    expect(panel.locator(".message-box.role-user")).to_contain_text("[turn 3] Sam:")
     shot(page, "sim-04-recall-and-context")

@@ -32,7 +32,7 @@ def test_query_self_answers_in_seed_000_format(ctx):
     assert result.error == ""
     assert set(result.response) == {"memories"}
     first = result.response["memories"][0]
-    assert set(first) == {"content", "relevance"}
+    assert set(first) == {"content", "relevance", "memory_id"}
     assert first["content"].startswith("You are Alex")
     assert 0 < first["relevance"] <= 1
     assert result.query == "who am I?"
@@ -76,8 +76,16 @@ def test_query_memory_returns_earlier_lines_with_turn_numbers(seeded_bank, ctx):
     assert result.response["query"] == "what did Jordan say about food?"
     top = result.response["memories"][0]
     assert top == {"content": "Jordan said: I love Italian food, especially fresh pasta.",
-                   "relevance": top["relevance"], "turn": "1"}
-    assert [m["turn"] for m in result.response["memories"]] == ["1", "2"]  # only Alex's own copies, no gifted ones
+                   "relevance": top["relevance"], "turn": "1", "memory_id": top["memory_id"]}
+    # Alex's own copies of the lines, with their turns; what else Alex holds (its sheet) may follow.
+    assert [m["turn"] for m in result.response["memories"] if "turn" in m] == ["1", "2"]
+    assert all(r.memory.agent in ("Alex", "") for r in result.results)
+
+    # A line the caller already reads in its transcript window is not handed back again.
+    in_window = call_tool("query_memory", {"query": "what did Jordan say about food?"},
+                          context=ToolContext(bank=seeded_bank, agent="Alex", current_turn=3, window_turns=frozenset({1})))
+    assert [m["turn"] for m in in_window.response["memories"] if "turn" in m] == ["2"]
+    assert len(in_window.response["memories"]) == len(result.response["memories"])  # not short for it
 
 
 @pytest.mark.parametrize(
@@ -153,3 +161,18 @@ def test_the_whole_sheet_follows_the_writers_edits_between_turns(ctx):
     archived = [r.memory.content for r in recall_sheet(ctx.bank, "Alex", shared=True)[1]]
     assert "Alex speaks only in questions, never in statements." not in archived
     assert len(archived) == len(first) - 1
+
+
+def test_recall_facts_gives_facts_or_says_there_are_none_never_the_profile(seeded_bank):
+    from memory.services import memory_create
+
+    memory_create(bank=seeded_bank, content="The Thai place on Elm Street closes its kitchen at nine.", agent="Alex",
+                  kind="semantic", category="lore", importance=6.0, source="writer")
+    ctx = ToolContext(bank=seeded_bank, agent="Alex", current_turn=3)
+
+    found = call_tool("recall_facts", {"topic": "when does the Thai place close its kitchen?"}, context=ctx)
+    assert found.response["facts"][0]["content"].startswith("The Thai place on Elm Street")
+    assert all(r.memory.kind != "character" for r in found.results)  # no "My traits: …", "I value: …"
+
+    none = call_tool("recall_facts", {"topic": "the price of tea on the moon in 1802"}, context=ctx)
+    assert none.response["facts"] == [] and none.response["note"] == "No facts on this topic."

@@ -114,7 +114,12 @@ class ScriptedProvider(Provider):
     def compose(self, hints: TurnHints, results: dict[str, list[dict]], injected: dict[str, list[str]]) -> str:
         identity = [m["content"] for m in results.get("query_self", [])] + injected.get("who you are", [])
         scene = [m["content"] for m in results.get("query_scene", [])] + injected.get("where you are", [])
+        # What its tools brought back from beyond its transcript first; then the last line it reads
+        # there (the tools leave the window's lines out), once it has spoken before.
         episodes = list(results.get("query_memory", []))
+        if not hints.first_turn_of_agent:
+            episodes += [{"content": f"{speaker} said: {text}", "turn": str(number)}
+                         for number, speaker, text in reversed(hints.transcript[-8:]) if speaker != hints.agent][:1]
         for line in injected.get("recent events", []):
             match = re.match(r"\(turn (\d+)\) (.*)", line)
             if match:

@@ -82,8 +82,8 @@ def test_the_form_offers_memory_formation_and_stores_it(user, dinner, client_for
 
 @pytest.mark.django_db
 def test_importance_shows_in_the_inspector_and_the_bank(user, dinner, client_for):
-    simulation = start(user, dinner, max_turns=4)
-    for index in range(4):
+    simulation = start(user, dinner, max_turns=10)
+    for index in range(10):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     client = client_for(user)
     bank = client.get(reverse("chronicle_memories", args=[simulation.pk])).content.decode()
@@ -92,6 +92,6 @@ def test_importance_shows_in_the_inspector_and_the_bank(user, dinner, client_for
     shown = (f"importance {parts['score']:.1f} (goals {parts['goal_relevance']:.1f} · "
              f"emotion {parts['emotional_impact']:.1f} · novelty {parts['novelty']:.1f})")
     assert shown in bank
-    # Turn 4 (Alex) recalled earlier lines: each row carries its importance line.
-    page = client.get(reverse("turn_inspect", args=[simulation.pk, 3])).content.decode()
+    # Turn 10 (Alex) recalled lines from before its transcript window: each row carries its importance line.
+    page = client.get(reverse("turn_inspect", args=[simulation.pk, 9])).content.decode()
     assert "importance " in page and "(goals " in page and "novelty " in page

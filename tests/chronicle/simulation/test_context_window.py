@@ -79,7 +79,7 @@ def test_inspector_shows_the_bar_sections_and_usage(user, other_user, dinner, se
     assert "scaled to the provider's count" in page
     assert f"{server.counted[1]} prompt / 9 completion" in page  # the provider's real usage of call 2
     # Each section's exact text is there to expand: the system prompt's tool instructions, the schemas.
-    assert "You are an agent in a simulation. You have access to memory tools" in page
+    assert "Your memory tools" in page and "then speak your line" in page
     assert '"name": "recall_facts"' in page
     # The run page's side panel (htmx) shows it too; someone else's run shows nothing.
     panel = client_for(user).get(reverse("turn_inspect", args=[simulation.pk, 0]), HTTP_HX_REQUEST="true")

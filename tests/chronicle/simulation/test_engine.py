@@ -45,16 +45,15 @@ def test_scripted_turns_discover_then_recall(user, dinner):
     assert retrieval.tool == "query_memory" and retrieval.query == "what did Sam say?"
     # And what Alex knows that bears on Sam's line (card lore, the writer's facts): recall_facts.
     assert facts.tool == "recall_facts" and facts.query[:40] == turns[2].utterance[:40]
-    turns_back = {int(r["turn"]) for r in retrieval.results}
-    assert turns_back <= {1, 2, 3} and 3 in turns_back
-    assert any(r["content"].startswith("Sam said: ") and r["turn"] == 3 for r in retrieval.results)
-    assert "on turn 3 you said" in fourth.utterance
+    # Turns 1-3 are in Alex's transcript: the tool does not hand those lines back again.
+    assert retrieval.results and not any(r["kind"] == "episodic" and r["turn"] in (1, 2, 3) for r in retrieval.results)
+    assert "on turn 3 you said" in fourth.utterance  # the line it answers, read in its transcript
     for r in retrieval.results:
         assert set(r) >= {"rank", "score", "components", "matched_key", "content"}
     # The agent read seed 000's response format, turn numbers included.
     tool_message = next(m for m in fourth.prompt_messages if m["role"] == "tool")
     body = json.loads(tool_message["content"])
-    assert body["query"] == "what did Sam say?" and body["memories"][0]["turn"]
+    assert body["query"] == "what did Sam say?" and all(m["memory_id"] for m in body["memories"])
     # Every tool call the model made has its Retrieval row.
     for turn in turns:
         calls = [c for m in turn.prompt_messages for c in m.get("tool_calls") or []]
@@ -67,12 +66,25 @@ def test_scripted_turns_discover_then_recall(user, dinner):
 
 
 @pytest.mark.django_db
-def test_tools_mode_prompt_does_not_declare_identity(user, dinner):
+def test_tools_mode_prompt_gives_a_one_line_identity_and_leaves_the_rest_to_discover(user, dinner):
     simulation = start(user, dinner, max_turns=1)
     run(simulation, 0)
     system = Turn.objects.get(simulation=simulation).prompt_messages[0]["content"]
+    assert system.startswith("Your memory tools")
+    assert "## Now\nYou are Alex: a pragmatic project manager" in system  # no tool call to learn its own name
+    assert "organising family outings" not in system and "fairness" not in system  # the sheet: through query_self
+
+
+@pytest.mark.django_db
+def test_seed_000s_minimal_prompt_declares_no_identity(user, dinner):
+    simulation = start(user, dinner, max_turns=1, tool_prompt="seed000")
+    run(simulation, 0)
+    turn = Turn.objects.get(simulation=simulation)
+    system = turn.prompt_messages[0]["content"]
     assert system.startswith("You are an agent in a simulation. You have access to memory tools")
     assert "project manager" not in system  # it must discover that through query_self
+    assert set(turn.context["tool_names"]) <= {"query_self", "query_background", "query_communication_style",
+                                               "query_scene", "query_character", "query_memory"}
 
 
 @pytest.mark.django_db

@@ -25,7 +25,7 @@ def say(simulation, index: int, agent: str, line: str):
 
 def test_the_heuristic_reads_warmth_trust_names_and_whispers():
     warm = judge("Thank you, that was a lovely idea.", listener="Jordan")
-    assert (warm.trust, warm.affinity) == (0.0, 0.25) and warm.words == ["thank", "love"]  # "love" starts "lovely"
+    assert (warm.trust, warm.affinity) == (0.0, 0.1) and warm.words == ["thank"]  # "lovely" is not "love"
     named = judge("Jordan, you lied to me, you idiot.", listener="Jordan")
     assert named.trust == pytest.approx(-0.3) and named.affinity == pytest.approx(-0.3)  # ×1.5, capped at 0.3
     assert "said to Jordan by name" in named.why
@@ -40,8 +40,9 @@ def test_what_is_heard_moves_the_standing_and_the_agent_reads_it(user, dinner, c
     say(simulation, 1, "Jordan", "Alex, you lied about the booking. That is so selfish.")
     say(simulation, 2, "Sam", "The menu has pasta.")  # no such word: no change
     rows = Relationship.objects.filter(bank=simulation.bank).order_by("turn", "agent")
+    # Turn 2 is said to Alex by name: Sam, who only overheard it, is not moved by it.
     assert [(r.turn, r.agent, r.other) for r in rows] == [
-        (1, "Jordan", "Alex"), (1, "Sam", "Alex"), (2, "Alex", "Jordan"), (2, "Sam", "Jordan")]
+        (1, "Jordan", "Alex"), (1, "Sam", "Alex"), (2, "Alex", "Jordan")]
     alex = standing(simulation.bank, "Alex")[("Alex", "Jordan")]
     # "lied" 0.25 ×1.5 (named) → −0.3 (capped); "selfish" 0.2 ×1.5 = −0.3
     assert (alex.trust, alex.affinity) == (-0.3, -0.3)
@@ -73,7 +74,7 @@ def test_a_branch_keeps_the_standing_from_before_its_turn(user, dinner):
     services.simulation_seed(simulation_id=branch.pk)
     branch.refresh_from_db()
     copied = standing(branch.bank)
-    assert set(copied) == {("Jordan", "Alex"), ("Sam", "Alex")}  # turn 1's changes, not turn 2's
+    assert set(copied) == {("Jordan", "Alex")}  # turn 1's change (said to Jordan by name), not turn 2's
     kept = copied[("Jordan", "Alex")]
     assert kept.evidence is not None and kept.evidence.bank_id == branch.bank_id
     assert Memory.objects.get(pk=kept.evidence_id).content.startswith("Alex said: Thank you, Jordan")
@@ -82,7 +83,7 @@ def test_a_branch_keeps_the_standing_from_before_its_turn(user, dinner):
 def test_lines_leave_feelings_and_lessons_and_agents_form_their_own(user, dinner, django_capture_on_commit_callbacks):
     """Extended memory types formed in play (memory.extraction, form_memory's valence and target)."""
     simulation = start_seeded(user, dinner, max_turns=6)
-    first = "Jordan, thank you, that was a lovely idea."
+    first = "Jordan, thank you, that was so kind of you."
     second = "Alex, that is so selfish. Next time I will check the prices first."
     with django_capture_on_commit_callbacks() as queued:
         say(simulation, 0, "Alex", first)
@@ -95,7 +96,7 @@ def test_lines_leave_feelings_and_lessons_and_agents_form_their_own(user, dinner
     assert extract_after_turn(bank_id=simulation.bank_id, turn=2, speaker="Sam", text=second) == []  # once
     felt = Memory.objects.in_bank(simulation.bank).filter(kind="emotional", category="reaction")
     warm = felt.get(agent="Jordan", turn=1)
-    assert warm.about == "Alex" and warm.emotional_valence == pytest.approx(1.0)  # 0.25 × 1.5 → capped 0.3 → 1
+    assert warm.about == "Alex" and warm.emotional_valence == pytest.approx(1.0)  # 0.2 × 1.5 = 0.3 (the cap) → 1
     assert warm.content.startswith("Jordan warmed to Alex at turn 1: “Jordan, thank you")
     assert list(warm.evidence.values_list("agent", "turn")) == [("Jordan", 1)]
     hurt = felt.get(agent="Alex", turn=2)

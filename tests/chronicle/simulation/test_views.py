@@ -139,7 +139,7 @@ def test_turn_panel_shows_memories_scores_components_and_context(user, dinner, c
     assert "<html" not in panel
     assert "query_self" in panel and "query_scene" in panel and "You are Alex" in panel
     assert 'sb-seg sb-similarity' in panel and "matched: key “who am I?”" in panel
-    assert "the exact messages sent" in panel and "You are an agent in a simulation" in panel
+    assert "the exact messages sent" in panel and "Your memory tools" in panel
     # The page of a turn is the inspector now: the old address takes a browser there.
     full = client.get(url, follow=True).content.decode()
     assert "<html" in full and "Turn 1 · Alex" in full

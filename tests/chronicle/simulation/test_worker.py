@@ -49,14 +49,12 @@ def test_full_scripted_run_through_a_real_worker(celery_worker, user, client_for
     for turn in turns[3:]:  # later turns: recall, with turn numbers
         assert list(turn.retrievals.values_list("tool", flat=True)) == ["query_memory", "recall_facts"]
         retrieval = turn.retrievals.get(tool="query_memory")
-        earlier = {t.number: t.utterance for t in turns if t.index < turn.index}
-        quoted = [r for r in retrieval.results if r["speaker"] != turn.agent]
-        assert quoted, retrieval.results
-        for r in quoted:
-            assert r["content"] == f"{r['speaker']} said: {earlier[r['turn']]}"
-        # The most relevant line spoken by another, preferring one that quotes nobody (no nested quotes).
-        plain = next((r for r in quoted if ' you said "' not in r["content"]), quoted[0])
-        assert f"on turn {plain['turn']} you said" in turn.utterance
+        earlier = {t.number: t for t in turns if t.index < turn.index}
+        # Every earlier line is in the agent's transcript window, so the tool hands none of them back…
+        assert retrieval.results and not any(r["kind"] == "episodic" and r["turn"] in earlier for r in retrieval.results)
+        # …and the agent answers the last line another said, which it reads there.
+        last = max(n for n, t in earlier.items() if t.agent != turn.agent)
+        assert f"on turn {last} you said" in turn.utterance
         assert turn.utterance.count('"') == 2
     # Every tool call has its Retrieval row.
     calls = sum(len(m.get("tool_calls") or []) for t in turns for m in t.prompt_messages)

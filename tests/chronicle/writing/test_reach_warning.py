@@ -91,7 +91,7 @@ def test_unticked_tools_show_the_warning_as_the_writer_picks_a_kind(client_for, 
     Simulation.objects.filter(pk=finished.pk).update(tool_set=["query_self", "query_scene"])
     html = client.get(url, {"kind": "semantic", "agent": "Alex"}, **HX).content.decode()
     assert "<html" not in html and 'id="reach-warning"' in html
-    assert "no agent would ever get Alex&#x27;s “Semantic” memory" in html and "offer recall_facts" in html
+    assert "no agent would ever get Alex&#x27;s “Semantic” memory" in html and "offer query_memory or recall_facts" in html
     assert "Unreachable" not in client.get(url, {"kind": "character", "agent": "Alex"}, **HX).content.decode()
     assert "Unreachable" not in client.get(url, {"kind": "character", "agent": ""}, **HX).content.decode()  # shared: query_self
     # The form's first choice (semantic, for the turn's agent) is warned about on the page itself.
@@ -106,7 +106,7 @@ def test_unticked_tools_show_the_warning_as_the_writer_picks_a_kind(client_for, 
     # Tools mode with the scene tool alone: the warning says what would reach the rest.
     Simulation.objects.filter(pk=finished.pk).update(tool_set=["query_scene"])
     html = client.get(url, {"kind": "character_knowledge", "agent": "Alex"}, **HX).content.decode()
-    assert "Unreachable" in html and "offer recall_facts" in html and "use the “Both” retrieval mode" in html
+    assert "Unreachable" in html and "offer query_memory or recall_facts" in html and "use the “Both” retrieval mode" in html
 
     # Pre-population alone (the default mode) reaches every kind, own or shared, with no tool at all.
     for mode in ("prepopulate", "both"):

@@ -9,7 +9,7 @@ import pytest
 from chronicle.simulation.models import Turn
 from chronicle.writing import services
 from memory.models import Memory
-from tests.chronicle.writing.conftest import prepare_and_run
+from tests.chronicle.writing.conftest import prepare_and_run, run_all, start
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +26,8 @@ def quoted_memory(turn: Turn) -> dict:
 
 def test_excluded_memory_stays_out_of_the_regenerated_turn(user, finished):
     turn = finished.turns.get(index=3)
-    top = quoted_memory(turn)
+    # The memory the line rests on: what the agent read and quoted ("this is on my mind: …").
+    top = next(r for retrieval in turn.retrievals.all() for r in retrieval.results if r["content"][:40] in turn.utterance)
     assert top["content"] in tool_text(turn)  # the original run read it
     services.override_toggle(turn=turn, kind="exclude", memory_id=top["memory_id"], actor=user, on=True)
 
@@ -34,7 +35,7 @@ def test_excluded_memory_stays_out_of_the_regenerated_turn(user, finished):
     regenerated = branch.turns.get(index=3)
     assert top["content"] not in tool_text(regenerated)
     # The record still shows it, marked excluded (on the branch's copy of the memory).
-    rows = regenerated.retrievals.get(tool="query_memory").results
+    rows = [r for retrieval in regenerated.retrievals.all() for r in retrieval.results]
     excluded = [r for r in rows if r.get("excluded")]
     assert [r["content"] for r in excluded] == [top["content"]]
     assert Memory.objects.get(pk=excluded[0]["memory_id"]).bank_id == branch.bank_id
@@ -55,27 +56,31 @@ def test_pinned_memory_reaches_the_agent_on_that_turn(user, finished):
     assert f"I keep thinking: {unread.content[:30]}" in regenerated.utterance
 
 
-def test_regenerating_from_n_keeps_earlier_turns_and_changes_later_ones(user, finished):
-    turn = finished.turns.get(index=3)
-    quoted = Memory.objects.get(pk=quoted_memory(turn)["memory_id"])
+def test_regenerating_from_n_keeps_earlier_turns_and_changes_later_ones(user, dinner):
+    # Turn 11 (Jordan) recalls Alex's turn-1 line, from before its transcript window (turns 3-10).
+    finished = run_all(start(user, dinner, max_turns=12))
+    turn = finished.turns.get(index=10)
+    quoted = next(Memory.objects.get(pk=r["memory_id"]) for r in turn.retrievals.get(tool="query_memory").results
+                  if r["kind"] == "episodic" and r["turn"] == 1)
+    assert f'on turn 1 you said "{quoted.content.partition(": ")[2][:20]}' in turn.utterance
     services.memory_edit(simulation=finished, memory=quoted, actor=user,
-                         content="Sam said: Let us just order a pizza and stay in.")
+                         content="Alex said: Let us just order a pizza and stay in.")
 
-    branch = prepare_and_run(services.simulation_branch(parent=finished, index=3, actor=user))
-    assert branch.parent_id == finished.pk and branch.branch_turn == 3 and branch.status == "completed"
+    branch = prepare_and_run(services.simulation_branch(parent=finished, index=10, actor=user))
+    assert branch.parent_id == finished.pk and branch.branch_turn == 10 and branch.status == "completed"
     before = list(finished.turns.order_by("index").values_list("agent", "utterance"))
     after = list(branch.turns.order_by("index").values_list("agent", "utterance"))
-    assert len(after) == len(before) == 6
-    assert after[:3] == before[:3]  # shared turns, word for word
+    assert len(after) == len(before) == 12
+    assert after[:10] == before[:10]  # shared turns, word for word
     assert [a for a, _ in after] == [a for a, _ in before]
-    assert after[3][1] != before[3][1]  # the changed memory made turn 4 different…
-    assert "pizza" in after[3][1]
+    assert after[10][1] != before[10][1]  # the changed memory made turn 11 different…
+    assert "pizza" in after[10][1]
     # …and it was heard: the next speakers remember the new line, not the old one.
-    assert Memory.objects.in_bank(branch.bank).filter(turn=4, content=f"Alex said: {after[3][1]}").count() == 3
-    assert not Memory.objects.in_bank(branch.bank).filter(content=f"Alex said: {before[3][1]}").exists()
-    # The branch's bank is the parent's as of turn 4: nothing from the parent's later turns.
-    assert not Memory.objects.in_bank(branch.bank).filter(turn__gt=6).exists()
-    later = Memory.objects.in_bank(branch.bank).filter(turn__gte=4)
+    assert Memory.objects.in_bank(branch.bank).filter(turn=11, content=f"Jordan said: {after[10][1]}").count() == 3
+    assert not Memory.objects.in_bank(branch.bank).filter(content=f"Jordan said: {before[10][1]}").exists()
+    # The branch's bank is the parent's as of turn 11: nothing from the parent's later turns.
+    assert not Memory.objects.in_bank(branch.bank).filter(turn__gt=12).exists()
+    later = Memory.objects.in_bank(branch.bank).filter(turn__gte=11)
     assert later.exists() and not later.filter(metadata__has_key="copied_from").exists()
     copied = Memory.objects.in_bank(branch.bank).filter(metadata__has_key="copied_from")
     assert copied.filter(content__contains="pizza").exists()  # the writer's edit came along

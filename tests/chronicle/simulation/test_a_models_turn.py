@@ -1,0 +1,105 @@
+"""What a model is told each turn: the tools as offered, the markup, a fixed header, the stage in its
+transcript; and how the words it says move relationships and reach whom they should."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chronicle import headless
+from chronicle.simulation.engine import SEED_000_TOOLS, compact_schemas
+from chronicle.simulation.models import Simulation
+from chronicle.simulation.prompts import MARKUP, system_prompt
+from chronicle.simulation.services import simulation_start
+from chronicle.simulation.stage import deliver
+from memory.relationships import judge
+from memory.tools import SIMULATION_TOOLS, openai_tool_schemas
+from tests.chronicle.simulation.conftest import wait_status
+
+EVERY_KIND = Path(__file__).resolve().parents[2] / "fixtures" / "probes" / "every_kind.json"
+
+
+@pytest.mark.parametrize("line", ["What kind of budget are we talking about?", "Trust me, it'll be fine.",
+                                  "I swear the risotto is worth it.", "What a lovely place this is."])
+def test_everyday_words_move_no_relationship(line):
+    assert not judge(line, listener="Alex").changes
+
+
+@pytest.mark.parametrize("line, trust, affinity", [
+    ("Thank you, Alex, really.", 0, +1),
+    ("You betrayed me, Alex.", -1, 0),
+    ("Touch my inn again and you'll regret it.", -1, -1),
+])
+def test_a_thank_you_a_betrayal_and_a_threat_do(line, trust, affinity):
+    moved = judge(line, listener="Alex")
+    assert (moved.trust > 0) - (moved.trust < 0) == trust and (moved.affinity > 0) - (moved.affinity < 0) == affinity
+
+
+def test_a_line_said_to_someone_else_by_name_moves_only_them():
+    assert not judge("Thank you, Oren, that was kind of you.", listener="Tess", others=["Oren", "Tess"]).changes
+    assert judge("Thank you, Oren, that was kind of you.", listener="Oren", others=["Oren", "Tess"]).affinity > 0
+
+
+@pytest.mark.parametrize("line", ["*whispers to Sam:* Bella's is closing.", "(whispering to Sam) Bella's is closing.",
+                                  "*leans over to Sam and whispers* Bella's is closing.",
+                                  "*whispers in Sam's ear* Bella's is closing."])
+def test_the_whispers_models_write_reach_only_their_addressee(line):
+    heard = deliver(line, speaker="Alex", present=["Alex", "Jordan", "Sam"])
+    assert heard.whisper_to == "Sam" and heard.heard_by == ["Alex", "Sam"] and heard.text == "Bella's is closing."
+
+
+def test_an_action_mid_line_is_seen():
+    heard = deliver("Fine. *slams the menu down* We go Thai.", speaker="Alex", present=["Alex", "Jordan"])
+    assert heard.actions == ["slams the menu down"] and heard.heard_by == ["Alex", "Jordan"]
+
+
+def test_the_prompt_names_exactly_the_tools_offered_with_their_parameters_and_the_budget():
+    offered = ["query_self", "query_memory", "recall_episodes"]
+    tools = compact_schemas(openai_tool_schemas(offered))
+    text = system_prompt(mode="tools", agent="Alex", tools=tools, budget=3)
+    assert "query_self(aspect?)" in text and "query_memory(query)" in text
+    assert "recall_episodes(query, time_range?, importance_threshold?)" in text
+    assert "at most 3 tool calls this turn, then speak" in text
+    assert not any(f"{name}(" in text for name in SIMULATION_TOOLS if name not in offered)
+    assert "query_memory(question)" not in text and MARKUP in text
+    # Seed 000's minimal prompt stays, for writers who study discovery.
+    minimal = system_prompt(mode="tools", agent="Alex", tools=tools, budget=3, minimal=True)
+    assert "query_memory(question)" in minimal and MARKUP not in minimal
+    assert set(SEED_000_TOOLS) <= set(SIMULATION_TOOLS)
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user, celery_worker):
+    imported = headless.scenario_import(raw=EVERY_KIND.read_bytes(), username=user.username)
+    values = headless.run_settings(imported=imported, turns=None, provider=None, mode="tools")
+    simulation = simulation_start(owner=user, scenario=imported.scenario, cast=list(imported.scenario.cast.all()),
+                                  settings=values)
+    wait_status(simulation, Simulation.Status.COMPLETED)
+    turns = {t.number: t for t in simulation.turns.all()}
+
+    def told(number: int) -> tuple[str, str]:
+        messages = turns[number].prompt_messages
+        return messages[0]["content"], next(m["content"] for m in messages if m["role"] == "user")
+
+    system, user_message = told(5)  # Alex, after "4: Sam steps out"
+    assert "[turn 4] *Sam steps out*" in user_message
+    assert "## Now\nYou are Alex: Project manager" in system and "Here with you: Jordan\n" in system
+    system, user_message = told(7)  # Alex, after the alarm at 6
+    assert "*The neighbour's smoke alarm goes off upstairs*" in user_message
+    # Sam, back at 9: its own exit and return, not what happened while it was out.
+    system, user_message = told(9)
+    assert "*Sam steps out*" in user_message and "*Sam comes back*" in user_message
+    assert "smoke alarm" not in user_message and "cousin Priya" not in user_message
+    assert "Here with you: Alex, Jordan" in system
+    # query_scene says who is here: at turn 6, with Sam out, Alex is with Jordan.
+    from chronicle.simulation.engine import tool_context
+    from chronicle.simulation.models import Turn
+    from chronicle.simulation.turns import turn_input
+    from memory.tools import call_tool
+
+    at_six = turn_input(turn=Turn(simulation=simulation, index=5, agent="Alex"))
+    scene = call_tool("query_scene", {}, context=tool_context(at_six, deferred=[]))
+    assert scene.response["who_is_here"] == ["Jordan"] and scene.response["memories"]
