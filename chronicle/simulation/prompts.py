@@ -140,7 +140,7 @@ def system_parts(*, mode: str, agent: str, sections: list[Section] | None = None
     parts.append(Part("Speaker label", "instructions", speaker_label(agent)))
     # Who you are and where change least from turn to turn: before the header, whose time moves on.
     sections = sorted(sections or [], key=lambda section: section.title not in STABLE_SECTIONS)
-    for position, section in enumerate(sections):
+    for section in sections:
         if now and not minimal and section.title not in STABLE_SECTIONS:
             parts.append(Part("Header", "header", now))
             now = ""
