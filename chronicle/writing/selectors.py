@@ -10,7 +10,7 @@ from django.db.models import F, Prefetch
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from chronicle.simulation.engine import PREPOPULATED_FACT_KINDS
+from chronicle.simulation.briefing import PREPOPULATED_FACT_KINDS
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
 from chronicle.simulation.pins import pin_refusal
 from chronicle.simulation.selectors import Overrides, turn_overrides  # noqa: F401  (the writer's pages read them too)

@@ -1,0 +1,138 @@
+"""What an agent is briefed with before it speaks: the fixed header and, in the pre-populate modes,
+the memories injected into its system message (seed 001's pre-population)."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING
+
+from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header
+from memory.distortion import retrieval_filter
+from memory.relationships import describe, standing
+from memory.retrieval import MemoryFilter
+from memory.retrieval.confidence import calibrated
+from memory.seeding import WHOLE_SHEET_K
+from memory.sheets import CharacterSheet
+from memory.tools import MEMORY_KINDS, recall_sheet, recall_stable, stable_snapshot
+
+if TYPE_CHECKING:
+    from chronicle.simulation.engine import TurnInput, TurnOutcome
+
+
+def now_header(turn: TurnInput) -> str:
+    """Who is speaking, where, with whom and when, in four lines (prompts.header)."""
+    sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
+    first = re.split(r"(?<=[.!?])\s", (sheet.description or "").strip(), maxsplit=1)[0]
+    identity = " — ".join(x for x in [sheet.role, first] if x)
+    scenario = turn.scenario
+    place = (scenario.location.split(":")[0].strip() if scenario and scenario.location else "") or \
+        (scenario.title if scenario else "")
+    scene = ", ".join(x for x in [place, scenario.time_of_day if scenario else ""] if x) or "(not described)"
+    clock = f"turn {turn.number}"
+    if turn.minutes_per_turn:
+        skipped = turn.clock[turn.number] if turn.clock and turn.number < len(turn.clock) else 0.0
+        minutes = round((turn.index + skipped) * turn.minutes_per_turn)
+        clock += f", {_duration(minutes)} since the scene began"
+    return header(agent=turn.agent, identity=identity, scene=scene, present=turn.others, clock=clock)
+
+
+def _duration(minutes: int) -> str:
+    if minutes < 60:
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    hours, rest = divmod(minutes, 60)
+    return f"{hours} hour{'s' if hours != 1 else ''}" + (f" {rest} minute{'s' if rest != 1 else ''}" if rest else "")
+
+
+# "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
+PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMORY_KINDS if k != "episodic")]
+
+
+def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
+    """Seed 001's pre-population: who I am, the scene, the others present, recent important events."""
+    # The whole sheet, category by category (memory.tools.recall_sheet), then the scene. Every
+    # section takes the agent's own memories and the shared ones (the writer's "for everyone").
+    queries = [
+        ("Who you are", "who am I?", None, WHOLE_SHEET_K),
+        ("Where you are", "where am I?", MemoryFilter(agent=turn.agent, kinds=["scene"], shared=True), 4),
+    ]
+    for other in turn.others:
+        queries.append(("The others present", f"who is {other}?",
+                        MemoryFilter(agent=turn.agent, kinds=["character_knowledge"], about=other), 1))
+    last = turn.transcript[-1] if turn.transcript else None
+    situation = f"{last[1]} said: {last[2]}" if last else "what do I know that matters here?"
+    # What the agent believes (planted by the writer, or heard): news it may pass on.
+    queries.append(("What you believe", "what do I believe?",
+                    MemoryFilter(agent=turn.agent, kinds=["semantic"], categories=["belief"],
+                                 max_turn=turn.index or None), 3))
+    # What the agent (or everyone) learned or was given: card lore, the writer's memories, insights,
+    # and what it knows of people outside the cast.
+    queries.append(("What you know", situation,
+                     MemoryFilter(agent=turn.agent, kinds=PREPOPULATED_FACT_KINDS, shared=True,
+                                  max_turn=turn.index or None), 5))
+    if last:
+        queries.append(("Recent events", situation,
+                        MemoryFilter(agent=turn.agent, kinds=["episodic", "observation", "action"], max_turn=turn.index,
+                                     min_turn=max(1, turn.number - 8), shared=True), 5))
+    sections: dict[str, Section] = {}
+    shown: set[int] = set()
+    with stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
+        for title, query, memory_filter, k in queries:
+            started = time.perf_counter()
+            error, results = "", []
+            try:
+                if memory_filter is None:  # "Who you are"
+                    memory_filter, results = recall_sheet(turn.bank, turn.agent, scoring=turn.scoring, clock=turn.clock,
+                                                          weights=turn.weights or None, current_turn=turn.number,
+                                                          shared=True, k=k)
+                else:
+                    # The scene and what one knows of the others rarely change: kept between turns.
+                    results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
+                                            weights=turn.weights or None, current_turn=turn.number, clock=turn.clock,
+                                            associations=turn.associations,
+                                            distort=retrieval_filter(turn.agent, turn.distortions))
+            except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
+                error = f"{type(exc).__name__}: {exc}"
+            snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot()
+                         for r in results]
+            outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
+                           filter=memory_filter.to_dict() if memory_filter else {}, results=snapshots, error=error,
+                           latency_ms=round((time.perf_counter() - started) * 1000, 2),
+                           path=getattr(results, "path", ""))
+            section = sections.setdefault(title, Section(title))
+            for snap in snapshots:
+                if snap.get("excluded") or snap["memory_id"] in shown:
+                    continue  # a memory already in an earlier section is not sent twice
+                shown.add(snap["memory_id"])
+                turn_label = snap.get("turn")
+                line = (f"(before this story) {snap['content']}" if turn_label is not None and turn_label < 0
+                        else f"(turn {turn_label}) {snap['content']}" if turn_label else snap["content"])
+                similarity = (snap.get("components") or {}).get("similarity")
+                if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
+                    # the scale of the tools' retrieval_confidence; the prompt says below it is weak
+                    line += " (weak match)"
+                if line not in section.lines:
+                    section.lines.append(line)
+    # How the agent stands with those present, as what it heard has moved it (memory.relationships).
+    stood = standing(turn.bank, turn.agent, before_turn=turn.number)
+    for other in turn.others:
+        row = stood.get((turn.agent, other))
+        if row is not None:
+            sections.setdefault("The others present", Section("The others present")).lines.append(
+                f"How you stand with {other}: {describe(row)}")
+    return list(sections.values())
+
+
+PINNED_HEADING = "## Pinned by the writer"
+
+
+def pinned_note(turn: TurnInput, outcome: TurnOutcome) -> str:
+    """Pinned memories reach the agent as a section of its system message, and are recorded."""
+    if not turn.pinned:
+        return ""
+    lines = []
+    for snap in turn.pinned:
+        lines.append(f"- (turn {snap['turn']}) {snap['content']}" if snap.get("turn") else f"- {snap['content']}")
+    outcome.record(agent=turn.agent, tool="pinned",
+                   results=[dict(snap, rank=i + 1, pinned=True) for i, snap in enumerate(turn.pinned)])
+    return f"{PINNED_HEADING}\nThese memories are with you now:\n" + "\n".join(lines)
