@@ -9,6 +9,7 @@ is deleted afterwards unless --keep.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,13 @@ from chronicle.writing.exports import FORMAT as SIMULATION_FORMAT
 from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.selectors import token_summary
-from chronicle.simulation.services import SECRET_SETTINGS, SETTING_FIELDS, ControlError, simulation_cancel
+from chronicle.simulation.services import (
+    SECRET_SETTINGS,
+    SETTING_FIELDS,
+    ControlError,
+    simulation_cancel,
+    simulation_settings_errors,
+)
 from memory.models import Memory, MemoryBank
 from memory.relationships import standing
 from memory.services import bank_delete
@@ -55,6 +62,7 @@ class Imported:
     file_settings: dict = field(default_factory=dict)
     script: list[dict] = field(default_factory=list)  # the replay provider's lines (chronicle.simulation.replay)
     probes: list = field(default_factory=list)  # chronicle.simulation.probes.Probe
+    renamed: dict = field(default_factory=dict)  # file name → the copy's name, when the owner had them already
 
 
 def _cast_in_file(data: dict) -> list[str]:
@@ -95,8 +103,12 @@ def _settings_in_file(data: Any) -> dict:
     return values
 
 
-def scenario_import(*, raw: bytes, username: str | None) -> Imported:
-    """The file's scenario and cast, as `username` or a new throw-away writer; nothing is created on error."""
+def scenario_import(*, raw: bytes, username: str | None, run: dict | None = None) -> Imported:
+    """The file's scenario and cast, as `username` or a new throw-away writer; nothing is created on error.
+
+    run: the command line's turns, provider and mode; the run's settings they make with the file's are
+    checked before anything is imported. A writer who has characters of these names already gets
+    copies ("Alex (2)"), as the import page offers, and the file's script and settings follow them."""
     try:
         data = json.loads(raw.decode("utf-8-sig"))
     except ValueError:
@@ -111,12 +123,20 @@ def scenario_import(*, raw: bytes, username: str | None) -> Imported:
         raise HeadlessError("this is a character card, not a scenario: export a scenario (Wonda JSON) with its cast")
     file_settings = _settings_in_file(data)
     script, found = _script_in_file(data, file_settings)
+    if run is not None and isinstance(data, dict):
+        title = str((data.get("scenario") or {}).get("title") or "") if isinstance(data.get("scenario"), dict) else ""
+        values = settings_for(title=title, file_settings=file_settings, script=script, **run)
+        problems = simulation_settings_errors(settings=values, cast_names=_cast_in_file(data))
+        if problems:
+            raise HeadlessError("the run's settings are not valid: "
+                                + "; ".join(f"{name}: {' '.join(said).rstrip('.')}" for name, said in problems.items()))
     users = get_user_model().objects
     owner = None
     if username:
         owner = users.filter(username=username).first()
         if owner is None:
             raise HeadlessError(f"there is no user {username!r}")
+    renamed: dict[str, str] = {}
     try:
         # One transaction with the throw-away writer: a bad file leaves not even the user behind,
         # and the preview seeding the importer queues goes out only once it all committed.
@@ -124,24 +144,42 @@ def scenario_import(*, raw: bytes, username: str | None) -> Imported:
             throwaway = owner is None
             if throwaway:
                 owner = users.create_user(username=f"run-{time.time_ns()}", password=None)
-            result = card_import(owner=owner, raw=raw)
+            try:
+                result = card_import(owner=owner, raw=raw)
+            except CardImportError as exc:
+                if not exc.clashes or len(exc.errors) != len(exc.clashes):
+                    raise
+                renamed = dict(exc.copies)
+                result = card_import(owner=owner, raw=raw, as_copy=True)
     except CardImportError as exc:
         raise HeadlessError(str(exc)) from None
+    if renamed:
+        script = [dict(line, speaker=renamed.get(line.get("speaker"), line.get("speaker"))) for line in script]
+        file_settings = {name: _renamed_in(value, renamed) for name, value in file_settings.items()}
     return Imported(owner=owner, throwaway=throwaway, scenario=result.scenario, characters=result.characters,
-                    file_settings=file_settings, script=script, probes=found)
+                    file_settings=file_settings, script=script, probes=found, renamed=renamed)
 
 
-def run_settings(*, imported: Imported, turns: int | None, provider: str | None, mode: str | None) -> dict:
+def _renamed_in(value, renamed: dict[str, str]):
+    """A setting's text with each renamed character's name replaced by its copy's (whole words)."""
+    if not isinstance(value, str):
+        return value
+    pattern = re.compile(r"\b(" + "|".join(re.escape(name) for name in sorted(renamed, key=len, reverse=True)) + r")\b")
+    return pattern.sub(lambda m: renamed[m.group(1)], value)
+
+
+def settings_for(*, title: str, file_settings: dict, script: list, turns: int | None, provider: str | None,
+                 mode: str | None) -> dict:
     """The run's settings: the file's, then the command line's; an OpenAI-compatible server comes from settings."""
-    values = {"title": f"{imported.scenario.title} (command line)"[:200], **imported.file_settings}
+    values = {"title": f"{title} (command line)"[:200], **file_settings}
     for name, value in (("max_turns", turns), ("provider", provider), ("retrieval_mode", mode)):
         if value is not None:
             values[name] = value
-    if imported.script:
+    if script:
         # A file with a script plays it (the replay provider) unless told otherwise, all its lines by default.
-        values["script"] = imported.script
+        values["script"] = script
         values.setdefault("provider", Simulation.Provider.REPLAY)
-        values.setdefault("max_turns", len(imported.script))
+        values.setdefault("max_turns", len(script))
     values.setdefault("provider", django_settings.LLM_PROVIDER)
     if values["provider"] == Simulation.Provider.OPENAI:
         values.setdefault("base_url", django_settings.LLM_BASE_URL)
@@ -149,6 +187,11 @@ def run_settings(*, imported: Imported, turns: int | None, provider: str | None,
         values.setdefault("timeout_s", django_settings.LLM_TIMEOUT)
         values["api_key"] = django_settings.LLM_API_KEY
     return values
+
+
+def run_settings(*, imported: Imported, turns: int | None, provider: str | None, mode: str | None) -> dict:
+    return settings_for(title=imported.scenario.title, file_settings=imported.file_settings, script=imported.script,
+                        turns=turns, provider=provider, mode=mode)
 
 
 def worker_running() -> bool:

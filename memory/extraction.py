@@ -1,10 +1,12 @@
-"""Memories formed in play besides the lines themselves (issue 15, seed 000's extended types), offline:
+"""Memories formed in play besides the lines themselves (seed 000's extended types):
 
 - an **emotional** reaction: a listener whose affinity towards the speaker a line moved
   (memory.relationships) keeps how it felt — valence from the move (±0.3 → ±1), its target the
   speaker (`about`), the line's memory as evidence;
 - a **procedural** lesson: a speaker who draws one aloud ("next time…", "I've learned…", "never
-  again…") keeps the sentence as a lesson.
+  again…") keeps the sentence as a lesson;
+- a **semantic** fact a listener learned, when the model's judgement after the line
+  (memory.after_turn) names one: kept with the line's memory as evidence and whom it was heard from.
 
 Agents form semantic facts, emotions (with valence and target) and lessons themselves with the
 `form_memory` tool; these rules make the same kinds when the model does not. They run in a task
@@ -69,16 +71,32 @@ def lesson_create(*, bank: MemoryBank, agent: str, line: str, turn: int, evidenc
                          evidence=[evidence] if evidence is not None else [], metadata={"extracted": "lesson"})
 
 
-def extract_after_turn(*, bank_id: int, turn: int, speaker: str, text: str) -> list[Memory]:
+def facts_create(*, bank: MemoryBank, facts: dict[str, list[str]], speaker: str, turn: int) -> list[Memory]:
+    """Each listener's learned facts, embedded in one model call, its copy of the line as evidence."""
+    pairs = [(agent, fact) for agent, listed in facts.items() for fact in listed]
+    if not pairs:
+        return []
+    heard = {m.agent: m for m in Memory.objects.in_bank(bank).filter(kind="episodic", turn=turn, speaker=speaker,
+                                                                     agent__in=list(facts))}
+    vectors = embed_texts([fact for _agent, fact in pairs])
+    return [memory_create(bank=bank, agent=agent, kind="semantic", category="learned", turn=turn, importance=5.0,
+                          content=fact, source="earned", speaker=speaker, embedding=vector,
+                          evidence=[heard[agent]] if agent in heard else [],
+                          metadata={"extracted": "fact", "heard_from": speaker})
+            for (agent, fact), vector in zip(pairs, vectors)]
+
+
+def extract_after_turn(*, bank_id: int, turn: int, speaker: str, text: str,
+                       facts: dict[str, list[str]] | None = None) -> list[Memory]:
     """What a stored line leaves besides itself: the listeners' feelings (from the relationship
     changes it made) and its speaker's lesson. Once per line: a redelivered task finds them made."""
     with transaction.atomic():
         if not bank_hold(bank_id):
             return []  # the run was deleted meanwhile
-        return _extract(MemoryBank.objects.get(pk=bank_id), turn=turn, speaker=speaker, text=text)
+        return _extract(MemoryBank.objects.get(pk=bank_id), turn=turn, speaker=speaker, text=text, facts=facts or {})
 
 
-def _extract(bank: MemoryBank, *, turn: int, speaker: str, text: str) -> list[Memory]:
+def _extract(bank: MemoryBank, *, turn: int, speaker: str, text: str, facts: dict[str, list[str]]) -> list[Memory]:
     done = Memory.objects.in_bank(bank).filter(turn=turn, metadata__extracted__isnull=False, speaker__in=[speaker, ""])
     if done.exists() or Memory.objects.in_bank(bank).filter(turn=turn, agent=speaker, category="lesson").exists():
         return []
@@ -86,4 +104,5 @@ def _extract(bank: MemoryBank, *, turn: int, speaker: str, text: str) -> list[Me
     made = reactions_create(bank=bank, rows=rows, turn=turn)
     own = Memory.objects.in_bank(bank).filter(kind="episodic", turn=turn, agent=speaker, speaker=speaker).first()
     lesson = lesson_create(bank=bank, agent=speaker, line=text, turn=turn, evidence=own)
-    return made + ([lesson] if lesson else [])
+    learned = facts_create(bank=bank, facts=facts, speaker=speaker, turn=turn)
+    return made + ([lesson] if lesson else []) + learned

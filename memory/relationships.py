@@ -1,11 +1,12 @@
-"""Relationships that change (issue 15; seed 003's relationship fields, seed 001's recall_interactions):
+"""Relationships that change (seed 003's relationship fields, seed 001's recall_interactions):
 how each agent stands with each other one — trust and affinity, −1 to 1 — moved by what it hears.
 
 Offline and deterministic: a heard line moves the listener's standing towards its speaker by the
 words it carries (a small signed word list, below), more when the line names the listener, and a
 whisper to the listener is a confidence (trust up). Each change is a `Relationship` row with its turn,
 its reason and the memory of the line it rests on; the latest row per pair is the standing. A line
-that carries none of the words changes nothing (no row).
+that carries none of the words changes nothing (no row). With a model configured, the batched
+judgement after each line (memory.after_turn) moves the standing instead, with the words it names.
 
 This module knows no simulation: chronicle calls `relationships_update` when a turn is stored.
 """
@@ -124,10 +125,15 @@ def standing(bank: MemoryBank | int, agent: str | None = None, before_turn: int 
 
 @transaction.atomic
 def relationships_update(*, bank: MemoryBank, speaker: str, text: str, listeners: Iterable[str], turn: int,
-                         whisper_to: str = "", evidence: dict[str, Memory] | None = None) -> list[Relationship]:
-    """Each listener's standing towards the speaker after hearing `text` at `turn`; a row per change."""
+                         whisper_to: str = "", evidence: dict[str, Memory] | None = None,
+                         judged: dict[str, Judgement] | None = None) -> list[Relationship]:
+    """Each listener's standing towards the speaker after hearing `text` at `turn`; a row per change.
+    judged: a model's judgement per listener (memory.after_turn); a listener it left out is judged
+    by the word lists."""
     present = [name for name in dict.fromkeys(listeners) if name and name != speaker]
-    judged = {name: judge(text, listener=name, whispered=name == whisper_to, others=present) for name in present}
+    given = judged or {}
+    judged = {name: given[name] if name in given else judge(text, listener=name, whispered=name == whisper_to, others=present)
+              for name in present}
     judged = {name: j for name, j in judged.items() if j.changes}
     if not judged:
         return []

@@ -76,12 +76,12 @@ def consolidate_bank_task(bank_id: int, agent: str, before_turn: int, budget: in
 
 
 @shared_task(soft_time_limit=300, time_limit=330)
-def extract_task(bank_id: int, turn: int, speaker: str, text: str) -> int:
-    """A turn's feelings and lesson (memory.extraction), after its commit."""
+def extract_task(bank_id: int, turn: int, speaker: str, text: str, facts: dict | None = None) -> int:
+    """A turn's feelings, lesson and learned facts (memory.extraction), after its commit."""
     from memory.extraction import extract_after_turn
 
     try:
-        return len(extract_after_turn(bank_id=bank_id, turn=turn, speaker=speaker, text=text))
+        return len(extract_after_turn(bank_id=bank_id, turn=turn, speaker=speaker, text=text, facts=facts))
     except EmbeddingError:  # degraded mode: the feelings are not made, the line itself was kept
         return 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -54,6 +55,20 @@ def simulation_start(*, owner, scenario, cast: list, settings: dict, sequel_of: 
     simulation.save(update_fields=["bank", "updated"])
     start_simulation_task.delay_on_commit(simulation.pk)
     return simulation
+
+
+def simulation_settings_errors(*, settings: dict, cast_names: list[str]) -> dict[str, list[str]]:
+    """What simulation_start would refuse in these settings for a cast of these names, checked before
+    anything is created (a command line checks a file's settings before it imports the file)."""
+    simulation = Simulation(cast_snapshot=[{"name": name} for name in cast_names], title="check")
+    for name, value in settings.items():
+        if name in SETTING_FIELDS and value is not None:
+            setattr(simulation, name, value)
+    try:
+        simulation.full_clean(exclude=["owner", "scenario", "bank", "parent", "sequel_of"])
+    except ValidationError as exc:
+        return exc.message_dict
+    return {}
 
 
 def simulation_seed(*, simulation_id: int) -> Simulation | None:

@@ -335,7 +335,9 @@ def capture_options(simulation: Simulation, turn: Turn, outcome: TurnOutcome | N
     rewrite = None
     if distortions and simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY):
         rewrite = ask or _model_asker(simulation, turn, outcome)
-    return {"scorer": scorer, "ask": ask, "filters": filters, "distortions": distortions, "rewrite": rewrite}
+    # One model call after the line judges every listener at once (importance, relationships, facts).
+    return {"scorer": scorer, "ask": ask, "filters": filters, "distortions": distortions, "rewrite": rewrite,
+            "batched": ask is not None}
 
 
 def _model_asker(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None = None):
@@ -479,13 +481,17 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     believed = spread(bank=simulation.bank, speaker=turn.agent, line=turn.utterance, vector=capture.vectors.get(capture.content),
                       heard_by=line.heard_by, turn=turn.number)
     # How each listener now stands with the speaker (memory.relationships): the line's own memory is the evidence.
+    # With a model, its judgement after the line moves them (memory.after_turn); else the word lists.
+    after = capture.after
     moved = relationships_update(bank=simulation.bank, speaker=turn.agent, text=line.text or turn.utterance,
                                  listeners=line.heard_by, turn=turn.number, whisper_to=line.whisper_to,
-                                 evidence={m.agent: m for m in captured})
+                                 evidence={m.agent: m for m in captured}, judged=after.moves if after else None)
     # Memories the line leaves besides itself (memory.extraction): how it made each listener feel,
-    # and a lesson its speaker drew aloud; made by a task after the commit, off the turn's path.
-    if moved or lesson_of(line.text or turn.utterance):
-        args = (simulation.bank_id, turn.number, turn.agent, line.text or turn.utterance)
+    # a lesson its speaker drew aloud, the facts the model says each listener learned; made by a
+    # task after the commit, off the turn's path.
+    facts = {name: listed for name, listed in (after.facts if after else {}).items() if name in line.heard_by}
+    if moved or facts or lesson_of(line.text or turn.utterance):
+        args = (simulation.bank_id, turn.number, turn.agent, line.text or turn.utterance, facts)
         transaction.on_commit(lambda: _queue_extract(*args))
     not_kept = capture_note(captured.skipped)
     degraded = ""
@@ -493,6 +499,9 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
         kept = "; this line is kept and gets its vector when the model is back." if capture.keyword_only else "."
         degraded = ("The embedding model was unavailable: memories were found by their words only "
                     f"(keyword search){kept}")
+    if after is not None and after.error and simulation.provider != Simulation.Provider.REPLAY:
+        degraded = "\n".join(filter(None, [degraded, f"The model's judgement of the line could not be used ({after.error}): "
+                                                  "importance and relationships were decided by the rules."]))
     turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed), distortion_note(captured), degraded)
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)

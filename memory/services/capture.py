@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import connection, transaction
 
+from memory.after_turn import AfterTurn, judge_line
 from memory.cache import embed_texts
 from memory.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
 from memory.embedding.errors import EmbeddingError
@@ -67,6 +68,7 @@ class CapturePlan:
     contents: dict[str, str] = field(default_factory=dict)
     distorted: dict[str, dict] = field(default_factory=dict)
     trauma_links: dict[str, list[int]] = field(default_factory=dict)
+    after: AfterTurn | None = None  # the batched judgement (importance, relationships, facts), when asked
     defer_keys: bool = False  # the context keys are embedded by a task after the commit
     keyword_only: bool = False  # the embedder was down: stored without vectors (stale), embedded when it is back
     once: bool = False  # the caller's commit happens once per line (a simulation's turn): no retry check
@@ -76,7 +78,8 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
                     metadata: dict | None = None, scorer: str | None = None,
                     ask: Callable[[str], str] | None = None, filters: CaptureFilters | None = None,
                     defer_keys: bool = False, said: str = "said", once: bool = False,
-                    distortions: list[Distortion] | None = None, rewrite: Callable[[str], str] | None = None) -> CapturePlan:
+                    distortions: list[Distortion] | None = None, rewrite: Callable[[str], str] | None = None,
+                    batched: bool = False) -> CapturePlan:
     """The slow half of capture (embedding, importance, filters; the LLM scorer's calls), outside any
     transaction. It only reads: a turn stores what it heard in one short transaction afterwards.
 
@@ -86,7 +89,9 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     caller stores this line at most once (a simulation's turn commits with its line, under its claim),
     so capture_commit need not look for the copies of an earlier attempt. distortions (memory.distortion):
     each listener's formation filters rewrite its copy (`rewrite`, a prompt → answer callable, asks a
-    model; else the offline rule), its association filters link the copy to earlier trigger memories."""
+    model; else the offline rule), its association filters link the copy to earlier trigger memories.
+    batched: the LLM scorer asks once for every listener (memory.after_turn), relationships and facts
+    included, instead of once per listener; its answer is `plan.after`."""
     started = time.perf_counter()
     asked = [0.0]  # seconds spent waiting for the LLM scorer: the model's time, not memory's
     def timed(model):
@@ -133,7 +138,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
         plan.keyword_only, plan.keys = True, {}
     plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors.get(content),
                                        turn=turn, names=listeners, scorer=scorer, ask=ask,
-                                       filters=filters or CaptureFilters())
+                                       filters=filters or CaptureFilters(), batched=batched, plan=plan)
     plan.prepare_ms = (time.perf_counter() - started - asked[0]) * 1000
     return plan
 
@@ -264,8 +269,11 @@ def _existing(plan: CapturePlan) -> dict[str, Memory]:
 
 
 def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, names: list[str],
-           scorer: str | None, ask, filters: CaptureFilters) -> tuple[dict[str, Importance], list[Skipped]]:
-    """Each listener's importance and the filters' verdicts; the cheap filters run before any LLM call."""
+           scorer: str | None, ask, filters: CaptureFilters, batched: bool = False,
+           plan: CapturePlan | None = None) -> tuple[dict[str, Importance], list[Skipped]]:
+    """Each listener's importance and the filters' verdicts; the cheap filters run before any LLM call.
+    Batched, one call judges every listener (memory.after_turn); a line nobody else heard is scored
+    by the rule, with no call."""
     if not names or (scorer is None and not filters.importance_floor and filters.duplicate_threshold is None
                      and not filters.only_concerning):
         return {}, []
@@ -274,6 +282,12 @@ def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, n
     scores: dict[str, Importance] = {}
     skipped: list[Skipped] = []
     started = time.monotonic()
+    after = None
+    if batched and scorer == "llm" and ask is not None and any(name != speaker for name in names):
+        profiles = {name: (near.get(name) or Nearest()).profile for name in names}
+        after = judge_line(speaker=speaker, content=content, turn=turn, profiles=profiles, ask=ask)
+        if plan is not None:
+            plan.after = after
     for name in names:
         mine = near.get(name) or Nearest()
         if filters.duplicate_threshold is not None and mine.recent is not None \
@@ -286,7 +300,15 @@ def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, n
         if filters.only_concerning and name != speaker and concern is not None and concern < CONCERN_FLOOR:
             skipped.append(Skipped(agent=name, reason="unconcerned", content=content, similarity=round(concern, 3)))
             continue
-        if scorer == "llm" and ask is not None and time.monotonic() - started < LLM_BUDGET_S:
+        if batched and scorer == "llm":
+            score = heuristic_importance(text=content, near=mine)
+            if after is None:
+                score.scorer = "heuristic"  # nobody else heard it: the rule scores it, no call
+            elif name in after.importance:
+                score.score, score.scorer, score.raw = after.importance[name], "llm-batch", after.raw[:500]
+            else:
+                score.scorer, score.raw = "heuristic-fallback", (after.error or "no score for this listener")[:500]
+        elif scorer == "llm" and ask is not None and time.monotonic() - started < LLM_BUDGET_S:
             score = llm_importance(name=name, text=content, near=mine, ask=ask)
         else:
             score = heuristic_importance(text=content, near=mine)

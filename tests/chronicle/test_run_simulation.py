@@ -83,16 +83,39 @@ def test_the_rumour_file_spreads_a_false_belief_two_hops_and_distorts_at_every_s
     assert result["relationships"] and all(r["agent"] in cast and r["other"] in cast for r in result["relationships"])
 
 
-def test_keep_leaves_the_run_with_its_owner_and_a_second_import_clashes(user):
+def test_keep_leaves_the_run_with_its_owner_and_a_second_run_imports_copies(user):
     result, _ = run(str(DEMO), turns=1, owner=user.username, keep=True)
 
     simulation = Simulation.objects.owned_by(user).get(pk=result["simulation"])
     assert simulation.status == Simulation.Status.COMPLETED and simulation.turns.count() == 1
     assert set(Character.objects.owned_by(user).values_list("name", flat=True)) == CAST
 
-    with pytest.raises(CommandError, match="Alex"):  # the owner already has an Alex: nothing is created
-        run(str(DEMO), turns=1, owner=user.username)
-    assert Character.objects.count() == 3 and Simulation.objects.count() == 1
+    # The owner has the demo's characters already (as `bootstrap`'s user has): the file comes in as copies,
+    # as the import page offers, and its stage directions follow the new names.
+    result, progress = run(str(DEMO), turns=6, owner=user.username, keep=True)
+    assert "imported as copies (Alex → Alex (2), Jordan → Jordan (2), Sam → Sam (2))" in progress
+    copy = Simulation.objects.owned_by(user).get(pk=result["simulation"])
+    assert copy.status == Simulation.Status.COMPLETED and set(copy.cast_names) == {f"{n} (2)" for n in CAST}
+    assert {t["speaker"] for t in result["turns"]} <= set(copy.cast_names)
+    assert "Sam (2)" in copy.stage_directions and "Sam steps" not in copy.stage_directions
+    assert Character.objects.owned_by(user).count() == 6
+
+
+def test_settings_are_checked_before_anything_is_imported_or_started(tmp_path):
+    data = json.loads(DEMO.read_text())
+    data["settings"] = {"greeting_by": "Nobody", "stage_directions": "2: Quentin leaves"}
+    bad = tmp_path / "bad-settings.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(CommandError) as failure:
+        run(str(bad))
+    said = str(failure.value)
+    assert "bad-settings.json: the run's settings are not valid: " in said and "Nobody is not in this run's cast" in said
+    assert "Quentin" in said
+    with pytest.raises(CommandError, match="Tools mode needs at least one tool"):
+        data["settings"] = {"tool_set": []}
+        bad.write_text(json.dumps(data))
+        run(str(bad), mode="tools")
+    assert not Character.objects.exists() and not get_user_model().objects.exists()
 
 
 @override_settings(LLM_BASE_URL="http://127.0.0.1:9/v1", LLM_MODEL="nobody")  # nothing listens on port 9

@@ -32,8 +32,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("file", help="Wonda JSON: a scenario with its characters (e.g. examples/demo.json)")
-        parser.add_argument("--owner", default="", help="import and run as this user (default: a throw-away "
-                                                        "run-<time> user, so no name can clash)")
+        parser.add_argument("--owner", default="", help="import and run as this user; characters whose names the "
+                                                        "user has already are imported as copies (\"Alex (2)\"). "
+                                                        "Default: a throw-away run-<time> user")
         parser.add_argument("--turns", type=int, default=None, help="turns to run (default: the file's, or 6)")
         parser.add_argument("--provider", choices=Simulation.Provider.values, default=None,
                             help="default: the file's, or WONDA_LLM_PROVIDER; openai uses WONDA_LLM_BASE_URL, "
@@ -58,10 +59,14 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"{file}: {exc.strerror or exc}") from None
         try:
-            imported = headless.scenario_import(raw=raw, username=owner or None)
+            imported = headless.scenario_import(raw=raw, username=owner or None,
+                                                run={"turns": turns, "provider": provider, "mode": mode})
         except headless.HeadlessError as exc:
             raise CommandError(f"{file}: {exc}") from None
         cast = imported.characters
+        if imported.renamed:
+            self.say(f"{owner} has characters of these names already: imported as copies "
+                     f"({', '.join(f'{old} → {new}' for old, new in imported.renamed.items())}).")
         self.say(f"Imported {imported.scenario.title} with {', '.join(c.name for c in cast)} "
                  f"as {imported.owner.username}.")
         simulation = worker = None

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from memory.after_turn import PROMPT_OPENING
 
 
 def completion(content: str | None = None, tool_calls: list[dict] | None = None, *, prompt_tokens: int = 100,
@@ -74,12 +77,15 @@ class FakeOpenAI:
     """`server.script(reply, ...)` queues answers; `server.requests` holds each JSON body received.
     With `count_usage` on, each reply's usage.prompt_tokens is the request's served_prompt_tokens.
 
-    The importance scorer's prompts (seed 002's "Rate the importance…", one per listener per line)
-    are answered with `importance` and kept in `server.scored`, apart from the scripted conversation;
-    `importance=None` sends them down the script like any other request."""
+    The judgement after each line (memory.after_turn, one call for every listener) and the per-listener
+    importance prompt (seed 002's "Rate the importance…") are answered apart from the scripted
+    conversation and kept in `server.scored`: the judgement with `judgement` when set (a string), else
+    with every listener at the first number of `importance`; the other with `importance` as it is.
+    `importance=None` sends both down the script like any other request."""
 
     def __init__(self, *, count_usage: bool = False, importance: str | None = "6"):
         self.importance = importance
+        self.judgement: str | None = None
         self.scored: list[dict] = []
         self.count_usage = count_usage
         self.counted: list[int] = []
@@ -97,10 +103,12 @@ class FakeOpenAI:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 last = (body.get("messages") or [{}])[-1].get("content") or ""
-                if fake.importance is not None and str(last).startswith("Rate the importance of this memory"):
+                asked = str(last).startswith(("Rate the importance of this memory", PROMPT_OPENING))
+                if fake.importance is not None and asked:
                     with fake.lock:
                         fake.scored.append(body)
-                    payload = json.dumps(completion(fake.importance)).encode()
+                    answer = fake.importance if str(last).startswith("Rate") else fake.judge(str(last))
+                    payload = json.dumps(completion(answer)).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
@@ -133,6 +141,16 @@ class FakeOpenAI:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def judge(self, prompt: str) -> str:
+        """The after-line judgement's answer: `judgement`, or each listener at `importance`."""
+        if self.judgement is not None:
+            return self.judgement
+        names = re.search(r"^Listeners: (.*)$", prompt, re.MULTILINE).group(1).split(", ")
+        number = re.search(r"\d+(?:\.\d+)?", self.importance or "")
+        score = float(number.group()) if number else 5.0
+        return json.dumps({"listeners": {name: {"importance": score, "trust": 0, "affinity": 0, "evidence": "",
+                                                "facts": []} for name in names}})
 
     @property
     def base_url(self) -> str:

@@ -54,24 +54,24 @@ def test_tool_calls_run_and_line_is_stored(user, dinner, server):
 
 
 @pytest.mark.django_db
-def test_by_default_the_model_scores_each_listeners_copy_of_the_line(user, dinner, server):
-    """The LLM scorer is the default for a real model: seed 002's prompt per listener, the answer
-    stored as the memory's importance; prose around the number is parsed and said so."""
+def test_by_default_the_model_scores_every_listeners_copy_in_one_call(user, dinner, server):
+    """The LLM scorer is the default for a real model: one judgement after the line for everyone who
+    heard it (not one call per listener), each listener's score stored as its copy's importance."""
     from memory.models import Memory
 
     server.script(ok("We should book Bella's before eight."))
     simulation = start(user, dinner, server)
     assert simulation.importance_scorer == "llm"
-    server.importance = "I'd say 8/10: it settles the evening."
+    server.importance = "8"
     assert run(simulation) == "done"
     copies = Memory.objects.in_bank(simulation.bank).filter(kind="episodic", turn=1)
-    assert {m.agent for m in copies} == set(simulation.cast_names) and len(server.scored) == len(copies)
+    assert {m.agent for m in copies} == set(simulation.cast_names) and len(server.scored) == 1
     for memory in copies:
-        importance = memory.metadata["importance"]
-        assert memory.importance == 8 and importance["scorer"] == "llm-parsed"
-        assert importance["raw"].startswith("I'd say 8/10")
+        assert memory.importance == 8 and memory.metadata["importance"]["scorer"] == "llm-batch"
     prompt = server.scored[0]["messages"][-1]["content"]
-    assert "We should book Bella's before eight." in prompt and "Return only the numeric score" in prompt
+    assert "We should book Bella's before eight." in prompt
+    assert f"Listeners: {', '.join(simulation.cast_names)}" in prompt
+    assert simulation.turns.get(index=0).context["aux_calls"] == 1
 
 
 @pytest.mark.django_db

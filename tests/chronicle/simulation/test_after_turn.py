@@ -1,0 +1,106 @@
+"""One model call after each line (memory.after_turn): every listener's importance, how the line
+moved each listener's standing, and the facts each learned — over real HTTP to the fake server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chronicle.simulation import services
+from chronicle.simulation.models import Simulation
+from chronicle.simulation.tasks import run_turn_task
+from memory.after_turn import parse
+from memory.models import Memory, Relationship
+from memory.tools import ToolContext, call_tool
+from tests.chronicle.simulation.conftest import wait_for
+from tests.chronicle.simulation.fake_openai import ok
+
+pytestmark = pytest.mark.usefixtures("quick_backoff")
+
+LINE = "Jordan, you lied to me about Bella's. It closed in May, and the owner moved to Lyon."
+
+
+def start(user, scenario, server, **settings) -> Simulation:
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
+        "retrieval_mode": "prepopulate", "provider": "openai", "base_url": server.base_url, "model": "fake-model",
+        "max_turns": 3, "timeout_s": 5, **settings})
+    services.simulation_seed(simulation_id=simulation.pk)
+    simulation.refresh_from_db()
+    return simulation
+
+
+@pytest.mark.django_db(transaction=True)  # the facts are made by a worker after the turn's commit
+def test_the_models_judgement_moves_relationships_and_leaves_facts_the_listener_can_recall(user, dinner, server,
+                                                                                             celery_worker):
+    server.script(ok(LINE))
+    server.judgement = json.dumps({"listeners": {
+        "Alex": {"importance": 6, "facts": ["Bella's trattoria closed in May."]},
+        "Jordan": {"importance": 9, "trust": -0.3, "affinity": -0.2, "evidence": "you lied to me",
+                   "facts": []},
+        "Sam": {"importance": 7, "trust": 0, "affinity": 0, "evidence": "",
+                "facts": ["Bella's trattoria closed in May.", "The owner of Bella's moved to Lyon.", "ok"]},
+    }})
+    simulation = start(user, dinner, server, max_turns=1)
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    turn = simulation.turns.get(index=0)
+    assert turn.agent == "Alex" and turn.context["aux_calls"] == 1 and len(server.scored) == 1
+    scores = dict(Memory.objects.in_bank(simulation.bank).filter(kind="episodic", turn=1)
+                  .values_list("agent", "importance"))
+    assert scores == {"Alex": 6, "Jordan": 9, "Sam": 7}
+    # Jordan's standing towards Alex moved as the model judged, the words it named kept as the reason.
+    row = Relationship.objects.get(bank=simulation.bank, agent="Jordan", other="Alex")
+    assert (row.trust, row.affinity) == (-0.3, -0.2) and "you lied to me" in row.reason
+    assert row.evidence.agent == "Jordan" and row.evidence.turn == 1
+    # Sam was not moved ("no change" is the model's answer, not a gap for the word lists to fill).
+    assert not Relationship.objects.filter(bank=simulation.bank, agent="Sam").exists()
+    # Sam's two facts (not the two-word one) are semantic memories Sam's recall_facts returns.
+    learned = wait_for(lambda: list(Memory.objects.in_bank(simulation.bank).filter(agent="Sam", category="learned")),
+                       what="Sam's learned facts")
+    assert sorted(m.content for m in learned) == ["Bella's trattoria closed in May.", "The owner of Bella's moved to Lyon."]
+    assert all(m.kind == "semantic" and m.metadata["heard_from"] == "Alex" and m.embedding is not None for m in learned)
+    assert learned[0].evidence.get().content.startswith("Alex said: Jordan, you lied")
+    answer = call_tool("recall_facts", {"topic": "where did Bella's owner go"},
+                       context=ToolContext(bank=simulation.bank, agent="Sam", current_turn=2))
+    assert "The owner of Bella's moved to Lyon." in [item["content"] for item in answer.response["facts"]]
+
+
+@pytest.mark.django_db
+def test_an_unreadable_judgement_falls_back_to_the_rules_and_says_so(user, dinner, server):
+    server.script(ok(LINE))
+    server.judgement = "Sure! Jordan is upset, Sam learns about Lyon."
+    simulation = start(user, dinner, server)
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    turn = simulation.turns.get(index=0)
+    assert "The model's judgement of the line could not be used (the answer was not the JSON asked for)" in turn.note
+    copies = Memory.objects.in_bank(simulation.bank).filter(kind="episodic", turn=1)
+    assert {m.metadata["importance"]["scorer"] for m in copies} == {"heuristic-fallback"}
+    # The word lists judge instead: "lied" and "you lied to me" said to Jordan by name cost trust.
+    row = Relationship.objects.get(bank=simulation.bank, agent="Jordan", other="Alex")
+    assert row.trust < 0 and "lied" in row.reason
+
+
+@pytest.mark.django_db
+def test_a_line_nobody_else_hears_costs_no_call(user, dinner, server):
+    server.script(ok("Right. Nobody here. I'll book Bella's myself."))
+    simulation = start(user, dinner, server, stage_directions="1: Jordan leaves\n1: Sam leaves")
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    turn = simulation.turns.get(index=0)
+    assert turn.agent == "Alex" and turn.heard_by == ["Alex"]
+    assert server.scored == [] and turn.context["aux_calls"] == 0
+
+
+def test_parse_takes_what_is_usable_and_clamps_it():
+    answer = """```json
+    {"listeners": {"sam": {"importance": "14", "trust": 2, "affinity": -0.1, "evidence": "  trust   me ",
+                           "facts": ["The bus leaves at nine.", 3, "no"]},
+                   "Nobody": {"importance": 5},
+                   "Alex": {"importance": 4, "trust": 0.3}}}
+    ```"""
+    judged = parse(answer, names=["Alex", "Sam", "Jordan"], speaker="Alex")
+    assert judged.importance == {"Alex": 4.0, "Sam": 10.0} and judged.error == ""
+    assert set(judged.moves) == {"Sam"}  # the speaker has no standing towards itself; Jordan was left out
+    assert (judged.moves["Sam"].trust, judged.moves["Sam"].affinity) == (0.3, -0.1)
+    assert judged.moves["Sam"].why == "judged by the model: “trust me”"
+    assert judged.facts == {"Sam": ["The bus leaves at nine."]}
+    assert parse("", names=["Sam"], speaker="Alex").error == "no answer"
