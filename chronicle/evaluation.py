@@ -83,11 +83,12 @@ def _share(flags) -> float | None:
 
 def calibration(expect: list[tuple[str, probes.Answer]]) -> dict:
     """Brier score and expected calibration error of the confidence shown per memory, against
-    whether that memory is the expected one."""
+    whether that memory is the expected one. `shown` False: the tools showed the agents no confidence
+    (a run without confidence gating), so there is nothing to calibrate."""
     pairs = [(float(item["confidence"]), float(a.probe.expect.casefold() in item["content"].casefold()))
              for _f, a in expect for item in a.items if item["confidence"] is not None]
     if not pairs:
-        return {"brier": None, "ece": None, "n": 0}
+        return {"brier": None, "ece": None, "n": 0, "shown": False}
     brier = sum((c - y) ** 2 for c, y in pairs) / len(pairs)
     ece = 0.0
     for b in range(ECE_BINS):
@@ -96,7 +97,7 @@ def calibration(expect: list[tuple[str, probes.Answer]]) -> dict:
         if inside:
             ece += len(inside) / len(pairs) * abs(sum(c for c, _ in inside) / len(inside)
                                                   - sum(y for _, y in inside) / len(inside))
-    return {"brier": round(brier, 4), "ece": round(ece, 4), "n": len(pairs)}
+    return {"brier": round(brier, 4), "ece": round(ece, 4), "n": len(pairs), "shown": True}
 
 
 def wait_settled(simulation: Simulation, *, timeout: float = 120) -> None:

@@ -50,6 +50,10 @@ class ToolContext:
     window_turns: frozenset = frozenset()
     # Who is in the room now, the caller included (query_scene says so); None: not known (MCP, the API).
     present: list[str] | None = None
+    # Whether answers carry their retrieval confidence (seed 001's metadata). A simulation shows it only
+    # with confidence gating, whose prompt uses it: on in-run probes the calibrated similarity was
+    # off by ~0.4 (ECE), and a number that misleads is worse than none.
+    confidence: bool = True
 
     def search_options(self) -> dict:
         """What every search of this agent shares: the run's preset and weights, the turn and its
@@ -550,7 +554,7 @@ REGISTRY: dict[str, Tool] = {
               "time_range": Param("array", "Optional [from_turn, to_turn]", required=False, items="integer"),
               "importance_threshold": Param(_N, "Optional minimum importance, 0-10", required=False)},
              _recall_episodes, "seed001"),
-        Tool("recall_facts", "Retrieve learned information about a topic, with confidence",
+        Tool("recall_facts", "Retrieve learned information about a topic",
              {"topic": Param(_S, "The topic")}, _recall_facts, "seed001"),
         Tool("recall_interactions", "Get your history with another character, in time order",
              {"character_name": Param(_S, "The other character's name")}, _recall_interactions, "seed001"),
@@ -614,6 +618,16 @@ def _check_arguments(tool: Tool, arguments) -> dict:
     return arguments
 
 
+def without_confidence(response: dict) -> dict:
+    """The answer less its retrieval confidences (the answer's and each fact's). A belief's own
+    confidence (how far it travelled) stays: it is what the agent was told, not a search's guess."""
+    response = {k: v for k, v in response.items() if k != "retrieval_confidence"}
+    if isinstance(response.get("facts"), list):
+        response["facts"] = [{k: v for k, v in f.items() if k != "confidence"} if isinstance(f, dict) else f
+                             for f in response["facts"]]
+    return response
+
+
 def call_tool(name: str, arguments: dict | str | None, *, context: ToolContext) -> ToolCallResult:
     """Run one tool call by name with JSON arguments; never raises."""
     started = time.perf_counter()
@@ -636,6 +650,8 @@ def call_tool(name: str, arguments: dict | str | None, *, context: ToolContext) 
     elif getattr(results, "path", "") == "keyword":
         # Degraded mode: the agent (and the inspector, which shows this answer) read why.
         response = {**response, "search_mode": KEYWORD_ONLY}
+    if not error and not context.confidence:
+        response = without_confidence(response)
     return ToolCallResult(
         name=name, arguments=raw_args, response=response, query=query,
         filter=flt.to_dict() if flt else {}, results=results,

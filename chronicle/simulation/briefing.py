@@ -7,7 +7,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header
+from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, window
 from memory.distortion import retrieval_filter
 from memory.relationships import describe, standing
 from memory.retrieval import MemoryFilter
@@ -44,6 +44,8 @@ def _duration(minutes: int) -> str:
     return f"{hours} hour{'s' if hours != 1 else ''}" + (f" {rest} minute{'s' if rest != 1 else ''}" if rest else "")
 
 
+RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the agent's transcript begins
+
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
 PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMORY_KINDS if k != "episodic")]
 
@@ -70,10 +72,13 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     queries.append(("What you know", situation,
                      MemoryFilter(agent=turn.agent, kinds=PREPOPULATED_FACT_KINDS, shared=True,
                                   max_turn=turn.index or None), 5))
-    if last:
+    # What happened just before the transcript the agent reads (never a copy of it), in time order.
+    in_window = sorted({number for number, _speaker, _text in window(turn.transcript, turn.stage)})
+    if in_window and in_window[0] > 1:
+        before = in_window[0] - 1
         queries.append(("Recent events", situation,
-                        MemoryFilter(agent=turn.agent, kinds=["episodic", "observation", "action"], max_turn=turn.index,
-                                     min_turn=max(1, turn.number - 8), shared=True), 5))
+                        MemoryFilter(agent=turn.agent, kinds=["episodic", "observation", "action"], max_turn=before,
+                                     min_turn=max(1, before - RECENT_TURNS + 1), shared=True), 5))
     sections: dict[str, Section] = {}
     shown: set[int] = set()
     with stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
@@ -100,6 +105,8 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
                            latency_ms=round((time.perf_counter() - started) * 1000, 2),
                            path=getattr(results, "path", ""))
             section = sections.setdefault(title, Section(title))
+            if title == "Recent events":
+                snapshots = sorted(snapshots, key=lambda snap: (snap.get("turn") or 0, snap["memory_id"]))
             for snap in snapshots:
                 if snap.get("excluded") or snap["memory_id"] in shown:
                     continue  # a memory already in an earlier section is not sent twice

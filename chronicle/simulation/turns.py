@@ -40,6 +40,7 @@ from memory.services import (
     memory_associate,
     memory_create,
     memory_reinforce,
+    memories_supersede,
 )
 from memory.sheets import CharacterSheet, ScenarioSheet
 
@@ -442,6 +443,9 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
     with transaction.atomic():
         for direction in directions:
             witnesses = list(dict.fromkeys([*present, *([direction.who] if direction.who else [])]))
+            if direction.who:
+                # Where someone is now replaces where they were: "Tess arrives" retires "Tess leaves".
+                memories_supersede(bank=simulation.bank, agents=witnesses, turn=number - 1, stage__who=direction.who)
             for name in witnesses:
                 memory_create(bank=simulation.bank, content=direction.text, agent=name, kind="observation",
                               category="stage", source="earned", turn=number - 1, importance=6.0,

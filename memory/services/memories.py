@@ -167,6 +167,21 @@ def memory_archive(*, memory: Memory) -> Memory:
 
 
 @transaction.atomic
+def memories_supersede(*, bank: MemoryBank, agents: Iterable[str], turn: int, **about) -> int:
+    """A newer fact replaces older ones ("Tess arrives" after "Tess leaves"): the agents' active
+    memories from before `turn` whose metadata matches `about` (Django lookups on metadata, e.g.
+    stage__who="Tess") leave every search, marked with the turn that superseded them, so a branch
+    from before that turn gets them back (bank_copy). Returns how many."""
+    rows = list(Memory.objects.in_bank(bank).active().filter(agent__in=list(agents), turn__lt=turn,
+                                                                **{f"metadata__{k}": v for k, v in about.items()}))
+    for memory in rows:
+        memory.status = Memory.Status.ARCHIVED
+        memory.metadata = {**(memory.metadata or {}), "superseded_turn": turn}
+    Memory.objects.bulk_update(rows, ["status", "metadata"])
+    return len(rows)
+
+
+@transaction.atomic
 def memory_restore(*, memory: Memory, status: str = Memory.Status.ACTIVE) -> Memory:
     """Set an archived (or consolidated) memory's status back, e.g. when the writer undoes an archive."""
     memory.status = status

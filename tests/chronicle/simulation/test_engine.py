@@ -88,7 +88,10 @@ def test_seed_000s_minimal_prompt_declares_no_identity(user, dinner):
 
 
 @pytest.mark.django_db
-def test_prepopulate_mode_injects_memories_and_records_them(user, dinner):
+def test_prepopulate_mode_injects_memories_and_records_them(user, dinner, monkeypatch):
+    from chronicle.simulation import prompts
+
+    monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # so that turn 4 has events before its transcript
     simulation = start(user, dinner, retrieval_mode="prepopulate", max_turns=4)
     for index in range(4):
         run(simulation, index)

@@ -100,9 +100,12 @@ def test_a_character_who_walks_out_is_away_from_the_next_turn(user, dinner):
     assert line.heard_by == ["Alex", "Jordan"]
 
 
-def test_a_clocked_run_ages_what_came_before_a_time_skip(user, dinner, client_for):
+def test_a_clocked_run_ages_what_came_before_a_time_skip(user, dinner, client_for, monkeypatch):
     """Minutes per turn and "Three hours later" (issue 14: age in simulated time): the lines said
     before the skip reach the agent with the recency of three hours' worth of turns more."""
+    from chronicle.simulation import prompts
+
+    monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # turn 1 is before the transcript turn 4 reads
     simulation = start_seeded(user, dinner, max_turns=4, retrieval_mode="prepopulate", scoring="decayed",
                               minutes_per_turn=2, stage_directions="3: Three hours later")
     assert simulation.clock == [0, 0, 0, 90, 90]
@@ -117,3 +120,50 @@ def test_a_clocked_run_ages_what_came_before_a_time_skip(user, dinner, client_fo
     assert first_line["components"]["recency"] == pytest.approx(math.exp(-rate * 93), rel=1e-6)
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert "clock: 2 min a turn" in page and "Three hours later" in page
+
+
+def test_where_someone_is_now_replaces_where_they_were_and_a_branch_from_before_gets_it_back(user, dinner):
+    """"Sam steps out" at turn 2, "Sam comes back" at turn 4: from then on Alex's searches find Sam back,
+    not also away; a copy of the bank as it stood before the return still has Sam away."""
+    from memory.services import bank_copy, bank_create
+    from memory.tools import ToolContext, call_tool
+
+    simulation = start_seeded(user, dinner, max_turns=5, stage_directions="2: Sam steps out\n4: Sam comes back")
+    for index, (agent, line) in enumerate([("Alex", "Thai or Italian?"), ("Jordan", "Italian, obviously."),
+                                           ("Alex", "Let's wait for Sam."), ("Sam", "I'm back. Thai.")]):
+        say(simulation, index, agent, line)
+    stage = Memory.objects.in_bank(simulation.bank).filter(agent="Alex", category="stage").order_by("turn")
+    away, back = stage
+    assert (away.content, away.status, away.metadata["superseded_turn"]) == ("Sam steps out", "archived", 3)
+    assert (back.content, back.status) == ("Sam comes back", "active")
+    answer = call_tool("query_memory", {"query": "where is Sam, did Sam leave?"},
+                       context=ToolContext(bank=simulation.bank, agent="Alex", current_turn=5))
+    found = [m["content"] for m in answer.response["memories"]]
+    assert "Sam comes back" in found and "Sam steps out" not in found
+
+    before = bank_create(name="before the return", owner=user)
+    bank_copy(source=simulation.bank, target=before, as_of_turn=3)
+    copied = Memory.objects.in_bank(before).get(agent="Alex", category="stage")
+    assert (copied.content, copied.status, "superseded_turn" in copied.metadata) == ("Sam steps out", "active", False)
+
+
+def test_recent_events_are_what_came_before_the_transcript_in_time_order(user, dinner, monkeypatch):
+    """Pre-population's "Recent events" never repeats the transcript the agent reads: with a window of
+    two lines, turn 6 is told of turns before 4, oldest first."""
+    from chronicle.simulation import prompts
+
+    monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)
+    simulation = start_seeded(user, dinner, max_turns=6, retrieval_mode="prepopulate")
+    for index in range(6):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    last = simulation.turns.get(index=5)
+    recent = last.retrievals.get(arguments__section="Recent events")
+    assert recent.results and all(1 <= r["turn"] <= 3 for r in recent.results)
+    system = last.prompt_messages[0]["content"]
+    section = system.split("## Recent events", 1)[1].split("##", 1)[0]
+    turns_listed = [int(n) for n in __import__("re").findall(r"\(turn (\d+)\)", section)]
+    assert turns_listed and turns_listed == sorted(turns_listed) and max(turns_listed) <= 3
+    for earlier in simulation.turns.filter(index__in=[3, 4]):  # the window's lines are not in it
+        assert earlier.utterance not in section
+    first = simulation.turns.get(index=1)  # turn 2's window holds turn 1: no "Recent events" at all
+    assert "## Recent events" not in first.prompt_messages[0]["content"]
