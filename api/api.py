@@ -22,7 +22,7 @@ from ninja.security import HttpBearer
 from ninja.throttling import AuthRateThrottle
 
 from api.models import ApiToken
-from memory.consolidation import consolidate as consolidate_memories
+from memory.consolidation import consolidate as consolidate_memories, summarizer
 from memory.models import Memory, MemoryBank
 from memory.reflection import reflect as reflect_memories
 from memory.retrieval import SCORING_PRESETS, MemoryFilter, recall
@@ -244,19 +244,34 @@ def recall_memories(request, bank_id: int, data: RecallIn):
              "memory": r.memory} for r in results]
 
 
+def _model_of(bank: MemoryBank):
+    """The model a bank's agents think with: its run's provider (a simulation's bank), else the
+    offline scripted one (a bank made over the API has no model)."""
+    from chronicle.simulation.models import Simulation
+    from chronicle.simulation.providers import get_provider
+    from chronicle.simulation.providers.scripted import ScriptedProvider
+
+    run = Simulation.objects.filter(bank=bank).first()
+    return get_provider(run) if run is not None else ScriptedProvider()
+
+
 @api.post("/banks/{bank_id}/reflect", response={201: list[MemoryOut]}, tags=["verbs"])
 def reflect(request, bank_id: int, data: ReflectIn):
-    """The agent reflects now (offline and deterministic: the scripted provider's questions and insights)."""
-    from chronicle.simulation.providers.scripted import ScriptedProvider  # the offline model of dry runs
-
-    made = reflect_memories(_bank(request, bank_id), data.agent, turn=data.turn, ask=ScriptedProvider().complete)
+    """The agent reflects now, with the model of the run the bank belongs to (offline for a bank
+    made over the API, or a run without a model: the scripted provider's questions and insights)."""
+    bank = _bank(request, bank_id)
+    made = reflect_memories(bank, data.agent, turn=data.turn, ask=_model_of(bank).complete)
     return 201, made
 
 
 @api.post("/banks/{bank_id}/consolidate", response=list[MemoryOut], tags=["verbs"])
 def consolidate(request, bank_id: int, data: ConsolidateIn):
-    """The agent's similar old unimportant memories before `before_turn` become summaries (offline)."""
-    results = consolidate_memories(_bank(request, bank_id), data.agent, before_turn=data.before_turn)
+    """The agent's similar old unimportant memories before `before_turn` become summaries: written by
+    the model of the run the bank belongs to, when it has one (offline otherwise)."""
+    bank = _bank(request, bank_id)
+    model = _model_of(bank)
+    summarize = summarizer(model.complete) if model.name == "openai" else None
+    results = consolidate_memories(bank, data.agent, before_turn=data.before_turn, summarize=summarize)
     return [r.summary for r in results]
 
 

@@ -29,6 +29,20 @@ MAX_CANDIDATES = 2000    # the oldest first; bounds the n×n similarity matrix (
 
 Summarize = Callable[[list[str]], str]
 
+# Seed 004's consolidation prompt, with the memories after it (it sends them as the user message).
+SUMMARY_PROMPT = ("You are consolidating {n} similar memories into a single, concise memory. "
+                  "Preserve all important details and facts while removing redundancy. "
+                  "The consolidated memory should be clear, factual, and comprehensive.\n\n"
+                  "Memories:\n{memories}\n\nAnswer with the consolidated memory only.")
+
+
+def summarizer(ask: Callable[[str], str]) -> Summarize:
+    """A Summarize that asks a model (prompt → answer) with seed 004's prompt."""
+    def summarize(contents: list[str]) -> str:
+        listed = "\n".join(f"- {' '.join(c.split())}" for c in contents)
+        return ask(SUMMARY_PROMPT.format(n=len(contents), memories=listed))
+    return summarize
+
 
 @dataclass
 class ConsolidationResult:

@@ -191,7 +191,8 @@ class Memory(models.Model):
         return {"memory_id": self.pk, "content": self.content, "agent": self.agent, "kind": self.kind,
                 "category": self.category, "turn": self.turn, "speaker": self.speaker,
                 "importance_parts": (self.metadata or {}).get("importance"),  # memory.importance's components
-                "distortion": (self.metadata or {}).get("distortion")}  # memory.distortion: what was really said
+                "distortion": (self.metadata or {}).get("distortion"),  # memory.distortion: what was really said
+                "until_turn": (self.metadata or {}).get("superseded_turn")}  # a fact that stopped being true then
 
 
 class MemoryKey(models.Model):

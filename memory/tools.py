@@ -144,6 +144,9 @@ def _entries(results: list[RecallResult], *, with_turn: bool = False, extra: boo
         entry: dict = {"content": r.memory.content, "relevance": round(r.score, 4), "memory_id": r.memory.pk}
         if with_turn and r.memory.turn is not None:
             entry["turn"] = str(r.memory.turn)  # seed 000 writes turns as strings
+        until = (r.memory.metadata or {}).get("superseded_turn") if isinstance(r.memory.metadata, dict) else None
+        if until is not None:
+            entry["until_turn"] = str(until)  # no longer so since then ("Tess leaves", until Tess arrived)
         belief = (r.memory.metadata or {}).get("belief") if isinstance(r.memory.metadata, dict) else None
         if isinstance(belief, dict) and belief.get("source_chain"):
             entry["heard_from"] = " ← ".join(belief["source_chain"])  # who told me, and who told them

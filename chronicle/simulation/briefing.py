@@ -112,8 +112,9 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
                     continue  # a memory already in an earlier section is not sent twice
                 shown.add(snap["memory_id"])
                 turn_label = snap.get("turn")
+                until = f", until turn {snap['until_turn']}" if snap.get("until_turn") else ""
                 line = (f"(before this story) {snap['content']}" if turn_label is not None and turn_label < 0
-                        else f"(turn {turn_label}) {snap['content']}" if turn_label else snap["content"])
+                        else f"(turn {turn_label}{until}) {snap['content']}" if turn_label else snap["content"])
                 similarity = (snap.get("components") or {}).get("similarity")
                 if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
                     # the scale of the tools' retrieval_confidence; the prompt says below it is weak

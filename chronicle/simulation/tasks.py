@@ -23,7 +23,7 @@ from chronicle.simulation import beliefs, services, turns
 from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
-from memory.consolidation import RECENT_TURNS, consolidations_due
+from memory.consolidation import RECENT_TURNS, consolidate, consolidation_due, consolidations_due, summarizer
 from memory.embedding.errors import EmbeddingError
 from memory.models import Memory
 from memory.reflection import importance_since_last_reflection, importance_since_last_reflections, reflect
@@ -121,8 +121,11 @@ def queue_consolidations(simulation_id: int, turn_number: int, due: list[str] | 
         due = consolidations_due(simulation.bank, simulation.cast_names, simulation.consolidation_budget)
     for name in due:
         try:
-            consolidate_bank_task.delay(simulation.bank_id, name, turn_number - RECENT_TURNS,
-                                        simulation.consolidation_budget)
+            if simulation.provider == Simulation.Provider.OPENAI:  # the run's model writes the summaries
+                consolidate_task.delay(simulation_id, name, turn_number - RECENT_TURNS)
+            else:
+                consolidate_bank_task.delay(simulation.bank_id, name, turn_number - RECENT_TURNS,
+                                            simulation.consolidation_budget)
         except Exception:  # the broker being down costs this round (it is due again next turn), not the run
             log.exception("could not queue %s's consolidation at turn %s", name, turn_number)
     return due
@@ -203,6 +206,22 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int) -> str:
             log.exception("%s's reflection at turn %s of simulation %s failed", agent, turn_number, simulation.pk)
             return "failed"
     return f"{len(made)} reflection{'s' if len(made) != 1 else ''}"
+
+
+@shared_task(soft_time_limit=600, time_limit=660)
+def consolidate_task(simulation_id: int, agent: str, before_turn: int) -> int:
+    """consolidate_bank_task for a run with a model: its summaries are the model's (seed 004's
+    prompt); a failing call falls back to the offline summary (memory.consolidation)."""
+    simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
+    if simulation is None or simulation.bank_id is None:
+        return 0
+    summarize = summarizer(get_provider(simulation).complete)
+    with transaction.atomic():
+        if not bank_hold(simulation.bank_id):
+            return 0  # the run was deleted meanwhile
+        if not consolidation_due(simulation.bank, agent, simulation.consolidation_budget):
+            return 0
+        return len(consolidate(simulation.bank, agent, before_turn=before_turn, summarize=summarize))
 
 
 @shared_task

@@ -197,7 +197,12 @@ def memory_consolidate_edit(*, simulation: Simulation, agent: str, actor) -> lis
         raise WritingError(f"{agent} is not in this simulation's cast.")
     last = simulation.turns.order_by("-index").values_list("index", flat=True).first()
     before_turn = (last + 2 if last is not None else 1) - consolidation.RECENT_TURNS  # memory turns are index + 1
-    results = consolidation.consolidate(simulation.bank, agent, before_turn=before_turn)
+    summarize = None
+    if simulation.provider == Simulation.Provider.OPENAI:  # the run's model writes the summaries
+        from chronicle.simulation.providers import get_provider  # defers importing openai
+
+        summarize = consolidation.summarizer(get_provider(simulation).complete)
+    results = consolidation.consolidate(simulation.bank, agent, before_turn=before_turn, summarize=summarize)
     for result in results:
         _record(simulation=simulation, actor=actor, target_type=Edit.Target.MEMORY, target_id=result.summary.pk,
                 field="consolidation",

@@ -55,10 +55,7 @@ def bank_copy(*, source: MemoryBank, target: MemoryBank, as_of_turn: int) -> dic
     history up to then — so a `decayed` ranking in the copy is exactly the source's at that turn.
     Returns {source memory id: copy id}. Stale vectors are refreshed first (this runs in a worker)."""
     bank_refresh_stale(bank=source)
-    # A memory superseded at or after that turn (memories_supersede) was still active then.
-    memories = list(Memory.objects.in_bank(source).before_turn(as_of_turn).filter(
-        Q(status=Memory.Status.ACTIVE) | Q(status=Memory.Status.ARCHIVED, metadata__superseded_turn__gte=as_of_turn))
-        .order_by("id"))
+    memories = list(Memory.objects.in_bank(source).active().before_turn(as_of_turn).order_by("id"))
     history: dict[int, list[tuple[int | None, int]]] = defaultdict(list)
     for memory_id, turn, count in (MemoryAccess.objects.filter(memory__in=memories)
                                    .filter(Q(turn__isnull=True) | Q(turn__lt=as_of_turn))
@@ -74,8 +71,8 @@ def bank_copy(*, source: MemoryBank, target: MemoryBank, as_of_turn: int) -> dic
         values["access_count"] = sum(n for _, n in seen)
         values["last_accessed_turn"] = max(turns) if turns else None
         values["metadata"] = dict(memory.metadata or {}, copied_from=memory.pk)
-        if values["metadata"].pop("superseded_turn", None) is not None:
-            values["status"] = Memory.Status.ACTIVE
+        if (values["metadata"].get("superseded_turn") or 0) >= as_of_turn:
+            del values["metadata"]["superseded_turn"]  # still true when that turn began (memories_supersede)
         copies.append(Memory(bank=target, **values))
     mapping = _store_copies(memories, copies)
     MemoryAccess.objects.bulk_create([MemoryAccess(memory_id=mapping[memory_id], turn=turn, count=count)

@@ -168,16 +168,17 @@ def memory_archive(*, memory: Memory) -> Memory:
 
 @transaction.atomic
 def memories_supersede(*, bank: MemoryBank, agents: Iterable[str], turn: int, **about) -> int:
-    """A newer fact replaces older ones ("Tess arrives" after "Tess leaves"): the agents' active
-    memories from before `turn` whose metadata matches `about` (Django lookups on metadata, e.g.
-    stage__who="Tess") leave every search, marked with the turn that superseded them, so a branch
-    from before that turn gets them back (bank_copy). Returns how many."""
+    """A newer fact ends older ones ("Tess arrives" after "Tess leaves"): the agents' memories from
+    before `turn` whose metadata matches `about` (Django lookups on metadata, e.g. stage__who="Tess")
+    are marked with the turn they stopped being true. They stay searchable ("when did Tess leave?"),
+    and every answer that shows them dates their end; a branch from before that turn drops the mark
+    (bank_copy). Returns how many."""
     rows = list(Memory.objects.in_bank(bank).active().filter(agent__in=list(agents), turn__lt=turn,
+                                                                metadata__superseded_turn__isnull=True,
                                                                 **{f"metadata__{k}": v for k, v in about.items()}))
     for memory in rows:
-        memory.status = Memory.Status.ARCHIVED
         memory.metadata = {**(memory.metadata or {}), "superseded_turn": turn}
-    Memory.objects.bulk_update(rows, ["status", "metadata"])
+    Memory.objects.bulk_update(rows, ["metadata"])
     return len(rows)
 
 
