@@ -31,10 +31,13 @@ For each listener give:
   conversation, 5-6 notable (plans, news, meaningful talk), 7-8 emotional moments or a change in a
   relationship, 9-10 life-changing;
 - "trust" and "affinity", each from -{step} to {step}: how the line changes that listener's trust in
-  and warmth towards {speaker} (0 when unchanged; {speaker} itself stays 0), and "evidence", the exact
-  words of the line that moved it ("" when nothing moved);
-- "facts": what the listener learns from the line about the world or the people in it, each a short
-  standalone statement naming who and what ([] for small talk, questions, guesses and feelings).
+  and warmth towards {speaker} (0 when unchanged), and "evidence", a short exact phrase of the line
+  that moved them most ("" when nothing moved);
+- "facts": at most {facts} things the listener learns from the line about the world or the people
+  in it, the most useful first, each a short standalone statement naming who and what; a claim is
+  put as its speaker's ("{speaker} says …"); [] for small talk, questions and
+  feelings.
+{speaker} said it: give {speaker} an importance only (trust and affinity 0, no facts).
 
 Answer with JSON only, one entry per listener, in this shape:
 {{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}}}"""
@@ -59,7 +62,7 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
     names = list(profiles)
     described = "\n".join(f"- {name}: {' '.join(text.split())[:300]}" for name, text in profiles.items() if text)
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described,
-                         speaker=speaker, step=MAX_STEP, example=names[0] if names else speaker)
+                         speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker)
 
 
 def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
@@ -96,7 +99,7 @@ def parse(answer: str, *, names: list[str], speaker: str) -> AfterTurn:
             evidence = " ".join(str(row.get("evidence") or "").split())[:200]
             result.moves[name] = Judgement(trust=trust, affinity=affinity, words=[evidence] if evidence else [],
                                            why=f"judged by the model: “{evidence}”" if evidence else "judged by the model")
-        facts = row.get("facts") if isinstance(row.get("facts"), list) else []
+        facts = row.get("facts") if isinstance(row.get("facts"), list) and name != speaker else []
         kept = [" ".join(str(f).split())[:300] for f in facts if isinstance(f, str) and len(f.split()) >= 3]
         if kept:
             result.facts[name] = kept[:MAX_FACTS]

@@ -43,7 +43,10 @@ def test_filters_are_parsed_and_bad_ones_named():
         parse("Alex: trauma", cast=["Alex"])
 
 
-def test_each_stage_distorts_and_the_writer_sees_what_was_really_said(user, dinner, client_for):
+def test_each_stage_distorts_and_the_writer_sees_what_was_really_said(user, dinner, client_for, monkeypatch):
+    from chronicle.simulation import prompts
+
+    monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 1)  # turn 1 is a memory at turn 3, not in the transcript
     simulation = start_seeded(user, dinner, max_turns=6, distortions=FILTERS, retrieval_mode="prepopulate")
     say(simulation, 0, "Alex", "The kitchen fire last year scared everyone.")
     done = say(simulation, 1, "Alex", "You look great tonight, Sam. I booked the table by the fire.")

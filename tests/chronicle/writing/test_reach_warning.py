@@ -49,7 +49,10 @@ def test_the_tool_table_is_what_the_tools_filter(finished):
             assert narrower, f"{name} can return writer-formed memories: add it to TOOL_REACH"
 
 
-def test_the_prepopulate_table_is_what_the_engine_injects(finished):
+def test_the_prepopulate_table_is_what_the_engine_injects(finished, monkeypatch):
+    from chronicle.simulation import prompts
+
+    monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # so that turn 4 has events before its transcript
     turn = finished.turns.get(index=3)
     outcome = engine.TurnOutcome()
     engine.prepopulate(turns.turn_input(turn=turn), outcome)

@@ -1,0 +1,35 @@
+"""A model's real answers to the judgement after a line (tests/fixtures/judgement), read as a run reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memory.after_turn import MAX_FACTS, parse
+
+ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "judgement"
+CAST = ["Alex", "Jordan", "Sam"]
+
+
+def answer(n: int) -> str:
+    return (ANSWERS / f"line-{n}.answer.json").read_text()
+
+
+def test_a_pitch_heard_by_all_scores_everyone_and_teaches_the_listeners_not_the_speaker():
+    judged = parse(answer(0), names=CAST, speaker="Jordan")
+    assert judged.error == "" and set(judged.importance) == set(CAST)
+    assert "Jordan" not in judged.moves and "Jordan" not in judged.facts  # nothing learned from one's own line
+    assert all(len(facts) <= MAX_FACTS for facts in judged.facts.values())
+    assert any("mushroom risotto" in fact for fact in judged.facts["Sam"])
+
+
+def test_a_whisper_is_judged_for_its_addressee_only():
+    judged = parse(answer(1), names=["Alex", "Sam"], speaker="Alex")
+    assert set(judged.moves) == {"Sam"} and judged.moves["Sam"].trust > 0  # confided in
+    assert any("deposit" in fact for fact in judged.facts["Sam"])
+
+
+def test_an_accusation_costs_the_accused_trust_and_warmth_with_the_words_that_did_it():
+    judged = parse(answer(2), names=CAST, speaker="Sam")
+    jordan = judged.moves["Jordan"]
+    assert jordan.trust < 0 and jordan.affinity < 0 and "lied" in jordan.why
+    assert judged.importance["Jordan"] >= judged.importance["Alex"]  # it matters most to the accused
