@@ -195,15 +195,17 @@ SHEET_POOL = 64
 
 def recall_sheet(bank, agent: str, *, scoring: str = "similarity", weights: dict | None = None,
                  current_turn: int | None = None, shared: bool = False, k: int = WHOLE_SHEET_K,
-                 clock: list[float] | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
+                 clock: list[float] | None = None,
+                 parts: list[tuple[str, int]] | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
     """An agent's whole sheet (query_self(), pre-populated "Who you are"): each category's best
     memories in sheet order, identity first, then its other memories of kind "character" (the
-    writer's own, a card's extra background) by relevance to "who am I?", k in all.
+    writer's own, a card's extra background) by relevance to "who am I?", k in all. `parts`: only
+    these categories, (category, how many) each, and nothing else.
 
     One search ranks the sheet (it runs every turn in pre-populated runs: one search, not nine);
     each category takes its best from that ranking."""
     flt = MemoryFilter(agent=agent, kinds=["character"], shared=shared)
-    key = _stable_key(bank, agent, scoring, weights, ("sheet", shared, k))
+    key = _stable_key(bank, agent, scoring, weights, ("sheet", shared, k, tuple(parts or ())))
     if key is not None and key in _STABLE:
         return flt, _stable_get(key)
     ranked = recall(bank, "who am I?", filter=flt, k=SHEET_POOL, scoring=scoring, weights=weights,
@@ -215,7 +217,7 @@ def recall_sheet(bank, agent: str, *, scoring: str = "similarity", weights: dict
                       .values_list("category", flat=True).distinct())
     picked: list[RecallResult] = []
     seen: set[int] = set()
-    for category, n in SHEET_PARTS:
+    for category, n in parts or SHEET_PARTS:
         if category not in present:
             continue
         part = [r for r in ranked if r.memory.agent == agent and r.memory.category == category][:n]
@@ -227,7 +229,7 @@ def recall_sheet(bank, agent: str, *, scoring: str = "similarity", weights: dict
             if result.memory.pk not in seen:
                 seen.add(result.memory.pk)
                 picked.append(result)
-    for result in ranked:
+    for result in ranked if parts is None else ():
         if len(picked) >= k:
             break
         if result.memory.pk not in seen:

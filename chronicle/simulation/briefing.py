@@ -7,6 +7,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
+from chronicle.simulation.context import count_tokens
 from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, window
 from memory.distortion import retrieval_filter
 from memory.relationships import describe, standing
@@ -44,6 +45,15 @@ def _duration(minutes: int) -> str:
     return f"{hours} hour{'s' if hours != 1 else ''}" + (f" {rest} minute{'s' if rest != 1 else ''}" if rest else "")
 
 
+# After an agent's first turn, "Who you are" is the sheet's core (the header says who it is in a
+# line) and "More about you" the rest of it that bears on the last line: the whole sheet every turn
+# cost more than the full definition.
+CORE_SHEET = [("communication", 1), ("traits", 1), ("goals", 1)]
+RELEVANT_SHEET_K = 3
+HEADER_SCENE = ("location", "time")  # the scene's parts the header carries (memory.seeding's categories)
+# Tokens a pre-populated section may take beyond its first line, so that long memories (a background's
+# chunks, long lines) cannot crowd the turn: the most relevant come first and the rest wait.
+SECTION_BUDGETS = {"More about you": 200, "What you know": 200, "Recent events": 200}
 RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the agent's transcript begins
 
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
@@ -54,15 +64,22 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     """Seed 001's pre-population: who I am, the scene, the others present, recent important events."""
     # The whole sheet, category by category (memory.tools.recall_sheet), then the scene. Every
     # section takes the agent's own memories and the shared ones (the writer's "for everyone").
+    last = turn.transcript[-1] if turn.transcript else None
+    situation = f"{last[1]} said: {last[2]}" if last else "what do I know that matters here?"
+    # The whole sheet on the agent's first turn; after it, its core (how it speaks, what it is like,
+    # what it wants) and, further down, the rest of the sheet that bears on what was just said.
+    first = all(speaker != turn.agent for _n, speaker, _text in turn.transcript)
+    sheet_parts = None if first else CORE_SHEET
     queries = [
         ("Who you are", "who am I?", None, WHOLE_SHEET_K),
         ("Where you are", "where am I?", MemoryFilter(agent=turn.agent, kinds=["scene"], shared=True), 4),
     ]
+    if not first:
+        queries.append(("More about you", situation, MemoryFilter(agent=turn.agent, kinds=["character"]),
+                        RELEVANT_SHEET_K))
     for other in turn.others:
         queries.append(("The others present", f"who is {other}?",
                         MemoryFilter(agent=turn.agent, kinds=["character_knowledge"], about=other), 1))
-    last = turn.transcript[-1] if turn.transcript else None
-    situation = f"{last[1]} said: {last[2]}" if last else "what do I know that matters here?"
     # What the agent believes (planted by the writer, or heard): news it may pass on.
     queries.append(("What you believe", "what do I believe?",
                     MemoryFilter(agent=turn.agent, kinds=["semantic"], categories=["belief"],
@@ -89,7 +106,7 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
                 if memory_filter is None:  # "Who you are"
                     memory_filter, results = recall_sheet(turn.bank, turn.agent, scoring=turn.scoring, clock=turn.clock,
                                                           weights=turn.weights or None, current_turn=turn.number,
-                                                          shared=True, k=k)
+                                                          shared=True, k=k, parts=sheet_parts)
                 else:
                     # The scene and what one knows of the others rarely change: kept between turns.
                     results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
@@ -110,6 +127,8 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
             for snap in snapshots:
                 if snap.get("excluded") or snap["memory_id"] in shown:
                     continue  # a memory already in an earlier section is not sent twice
+                if not first and title == "Where you are" and snap.get("category") in HEADER_SCENE:
+                    continue  # after the first turn the header says where and when
                 shown.add(snap["memory_id"])
                 turn_label = snap.get("turn")
                 until = f", until turn {snap['until_turn']}" if snap.get("until_turn") else ""
@@ -119,6 +138,9 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
                 if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
                     # the scale of the tools' retrieval_confidence; the prompt says below it is weak
                     line += " (weak match)"
+                if title in SECTION_BUDGETS and section.lines and \
+                        count_tokens("\n".join([*section.lines, line])) > SECTION_BUDGETS[title]:
+                    continue  # over the section's budget: the lines above were the more relevant
                 if line not in section.lines:
                     section.lines.append(line)
     # How the agent stands with those present, as what it heard has moved it (memory.relationships).

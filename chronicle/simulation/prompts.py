@@ -141,10 +141,12 @@ def system_parts(*, mode: str, agent: str, sections: list[Section] | None = None
     # Who you are and where change least from turn to turn: before the header, whose time moves on.
     sections = sorted(sections or [], key=lambda section: section.title not in STABLE_SECTIONS)
     for section in sections:
+        if not section.lines:
+            continue  # nothing came back for it: the model need not read an empty heading
         if now and not minimal and section.title not in STABLE_SECTIONS:
             parts.append(Part("Header", "header", now))
             now = ""
-        body = "\n".join(f"- {line}" for line in section.lines) or "- (nothing)"
+        body = "\n".join(f"- {line}" for line in section.lines)
         parts.append(Part(f"Pre-populated: {section.title}", "prepopulated", f"## {section.title}\n{body}"))
     if now and not minimal:
         parts.append(Part("Header", "header", now))

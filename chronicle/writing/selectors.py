@@ -402,6 +402,7 @@ TOOL_REACH: dict[str, tuple[tuple[str, ...], str]] = {
 # engine.prepopulate's sections, by title (the others present: filtered by `about`).
 PREPOPULATE_REACH: dict[str, tuple[tuple[str, ...], str]] = {
     "Who you are": (("character",), "shared"),
+    "More about you": (("character",), "own"),
     "Where you are": (("scene",), "shared"),
     "What you know": (tuple(PREPOPULATED_FACT_KINDS), "shared"),
     "Recent events": (("episodic", "observation", "action"), "shared"),

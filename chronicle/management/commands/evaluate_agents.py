@@ -1,6 +1,6 @@
 """Measure what agents remember inside a run: probes asked through their own tools after replayed turns.
 
-    manage.py evaluate_agents FILE… [--k 5] [--mode tools|prepopulate|both] [--preset NAME] [--keep]
+    manage.py evaluate_agents FILE… [--k 5] [--mode tools|prepopulate|both] [--preset NAME] [--keep] [--misses]
 
 Each FILE is Wonda JSON with a scenario, its cast, a "script" (the lines, played by the replay
 provider; without one the scripted provider speaks) and "probes" (chronicle.simulation.probes).
@@ -35,9 +35,11 @@ class Command(BaseCommand):
         parser.add_argument("--preset", choices=sorted(SCORING_PRESETS), default=None, help="the scoring preset (default: each file's)")
         parser.add_argument("--keep", action="store_true", help="keep the runs (and their throw-away users)")
         parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for each run")
+        parser.add_argument("--misses", action="store_true",
+                            help="say on stderr each probe that missed at k, with the first memories it got")
 
     def handle(self, *args, files: list[str], k: int, mode: str | None, preset: str | None, keep: bool,
-               timeout: float, **options) -> None:
+               timeout: float, misses: bool = False, **options) -> None:
         if k < 1:
             raise CommandError("--k must be 1 or more")
         sources = []
@@ -63,6 +65,13 @@ class Command(BaseCommand):
             if worker is not None:
                 worker.stop()
         report = tally.report()
+        if misses:
+            for file, answer in tally.answers:
+                probe = answer.probe
+                if probe.expect and not answer.hit(k):
+                    got = " | ".join(item["content"][:90] for item in answer.items[:3]) or answer.error or "nothing"
+                    self.stderr.write(f"missed {probe.kind} ({file}, {probe.agent} after turn {probe.after_turn}): "
+                                      f"{probe.question} — expected “{probe.expect}”; got: {got}")
         self.stderr.write(f"{report['probes']} probes: hit@1 {report['hit_at_1']}, hit@{k} {report['hit_at_k']}, "
                           f"{len(report['leaks'])} leaks.")
         self.stdout.write(json.dumps(report, ensure_ascii=False))
