@@ -20,6 +20,21 @@ FEEDBACK_LINES = 3          # pseudo-relevance feedback: the query moves toward 
 # one is in view anyway, and their best 3 only pull the query toward the loudest (tests: test_enhance).
 FEEDBACK_MIN_POOL = FUSION_DEPTH
 # The `decayed` preset's decay component (seed 004, README "Decay and reinforcement"), per memory:
+# A memory's own decay rate when it is made (seeds 000/001: "base decay rate varies by importance";
+# seed 000's extended types keep at their own pace): the kind's rate, × (1.5 − importance/10), so
+# importance 5 keeps the kind's rate, 10 halves it and 0 makes it half as fast again. What one knows
+# (facts, lessons, insights, the sheet and the scene) fades slower than what one saw or heard.
+KIND_DECAY_RATES = {"episodic": 0.01, "emotional": 0.01, "observation": 0.015, "action": 0.015, "plan": 0.015,
+                    "semantic": 0.005, "reflection": 0.005, "procedural": 0.003, "character": 0.005,
+                    "character_knowledge": 0.005, "scene": 0.005}
+CONSOLIDATED_RATE_FACTOR = 0.8  # seed 004: a consolidated memory decays 20 % slower than what it sums up
+
+
+def initial_decay_rate(kind: str, importance: float) -> float:
+    base = KIND_DECAY_RATES.get(kind, 0.01)
+    return round(base * (1.5 - max(0.0, min(10.0, float(importance))) / 10), 6)
+
+
 DECAY_EMOTION_SLOWDOWN = 0.5  # rate × (1 − 0.5·emotion): a memory felt at full strength decays half as fast
 DECAY_GOAL_FLOOR = 0.5        # a goal-critical memory never fades below half
 DECAY_ACCESS_BOOST = 0.1      # × (1 + 0.1·ln accesses): seed 004's diminishing boost per retrieval

@@ -33,6 +33,7 @@ from memory.services.memories import insert_keys, insert_memories
 from memory.models import Memory, MemoryBank
 from memory.retrieval.filters import EPISODE_WINDOW, episode_keys
 from memory.services.validation import validate_content
+from memory.retrieval.scoring import initial_decay_rate
 
 
 log = logging.getLogger(__name__)
@@ -165,6 +166,7 @@ def capture_commit(plan: CapturePlan) -> Captured:
             turn=plan.turn, content=content, embedding=plan.vectors.get(content, PLACEHOLDER),
             embedding_stale=content not in plan.vectors, participants=plan.participants, source=Memory.Source.EARNED,
             importance=plan.scores[name].score if name in plan.scores else 5.0, metadata=data,
+            decay_rate=initial_decay_rate(Memory.Kind.EPISODIC, plan.scores[name].score if name in plan.scores else 5.0),
         ))
     insert_memories(new)  # vectors in binary (bulk_create formats them as text)
     # Each key leads to the new line and to the earlier lines in it: a line is also found by what

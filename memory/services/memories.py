@@ -20,6 +20,7 @@ from memory.cache import embed_one, embed_texts, vector_cursor
 from memory.indexing import bank_index_wanted
 from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey
 from memory.services.validation import validate_content
+from memory.retrieval.scoring import initial_decay_rate
 
 
 REINFORCE_RATE_FACTOR = 0.8    # reinforce_memory: decay_rate × 0.8 (seed 004's consolidation: 20% slower)
@@ -118,6 +119,7 @@ def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str 
     unknown = set(extra) - _EXTRA_FIELDS
     if unknown:
         raise TypeError(f"memory_create() got unexpected fields: {', '.join(sorted(unknown))}")
+    extra.setdefault("decay_rate", initial_decay_rate(kind, importance))
     memory = Memory(
         bank=bank, content=content, agent=agent, kind=kind, category=category, importance=importance,
         tags=list(tags), source=source, turn=turn, embedding=embed_one(content) if vector is None else vector, **extra,

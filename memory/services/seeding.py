@@ -16,6 +16,7 @@ from memory.seeding import MemorySpec, character_specs, scenario_specs
 from memory.services.memories import insert_keys, insert_memories
 from memory.services.validation import validate_content
 from memory.sheets import CharacterSheet, ScenarioSheet
+from memory.retrieval.scoring import initial_decay_rate
 
 SEED_BATCH = 256  # memories written per bulk insert
 SEED_TEXTS_PER_CALL = 512  # texts gathered across characters for one model call
@@ -116,7 +117,7 @@ def _create_from_specs(bank: MemoryBank, specs: list[MemorySpec], vectors=None) 
             bank=bank, agent=spec.agent, kind=spec.kind, category=spec.category, about=spec.about,
             content=spec.content, embedding=vectors[i], importance=spec.importance,
             related_goals=spec.related_goals, source=Memory.Source.GIFTED,
-            participants=[spec.agent] if spec.agent else [],
+            participants=[spec.agent] if spec.agent else [], decay_rate=initial_decay_rate(spec.kind, spec.importance),
         )
         for i, spec in enumerate(specs)
     ]

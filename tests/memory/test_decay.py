@@ -62,15 +62,17 @@ def test_goal_critical_memories_keep_their_floor_and_gifted_ones_age_from_turn_0
     assert _decayed(seeded_bank, critical, 200).components["recency"] == pytest.approx(0.5)
     # Young, it decays like any other (the floor is a floor, not a cap).
     assert _decayed(seeded_bank, critical, 4).components["recency"] == pytest.approx(math.exp(-0.2), rel=1e-9)
-    # Gifted (no turn), at the default rate 0.01: aged from turn 0; the sheet's goals keep the floor.
+    # Gifted (no turn), at the sheet's rate (0.005 × (1.5 − importance/10)): aged from turn 0; the
+    # sheet's goals keep the floor.
     alex = Memory.objects.in_bank(seeded_bank).filter(agent="Alex", turn__isnull=True)
     goals, identity = alex.get(category="goals"), alex.get(category="identity")
-    assert identity.decay_rate == goals.decay_rate == pytest.approx(0.01)
+    rate = 0.005 * (1.5 - identity.importance / 10)
+    assert identity.decay_rate == pytest.approx(rate)
     result = _decayed(seeded_bank, identity, 50)
-    assert result.components["recency"] == pytest.approx(math.exp(-0.5), rel=1e-9)            # 0.607
-    assert result.components["importance"] == pytest.approx(identity.importance / 10 * math.exp(-0.5), rel=1e-9)
-    assert _decayed(seeded_bank, identity, 500).components["recency"] == pytest.approx(math.exp(-5), rel=1e-9)
-    assert _decayed(seeded_bank, goals, 500).components["recency"] == pytest.approx(0.5)
+    assert result.components["recency"] == pytest.approx(math.exp(-rate * 50), rel=1e-6)
+    assert result.components["importance"] == pytest.approx(identity.importance / 10 * math.exp(-rate * 50), rel=1e-6)
+    assert _decayed(seeded_bank, identity, 500).components["recency"] == pytest.approx(math.exp(-rate * 500), rel=1e-6)
+    assert _decayed(seeded_bank, goals, 5000).components["recency"] == pytest.approx(0.5)
 
 
 def test_reinforce_memory_and_accesses_raise_the_component_by_the_documented_amount(bank):
@@ -157,3 +159,23 @@ def test_with_a_clock_memories_age_by_the_time_that_passed(bank):
     assert hybrid[0].components["recency"] == pytest.approx(math.exp(-9.8), rel=1e-9)
     # A turn past the clock's end reads its last value (a run made longer after its directions).
     assert _decayed(bank, memory, 12, clock=skips).components["recency"] == pytest.approx(math.exp(-1.0), rel=1e-9)
+
+
+def test_a_memory_decays_at_its_kinds_pace_slower_when_it_matters_and_a_summary_slower_still(bank):
+    """Seeds 000/001: the rate varies by importance (and by kind); seed 004: consolidated, 20 % slower."""
+    from memory.services import memory_consolidate, memory_create
+
+    def made(kind, importance):
+        return memory_create(bank=bank, agent="Alex", kind=kind, importance=importance, turn=1, source="earned",
+                             content=f"A {kind} memory of importance {importance}.")
+
+    heard, big_news, trivia = made("episodic", 5.0), made("episodic", 9.0), made("episodic", 1.0)
+    fact, seen = made("semantic", 5.0), made("observation", 5.0)
+    assert heard.decay_rate == pytest.approx(0.01)
+    assert big_news.decay_rate < heard.decay_rate < trivia.decay_rate  # what matters fades slower
+    assert fact.decay_rate < heard.decay_rate < seen.decay_rate  # what one knows outlasts what one saw
+    at_turn_60 = {m.content: _decayed(bank, m, 60).components["recency"] for m in (big_news, trivia)}
+    assert at_turn_60[big_news.content] > at_turn_60[trivia.content]
+    summary = memory_consolidate(bank=bank, originals=[heard, trivia], content="Alex heard things.", agent="Alex",
+                                 kind="episodic", turn=1, importance=5.0)
+    assert summary.decay_rate == pytest.approx((heard.decay_rate + trivia.decay_rate) / 2 * 0.8)
