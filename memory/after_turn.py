@@ -39,8 +39,22 @@ For each listener give:
   feelings.
 {speaker} said it: give {speaker} an importance only (trust and affinity 0, no facts).
 
-Answer with JSON only, one entry per listener, in this shape:
-{{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}}}"""
+{reflections}Answer with JSON only, one entry per listener, in this shape:
+{{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}{shape}}}"""
+
+# Seed 003's reflection, asked in the same call for whoever is due (memory.reflection's threshold):
+# what the agent remembers since it last reflected, and insights citing it.
+REFLECT = """{agent} has not reflected for a while. What {agent} remembers, numbered:
+{statements}
+"""
+REFLECT_ASK = """Also give "reflections": for {names}, up to {n} high-level insights each would draw from
+the numbered statements above (patterns, what people want, what changed), each with the numbers
+of the statements it rests on.
+
+"""
+REFLECT_SHAPE = ', "reflections": {{"{agent}": [{{"insight": "...", "because": [1, 4]}}]}}'
+REFLECT_INSIGHTS = 3
+REFLECT_STATEMENTS = 30  # the latest memories a reflection asked this way rests on (the call stays short)
 
 MAX_FACTS = 3  # per listener per line: a line that teaches more is a speech, and its episodic copy keeps it
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
@@ -54,32 +68,50 @@ class AfterTurn:
     importance: dict[str, float] = field(default_factory=dict)
     moves: dict[str, Judgement] | None = None  # None: the answer was unusable, the heuristic judges
     facts: dict[str, list[str]] = field(default_factory=dict)
+    # Per agent that was due to reflect: (insight, the 1-based numbers of the statements it cites).
+    insights: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
     raw: str = ""
     error: str = ""
 
 
-def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str]) -> str:
+def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
+               reflect: dict[str, list[str]] | None = None) -> str:
+    """reflect: who is due to reflect, with the statements (memory contents) it reflects on."""
     names = list(profiles)
     described = "\n".join(f"- {name}: {' '.join(text.split())[:300]}" for name, text in profiles.items() if text)
+    reflections = shape = ""
+    if reflect:
+        reflections = "".join(REFLECT.format(agent=agent, statements="\n".join(
+            f"{i}. {' '.join(text.split())[:300]}" for i, text in enumerate(lines, start=1))) + "\n"
+            for agent, lines in reflect.items())
+        reflections += REFLECT_ASK.format(names=", ".join(reflect), n=REFLECT_INSIGHTS)
+        shape = REFLECT_SHAPE.format(agent=next(iter(reflect)))
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described,
-                         speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker)
+                         speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker,
+                         reflections=reflections, shape=shape)
 
 
 def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
-               ask: Callable[[str], str]) -> AfterTurn:
-    """One call for every listener in `profiles` (name → identity and goals). A failed call is an
-    AfterTurn with its error: the line is kept, the rules judge it."""
+               ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None) -> AfterTurn:
+    """One call for every listener in `profiles` (name → identity and goals), and the reflections of
+    those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
+    judge it, and the reflections wait."""
     try:
-        answer = str(ask(prompt_for(speaker=speaker, content=content, turn=turn, profiles=profiles)) or "")
+        answer = str(ask(prompt_for(speaker=speaker, content=content, turn=turn, profiles=profiles,
+                                    reflect=reflect)) or "")
     except Exception as exc:  # the line must not be lost to a failed judgement
         return AfterTurn(error=f"the model could not be asked: {exc}"[:300])
-    return parse(answer, names=list(profiles), speaker=speaker)
+    return parse(answer, names=list(profiles), speaker=speaker,
+                 statements={agent: len(lines) for agent, lines in (reflect or {}).items()})
 
 
-def parse(answer: str, *, names: list[str], speaker: str) -> AfterTurn:
-    """The model's JSON, checked name by name: numbers clamped, unknown names ignored."""
+def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, int] | None = None) -> AfterTurn:
+    """The model's JSON, checked name by name: numbers clamped, unknown names ignored. statements:
+    how many statements each agent due to reflect was given (an insight must cite one of them)."""
     result = AfterTurn(raw=answer[:2000])
     data = _json_object(answer)
+    if isinstance(data, dict) and isinstance(data.get("reflections"), dict) and statements:
+        result.insights = _insights(data["reflections"], statements)
     rows = data.get("listeners") if isinstance(data, dict) else None
     if not isinstance(rows, dict):
         result.error = "the answer was not the JSON asked for" if answer.strip() else "no answer"
@@ -104,6 +136,24 @@ def parse(answer: str, *, names: list[str], speaker: str) -> AfterTurn:
         if kept:
             result.facts[name] = kept[:MAX_FACTS]
     return result
+
+
+def _insights(rows: dict, statements: dict[str, int]) -> dict[str, list[tuple[str, list[int]]]]:
+    by_lower = {str(key).strip().lower(): value for key, value in rows.items()}
+    found = {}
+    for agent, count in statements.items():
+        kept = []
+        for item in by_lower.get(agent.lower()) or []:
+            if not isinstance(item, dict):
+                continue
+            text = " ".join(str(item.get("insight") or "").split())
+            cited = item.get("because") if isinstance(item.get("because"), list) else []
+            numbers = list(dict.fromkeys(int(n) for n in cited if isinstance(n, (int, float)) and 1 <= n <= count))
+            if len(text.split()) >= 3 and numbers:
+                kept.append((text, numbers))
+        if kept:
+            found[agent] = kept[:REFLECT_INSIGHTS]
+    return found
 
 
 def _json_object(answer: str):

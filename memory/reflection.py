@@ -114,7 +114,8 @@ def lifecycle_totals(bank: MemoryBank, agents: list[str]) -> dict[str, tuple[flo
         return {agent: (float(since), int(earned)) for agent, since, earned in cursor.fetchall()}
 
 
-def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str], recent: int = 100) -> list[Memory]:
+def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str], recent: int = 100,
+            metadata: dict | None = None) -> list[Memory]:
     """Ask `ask` for questions over the agent's recent memories, then for insights over what each
     question retrieves; store each insight as a reflection citing its evidence. Returns them."""
     memories = recent_memories(bank, agent, recent)
@@ -132,12 +133,18 @@ def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str
     if not pool:
         return []
     insights = parse_insights(ask(INSIGHTS_PROMPT.format(agent=agent, statements=_numbered(pool), n=INSIGHTS)), len(pool))
+    return insights_store(bank=bank, agent=agent, turn=turn, insights=insights, pool=pool,
+                          metadata={**(metadata or {}), "questions": questions})
+
+
+def insights_store(*, bank: MemoryBank, agent: str, turn: int, insights: list[tuple[str, list[int]]],
+                   pool: list[Memory], metadata: dict | None = None) -> list[Memory]:
+    """Each insight as a reflection whose evidence is the statements it cites (1-based into `pool`)."""
     created = []
     with transaction.atomic():
         for text, numbers in insights:
             created.append(memory_create(
-                bank=bank, agent=agent, content=text, kind=Memory.Kind.REFLECTION, category="reflection",
-                source=Memory.Source.REFLECTION, turn=turn, importance=REFLECTION_IMPORTANCE,
-                evidence=[pool[n - 1].pk for n in numbers],
-                metadata={"questions": questions, "cited": numbers}))
+                bank=bank, agent=agent, content=text[:MAX_INSIGHT_CHARS], kind=Memory.Kind.REFLECTION,
+                category="reflection", source=Memory.Source.REFLECTION, turn=turn, importance=REFLECTION_IMPORTANCE,
+                evidence=[pool[n - 1].pk for n in numbers], metadata={**(metadata or {}), "cited": numbers}))
     return created

@@ -107,12 +107,14 @@ def script_redundancy(turns: list) -> tuple[int, int]:
 
 def aux_calls(simulation: Simulation, turns: list) -> int:
     """Model calls a run with a model makes besides the speakers' own: those counted on each turn
-    (importance per listener, a distortion's retelling) and two per reflection."""
+    (the judgement of each line, a distortion's retelling) and two per reflection made apart from
+    a judgement."""
     counted = sum(int((turn.context or {}).get("aux_calls") or 0) for turn in turns)
     reflections = 0
     if simulation.bank_id is not None:
+        # A reflection made in the judgement of a line (metadata "batched") rode that counted call.
         reflections = (Memory.objects.in_bank(simulation.bank).filter(kind=Memory.Kind.REFLECTION)
-                       .values("agent", "turn").distinct().count())
+                       .exclude(metadata__batched=True).values("agent", "turn").distinct().count())
     return counted + REFLECTION_CALLS * reflections
 
 

@@ -141,10 +141,15 @@ def queue_reflections(simulation_id: int, turn_number: int, due: list[str] | Non
     if due is None:
         totals = importance_since_last_reflections(simulation.bank, simulation.cast_names)
         due = [name for name in simulation.cast_names if totals.get(name, 0.0) >= simulation.reflection_threshold]
+    batched = turns.judged_by_model(simulation)
+    if batched and simulation.provider == Simulation.Provider.OPENAI and simulation.status == Simulation.Status.RUNNING:
+        return []  # the model's judgement of the next line reflects for them, in the same call
     for name in due:
         _mark_reflecting(simulation_id, name, True)  # before the task: it may finish before delay() returns
         try:
-            reflect_task.delay(simulation_id, name, turn_number)
+            # A replay answers offline what its judgement call (counted) would have: not a call of its own.
+            replayed = batched and simulation.provider == Simulation.Provider.REPLAY
+            reflect_task.delay(simulation_id, name, turn_number, *([True] if replayed else []))
         except Exception:  # the broker being down costs this reflection (it is due again next turn), not the run
             log.exception("could not queue %s's reflection at turn %s", name, turn_number)
             _mark_reflecting(simulation_id, name, False)
@@ -176,19 +181,19 @@ def _reflection_lock(bank_id: int, agent: str):
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=600, time_limit=660)
-def reflect_task(simulation_id: int, agent: str, turn_number: int) -> str:
+def reflect_task(simulation_id: int, agent: str, turn_number: int, batched: bool = False) -> str:
     """The agent reflects at this turn, once: a redelivery, or a task queued again by a later turn
     before this one ran, finds the reflection made (or no longer due) and does nothing."""
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return "no simulation"
     try:
-        return _reflect(simulation, agent, turn_number)
+        return _reflect(simulation, agent, turn_number, batched=batched)
     finally:
         _mark_reflecting(simulation_id, agent, False)
 
 
-def _reflect(simulation: Simulation, agent: str, turn_number: int) -> str:
+def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool = False) -> str:
     bank = simulation.bank
     with _reflection_lock(bank.pk, agent) as held:
         if not held:
@@ -201,7 +206,8 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int) -> str:
             with transaction.atomic():
                 if not bank_hold(bank.pk):
                     return "no bank"  # the run was deleted meanwhile
-                made = reflect(bank, agent, turn=turn_number, ask=get_provider(simulation).complete)
+                made = reflect(bank, agent, turn=turn_number, ask=get_provider(simulation).complete,
+                               metadata={"batched": True} if batched else None)
         except Exception:  # a failing model records nothing and the run goes on; it is due again next turn
             log.exception("%s's reflection at turn %s of simulation %s failed", agent, turn_number, simulation.pk)
             return "failed"

@@ -30,7 +30,8 @@ from chronicle.simulation.stage import Delivery, deliver
 from memory.extraction import lesson_of
 from memory.importance import CaptureFilters, Skipped
 from memory.models import Memory
-from memory.reflection import lifecycle_totals
+from memory.after_turn import REFLECT_STATEMENTS
+from memory.reflection import insights_store, lifecycle_totals, recent_memories
 from memory.relationships import relationships_update
 from memory.services import (
     CapturePlan,
@@ -385,16 +386,34 @@ def capture_note(skipped: list[Skipped]) -> str:
     return "\n".join(f"{agent} did not keep: {'; '.join(why)}" for agent, why in by_agent.items())
 
 
+def judged_by_model(simulation: Simulation) -> bool:
+    """Whether a model judges each line after it is said (memory.after_turn): importance,
+    relationships, facts, and the reflections of whoever is due. A replay counts the call."""
+    return (simulation.importance_scorer == Simulation.ImportanceScorer.LLM
+            and simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY))
+
+
+def due_to_reflect(simulation: Simulation) -> dict[str, list[Memory]]:
+    """Who has reached the reflection threshold, with what it will reflect on (its latest memories)."""
+    totals = lifecycle_totals(simulation.bank, simulation.cast_names)
+    due = [name for name in simulation.cast_names if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
+    pools = {name: recent_memories(simulation.bank, name, REFLECT_STATEMENTS) for name in due}
+    return {name: pool for name, pool in pools.items() if pool}
+
+
 def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     """Embed and judge the line for everyone who hears it (importance, filters) before turn_finish's
     transaction: the LLM scorer's calls hold no lock, and turn_finish only writes. Those present
     hear it; a whisper reaches only its addressee (chronicle.simulation.stage)."""
     simulation = turn.simulation
     line = deliver(outcome.utterance, speaker=turn.agent, present=simulation.present_at(turn.number))
+    options = capture_options(simulation, turn, outcome)
+    # With a model judging each line, whoever is due to reflect does so in that same call.
+    reflect = due_to_reflect(simulation) if options["batched"] else None
     plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
                            turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
                            said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
-                           **capture_options(simulation, turn, outcome))
+                           reflect=reflect, **options)
     return plan
 
 
@@ -510,6 +529,10 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
     apply_writes(bank=simulation.bank, agent=turn.agent, turn=turn.number, writes=outcome.writes)
+    for agent, insights in (after.insights if after else {}).items():  # reflections the judgement made
+        if agent in capture.reflect:
+            insights_store(bank=simulation.bank, agent=agent, turn=turn.number, insights=insights,
+                           pool=capture.reflect[agent], metadata={"batched": True})
     # Who is due to reflect or to consolidate, with this line counted (the caller queues them after
     # the commit: chronicle.simulation.tasks).
     totals = lifecycle_totals(simulation.bank, simulation.cast_names)

@@ -149,8 +149,13 @@ class FakeOpenAI:
         names = re.search(r"^Listeners: (.*)$", prompt, re.MULTILINE).group(1).split(", ")
         number = re.search(r"\d+(?:\.\d+)?", self.importance or "")
         score = float(number.group()) if number else 5.0
-        return json.dumps({"listeners": {name: {"importance": score, "trust": 0, "affinity": 0, "evidence": "",
-                                                "facts": []} for name in names}})
+        answer = {"listeners": {name: {"importance": score, "trust": 0, "affinity": 0, "evidence": "", "facts": []}
+                                for name in names}}
+        due = re.findall(r"^(.+) has not reflected for a while", prompt, re.MULTILINE)
+        if due:  # whoever is due reflects in the same call: one insight citing the first two statements
+            answer["reflections"] = {name: [{"insight": f"{name} sees where this evening is going.", "because": [1, 2]}]
+                                     for name in due}
+        return json.dumps(answer)
 
     @property
     def base_url(self) -> str:

@@ -104,3 +104,31 @@ def test_parse_takes_what_is_usable_and_clamps_it():
     assert judged.moves["Sam"].why == "judged by the model: “trust me”"
     assert judged.facts == {"Sam": ["The bus leaves at nine."]}
     assert parse("", names=["Sam"], speaker="Alex").error == "no answer"
+
+
+@pytest.mark.django_db
+def test_whoever_is_due_reflects_in_the_judgement_of_the_next_line_not_in_calls_of_its_own(user, dinner, server):
+    server.script(ok("We should book Bella's before eight."), ok("Eight is late for me, Alex."))
+    simulation = start(user, dinner, server, reflection_threshold=5)
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    assert not Memory.objects.in_bank(simulation.bank).filter(kind="reflection").exists()  # nobody asked yet
+    assert run_turn_task.apply(args=(simulation.pk, 1)).get() == "done"
+    second = server.scored[1]["messages"][-1]["content"]
+    assert "Alex has not reflected for a while" in second and "1. Alex said: We should book Bella's" in second
+    insights = Memory.objects.in_bank(simulation.bank).filter(kind="reflection", agent="Alex")
+    assert [m.content for m in insights] == ["Alex sees where this evening is going."]
+    assert insights[0].turn == 2 and insights[0].metadata["batched"] is True
+    # It cited statements 1 and 2; Alex had lived one (its own line): the evidence is that one.
+    assert [m.content for m in insights[0].evidence.all()] == ["Alex said: We should book Bella's before eight."]
+    # Two judgements, no reflection calls: only the two lines and their judgements went to the model.
+    assert len(server.requests) == 2 and len(server.scored) == 2
+    assert [t.context["aux_calls"] for t in simulation.turns.order_by("index")] == [1, 1]
+
+
+def test_a_reflection_answer_is_kept_only_where_it_cites_what_it_was_given():
+    answer = json.dumps({"listeners": {"Sam": {"importance": 4}}, "reflections": {
+        "alex": [{"insight": "Alex is steering everyone to Bella's.", "because": [1, 3, 9]},
+                 {"insight": "No evidence at all here.", "because": []}, "nonsense"],
+        "Nobody": [{"insight": "Not asked for.", "because": [1]}]}})
+    judged = parse(answer, names=["Alex", "Sam"], speaker="Alex", statements={"Alex": 4})
+    assert judged.insights == {"Alex": [("Alex is steering everyone to Bella's.", [1, 3])]}
