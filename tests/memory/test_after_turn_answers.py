@@ -33,3 +33,12 @@ def test_an_accusation_costs_the_accused_trust_and_warmth_with_the_words_that_di
     jordan = judged.moves["Jordan"]
     assert jordan.trust < 0 and jordan.affinity < 0 and "lied" in jordan.why
     assert judged.importance["Jordan"] >= judged.importance["Alex"]  # it matters most to the accused
+
+
+def test_a_reflection_asked_with_the_judgement_comes_back_as_insights_citing_the_statements_given():
+    judged = parse((ANSWERS / "reflect-0.answer.json").read_text(), names=CAST, speaker="Alex",
+                   statements={"Sam": 8})
+    assert judged.error == "" and set(judged.importance) == set(CAST)
+    insights = judged.insights["Sam"]
+    assert 1 <= len(insights) <= 3 and all(cited and set(cited) <= set(range(1, 9)) for _text, cited in insights)
+    assert judged.moves["Sam"].trust > 0 and judged.moves["Jordan"].affinity < 0
