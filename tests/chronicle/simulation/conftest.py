@@ -69,3 +69,15 @@ def start_seeded(user, scenario, **settings):
     services.simulation_seed(simulation_id=simulation.pk)
     simulation.refresh_from_db()
     return simulation
+
+
+def start_with_model(user, scenario, server, **settings):
+    """A seeded pre-populated run whose model is the fake OpenAI-compatible server (`server`)."""
+    from chronicle.simulation import services
+
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
+        "retrieval_mode": "prepopulate", "provider": "openai", "base_url": server.base_url, "model": "fake-model",
+        "max_turns": 3, "timeout_s": 5, **settings})
+    services.simulation_seed(simulation_id=simulation.pk)
+    simulation.refresh_from_db()
+    return simulation

@@ -7,13 +7,11 @@ import json
 
 import pytest
 
-from chronicle.simulation import services
-from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from memory.after_turn import parse
 from memory.models import Memory, Relationship
 from memory.tools import ToolContext, call_tool
-from tests.chronicle.simulation.conftest import wait_for
+from tests.chronicle.simulation.conftest import start_with_model, wait_for
 from tests.chronicle.simulation.fake_openai import ok
 
 pytestmark = pytest.mark.usefixtures("quick_backoff")
@@ -21,13 +19,7 @@ pytestmark = pytest.mark.usefixtures("quick_backoff")
 LINE = "Jordan, you lied to me about Bella's. It closed in May, and the owner moved to Lyon."
 
 
-def start(user, scenario, server, **settings) -> Simulation:
-    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
-        "retrieval_mode": "prepopulate", "provider": "openai", "base_url": server.base_url, "model": "fake-model",
-        "max_turns": 3, "timeout_s": 5, **settings})
-    services.simulation_seed(simulation_id=simulation.pk)
-    simulation.refresh_from_db()
-    return simulation
+start = start_with_model
 
 
 @pytest.mark.django_db(transaction=True)  # the facts are made by a worker after the turn's commit

@@ -8,12 +8,12 @@ import pytest
 from django.test import Client
 
 from api.models import ApiToken
-from chronicle.simulation import services
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import consolidate_task, run_turn_task
 from chronicle.writing.services import memory_consolidate_edit
 from memory.models import Memory
 from memory.services import memory_create
+from tests.chronicle.simulation.conftest import start_with_model
 from tests.chronicle.simulation.fake_openai import ok
 
 pytestmark = [pytest.mark.usefixtures("quick_backoff"), pytest.mark.django_db]
@@ -21,13 +21,7 @@ pytestmark = [pytest.mark.usefixtures("quick_backoff"), pytest.mark.django_db]
 SUMMARY = "Alex kept hearing about the weather and the ferry on those early days."
 
 
-def start(user, scenario, server, **settings) -> Simulation:
-    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
-        "retrieval_mode": "prepopulate", "provider": "openai", "base_url": server.base_url, "model": "fake-model",
-        "max_turns": 3, "timeout_s": 5, **settings})
-    services.simulation_seed(simulation_id=simulation.pk)
-    simulation.refresh_from_db()
-    return simulation
+start = start_with_model
 
 
 def chatter(simulation: Simulation, agent: str = "Alex", lines: int = 4) -> None:
