@@ -78,11 +78,11 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
                reflect: dict[str, list[str]] | None = None) -> str:
     """reflect: who is due to reflect, with the statements (memory contents) it reflects on."""
     names = list(profiles)
-    described = "\n".join(f"- {name}: {' '.join(text.split())[:300]}" for name, text in profiles.items() if text)
+    described = "\n".join(f"- {name}: {_sentences(text, 300)}" for name, text in profiles.items() if text)
     reflections = shape = ""
     if reflect:
         reflections = "".join(REFLECT.format(agent=agent, statements="\n".join(
-            f"{i}. {' '.join(text.split())[:300]}" for i, text in enumerate(lines, start=1))) + "\n"
+            f"{i}. {_sentences(text, 300)}" for i, text in enumerate(lines, start=1))) + "\n"
             for agent, lines in reflect.items())
         reflections += REFLECT_ASK.format(names=", ".join(reflect), n=REFLECT_INSIGHTS)
         shape = REFLECT_SHAPE.format(agent=next(iter(reflect)))
@@ -129,13 +129,23 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
             trust = _step(row.get("trust"))
             affinity = _step(row.get("affinity"))
             evidence = " ".join(str(row.get("evidence") or "").split())[:200]
+            # The reason an agent reads ("How you stand with Sam … (Sam: “…” (“…”))"): the words, no machinery.
             result.moves[name] = Judgement(trust=trust, affinity=affinity, words=[evidence] if evidence else [],
-                                           why=f"judged by the model: “{evidence}”" if evidence else "judged by the model")
+                                           why=f"“{evidence}”" if evidence else "")
         facts = row.get("facts") if isinstance(row.get("facts"), list) and name != speaker else []
         kept = [" ".join(str(f).split())[:300] for f in facts if isinstance(f, str) and len(f.split()) >= 3]
         if kept:
             result.facts[name] = kept[:MAX_FACTS]
     return result
+
+
+def _sentences(text: str, limit: int) -> str:
+    """The text on one line, cut after its last whole sentence within `limit` characters (else at a word, with "…")."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(mark, 0, limit) for mark in (". ", "! ", "? "))
+    return text[:cut + 1] if cut > limit // 3 else text[:text.rfind(" ", 0, limit)] + "…"
 
 
 def _insights(rows: dict, statements: dict[str, int]) -> dict[str, list[tuple[str, list[int]]]]:

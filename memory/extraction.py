@@ -1,6 +1,6 @@
 """Memories formed in play besides the lines themselves (seed 000's extended types):
 
-- an **emotional** reaction: a listener whose affinity towards the speaker a line moved
+- an **emotional** reaction: a listener whose affinity towards the speaker a line moved by 0.1 or more
   (memory.relationships) keeps how it felt — valence from the move (±0.3 → ±1), its target the
   speaker (`about`), the line's memory as evidence;
 - a **procedural** lesson: a speaker who draws one aloud ("next time…", "I've learned…", "never
@@ -31,9 +31,13 @@ LESSON = re.compile(r"\b(?:next time|lesson|i(?:'ve| have)? learn(?:ed|t)|never 
 _SENTENCE = re.compile(r"[^.!?]*[.!?]?")
 
 
+# A move of warmth smaller than this is no feeling worth a memory ("was hurt by" for −0.05 overstates it).
+REACTION_FLOOR = 0.1
+
+
 def reactions_create(*, bank: MemoryBank, rows: list[Relationship], turn: int) -> list[Memory]:
     """An emotional memory for each listener whose affinity the line moved."""
-    moved = [row for row in rows if row.affinity_change]
+    moved = [row for row in rows if abs(row.affinity_change) >= REACTION_FLOOR]
     texts = []
     for row in moved:
         feeling = "warmed to" if row.affinity_change > 0 else "was hurt by"

@@ -151,7 +151,7 @@ def relationships_update(*, bank: MemoryBank, speaker: str, text: str, listeners
         rows.append(Relationship(
             bank=bank, agent=name, other=speaker, turn=turn, trust=round(trust, 3), affinity=round(affinity, 3),
             trust_change=j.trust, affinity_change=j.affinity, evidence=memory,
-            reason=f"{speaker}: “{_short(text)}” ({j.why})"[:300],
+            reason=(f"{speaker}: “{_short(text)}”" + (f" ({j.why})" if j.why else ""))[:300],
         ))
     return Relationship.objects.bulk_create(rows)
 

@@ -24,7 +24,6 @@ from chronicle.simulation.beliefs import spread
 from chronicle.simulation.engine import TurnInput, TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.simulation.pins import dropped_pins
-from chronicle.simulation.providers import TurnHints
 from chronicle.simulation.selectors import turn_overrides
 from chronicle.simulation.stage import Delivery, deliver
 from memory.extraction import lesson_of
@@ -316,6 +315,9 @@ def apply_writes(*, bank, agent: str, turn: int, writes: list[dict]) -> None:
                 memory_associate(first=pair[0], second=pair[1])
 
 
+AUX_MAX_TOKENS = 1500  # room for the judgement of a line: every listener, its facts, reflections
+
+
 def capture_options(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None = None) -> dict:
     """The run's memory-formation settings as remember_utterance takes them. The LLM scorer asks the
     run's own model; the scripted provider has no opinion, so its runs use the heuristic. A replay
@@ -352,9 +354,8 @@ def _model_asker(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None
             outcome.aux_calls += 1  # the model's work besides speaking, per turn (evaluate_agents)
         if simulation.provider == Simulation.Provider.REPLAY:
             return provider.ask(prompt)
-        hints = TurnHints(agent=turn.agent, others=[], index=turn.index, first_turn_of_agent=False)
-        result = provider.chat([{"role": "user", "content": prompt}], tools=None, allow_tools=False, hints=hints)
-        return result.message.get("content") or ""
+        # A judgement of every listener (and reflections) is longer than a line: more room than max_tokens.
+        return provider.complete(prompt, max_tokens=max(simulation.max_tokens, AUX_MAX_TOKENS))
 
     return ask
 

@@ -119,8 +119,10 @@ class OpenAIProvider(Provider):
         return ChatResult(message=message, prompt_tokens=estimate_messages_tokens(messages, tools),
                           completion_tokens=estimate_messages_tokens([message]), estimated=True)
 
-    def complete(self, prompt: str) -> str:
-        _response, choice = self._completion([{"role": "user", "content": prompt}], None)
+    def complete(self, prompt: str, *, max_tokens: int | None = None) -> str:
+        """One plain answer; max_tokens: more room than the run's line length (a judgement with reflections)."""
+        extra = {"max_tokens": max_tokens} if max_tokens else {}
+        _response, choice = self._completion([{"role": "user", "content": prompt}], None, **extra)
         return choice.content if isinstance(choice.content, str) else ""
 
     def pick_speaker(self, *, candidates, transcript):

@@ -93,7 +93,7 @@ def test_parse_takes_what_is_usable_and_clamps_it():
     assert judged.importance == {"Alex": 4.0, "Sam": 10.0} and judged.error == ""
     assert set(judged.moves) == {"Sam"}  # the speaker has no standing towards itself; Jordan was left out
     assert (judged.moves["Sam"].trust, judged.moves["Sam"].affinity) == (0.3, -0.1)
-    assert judged.moves["Sam"].why == "judged by the model: “trust me”"
+    assert judged.moves["Sam"].why == "“trust me”"  # the words an agent reads, no machinery
     assert judged.facts == {"Sam": ["The bus leaves at nine."]}
     assert parse("", names=["Sam"], speaker="Alex").error == "no answer"
 
