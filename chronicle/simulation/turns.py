@@ -455,8 +455,8 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
     directions = [d for d in simulation.directions if d.turn == number]
     if not directions or simulation.bank_id is None:
         return 0
-    # Stored at the turn before (what an agent knows at turn N is what happened up to N − 1).
-    if Memory.objects.in_bank(simulation.bank).filter(category="stage", turn=number - 1).exists():
+    # Dated with its turn, as the transcript shows it ("[turn 5] *Sam steps out*"), before that turn's line.
+    if Memory.objects.in_bank(simulation.bank).filter(category="stage", turn=number).exists():
         return 0
     present = simulation.present_at(number)
     made = 0
@@ -465,10 +465,10 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
             witnesses = list(dict.fromkeys([*present, *([direction.who] if direction.who else [])]))
             if direction.who:
                 # Where someone is now replaces where they were: "Tess arrives" retires "Tess leaves".
-                memories_supersede(bank=simulation.bank, agents=witnesses, turn=number - 1, stage__who=direction.who)
+                memories_supersede(bank=simulation.bank, agents=witnesses, turn=number, stage__who=direction.who)
             for name in witnesses:
                 memory_create(bank=simulation.bank, content=direction.text, agent=name, kind="observation",
-                              category="stage", source="earned", turn=number - 1, importance=6.0,
+                              category="stage", source="earned", turn=number, importance=6.0,
                               participants=witnesses, metadata={"stage": direction.as_dict()})
                 made += 1
     return made

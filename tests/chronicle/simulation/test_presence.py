@@ -134,12 +134,13 @@ def test_where_someone_is_now_ends_where_they_were_and_a_branch_from_before_does
                                            ("Alex", "Let's wait for Sam."), ("Sam", "I'm back. Thai.")]):
         say(simulation, index, agent, line)
     away, back = Memory.objects.in_bank(simulation.bank).filter(agent="Alex", category="stage").order_by("turn")
-    assert (away.content, away.metadata["superseded_turn"]) == ("Sam steps out", 3)
+    assert (away.turn, back.turn) == (2, 4)  # dated as the transcript shows them
+    assert (away.content, away.metadata["superseded_turn"]) == ("Sam steps out", 4)
     assert back.content == "Sam comes back" and "superseded_turn" not in back.metadata
     answer = call_tool("query_memory", {"query": "when did Sam step out?"},
                        context=ToolContext(bank=simulation.bank, agent="Alex", current_turn=5))
     found = {m["content"]: m for m in answer.response["memories"]}
-    assert found["Sam steps out"]["until_turn"] == "3" and "until_turn" not in found["Sam comes back"]
+    assert found["Sam steps out"]["until_turn"] == "4" and "until_turn" not in found["Sam comes back"]
 
     before = bank_create(name="before the return", owner=user)
     bank_copy(source=simulation.bank, target=before, as_of_turn=3)
