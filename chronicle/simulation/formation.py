@@ -1,0 +1,244 @@
+"""What a line leaves in memory (the formation half of a turn): each listener's copy, judged by the
+run's model or the rules (capture_for, before turn_finish's transaction), what was witnessed, the
+writer's stage directions, the agent's deferred writes, and the notes a turn shows about them
+(chronicle.simulation.turns stores them with the turn)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from chronicle.simulation.engine import TurnOutcome
+from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.stage import Delivery, deliver
+from memory.importance import CaptureFilters, Skipped
+from memory.models import Memory
+from memory.after_turn import REFLECT_STATEMENTS
+from memory.reflection import lifecycle_totals, recent_memories
+from memory.services import (
+    CapturePlan,
+    capture_prepare,
+    memory_associate,
+    memory_create,
+    memory_reinforce,
+    memories_supersede,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _collapsed(failures: list[str]) -> list[str]:
+    """"call 1, attempt 1: X; call 1, attempt 2: X; …" → "call 1, attempts 1–3: X" (the same error, said once)."""
+    out: list[tuple[str, list[str], str]] = []
+    for failure in failures:
+        head, _, message = failure.partition(": ")
+        call, _, attempt = head.partition(", attempt ")
+        if out and out[-1][0] == call and out[-1][2] == message and attempt:
+            out[-1][1].append(attempt)
+        else:
+            out.append((call, [attempt] if attempt else [], message if attempt else failure))
+    said = []
+    for call, attempts, message in out:
+        if not attempts:
+            said.append(message)
+        elif len(attempts) == 1:
+            said.append(f"{call}, attempt {attempts[0]}: {message}")
+        else:
+            said.append(f"{call}, attempts {attempts[0]}–{attempts[-1]}: {message}")
+    return said
+
+
+def _notes(turn: Turn, outcome: TurnOutcome, mode_note: str = "", capture: str = "", beliefs: str = "",
+           distortions: str = "", degraded: str = "") -> str:
+    lines = [turn.note] if turn.note else []
+    lines += outcome.notes
+    if degraded:
+        lines.append(degraded)
+    if mode_note:
+        lines.append(mode_note)
+    if capture:
+        lines.append(capture)
+    if beliefs:
+        lines.append(beliefs)
+    if distortions:
+        lines.append(distortions)
+    if outcome.failures:
+        lines.append("Retried after: " + "; ".join(_collapsed(outcome.failures)))
+    return "\n".join(lines)
+
+
+def apply_writes(*, bank, agent: str, turn: int, writes: list[dict]) -> None:
+    """The write tools' requests of one turn (form_memory & co.), in turn_finish's transaction."""
+    for write in writes:
+        if write["tool"] == "form_memory":
+            extra = {k: write[k] for k in ("emotional_valence", "about") if k in write}
+            memory_create(bank=bank, content=write["content"], agent=agent, kind=write["kind"], category="formed",
+                          importance=write["importance"], source="earned", turn=turn, **extra)
+        elif write["tool"] == "reinforce_memory":
+            memory = Memory.objects.in_bank(bank).filter(pk=write["memory_id"]).first()
+            if memory is not None:
+                memory_reinforce(memory=memory, current_turn=turn)
+        elif write["tool"] == "associate_memories":
+            pair = list(Memory.objects.in_bank(bank).filter(pk__in=write["memory_ids"]))
+            if len(pair) == 2:
+                memory_associate(first=pair[0], second=pair[1])
+
+
+AUX_MAX_TOKENS = 1500  # room for the judgement of a line: every listener, its facts, reflections
+
+
+def capture_options(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None = None) -> dict:
+    """The run's memory-formation settings as remember_utterance takes them. The LLM scorer asks the
+    run's own model; the scripted provider has no opinion, so its runs use the heuristic. A replay
+    counts the calls a model would get (outcome.aux_calls) and lets the offline rules answer them."""
+    ask = None
+    scorer = simulation.importance_scorer
+    if scorer == Simulation.ImportanceScorer.LLM:
+        if simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY):
+            ask = _model_asker(simulation, turn, outcome)
+        else:
+            scorer = Simulation.ImportanceScorer.HEURISTIC
+    threshold = simulation.capture_duplicate_threshold
+    filters = CaptureFilters(importance_floor=simulation.capture_importance_floor,
+                             duplicate_threshold=threshold if threshold and threshold < 1 else None,
+                             only_concerning=simulation.capture_only_concerning)
+    # Distortion filters: with a real model its formation filters ask it to retell the line the
+    # character's way; the scripted provider uses the offline rule.
+    distortions = simulation.distortion_filters
+    rewrite = None
+    if distortions and simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY):
+        rewrite = ask or _model_asker(simulation, turn, outcome)
+    # One model call after the line judges every listener at once (importance, relationships, facts).
+    return {"scorer": scorer, "ask": ask, "filters": filters, "distortions": distortions, "rewrite": rewrite,
+            "batched": ask is not None}
+
+
+def _model_asker(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None = None):
+    from chronicle.simulation.providers import get_provider  # defers importing openai
+
+    provider = get_provider(simulation)
+
+    def ask(prompt: str) -> str:
+        if outcome is not None:
+            outcome.aux_calls += 1  # the model's work besides speaking, per turn (evaluate_agents)
+        if simulation.provider == Simulation.Provider.REPLAY:
+            return provider.ask(prompt)
+        # A judgement of every listener (and reflections) is longer than a line: more room than max_tokens.
+        return provider.complete(prompt, max_tokens=max(simulation.max_tokens, AUX_MAX_TOKENS))
+
+    return ask
+
+
+def belief_note(believed: list[Memory]) -> str:
+    """"Jordan now believes (heard from Sam): …", one line per listener who came to believe it."""
+    return "\n".join(f"{m.agent} now believes (heard from {' ← '.join(m.metadata['belief']['source_chain'])}): "
+                     f"{m.metadata['belief']['claim']}" for m in believed)
+
+
+def distortion_note(captured: list[Memory]) -> str:
+    """"Jordan remembers it as: “…” (paranoia)", one line per listener whose filters changed its copy."""
+    lines = []
+    for m in captured:
+        d = (m.metadata or {}).get("distortion") or {}
+        if d.get("original"):
+            lines.append(f"{m.agent} remembers it as: “{m.content[:160]}{'…' if len(m.content) > 160 else ''}” ({d['filter']})")
+        if d.get("association"):
+            lines.append(f"{m.agent} links it to what touches its {d['association']['filter']}: "
+                         f"{', '.join(f'#{i}' for i in d['association']['linked']) or 'nothing earlier yet'}")
+    return "\n".join(lines)
+
+
+def capture_note(skipped: list[Skipped]) -> str:
+    """"Sam did not keep: “…” (duplicate of #812, 0.96)", one line per listener."""
+    by_agent: dict[str, list[str]] = {}
+    for item in skipped:
+        by_agent.setdefault(item.agent, []).append(item.describe())
+    return "\n".join(f"{agent} did not keep: {'; '.join(why)}" for agent, why in by_agent.items())
+
+
+def judged_by_model(simulation: Simulation) -> bool:
+    """Whether a model judges each line after it is said (memory.after_turn): importance,
+    relationships, facts, and the reflections of whoever is due. A replay counts the call."""
+    return (simulation.importance_scorer == Simulation.ImportanceScorer.LLM
+            and simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY))
+
+
+def due_to_reflect(simulation: Simulation) -> dict[str, list[Memory]]:
+    """Who has reached the reflection threshold, with what it will reflect on (its latest memories)."""
+    totals = lifecycle_totals(simulation.bank, simulation.cast_names)
+    due = [name for name in simulation.cast_names if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
+    pools = {name: recent_memories(simulation.bank, name, REFLECT_STATEMENTS) for name in due}
+    return {name: pool for name, pool in pools.items() if pool}
+
+
+def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
+    """Embed and judge the line for everyone who hears it (importance, filters) before turn_finish's
+    transaction: the LLM scorer's calls hold no lock, and turn_finish only writes. Those present
+    hear it; a whisper reaches only its addressee (chronicle.simulation.stage)."""
+    simulation = turn.simulation
+    line = deliver(outcome.utterance, speaker=turn.agent, present=simulation.present_at(turn.number))
+    options = capture_options(simulation, turn, outcome)
+    # With a model judging each line, whoever is due to reflect does so in that same call.
+    reflect = due_to_reflect(simulation) if options["batched"] else None
+    plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
+                           turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
+                           said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
+                           reflect=reflect, **options)
+    return plan
+
+
+def _queue_extract(*args) -> None:
+    from memory.tasks import extract_task  # memory.tasks loads the model's services lazily
+
+    try:
+        extract_task.delay(*args)
+    except Exception:  # no broker: the line is kept; its feelings and lesson are not made
+        log.exception("could not queue what turn %s leaves besides its line", args[1])
+
+
+def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:
+    """What those present saw besides the words: a whisper happening, the speaker's actions
+    ("*pours the wine*"), stored as observations of each witness (in turn_finish's transaction)."""
+    seen: list[tuple[str, list[str]]] = []
+    if line.whisper_to:
+        seen.append((f"{turn.agent} whispered something to {line.whisper_to}.", line.overheard or []))
+    everyone = list(dict.fromkeys([*line.heard_by, *(line.overheard or [])]))
+    for action in line.actions or []:
+        seen.append((f"{turn.agent} {action}.".replace("..", "."), everyone))
+    made = 0
+    for content, witnesses in seen:
+        for name in witnesses:
+            # The one who acted remembers doing it (kind "action"); the others saw it (an observation).
+            acted = name == turn.agent  # (a whisper's witnesses never include its speaker)
+            memory_create(bank=simulation.bank, content=content, agent=name, kind="action" if acted else "observation",
+                          category="done" if acted else "witnessed", source="earned", turn=turn.number,
+                          importance=4.0, speaker=turn.agent, participants=everyone, metadata={"witnessed": not acted})
+            made += 1
+    return made
+
+
+def stage_apply(*, simulation: Simulation, number: int) -> int:
+    """The writer's directions for this turn, before it runs: each world event, entrance and exit is
+    an observation of everyone present (the one who leaves sees it too). Once per turn: a redone
+    turn finds them made."""
+    directions = [d for d in simulation.directions if d.turn == number]
+    if not directions or simulation.bank_id is None:
+        return 0
+    # Dated with its turn, as the transcript shows it ("[turn 5] *Sam steps out*"), before that turn's line.
+    if Memory.objects.in_bank(simulation.bank).filter(category="stage", turn=number).exists():
+        return 0
+    present = simulation.present_at(number)
+    made = 0
+    with transaction.atomic():
+        for direction in directions:
+            witnesses = list(dict.fromkeys([*present, *([direction.who] if direction.who else [])]))
+            if direction.who:
+                # Where someone is now replaces where they were: "Tess arrives" retires "Tess leaves".
+                memories_supersede(bank=simulation.bank, agents=witnesses, turn=number, stage__who=direction.who)
+            for name in witnesses:
+                memory_create(bank=simulation.bank, content=direction.text, agent=name, kind="observation",
+                              category="stage", source="earned", turn=number, importance=6.0,
+                              participants=witnesses, metadata={"stage": direction.as_dict()})
+                made += 1
+    return made
