@@ -14,7 +14,7 @@ from collections.abc import Callable
 from django.db import connection, transaction
 
 from memory.models import Memory, MemoryBank
-from memory.retrieval import recall
+from memory.retrieval import MemoryFilter, recall
 from memory.services.memories import memory_create
 
 QUESTIONS = 3               # Generative Agents: "3 most salient high-level questions"
@@ -124,10 +124,12 @@ def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str
     questions = parse_questions(ask(QUESTIONS_PROMPT.format(agent=agent, statements=_numbered(memories), n=QUESTIONS)))
     if not questions:
         return []
-    # The evidence pool: each question's best memories of this agent, once each, in retrieval order.
+    # The evidence pool: each question's best memories of this agent, once each, in retrieval order;
+    # what it lived, as the statements were: an insight quoting its own sheet tells it nothing new.
     pool: list[Memory] = []
+    lived = MemoryFilter(agent=agent, sources=[s for s in Memory.Source.values if s != Memory.Source.GIFTED])
     for question in questions:
-        for result in recall(bank, question, agent=agent, k=PER_QUESTION, current_turn=turn):
+        for result in recall(bank, question, filter=lived, k=PER_QUESTION, current_turn=turn):
             if all(result.memory.pk != m.pk for m in pool):
                 pool.append(result.memory)
     if not pool:

@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from chronicle.simulation.context import count_tokens
+from chronicle.simulation.stage import skipped_minutes
 from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, window
 from memory.distortion import retrieval_filter
 from memory.relationships import describe, standing
@@ -34,6 +35,9 @@ def now_header(turn: TurnInput) -> str:
     if turn.minutes_per_turn:
         skipped = turn.clock[turn.number] if turn.clock and turn.number < len(turn.clock) else 0.0
         minutes = round((turn.index + skipped) * turn.minutes_per_turn)
+    else:  # no clock per turn: time moves only by the writer's skips ("Three hours later")
+        minutes = round(sum(skipped_minutes(text) for _n, text in turn.stage))
+    if minutes:
         clock += f", {_duration(minutes)} since the scene began"
     return header(agent=turn.agent, identity=identity, scene=scene, present=turn.others, clock=clock)
 

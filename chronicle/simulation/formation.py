@@ -198,22 +198,22 @@ def _queue_extract(*args) -> None:
 
 
 def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:
-    """What those present saw besides the words: a whisper happening, the speaker's actions
-    ("*pours the wine*"), stored as observations of each witness (in turn_finish's transaction)."""
-    seen: list[tuple[str, list[str]]] = []
+    """What those present saw but did not hear: a whisper happening and the speaker's actions
+    ("*pours the wine*"), stored as observations of each such witness (in turn_finish's transaction).
+    Whoever heard the line has its actions in their memory of it: a second, shorter memory of the
+    same moment would only crowd every search that names the speaker."""
+    overheard = line.overheard or []
+    everyone = list(dict.fromkeys([*line.heard_by, *overheard]))
+    seen: list[str] = []
     if line.whisper_to:
-        seen.append((f"{turn.agent} whispered something to {line.whisper_to}.", line.overheard or []))
-    everyone = list(dict.fromkeys([*line.heard_by, *(line.overheard or [])]))
-    for action in line.actions or []:
-        seen.append((f"{turn.agent} {action}.".replace("..", "."), everyone))
+        seen.append(f"{turn.agent} whispered something to {line.whisper_to}.")
+    seen += [f"{turn.agent} {action}.".replace("..", ".") for action in line.actions or []]
     made = 0
-    for content, witnesses in seen:
-        for name in witnesses:
-            # The one who acted remembers doing it (kind "action"); the others saw it (an observation).
-            acted = name == turn.agent  # (a whisper's witnesses never include its speaker)
-            memory_create(bank=simulation.bank, content=content, agent=name, kind="action" if acted else "observation",
-                          category="done" if acted else "witnessed", source="earned", turn=turn.number,
-                          importance=4.0, speaker=turn.agent, participants=everyone, metadata={"witnessed": not acted})
+    for content in seen:
+        for name in overheard:  # (never the speaker, who heard its own words)
+            memory_create(bank=simulation.bank, content=content, agent=name, kind="observation",
+                          category="witnessed", source="earned", turn=turn.number,
+                          importance=4.0, speaker=turn.agent, participants=everyone, metadata={"witnessed": True})
             made += 1
     return made
 
@@ -236,8 +236,10 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
             if direction.who:
                 # Where someone is now replaces where they were: "Tess arrives" retires "Tess leaves".
                 memories_supersede(bank=simulation.bank, agents=witnesses, turn=number, stage__who=direction.who)
+            # A time skip says what it is in the words one asks with ("how much time passed?").
+            content = f"Time passed: {direction.text}" if direction.minutes else direction.text
             for name in witnesses:
-                memory_create(bank=simulation.bank, content=direction.text, agent=name, kind="observation",
+                memory_create(bank=simulation.bank, content=content, agent=name, kind="observation",
                               category="stage", source="earned", turn=number, importance=6.0,
                               participants=witnesses, metadata={"stage": direction.as_dict()})
                 made += 1

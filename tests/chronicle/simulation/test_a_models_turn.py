@@ -103,3 +103,21 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
     at_six = turn_input(turn=Turn(simulation=simulation, index=5, agent="Alex"))
     scene = call_tool("query_scene", {}, context=tool_context(at_six, deferred=[]))
     assert scene.response["who_is_here"] == ["Jordan"] and scene.response["memories"]
+
+
+def test_the_header_clock_moves_with_the_writers_time_skips():
+    from chronicle.simulation.briefing import now_header
+    from chronicle.simulation.engine import TurnInput
+    from memory.sheets import CharacterSheet, ScenarioSheet
+
+    def header_at(index, stage, minutes_per_turn=0.0, clock=None):
+        turn = TurnInput(bank=None, agent="Alex", index=index, cast=[CharacterSheet(name="Alex"), CharacterSheet(name="Sam")],
+                         scenario=ScenarioSheet(title="Dinner", location="Bella's", time_of_day="Evening"),
+                         transcript=[], mode="prepopulate", stage=stage, minutes_per_turn=minutes_per_turn, clock=clock)
+        return now_header(turn).splitlines()[-1]
+
+    assert header_at(3, []) == "Time: turn 4"
+    assert header_at(5, [(3, "The lights go out."), (5, "Three hours later")]) == \
+        "Time: turn 6, 3 hours since the scene began"
+    # With minutes per turn, the turns and the skips (in turns' worth) both count.
+    assert header_at(4, [], minutes_per_turn=10, clock=[0, 0, 0, 0, 0, 0]) == "Time: turn 5, 40 minutes since the scene began"
