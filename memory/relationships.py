@@ -156,10 +156,17 @@ def relationships_update(*, bank: MemoryBank, speaker: str, text: str, listeners
     return Relationship.objects.bulk_create(rows)
 
 
+# A reason as relationships_update writes it: the speaker, the line quoted, then why it moved.
+_REASON = re.compile(r"^[^:]{1,100}: “.*?”(?: \((?P<why>.*)\))?$", re.DOTALL)
+
+
 def describe(row: Relationship) -> str:
-    """"trust +0.30, affinity −0.10 (turn 12: Jordan: “…” (cold: stupid))", as an agent reads it."""
+    """"trust +0.30, affinity −0.10 (last changed at turn 12: cold: stupid)", as an agent reads it:
+    the line itself is dated by its turn (in the transcript, or a memory of it), not quoted again."""
+    match = _REASON.match(row.reason or "")
+    why = (match.group("why") or "") if match else row.reason
     return (f"trust {_signed(row.trust)}, affinity {_signed(row.affinity)} "
-            f"(last changed at turn {row.turn}: {row.reason})")
+            f"(last changed at turn {row.turn}{': ' + why if why else ''})")
 
 
 def _signed(value: float) -> str:

@@ -26,6 +26,8 @@ def now_header(turn: TurnInput) -> str:
     """Who is speaking, where, with whom and when, in four lines (prompts.header)."""
     sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
     first = re.split(r"(?<=[.!?])\s", (sheet.description or "").strip(), maxsplit=1)[0]
+    if turn.mode != "tools" and first_turn_of(turn):
+        first = ""  # pre-populated on its first turn, the agent reads its whole sheet just above
     identity = " — ".join(x for x in [sheet.role, first] if x)
     scenario = turn.scenario
     place = (scenario.location.split(":")[0].strip() if scenario and scenario.location else "") or \
@@ -42,6 +44,11 @@ def now_header(turn: TurnInput) -> str:
     return header(agent=turn.agent, identity=identity, scene=scene, present=turn.others, clock=clock)
 
 
+def first_turn_of(turn: TurnInput) -> bool:
+    """Whether the agent has not spoken yet in what it witnessed."""
+    return all(speaker != turn.agent for _n, speaker, _text in turn.transcript)
+
+
 def _duration(minutes: int) -> str:
     if minutes < 60:
         return f"{minutes} minute{'s' if minutes != 1 else ''}"
@@ -53,11 +60,12 @@ def _duration(minutes: int) -> str:
 # line) and "More about you" the rest of it that bears on the last line: the whole sheet every turn
 # cost more than the full definition.
 CORE_SHEET = [("communication", 1), ("traits", 1), ("goals", 1)]
-RELEVANT_SHEET_K = 3
+RELEVANT_SHEET_K = 2
 HEADER_SCENE = ("location", "time")  # the scene's parts the header carries (memory.seeding's categories)
 # Tokens a pre-populated section may take beyond its first line, so that long memories (a background's
 # chunks, long lines) cannot crowd the turn: the most relevant come first and the rest wait.
 SECTION_BUDGETS = {"More about you": 200, "What you know": 200, "Recent events": 200}
+WITNESSED_KINDS = ("episodic", "observation", "action")  # what the transcript shows as it happened
 RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the agent's transcript begins
 
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
@@ -72,7 +80,7 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     situation = f"{last[1]} said: {last[2]}" if last else "what do I know that matters here?"
     # The whole sheet on the agent's first turn; after it, its core (how it speaks, what it is like,
     # what it wants) and, further down, the rest of the sheet that bears on what was just said.
-    first = all(speaker != turn.agent for _n, speaker, _text in turn.transcript)
+    first = first_turn_of(turn)
     sheet_parts = None if first else CORE_SHEET
     queries = [
         ("Who you are", "who am I?", None, WHOLE_SHEET_K),
@@ -98,7 +106,7 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     if in_window and in_window[0] > 1:
         before = in_window[0] - 1
         queries.append(("Recent events", situation,
-                        MemoryFilter(agent=turn.agent, kinds=["episodic", "observation", "action"], max_turn=before,
+                        MemoryFilter(agent=turn.agent, kinds=list(WITNESSED_KINDS), max_turn=before,
                                      min_turn=max(1, before - RECENT_TURNS + 1), shared=True), 5))
     sections: dict[str, Section] = {}
     shown: set[int] = set()
@@ -131,8 +139,12 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
             for snap in snapshots:
                 if snap.get("excluded") or snap["memory_id"] in shown:
                     continue  # a memory already in an earlier section is not sent twice
-                if not first and title == "Where you are" and snap.get("category") in HEADER_SCENE:
-                    continue  # after the first turn the header says where and when
+                if title == "Where you are" and snap.get("category") in (HEADER_SCENE if not first else ("time",)):
+                    continue  # the header says when (as written), and after the first turn where
+                if snap.get("kind") in WITNESSED_KINDS and snap.get("turn") in in_window:
+                    continue  # a line or a stage direction the transcript below already shows
+                if snap.get("category") == "reaction" and snap.get("speaker") in turn.others:
+                    continue  # how a line moved me towards someone present: "How you stand with" says it
                 shown.add(snap["memory_id"])
                 turn_label = snap.get("turn")
                 until = f", until turn {snap['until_turn']}" if snap.get("until_turn") else ""

@@ -137,7 +137,8 @@ def system_parts(*, mode: str, agent: str, sections: list[Section] | None = None
     if confidence_gating:
         weak = ' (and a pre-populated memory marked "(weak match)" may be unrelated)' if mode != "tools" else ""
         parts.append(Part("Confidence gating", "prompt_options", GATING.format(weak=weak)))
-    parts.append(Part("Speaker label", "instructions", speaker_label(agent)))
+    if minimal or not now:  # the header, when there is one, says who the agent is
+        parts.append(Part("Speaker label", "instructions", speaker_label(agent)))
     # Who you are and where change least from turn to turn: before the header, whose time moves on.
     sections = sorted(sections or [], key=lambda section: section.title not in STABLE_SECTIONS)
     for section in sections:
