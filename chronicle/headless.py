@@ -304,7 +304,8 @@ def run_report(simulation: Simulation) -> dict:
         lifecycle["importance"] = {k: round(v, 2) if v is not None else None for k, v in spread.items()}
     tokens = token_summary(turns)
     held = [{"claim": claim["claim"], "holder": h["holder"], "source_chain": h["source_chain"],
-             "confidence": h["confidence"], "true": claim["true"]}
+             "confidence": h["confidence"], "true": claim["true"], "stance": h["stance"],
+             "disputed": h["disputed"], "history": h["history"]}
             for claim in who_believes(simulation) for h in claim["holders"]]
     stood = standing(simulation.bank_id) if simulation.bank_id is not None else {}
     distortions = distortion_counts(simulation, turns)

@@ -39,7 +39,7 @@ For each listener give:
   feelings.
 {speaker} said it: give {speaker} an importance only (trust and affinity 0, no facts).
 
-{reflections}Answer with JSON only, one entry per listener, in this shape:
+{reflections}{claims}Answer with JSON only, one entry per listener, in this shape:
 {{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}{shape}}}"""
 
 # Seed 003's reflection, asked in the same call for whoever is due (memory.reflection's threshold):
@@ -53,6 +53,15 @@ of the statements it rests on.
 
 """
 REFLECT_SHAPE = ', "reflections": {{"{agent}": [{{"insight": "...", "because": [1, 4]}}]}}'
+# What the line does with each claim a listener or its speaker holds (chronicle's beliefs revise by it).
+CLAIMS = """Claims some of them hold, numbered:
+{claims}
+Also give "stances": what the line does with each claim: "asserts" (says it or passes it on as
+true), "questions" (asks whether it is true), "denies" (says it is false, or corrects it), or "none".
+
+"""
+CLAIMS_SHAPE = ', "stances": {"1": "none"}'  # (put in as it is: not formatted again)
+STANCES = ("asserts", "questions", "denies", "none")
 REFLECT_INSIGHTS = 3
 REFLECT_STATEMENTS = 30  # the latest memories a reflection asked this way rests on (the call stays short)
 
@@ -70,13 +79,15 @@ class AfterTurn:
     facts: dict[str, list[str]] = field(default_factory=dict)
     # Per agent that was due to reflect: (insight, the 1-based numbers of the statements it cites).
     insights: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
+    stances: dict[str, str] = field(default_factory=dict)  # claim → asserts | questions | denies | none
     raw: str = ""
     error: str = ""
 
 
 def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
-               reflect: dict[str, list[str]] | None = None) -> str:
-    """reflect: who is due to reflect, with the statements (memory contents) it reflects on."""
+               reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None) -> str:
+    """reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
+    what those who hear the line hold, for the line's stance on each."""
     names = list(profiles)
     described = "\n".join(f"- {name}: {_sentences(text, 300)}" for name, text in profiles.items() if text)
     reflections = shape = ""
@@ -86,32 +97,44 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
             for agent, lines in reflect.items())
         reflections += REFLECT_ASK.format(names=", ".join(reflect), n=REFLECT_INSIGHTS)
         shape = REFLECT_SHAPE.format(agent=next(iter(reflect)))
+    asked = ""
+    if claims:
+        asked = CLAIMS.format(claims="\n".join(f"{i}. {_sentences(c, 300)}" for i, c in enumerate(claims, start=1)))
+        shape += CLAIMS_SHAPE
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described,
                          speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker,
-                         reflections=reflections, shape=shape)
+                         reflections=reflections, claims=asked, shape=shape)
 
 
 def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
-               ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None) -> AfterTurn:
+               ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None,
+               claims: list[str] | None = None) -> AfterTurn:
     """One call for every listener in `profiles` (name → identity and goals), and the reflections of
     those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
     judge it, and the reflections wait."""
     try:
         answer = str(ask(prompt_for(speaker=speaker, content=content, turn=turn, profiles=profiles,
-                                    reflect=reflect)) or "")
+                                    reflect=reflect, claims=claims)) or "")
     except Exception as exc:  # the line must not be lost to a failed judgement
         return AfterTurn(error=f"the model could not be asked: {exc}"[:300])
     return parse(answer, names=list(profiles), speaker=speaker,
-                 statements={agent: len(lines) for agent, lines in (reflect or {}).items()})
+                 statements={agent: len(lines) for agent, lines in (reflect or {}).items()}, claims=claims)
 
 
-def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, int] | None = None) -> AfterTurn:
+def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, int] | None = None,
+          claims: list[str] | None = None) -> AfterTurn:
     """The model's JSON, checked name by name: numbers clamped, unknown names ignored. statements:
-    how many statements each agent due to reflect was given (an insight must cite one of them)."""
+    how many statements each agent due to reflect was given (an insight must cite one of them);
+    claims: the claims asked about, by number (an unknown stance is left to the rule)."""
     result = AfterTurn(raw=answer[:2000])
     data = _json_object(answer)
     if isinstance(data, dict) and isinstance(data.get("reflections"), dict) and statements:
         result.insights = _insights(data["reflections"], statements)
+    if isinstance(data, dict) and isinstance(data.get("stances"), dict) and claims:
+        for number, said in data["stances"].items():
+            said = str(said).strip().lower()
+            if str(number).strip().isdigit() and 1 <= int(str(number).strip()) <= len(claims) and said in STANCES:
+                result.stances[claims[int(str(number).strip()) - 1]] = said
     rows = data.get("listeners") if isinstance(data, dict) else None
     if not isinstance(rows, dict):
         result.error = "the answer was not the JSON asked for" if answer.strip() else "no answer"

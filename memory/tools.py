@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import time
 from collections import OrderedDict
@@ -138,6 +140,16 @@ class Tool:
         }
 
 
+def belief_fields(belief: dict) -> dict:
+    """Who told me (and who told them), how sure I am now, and who last said it is not so."""
+    fields = {"belief_confidence": belief.get("confidence")}
+    if belief.get("source_chain"):
+        fields["heard_from"] = " ← ".join(belief["source_chain"])
+    if belief.get("disputed"):
+        fields["disputed"] = f"denied by {belief['disputed']['by']} at turn {belief['disputed']['turn']}"
+    return fields
+
+
 def _entries(results: list[RecallResult], *, with_turn: bool = False, extra: bool = False) -> list[dict]:
     out = []
     for r in results:
@@ -148,8 +160,8 @@ def _entries(results: list[RecallResult], *, with_turn: bool = False, extra: boo
         if until is not None:
             entry["until_turn"] = str(until)  # no longer so since then ("Tess leaves", until Tess arrived)
         belief = (r.memory.metadata or {}).get("belief") if isinstance(r.memory.metadata, dict) else None
-        if isinstance(belief, dict) and belief.get("source_chain"):
-            entry["heard_from"] = " ← ".join(belief["source_chain"])  # who told me, and who told them
+        if isinstance(belief, dict):
+            entry |= belief_fields(belief)
         if extra:
             m = r.memory
             entry |= {"importance": round(m.importance / 10, 3), "participants": m.participants,
@@ -380,6 +392,11 @@ def _metadata(results: list[RecallResult], enhanced: EnhancedQuery) -> dict:
     return {"retrieval_confidence": retrieval_confidence(results), "query_expansion_used": list(enhanced.used)}
 
 
+# A question about what one believes or has heard: the agent's beliefs on it are searched first.
+ABOUT_BELIEFS = re.compile(r"\b(?:believe[sd]?|beliefs?|rumou?rs?|is it true|heard (?:about|that))\b", re.IGNORECASE)
+BELIEFS_FIRST = 2
+
+
 def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | None = None,
                   enhanced: EnhancedQuery | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
     """query_memory's search, k aside: evaluate_retrieval measures exactly this path (bench_memory
@@ -391,6 +408,13 @@ def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | Non
         enhanced = ctx.enhanced(query)
     results = recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(k), **ctx.search_options(), fusion=True,
                      exact=exact, enhance=enhanced)
+    if ABOUT_BELIEFS.search(query):
+        # "What do I believe about …?": what I hold about it (who told me, who denied it) comes
+        # before the lines that mention it.
+        held = recall(ctx.bank, query, filter=MemoryFilter(agent=ctx.agent, kinds=["semantic"], categories=["belief"]),
+                      k=BELIEFS_FIRST, **ctx.search_options(), fusion=True, exact=exact, enhance=enhanced)
+        ids = {r.memory.pk for r in held}
+        results = Recalled([*held, *(r for r in results if r.memory.pk not in ids)], path=getattr(results, "path", "exact"))
     return flt, ctx.outside_window(results, k)
 
 
@@ -428,6 +452,11 @@ def _recall_episodes(ctx: ToolContext, args: dict):
 FACT_CONFIDENCE_FLOOR = 0.1
 
 
+def _belief_of(memory) -> dict:
+    belief = (memory.metadata or {}).get("belief") if isinstance(memory.metadata, dict) else None
+    return belief_fields(belief) if isinstance(belief, dict) else {}
+
+
 def _recall_facts(ctx: ToolContext, args: dict):
     topic = args["topic"].strip()
     # Facts: lore, the writer's and what was learned or believed, what one knows of others, insights;
@@ -440,7 +469,7 @@ def _recall_facts(ctx: ToolContext, args: dict):
     results = Recalled([r for r in results if calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR],
                        path=getattr(results, "path", "exact"))
     facts = [{"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
-              "memory_id": r.memory.pk} for r in results]
+              "memory_id": r.memory.pk} | _belief_of(r.memory) for r in results]
     answer = {"topic": topic, "facts": facts}
     if not facts:
         answer["note"] = "No facts on this topic."

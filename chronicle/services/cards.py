@@ -261,14 +261,15 @@ def scenario_export(scenario: Scenario) -> dict:
     }
 
 
-def _scenario_from_wonda(data: Any, check: _Checker, names: set[str]) -> dict | None:
+def _scenario_from_wonda(data: Any, check: _Checker, names: list[str]) -> dict | None:
     if not isinstance(data, dict):
         check.errors.append("scenario must be an object")
         return None
     values = {"title": check.text(data, "title", "scenario.", required=True, limit=200).strip()}
     for key in ("location", "atmosphere", "time_of_day", "description", "user_name"):
         values[key] = check.text(data, key, "scenario.", limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
-    values["cast"] = check.items(data, "cast", "scenario.", limit=100)
+    # A scene that names no cast is played by every character in the file.
+    values["cast"] = check.items(data, "cast", "scenario.", limit=100) if "cast" in data else list(names)
     for name in values["cast"]:
         if name not in names:
             check.errors.append(f"scenario.cast names {name}, who is not in characters")
@@ -385,7 +386,7 @@ def card_import(*, owner, raw: bytes, as_copy: bool = False) -> ImportResult:
             check.errors.append("characters must be a list")
             chars = []
         rows = [_character_from_wonda(c, f"characters[{i}].", check) for i, c in enumerate(chars)]
-        scenario_values = _scenario_from_wonda(data["scenario"], check, {r["name"] for r in rows if r})
+        scenario_values = _scenario_from_wonda(data["scenario"], check, list(dict.fromkeys(r["name"] for r in rows if r)))
     elif "character" in data:
         rows = [_character_from_wonda(data["character"], "character.", check)]
     else:

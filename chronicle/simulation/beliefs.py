@@ -1,4 +1,4 @@
-"""Planted beliefs and how they spread (issue 15; seeds 001 and 003: misinformation, gossip).
+"""Planted beliefs: how they spread and how they change (seeds 001 and 003: misinformation, gossip).
 
 The writer plants a belief in one character, one per line of the run's *Planted beliefs*:
 
@@ -6,11 +6,19 @@ The writer plants a belief in one character, one per line of the run's *Planted 
     Jordan: The Thai place has a new vegetarian menu.
 
 (no mark: true). Before turn 1 each becomes a `semantic` memory of its holder (category `belief`).
-When a holder later says something close to a belief it holds (cosine ≥ RETELL_SIMILARITY between
-the line and the belief, or most of the belief's words in the line), everyone who heard the line and does not hold it yet comes to believe it:
-a memory "Sam told me: …" whose metadata keeps the claim, whether it is true, the chain of people
-it came through (nearest first) and a confidence that falls by HOP_CONFIDENCE with each hop, with
-an evidence link to the teller's belief.
+
+A line that touches a claim someone present holds takes a *stance* toward it: it asserts it (passes
+it on), questions it (asks whether it is true), denies it (says it is false, corrects it), or none.
+With a model the judgement after the line says which (memory.after_turn); offline, `stance()`:
+- **asserts**, said by a holder who still believes it: each listener who does not hold it comes to
+  ("Sam told me: …"), with the chain it came through (nearest first) and a confidence that falls by
+  HOP_CONFIDENCE a hop;
+- **questions**: nothing is planted (each listener's memory of the line says who asked what);
+- **denies**: each listener who holds it believes it less (more when the speaker is trusted, or is
+  who told them), the claim is marked *disputed*, and their belief now says who denied it and how;
+  a speaker who held it has retracted it; whoever else heard it keeps the correction, with its source.
+A holder who has retracted a claim, or is no longer sure of it, passes on the correction, not the claim.
+Every belief keeps its history: [{turn, confidence, source_chain, stance}].
 """
 
 from __future__ import annotations
@@ -22,13 +30,31 @@ import numpy as np
 from django.db import transaction
 
 from memory.models import Memory
-from memory.services import memory_create
+from memory.relationships import standing
+from memory.services import memory_create, memory_revise
 
-RETELL_SIMILARITY = 0.5  # a line this close to a belief its speaker holds retells it…
+RETELL_SIMILARITY = 0.6  # a line this close to a belief its speaker holds retells it…
 RETELL_WORDS = 0.7  # …and so does one holding this share of the belief's words (a long line quoting it)
+ABOUT_SIMILARITY = 0.45  # a line this close to a claim is about it (a question, a denial)…
+ABOUT_WORDS = 0.4  # …and so is one with this share of the claim's words
 _WORD = re.compile(r"[a-z0-9']{4,}")
 HOP_CONFIDENCE = 0.7  # each retelling keeps this much of the teller's confidence
+DENIAL_WEIGHT = 0.5  # a denial takes this share of a listener's confidence…
+TRUSTED_WEIGHT = 0.3  # …and up to this much more from someone the listener trusts (trust +1)
+TELLER_WEIGHT = 0.8  # …and at least this much when it comes from who told them
+RETRACTED = 0.05  # a holder who says its own claim is not so keeps this little of it
+DISPUTED_IMPORTANCE = 7.0
+SURE = 0.5  # below this confidence a holder no longer passes the claim on as true
+STANCES = ("asserts", "questions", "denies", "none")
 _LINE = re.compile(r"^\s*([^:]{1,100}?)\s*:\s*(.+?)\s*(?:\[(true|false)\])?\s*$", re.IGNORECASE)
+# A reply that opens by contradicting what it answers.
+_CONTRADICTS = re.compile(r"^\W*(?:no\b|nope\b|not true\b|not at all\b|nonsense\b|rubbish\b|untrue\b|"
+                          r"that(?:['’]s| is) (?:not true|a lie|nonsense|rubbish|wrong)|that isn['’]t (?:true|so))",
+                          re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.!?])[\"”’)*]*\s+")
+# Explicit negation: "is not", "isn't true", "no, …", "that's a lie", "it's only …", "I had it wrong".
+_NEGATION = re.compile(r"(?:\b(?:no|not|never|nothing|nobody|none|untrue|false|nonsense|rubbish|lie|lies|lying|"
+                       r"wrong|only|mistaken)\b|n['’]t\b)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -68,50 +94,177 @@ def plant(simulation) -> int:
     with transaction.atomic():
         for belief in planted:
             memory_create(bank=simulation.bank, content=belief.claim, agent=belief.holder, kind="semantic",
-                          category="belief", source="writer", turn=0, importance=7.0,
-                          metadata={"belief": {"id": belief.number, "claim": belief.claim, "true": belief.true,
-                                               "source_chain": [], "confidence": 1.0, "hops": 0}})
+                          category="belief", source="writer", turn=0, importance=7.0, keys=belief_keys(belief.claim),
+                          metadata={"belief": _state(id=belief.number, claim=belief.claim, true=belief.true, chain=[],
+                                                     confidence=1.0, hops=0, turn=0, stance="asserts")})
     return len(planted)
+
+
+def belief_keys(claim: str) -> list[str]:
+    """The questions that lead to a belief whatever its words now say (memory keys): asking what one
+    believes about a claim, or whether it is true, finds it first."""
+    claim = claim.strip().rstrip(".")
+    return [f"What do I believe about this: {claim}?", f"Is it true that {claim}?"]
+
+
+def _state(*, id: int, claim: str, true: bool, chain: list[str], confidence: float, hops: int, turn: int,
+           stance: str) -> dict:
+    return {"id": id, "claim": claim, "true": true, "source_chain": chain, "confidence": confidence, "hops": hops,
+            "stance": stance, "disputed": None,
+            "history": [{"turn": turn, "confidence": confidence, "source_chain": chain, "stance": stance}]}
+
+
+def _words(text: str) -> set[str]:
+    """The text's content words, stemmed lightly ("master's" and "master", "selling" and "sells", "chains"
+    and "chain" are one word)."""
+    return {_stem(word) for word in _WORD.findall(text.lower().replace("’", "'"))}
+
+
+def _stem(word: str) -> str:
+    word = word.removesuffix("'s").strip("'")
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def _similarity(a, b) -> float:
+    if a is None or b is None:
+        return 0.0
+    return float(np.dot(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)))
 
 
 def retells(line: str, line_vector, belief_vector, claim: str) -> bool:
     """Whether the line passes the belief on: close in meaning (a paraphrase), or carrying most of
     its words (the belief quoted inside a longer line, whose vector it no longer dominates)."""
-    if line_vector is not None and float(np.dot(np.asarray(belief_vector, dtype=np.float32),
-                                                np.asarray(line_vector, dtype=np.float32))) >= RETELL_SIMILARITY:
+    if _similarity(line_vector, belief_vector) >= RETELL_SIMILARITY:
         return True
-    words = set(_WORD.findall(claim.lower()))
-    return bool(words) and len(words & set(_WORD.findall(line.lower()))) / len(words) >= RETELL_WORDS
+    words = _words(claim)
+    return bool(words) and len(words & _words(line)) / len(words) >= RETELL_WORDS
 
 
-def spread(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: int) -> list[Memory]:
-    """Listeners of a line that retells one of the speaker's beliefs come to hold it (see module)."""
-    # Only what the test needs, no model instances: this runs after every line of a run.
-    held = list(Memory.objects.filter(bank=bank, status=Memory.Status.ACTIVE, agent=speaker, category="belief",
-                                      metadata__has_key="belief").values_list("pk", "embedding", "metadata"))
+def stance(line: str, line_vector, claim_vector, claim: str, previous: str = "") -> str:
+    """The offline rule for what a line does with a claim: the sentences that share the claim's
+    words decide — one ending in "?" questions it, one with an explicit negation (or a line opening
+    with "No") denies it; a line that retells it (retells()) asserts it; anything else: none. A line
+    that opens by contradicting the one before it ("No, that isn't true.") denies what that one
+    asked or said (previous: the line the speaker heard just before)."""
+    own = _stance(line, line_vector, claim_vector, claim)
+    if own == "none" and previous and _CONTRADICTS.match(line) \
+            and _stance(previous, None, claim_vector, claim) in ("asserts", "questions"):
+        return "denies"
+    return own
+
+
+def _stance(line: str, line_vector, claim_vector, claim: str) -> str:
+    words = _words(claim)
+    share = len(words & _words(line)) / len(words) if words else 0.0
+    if share < ABOUT_WORDS and _similarity(line_vector, claim_vector) < ABOUT_SIMILARITY:
+        return "none"
+    sentences = [s.strip(" *") for s in _SENTENCE.split(line.strip()) if s.strip(" *")]
+    touching = [s for s in sentences if words & _words(s)]
+    if not touching:
+        return "none"
+    if any(s.rstrip("\"”’)* ").endswith("?") for s in touching):
+        return "questions"
+    opening = sentences[0].rstrip(".!,").strip().lower() if sentences else ""
+    if opening in ("no", "nope", "not true", "not at all") or any(_NEGATION.search(s) for s in touching):
+        return "denies"
+    return "asserts" if retells(line, line_vector, claim_vector, claim) else "none"
+
+
+def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: int, previous: str = "",
+           judged: dict[str, str] | None = None, trust: dict[str, float] | None = None) -> list[Memory]:
+    """What the line does to the beliefs of those who heard it (see the module). judged: a model's
+    stance per claim (memory.after_turn, keyed by the claim's text); a claim it left out is judged by
+    stance(), with `previous`, the line the speaker heard before it. trust: each listener's trust in
+    the speaker. Returns the beliefs made or revised."""
+    rows = list(Memory.objects.filter(bank=bank, status=Memory.Status.ACTIVE, category="belief",
+                                      agent__in=[speaker, *heard_by], metadata__has_key="belief")
+                .order_by("turn", "id"))
+    by_claim: dict[int, dict[str, Memory]] = {}
+    for memory in rows:
+        by_claim.setdefault(memory.metadata["belief"]["id"], {})[memory.agent] = memory
+    changed = []
+    for held in by_claim.values():
+        sample = next(iter(held.values()))
+        data = sample.metadata["belief"]
+        said = (judged or {}).get(data["claim"]) or stance(line, vector, sample.embedding, data["claim"], previous)
+        mine = held.get(speaker)
+        if said == "asserts" and mine is not None and mine.metadata["belief"]["confidence"] >= SURE:
+            changed += _pass_on(bank, mine, speaker, heard_by, held, turn)
+        elif said == "denies":
+            if trust is None:  # how far each listener trusts the speaker, as it stood before this line
+                trust = {agent: row.trust for (agent, _other), row in
+                         standing(bank, other=speaker, agents=heard_by).items()}
+            changed += _correct(bank, data, speaker, line, heard_by, held, turn, trust)
+    return changed
+
+
+def _pass_on(bank, mine: Memory, speaker: str, heard_by: list[str], held: dict[str, Memory], turn: int) -> list[Memory]:
+    data = mine.metadata["belief"]
     made = []
-    for pk, embedding, metadata in held:
-        data = metadata["belief"]
-        if not retells(line, vector, embedding, data["claim"]):
+    for name in heard_by:
+        if name == speaker or name in held:
             continue
-        holders = set(Memory.objects.in_bank(bank).filter(category="belief", metadata__belief__id=data["id"])
-                      .values_list("agent", flat=True))
-        for name in heard_by:
-            if name == speaker or name in holders:
-                continue
-            made.append(memory_create(
-                bank=bank, content=f"{speaker} told me: {data['claim']}", agent=name, kind="semantic",
-                category="belief", source="earned", turn=turn, importance=6.0, speaker=speaker,
-                evidence=[pk],
-                metadata={"belief": {"id": data["id"], "claim": data["claim"], "true": data["true"],
-                                     "source_chain": [speaker, *data["source_chain"]],
-                                     "confidence": round(data["confidence"] * HOP_CONFIDENCE, 3),
-                                     "hops": data["hops"] + 1}}))
+        chain = [speaker, *data["source_chain"]]
+        made.append(memory_create(
+            bank=bank, content=f"{speaker} told me: {data['claim']}", agent=name, kind="semantic",
+            category="belief", source="earned", turn=turn, importance=6.0, speaker=speaker, evidence=[mine.pk],
+            keys=belief_keys(data["claim"]),
+            metadata={"belief": _state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain,
+                                       confidence=round(data["confidence"] * HOP_CONFIDENCE, 3),
+                                       hops=data["hops"] + 1, turn=turn, stance="asserts")}))
     return made
 
 
+def _correct(bank, data: dict, speaker: str, line: str, heard_by: list[str], held: dict[str, Memory], turn: int,
+             trust: dict[str, float]) -> list[Memory]:
+    changed = []
+    for name in dict.fromkeys([speaker, *heard_by]):
+        memory = held.get(name)
+        if memory is None:  # it never held the claim: it keeps the correction, with its source
+            own = name == speaker
+            content = (f"I said (turn {turn}) it is not so that {data['claim']}" if own
+                       else f"{speaker} told me (turn {turn}) it is not so that {data['claim']}")
+            chain = [] if own else [speaker]
+            state = _state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain, confidence=0.0,
+                           hops=0 if own else 1, turn=turn, stance="denies")
+            state["disputed"] = {"turn": turn, "by": speaker}
+            changed.append(memory_create(bank=bank, content=content, agent=name, kind="semantic", category="belief",
+                                         source="earned", turn=turn, importance=6.0, speaker=speaker,
+                                         keys=belief_keys(data["claim"]), metadata={"belief": state}))
+            continue
+        state = dict(memory.metadata["belief"])
+        before = float(state["confidence"])
+        if name == speaker:
+            after = min(before, RETRACTED)
+            told = f"then I said (turn {turn}) it is not so"
+        else:
+            weight = DENIAL_WEIGHT + TRUSTED_WEIGHT * max(0.0, float(trust.get(name, 0.0)))
+            if speaker in state["source_chain"][:1]:
+                weight = max(weight, TELLER_WEIGHT)
+            after = before * (1 - min(weight, 0.95))
+            told = f"then {speaker} said (turn {turn}) it is not so"
+        state["confidence"] = round(after, 3)
+        state["disputed"] = {"turn": turn, "by": speaker}
+        state["history"] = [*(state.get("history") or []), {"turn": turn, "confidence": state["confidence"],
+                                                          "source_chain": [speaker], "stance": "denies"}]
+        base = (memory.metadata or {}).get("told") or memory.content
+        # Hearing what one believes denied is news (seed 002: notable, 7), whatever the claim was worth.
+        changed.append(memory_revise(memory=memory, content=f"{base} — {told}", importance=max(memory.importance, DISPUTED_IMPORTANCE),
+                                     metadata={**memory.metadata, "belief": state, "told": base}))
+    return changed
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1].rsplit(" ", 1)[0] + "…"
+
+
 def who_believes(simulation) -> list[dict]:
-    """Per planted claim, everyone who holds it: how it reached them and how sure they are."""
+    """Per planted claim, everyone who holds a belief about it: how it reached them, how sure they
+    are now, whether they heard it denied, and its history over the turns."""
     if simulation.bank_id is None:
         return []
     rows = (Memory.objects.in_bank(simulation.bank).active().filter(category="belief", metadata__has_key="belief")
@@ -120,6 +273,10 @@ def who_believes(simulation) -> list[dict]:
     for memory in rows:
         data = memory.metadata["belief"]
         claim = claims.setdefault(data["id"], {"claim": data["claim"], "true": data["true"], "holders": []})
+        history = data.get("history") or [{"turn": memory.turn, "confidence": data["confidence"],
+                                           "source_chain": data["source_chain"], "stance": "asserts"}]
         claim["holders"].append({"holder": memory.agent, "source_chain": data["source_chain"],
-                                 "confidence": data["confidence"], "turn": memory.turn, "memory_id": memory.pk})
+                                 "confidence": data["confidence"], "turn": memory.turn, "memory_id": memory.pk,
+                                 "stance": data.get("stance") or "asserts", "disputed": data.get("disputed"),
+                                 "history": history})
     return [claims[key] for key in sorted(claims)]

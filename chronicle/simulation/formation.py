@@ -131,9 +131,31 @@ def _model_asker(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None
 
 
 def belief_note(believed: list[Memory]) -> str:
-    """"Jordan now believes (heard from Sam): …", one line per listener who came to believe it."""
-    return "\n".join(f"{m.agent} now believes (heard from {' ← '.join(m.metadata['belief']['source_chain'])}): "
-                     f"{m.metadata['belief']['claim']}" for m in believed)
+    """One line per belief the line made or changed: "Jordan now believes (heard from Sam): …",
+    "Oren is less sure (0.83 → 0.25; Tess said it is not so): …", "Tess says it is not so: …"."""
+    lines = []
+    for m in believed:
+        data = m.metadata["belief"]
+        history = data.get("history") or []
+        if data.get("stance") == "denies" and len(history) == 1:
+            by = data["disputed"]["by"]
+            lines.append(f"{m.agent} {'says' if by == m.agent else f'heard {by} say'} it is not so: {data['claim']}")
+        elif data.get("disputed") and len(history) > 1:
+            by = data["disputed"]["by"]
+            why = "retracted it" if by == m.agent else f"{by} said it is not so"
+            lines.append(f"{m.agent} is less sure ({history[-2]['confidence']:.2f} → {data['confidence']:.2f}; "
+                         f"{why}): {data['claim']}")
+        else:
+            lines.append(f"{m.agent} now believes (heard from {' ← '.join(data['source_chain'])}): {data['claim']}")
+    return "\n".join(lines)
+
+
+def held_claims(bank, agents: list[str]) -> list[str]:
+    """The claims any of them holds a belief about (the judgement says what a line does with each)."""
+    rows = (Memory.objects.in_bank(bank).filter(status=Memory.Status.ACTIVE, category="belief", agent__in=agents,
+                                                metadata__has_key="belief")
+            .order_by("turn", "id").values_list("metadata__belief__claim", flat=True))
+    return list(dict.fromkeys(rows))
 
 
 def distortion_note(captured: list[Memory]) -> str:
@@ -181,10 +203,11 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     options = capture_options(simulation, turn, outcome)
     # With a model judging each line, whoever is due to reflect does so in that same call.
     reflect = due_to_reflect(simulation) if options["batched"] else None
+    claims = held_claims(simulation.bank, line.heard_by) if options["batched"] and simulation.planted_beliefs else None
     plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
                            turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
                            said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
-                           reflect=reflect, **options)
+                           reflect=reflect, claims=claims, **options)
     return plan
 
 

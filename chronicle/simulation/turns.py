@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from chronicle.simulation.beliefs import spread
+from chronicle.simulation.beliefs import revise
 from chronicle.simulation.engine import TurnInput, TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.simulation.pins import dropped_pins
@@ -82,6 +82,13 @@ def transcript_for(simulation: Simulation, before: int, agent: str) -> list[tupl
         elif whisper_to and agent in simulation.present_at(number):
             lines.append((number, speaker, f"(whispers something to {whisper_to})"))
     return lines
+
+
+def heard_before(simulation: Simulation, turn: Turn) -> str:
+    """The last line the turn's speaker heard before it spoke (what a reply answers), or ""."""
+    row = (simulation.turns.done().filter(index__lt=turn.index).order_by("-index")
+           .values_list("utterance", "heard_by").first())
+    return row[0] if row and (not row[1] or turn.agent in row[1]) else ""
 
 
 def stage_for(simulation: Simulation, before: int, agent: str) -> list[tuple[int, str]]:
@@ -286,8 +293,11 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     line = deliver(turn.utterance, speaker=turn.agent, present=simulation.present_at(turn.number))
     turn.heard_by, turn.whisper_to = line.heard_by, line.whisper_to
     witness(simulation=simulation, turn=turn, line=line)
-    believed = spread(bank=simulation.bank, speaker=turn.agent, line=turn.utterance, vector=capture.vectors.get(capture.content),
-                      heard_by=line.heard_by, turn=turn.number)
+    # What the line does to what its listeners believe: the model's stance on each claim, else the rule's.
+    believed = revise(bank=simulation.bank, speaker=turn.agent, line=turn.utterance,
+                      vector=capture.vectors.get(capture.content), heard_by=line.heard_by, turn=turn.number,
+                      previous=heard_before(simulation, turn),
+                      judged=capture.after.stances if capture.after else None)
     # How each listener now stands with the speaker (memory.relationships): the line's own memory is the evidence.
     # With a model, its judgement after the line moves them (memory.after_turn); else the word lists.
     after = capture.after

@@ -4,7 +4,7 @@ these; none of them writes a memory row itself). Keyword-only, typed, one transa
 banks.py      create, delete, mark seeded, copy as of a turn (branches)
 seeding.py    gifted memories from character and scenario sheets
 capture.py    episodic capture of what was said: importance (memory.importance) and capture filters
-memories.py   one memory: create, edit, archive, restore, re-embed, reinforce, associate; access log
+memories.py   one memory: create, edit, revise, archive, restore, re-embed, reinforce, associate; access log
 """
 
 from memory.services.banks import bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded
@@ -18,6 +18,7 @@ from memory.services.memories import (
     memory_reembed,
     memory_reinforce,
     memory_restore,
+    memory_revise,
     memory_update,
     memories_supersede,
 )
@@ -28,7 +29,7 @@ __all__ = [
     "LLM_BUDGET_S", "SEED_BATCH", "CapturePlan", "capture_commit", "capture_prepare", "SEED_TEXTS_PER_CALL", "accesses_record", "bank_copy", "bank_create", "bank_delete",
     "bank_carry", "bank_hold", "bank_mark_seeded",
     "bank_refresh_stale", "bank_request_seed", "memory_archive", "memory_associate", "memory_create",
-    "memories_supersede", "memory_reembed", "memory_reinforce", "memory_restore", "memory_update", "remember_utterance", "seed_bank",
+    "memories_supersede", "memory_reembed", "memory_reinforce", "memory_restore", "memory_revise", "memory_update", "remember_utterance", "seed_bank",
     "validate_content",
 ]
 

@@ -71,6 +71,7 @@ class CapturePlan:
     trauma_links: dict[str, list[int]] = field(default_factory=dict)
     after: AfterTurn | None = None  # the batched judgement (importance, relationships, facts), when asked
     reflect: dict[str, list[Memory]] = field(default_factory=dict)  # who the judgement asked to reflect, on what
+    claims: list[str] = field(default_factory=list)  # what the listeners hold, for the line's stance on each
     defer_keys: bool = False  # the context keys are embedded by a task after the commit
     keyword_only: bool = False  # the embedder was down: stored without vectors (stale), embedded when it is back
     once: bool = False  # the caller's commit happens once per line (a simulation's turn): no retry check
@@ -81,7 +82,8 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
                     ask: Callable[[str], str] | None = None, filters: CaptureFilters | None = None,
                     defer_keys: bool = False, said: str = "said", once: bool = False,
                     distortions: list[Distortion] | None = None, rewrite: Callable[[str], str] | None = None,
-                    batched: bool = False, reflect: dict[str, list[Memory]] | None = None) -> CapturePlan:
+                    batched: bool = False, reflect: dict[str, list[Memory]] | None = None,
+                    claims: list[str] | None = None) -> CapturePlan:
     """The slow half of capture (embedding, importance, filters; the LLM scorer's calls), outside any
     transaction. It only reads: a turn stores what it heard in one short transaction afterwards.
 
@@ -94,7 +96,8 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     model; else the offline rule), its association filters link the copy to earlier trigger memories.
     batched: the LLM scorer asks once for every listener (memory.after_turn), relationships and facts
     included, instead of once per listener; its answer is `plan.after`. reflect: who is due to
-    reflect, with the memories it reflects on; the same call asks for their insights (`plan.reflect`)."""
+    reflect, with the memories it reflects on; the same call asks for their insights (`plan.reflect`). claims: what those who
+    hear it hold (beliefs); the same call says what the line does with each (`plan.after.stances`)."""
     started = time.perf_counter()
     asked = [0.0]  # seconds spent waiting for the LLM scorer: the model's time, not memory's
     def timed(model):
@@ -112,7 +115,8 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     listeners = list(dict.fromkeys(name for name in listeners if name))
     plan = CapturePlan(bank=bank, speaker=speaker, turn=turn, content=content, listeners=listeners,
                        participants=list(dict.fromkeys([speaker, *listeners])), metadata=dict(metadata or {}),
-                       defer_keys=defer_keys, once=once, reflect=dict(reflect or {}) if batched else {})
+                       defer_keys=defer_keys, once=once, reflect=dict(reflect or {}) if batched else {},
+                       claims=list(claims or []) if batched else [])
     # A retried turn stores nothing twice: capture_commit skips the listeners that already hold the
     # line (scoring them again here costs less than a query on every first attempt).
     if listeners and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:
@@ -290,7 +294,8 @@ def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, n
     if batched and scorer == "llm" and ask is not None and any(name != speaker for name in names):
         profiles = {name: (near.get(name) or Nearest()).profile for name in names}
         reflect = {agent: [m.content for m in pool] for agent, pool in (plan.reflect if plan else {}).items()}
-        after = judge_line(speaker=speaker, content=content, turn=turn, profiles=profiles, ask=ask, reflect=reflect)
+        after = judge_line(speaker=speaker, content=content, turn=turn, profiles=profiles, ask=ask, reflect=reflect,
+                           claims=plan.claims if plan else None)
         if plan is not None:
             plan.after = after
     for name in names:

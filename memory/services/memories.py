@@ -161,6 +161,20 @@ def memory_update(*, memory: Memory, content: str | None = None, importance: flo
 
 
 @transaction.atomic
+def memory_revise(*, memory: Memory, content: str, metadata: dict, importance: float | None = None) -> Memory:
+    """A memory whose meaning changed in a run (a belief that heard itself denied): its new content,
+    embedded now, so the next turn's searches find it by what it says; its keys stay."""
+    validate_content(content)
+    memory.content, memory.metadata = content, metadata
+    memory.embedding, memory.embedding_stale = embed_one(content), False
+    if importance is not None:
+        memory.importance = importance
+    memory.full_clean(exclude=["embedding"])
+    memory.save(update_fields=["content", "metadata", "embedding", "embedding_stale", "importance", "updated_at"])
+    return memory
+
+
+@transaction.atomic
 def memory_archive(*, memory: Memory) -> Memory:
     """Out of every search, kept (nothing is ever deleted); memory_restore brings it back."""
     memory.status = Memory.Status.ARCHIVED

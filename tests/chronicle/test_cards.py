@@ -222,6 +222,15 @@ def test_a_scenario_imported_as_a_copy_renames_its_cast_everywhere(user, make_ch
     assert Character.objects.get(owner=user, name="Jordan").knowledge == {"Alex (2)": "flatmate"}
 
 
+def test_a_scenario_that_names_no_cast_is_played_by_every_character_in_the_file(user):
+    data = {"format": "wonda", "version": 1, "scenario": {"title": "Market"},
+            "characters": [{"name": "Nell"}, {"name": "Ivo"}]}
+    result = card_import(owner=user, raw=json.dumps(data).encode())
+    assert sorted(c.name for c in result.scenario.cast.all()) == ["Ivo", "Nell"]
+    empty = {**data, "scenario": {"title": "Empty stage", "cast": []}}  # an explicit empty cast stays empty
+    assert list(card_import(owner=user, raw=json.dumps(empty).encode(), as_copy=True).scenario.cast.all()) == []
+
+
 def test_the_copy_name_promised_is_the_one_imported(user, make_character):
     make_character(user)  # Alex; the file brings another Alex and an "Alex (2)"
     data = {"format": "wonda", "version": 1, "scenario": {"title": "Twins", "cast": ["Alex", "Alex (2)"]},

@@ -42,3 +42,17 @@ def test_a_reflection_asked_with_the_judgement_comes_back_as_insights_citing_the
     insights = judged.insights["Sam"]
     assert 1 <= len(insights) <= 3 and all(cited and set(cited) <= set(range(1, 9)) for _text, cited in insights)
     assert judged.moves["Sam"].trust > 0 and judged.moves["Jordan"].affinity < 0
+
+
+def test_a_model_reads_each_lines_stance_on_the_rumour_as_the_scene_meant_it():
+    """stance-NN: the judgement of lines of the recorded examples/rumour.json run, asked with the
+    claim Oren was planted with: his retelling asserts it, Mira's question to Tess asks it, Tess's
+    answer and Oren's climb-down deny it."""
+    claim = "The harbour master is selling the inn to a hotel chain."
+    stances = {}
+    for path in sorted(ANSWERS.glob("stance-*.answer.json")):
+        judged = parse(path.read_text(), names=["Mira", "Oren", "Tess"], speaker="", claims=[claim])
+        assert judged.error == "" and judged.importance
+        stances[int(path.name.split("-")[1].split(".")[0])] = judged.stances[claim]
+    assert (stances[2], stances[8], stances[10], stances[12]) == ("asserts", "questions", "denies", "denies")
+    assert "asserts" not in (stances[8], stances[9])  # Tess is asked, and told to deny it: never told it

@@ -9,6 +9,7 @@ import pytest
 
 from chronicle.simulation.tasks import run_turn_task
 from memory.after_turn import parse
+from memory.cache import embed_one
 from memory.models import Memory, Relationship
 from memory.tools import ToolContext, call_tool
 from tests.chronicle.simulation.conftest import start_with_model, wait_for
@@ -124,3 +125,47 @@ def test_a_reflection_answer_is_kept_only_where_it_cites_what_it_was_given():
         "Nobody": [{"insight": "Not asked for.", "because": [1]}]}})
     judged = parse(answer, names=["Alex", "Sam"], speaker="Alex", statements={"Alex": 4})
     assert judged.insights == {"Alex": [("Alex is steering everyone to Bella's.", [1, 3])]}
+
+
+@pytest.mark.django_db
+def test_the_models_stance_on_a_claim_revises_beliefs_where_the_words_alone_would_not(user, dinner, server):
+    from chronicle.simulation import beliefs
+
+    claim = "Bella's trattoria is closing down at the end of the month."
+    line = "I ate at Bella's trattoria last night and booked them for December."
+    server.script(ok(line))
+    server.judgement = json.dumps({"listeners": {name: {"importance": 5} for name in ("Alex", "Jordan", "Sam")},
+                                   "stances": {"1": "denies"}})
+    simulation = start(user, dinner, server, planted_beliefs=f"Sam: {claim} [false]")
+    beliefs.plant(simulation)
+    assert beliefs.stance(line, None, None, claim) == "none"  # the rule reads no denial in it
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    # The judgement was asked about the claim Sam holds, and said the line denies it.
+    prompt = server.scored[-1]["messages"][-1]["content"]
+    assert f"1. {claim}" in prompt and '"stances": {"1": "none"}' in prompt and "{{" not in prompt
+    sam = Memory.objects.in_bank(simulation.bank).get(agent="Sam", category="belief").metadata["belief"]
+    assert sam["disputed"] == {"turn": 1, "by": "Alex"} and sam["confidence"] < 1.0
+    assert "Sam is less sure (1.00 →" in simulation.turns.get(index=0).note
+
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("line, stance, rule", [
+    # The model hears a retelling the words alone miss, a question where the words look like a claim…
+    ("You'll never guess what I heard about Bella's this week. End of an era, friends.", "asserts", "none"),
+    ("So Bella's trattoria is closing down at the end of the month, you reckon, Jordan.", "questions", "asserts"),
+])
+def test_the_models_stance_decides_whether_a_claim_is_passed_on(user, dinner, server, line, stance, rule):
+    from chronicle.simulation import beliefs
+
+    claim = "Bella's trattoria is closing down at the end of the month."
+    server.script(ok(line))
+    server.judgement = json.dumps({"listeners": {name: {"importance": 5} for name in ("Alex", "Jordan", "Sam")},
+                                   "stances": {"1": stance}})
+    simulation = start(user, dinner, server, planted_beliefs=f"Alex: {claim} [false]")  # Alex speaks first
+    beliefs.plant(simulation)
+    assert beliefs.stance(line, embed_one(f"Alex said: {line}"), embed_one(claim), claim) == rule
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    believers = sorted(Memory.objects.in_bank(simulation.bank).filter(category="belief").exclude(agent="Alex")
+                       .values_list("agent", flat=True))
+    assert believers == (["Jordan", "Sam"] if stance == "asserts" else [])

@@ -1,12 +1,16 @@
-"""Planted beliefs spread by retelling, with who told whom and a falling confidence (issue 15)."""
+"""Planted beliefs spread by retelling, with who told whom and a falling confidence; a question
+plants nothing, a denial revises what each listener believes, and every belief keeps its history."""
 
 from __future__ import annotations
 
 import pytest
 
+from chronicle import headless
 from chronicle.simulation import beliefs, turns
 from chronicle.simulation.engine import TurnOutcome
+from memory.cache import embed_one
 from memory.models import Memory
+from memory.tools import ToolContext, call_tool
 from tests.chronicle.simulation.conftest import start_seeded
 
 pytestmark = pytest.mark.django_db
@@ -27,8 +31,9 @@ def held(simulation, agent):
 def test_a_false_belief_retold_twice_reaches_a_third_character_with_its_chain(user, dinner, client_for):
     simulation = start_seeded(user, dinner, max_turns=4, planted_beliefs=f"Sam: {CLAIM} [false]")
     say(simulation, 0, "Alex", "Shall we decide on dinner tonight?")
-    assert held(simulation, "Sam")[0] | {} == {"id": 1, "claim": CLAIM, "true": False, "source_chain": [],
-                                               "confidence": 1.0, "hops": 0}
+    planted = held(simulation, "Sam")[0]
+    assert {k: planted[k] for k in ("id", "claim", "true", "source_chain", "confidence", "hops", "disputed")} == {
+        "id": 1, "claim": CLAIM, "true": False, "source_chain": [], "confidence": 1.0, "hops": 0, "disputed": None}
     assert held(simulation, "Jordan") == held(simulation, "Alex") == []  # small talk retells nothing
     # Sam whispers it to Jordan: Jordan believes it, from Sam; Alex heard nothing.
     told = say(simulation, 1, "Sam", f"*whispers to Jordan* Did you know? {CLAIM}")
@@ -53,3 +58,69 @@ def test_a_bad_planted_belief_is_named(user, dinner):
         beliefs.parse(f"Sam: {CLAIM} [false]\nRobin: nothing", cast=["Alex", "Jordan", "Sam"])
     with pytest.raises(beliefs.BeliefError, match="Line 1: write"):
         beliefs.parse("just a sentence", cast=["Alex"])
+
+
+@pytest.mark.parametrize("line, expected", [
+    (f"Is it true that {CLAIM[:-1].lower()}?", "questions"),
+    ("Is Bella's closing down at the end of the month?", "questions"),
+    ("That's a lie, Bella's isn't closing at all.", "denies"),
+    ("No, Bella's is fine, they just renewed the lease.", "denies"),
+    ("I had it wrong: Bella's is not closing.", "denies"),
+    ("It's only a rumour that Bella's trattoria is closing.", "denies"),
+    (f"*whispers to Jordan* Did you know? {CLAIM}", "asserts"),
+    ("Bella's trattoria is closing down, I heard it from Sam.", "asserts"),
+    ("I love Bella's trattoria, the pasta is great.", "none"),
+    ("Shall we decide on dinner tonight?", "none"),
+])
+def test_the_offline_rule_reads_a_lines_stance_on_a_claim(line, expected):
+    assert beliefs.stance(line, embed_one(f"Alex said: {line}"), embed_one(CLAIM), CLAIM) == expected
+
+
+def test_the_lines_a_model_said_in_the_rumour_recording_are_read_as_it_meant_them():
+    """The recorded model-in-the-loop run of examples/rumour.json: Oren passes the rumour on, Mira
+    asks Tess whether it is true, Tess denies it, Oren takes it back."""
+    from pathlib import Path
+    import json
+
+    script = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "recorded" / "rumour.json").read_text())["script"]
+    claim = "The harbour master is selling the inn to a hotel chain."
+    read = {number: beliefs.stance(item["text"], embed_one(f"{item['speaker']} said: {item['text']}"), embed_one(claim), claim)
+            for number, item in enumerate(script, start=1)}
+    assert (read[2], read[8], read[10], read[12]) == ("asserts", "questions", "denies", "denies")
+    assert all(read[n] == "none" for n in (1, 5, 6, 7, 9, 13, 14))  # small talk, and lines about other things
+
+
+def test_a_question_plants_nothing_and_a_denial_revises_every_listener(user, dinner, client_for):
+    simulation = start_seeded(user, dinner, max_turns=6, planted_beliefs=f"Sam: {CLAIM} [false]")
+    say(simulation, 0, "Jordan", "Sam, is Bella's trattoria closing down at the end of the month?")
+    assert held(simulation, "Jordan") == held(simulation, "Alex") == []  # a question is not a claim
+    say(simulation, 1, "Sam", f"I'm afraid so. {CLAIM}")
+    assert [b["confidence"] for b in held(simulation, "Jordan")] == [0.7]
+    assert [b["confidence"] for b in held(simulation, "Alex")] == [0.7]
+    denied = say(simulation, 2, "Alex", "No, Bella's isn't closing at all: they renewed the lease last week.")
+    (jordan,) = held(simulation, "Jordan")
+    assert jordan["confidence"] < 0.7 and jordan["disputed"] == {"turn": 3, "by": "Alex"}
+    assert [(h["turn"], h["stance"]) for h in jordan["history"]] == [(2, "asserts"), (3, "denies")]
+    (sam,) = held(simulation, "Sam")
+    assert sam["confidence"] < 1.0 and sam["disputed"]["by"] == "Alex"
+    (alex,) = held(simulation, "Alex")  # the one who said it is not so: it never believed it again
+    assert alex["disputed"]["by"] == "Alex" and alex["confidence"] < 0.7
+    assert "Jordan is less sure (0.70 →" in denied.note and "Alex said it is not so" in denied.note
+    # What Jordan believes now says who denied it, and a search for it returns that first.
+    answer = call_tool("query_memory", {"query": "What do I believe about Bella's closing down?"},
+                       context=ToolContext(bank=simulation.bank, agent="Jordan", current_turn=4))
+    first = answer.response["memories"][0]
+    assert first["content"].startswith(f"Sam told me: {CLAIM}") and "then Alex said (turn 3) it is not so" in first["content"]
+    assert first["belief_confidence"] == jordan["confidence"] and first["disputed"] == "denied by Alex at turn 3"
+    facts = call_tool("recall_facts", {"topic": "Bella's closing"},
+                      context=ToolContext(bank=simulation.bank, agent="Jordan", current_turn=4)).response["facts"]
+    assert any(f.get("disputed") == "denied by Alex at turn 3" for f in facts)
+    # Sam takes it back: almost nothing left of it, and Sam no longer passes it on as true.
+    say(simulation, 3, "Sam", "I had it wrong, Bella's is not closing.")
+    assert held(simulation, "Sam")[0]["confidence"] == beliefs.RETRACTED
+    # The page shows each holder's belief over the turns; the run's JSON carries the same numbers.
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert 'data-holder="Jordan" data-disputed="true"' in page and "disputed by Alex" in page
+    report = {b["holder"]: b for b in headless.run_report(simulation)["beliefs"]}
+    assert report["Jordan"]["confidence"] == held(simulation, "Jordan")[0]["confidence"]
+    assert report["Jordan"]["disputed"]["by"] == "Sam" and len(report["Jordan"]["history"]) == 3

@@ -194,3 +194,44 @@ def test_a_run_saved_as_a_recording_replays_to_the_same_lines(tmp_path):
 
     again = run_file(saved)
     assert [t["text"] for t in again["turns"]] == [t["text"] for t in first["turns"]]
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_the_recorded_rumour_ends_disputed_for_all_three_under_the_rules_of_belief():
+    """A model played examples/rumour.json: Oren passed the rumour to Mira, Mira asked Tess whether
+    it was true, Tess said it was not, and Oren took it back. Replayed, Wonda's record agrees."""
+    result = run_file(RECORDED / "rumour.json")
+    held = {b["holder"]: b for b in result["beliefs"]}
+    assert sorted(held) == ["Mira", "Oren", "Tess"]
+    assert all(b["disputed"] for b in held.values())
+    # Mira came to believe it from Oren (turn 2), not from her own question (turn 8): Tess never did.
+    assert held["Mira"]["history"][0]["source_chain"] == ["Oren"] and held["Mira"]["history"][0]["turn"] == 2
+    assert held["Tess"]["stance"] == "denies" and held["Tess"]["confidence"] == 0.0
+    assert held["Mira"]["confidence"] < 0.7 * 0.5 and held["Oren"]["confidence"] <= 0.05
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_asked_about_retold_then_corrected_is_believed_only_from_the_retelling_and_revised_for_all():
+    """examples/probes/rumour-corrected.json: Nell asks Ivo whether the market is closing (turn 2),
+    tells him it is (4), retells it to Dora (9); Dora says it is not so (10); Nell takes it back (12)."""
+    path = Path(__file__).resolve().parents[3] / "examples" / "probes" / "rumour-corrected.json"
+    result = run_file(path, provider="replay")
+    held = {b["holder"]: b for b in result["beliefs"]}
+    # Ivo believed it from the retelling at turn 4, not from the question at turn 2.
+    assert held["Ivo"]["history"][0] | {} == {"turn": 4, "confidence": 0.7, "source_chain": ["Nell"], "stance": "asserts"}
+    # Every listener of the correction is less sure after it, and each belief names who denied it.
+    for name in ("Ivo", "Nell"):
+        before, after = held[name]["history"][-3:-1] if name == "Nell" else held[name]["history"][:2]
+        assert after["turn"] == 10 and after["stance"] == "denies" and after["source_chain"] == ["Dora"]
+        assert after["confidence"] < before["confidence"]
+    assert all(b["disputed"] for b in held.values())
+    assert held["Nell"]["confidence"] <= 0.05  # she took it back herself
+
+    out, err = io.StringIO(), io.StringIO()
+    call_command("evaluate_agents", str(path), "--mode", "tools", stdout=out, stderr=err)
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    # "What do I believe about …?" after the correction: the corrected belief comes first, and
+    # nobody believed anything from the question.
+    assert report["by_kind"]["belief"]["hit_at_1"] == 1.0 and report["by_kind"]["belief"]["forbid"]["leaks"] == 0
