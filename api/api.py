@@ -12,12 +12,15 @@ Errors are JSON: {"detail": "..."}.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import RequestDataTooBig, ValidationError
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import NinjaAPI, Schema
-from ninja.errors import HttpError
+from ninja import NinjaAPI, Query, Schema
+from ninja.errors import HttpError, ValidationError as SchemaError
+from pydantic import AfterValidator, Field
 from ninja.security import HttpBearer
 from ninja.throttling import AuthRateThrottle
 
@@ -27,6 +30,9 @@ from memory.models import Memory, MemoryBank
 from memory.reflection import reflect as reflect_memories
 from memory.retrieval import SCORING_PRESETS, MemoryFilter, recall
 from memory.services import bank_create, memory_archive, memory_create, memory_update, remember_utterance
+from memory.services.validation import (
+    INT_MAX, NAME_LIMIT, OFFSET_MAX, RECALL_K_MAX, RETAIN_LISTENERS_MAX, TEXT_LIMIT, clean_kinds, clean_text,
+)
 from memory.tools import REGISTRY, ToolContext, call_tool
 
 
@@ -57,7 +63,26 @@ api = NinjaAPI(title="Wonda API", version="1", auth=TokenAuth(), urls_namespace=
 
 @api.exception_handler(ValidationError)
 def _invalid(request, exc: ValidationError):
-    return api.create_response(request, {"detail": "; ".join(exc.messages)}, status=400)
+    fields = exc.message_dict if hasattr(exc, "error_dict") else {}
+    detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()) or "; ".join(exc.messages)
+    return api.create_response(request, {"detail": detail, "fields": sorted(fields)}, status=400)
+
+
+@api.exception_handler(SchemaError)
+def _unreadable(request, exc: SchemaError):
+    """Input the schemas refuse: 400 (as every refusal of input), each problem with the field it is in."""
+    problems = []
+    for error in exc.errors:
+        where = ".".join(str(p) for p in error.get("loc", ())[1:] if p not in ("data",)) or "body"
+        problems.append(f"{where}: {error.get('msg', 'invalid').removeprefix('Value error, ')}")
+    return api.create_response(request, {"detail": "; ".join(problems), "errors": exc.errors}, status=400)
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request, exc):
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return api.create_response(request, {"detail": f"The request body is over the limit of {limit // (1024 * 1024)} MB."},
+                               status=413)
 
 
 @api.exception_handler(Http404)
@@ -66,9 +91,39 @@ def _missing(request, exc):
 
 
 # --- schemas ------------------------------------------------------------------------------------
+# Each field is checked by memory's own input rules (memory.services.validation), the ones the MCP
+# tools and the forms use: a NUL byte, a number PostgreSQL cannot hold or an unknown kind is a 400
+# naming the field, before anything is written.
+
+def _text(limit: int, required: bool = True):
+    def check(value: str) -> str:
+        try:
+            return clean_text(value, "value", limit=limit, required=required)
+        except ValidationError as exc:
+            raise ValueError(" ".join(exc.message_dict["value"])) from None
+    return AfterValidator(check)
+
+
+def _kinds(value: list[str] | None) -> list[str] | None:
+    try:
+        return clean_kinds(value) if value is not None else None
+    except ValidationError as exc:
+        raise ValueError(" ".join(exc.message_dict["kinds"])) from None
+
+
+Name = Annotated[str, _text(NAME_LIMIT)]
+OptionalName = Annotated[str, _text(NAME_LIMIT, required=False)]
+Text = Annotated[str, _text(TEXT_LIMIT)]
+Content = Annotated[str, _text(10**6)]  # memory.models.MAX_CONTENT_CHARS has the last word
+Turn = Annotated[int, Field(ge=-INT_MAX - 1, le=INT_MAX)]
+Importance = Annotated[float, Field(ge=0, le=10)]
+Valence = Annotated[float, Field(ge=-1, le=1)]
+Tags = Annotated[list[Annotated[str, _text(100)]], Field(max_length=50)]
+Kinds = Annotated[list[str] | None, AfterValidator(_kinds)]
+
 
 class BankIn(Schema):
-    name: str
+    name: Name
 
 
 class BankOut(Schema):
@@ -79,21 +134,21 @@ class BankOut(Schema):
 
 
 class MemoryIn(Schema):
-    content: str
-    agent: str = ""
-    kind: str = "semantic"
-    category: str = ""
-    importance: float = 5.0
-    turn: int | None = None
-    about: str = ""
-    emotional_valence: float = 0.0
-    tags: list[str] = []
+    content: Content
+    agent: OptionalName = ""
+    kind: Annotated[str, AfterValidator(lambda v: _kinds([v])[0])] = "semantic"
+    category: Annotated[str, _text(50, required=False)] = ""
+    importance: Importance = 5.0
+    turn: Turn | None = None
+    about: OptionalName = ""
+    emotional_valence: Valence = 0.0
+    tags: Tags = []
 
 
 class MemoryPatch(Schema):
-    content: str | None = None
-    importance: float | None = None
-    tags: list[str] | None = None
+    content: Content | None = None
+    importance: Importance | None = None
+    tags: Tags | None = None
 
 
 class MemoryOut(Schema):
@@ -114,22 +169,22 @@ class MemoryOut(Schema):
 
 
 class RetainIn(Schema):
-    speaker: str
-    text: str
-    listeners: list[str]
-    turn: int
+    speaker: Name
+    text: Text
+    listeners: Annotated[list[Name], Field(min_length=1, max_length=RETAIN_LISTENERS_MAX)]
+    turn: Turn
     scorer: str | None = "heuristic"
 
 
 class RecallIn(Schema):
-    query: str
-    agent: str | None = None
-    kinds: list[str] | None = None
-    k: int = 5
+    query: Text
+    agent: Name | None = None
+    kinds: Kinds = None
+    k: Annotated[int, Field(ge=1, le=RECALL_K_MAX)] = 5
     scoring: str = "similarity"
-    current_turn: int | None = None
+    current_turn: Turn | None = None
     shared: bool = False
-    associations: float = 0.0
+    associations: Annotated[float, Field(ge=0, le=1)] = 0.0
 
 
 class ResultOut(Schema):
@@ -141,19 +196,33 @@ class ResultOut(Schema):
 
 
 class ReflectIn(Schema):
-    agent: str
-    turn: int
+    agent: Name
+    turn: Turn
 
 
 class ConsolidateIn(Schema):
-    agent: str
-    before_turn: int
+    agent: Name
+    before_turn: Turn
 
 
 class ToolIn(Schema):
-    agent: str
+    agent: Name
     arguments: dict = {}
-    current_turn: int | None = None
+    current_turn: Turn | None = None
+
+
+class MemoriesQuery(Schema):
+    agent: OptionalName | None = None
+    kind: Annotated[str | None, AfterValidator(lambda v: _kinds([v])[0] if v else v)] = None
+    status: Annotated[str, AfterValidator(lambda v: _status(v))] = "active"
+    limit: Annotated[int, Field(ge=1, le=1000)] = 100
+    offset: Annotated[int, Field(ge=0, le=OFFSET_MAX)] = 0
+
+
+def _status(value: str) -> str:
+    if value not in Memory.Status.values:
+        raise ValueError(f"use one of {', '.join(Memory.Status.values)}.")
+    return value
 
 
 def _bank(request, bank_id: int) -> MemoryBank:
@@ -177,7 +246,7 @@ def banks(request):
 
 @api.post("/banks", response={201: BankOut}, tags=["banks"])
 def bank_new(request, data: BankIn):
-    return 201, _bank_out(bank_create(name=data.name[:200], owner=request.user))
+    return 201, _bank_out(bank_create(name=data.name, owner=request.user))
 
 
 @api.get("/banks/{bank_id}", response=BankOut, tags=["banks"])
@@ -186,15 +255,13 @@ def bank_detail(request, bank_id: int):
 
 
 @api.get("/banks/{bank_id}/memories", response=list[MemoryOut], tags=["memories"])
-def memories(request, bank_id: int, agent: str | None = None, kind: str | None = None, status: str = "active",
-             limit: int = 100, offset: int = 0):
-    rows = Memory.objects.in_bank(_bank(request, bank_id)).filter(status=status)
-    if agent is not None:
-        rows = rows.filter(agent=agent)
-    if kind:
-        rows = rows.filter(kind=kind)
-    limit = max(1, min(limit, 1000))
-    return list(rows.order_by("agent", "turn", "id")[offset:offset + limit])
+def memories(request, bank_id: int, filters: Query[MemoriesQuery]):
+    rows = Memory.objects.in_bank(_bank(request, bank_id)).filter(status=filters.status)
+    if filters.agent is not None:
+        rows = rows.filter(agent=filters.agent)
+    if filters.kind:
+        rows = rows.filter(kind=filters.kind)
+    return list(rows.order_by("agent", "turn", "id")[filters.offset:filters.offset + filters.limit])
 
 
 @api.post("/banks/{bank_id}/memories", response={201: MemoryOut}, tags=["memories"])
@@ -238,7 +305,7 @@ def recall_memories(request, bank_id: int, data: RecallIn):
     if data.scoring not in SCORING_PRESETS:
         raise HttpError(400, f"scoring: use one of {', '.join(SCORING_PRESETS)}.")
     flt = MemoryFilter(agent=data.agent, kinds=data.kinds, shared=data.shared)
-    results = recall(_bank(request, bank_id), data.query, filter=flt, k=max(1, min(data.k, 100)),
+    results = recall(_bank(request, bank_id), data.query, filter=flt, k=data.k,
                      scoring=data.scoring, current_turn=data.current_turn, associations=data.associations)
     return [{"rank": r.rank, "score": r.score, "components": r.components, "matched_key": r.matched_key,
              "memory": r.memory} for r in results]

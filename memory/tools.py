@@ -5,9 +5,8 @@
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -26,7 +25,7 @@ from memory.retrieval.enhance import EnhancedQuery, QueryEnhancement
 from memory.retrieval.scoring import SCORING_PRESETS, resolve_weights
 from memory.seeding import CHARACTER_QUERIES, WHOLE_SHEET_K
 from memory.services import memory_associate, memory_create, memory_reinforce
-from memory.services.validation import validate_content
+from memory.services.validation import INT_MAX, TEXT_LIMIT, clean_text, validate_content
 
 
 @dataclass
@@ -647,8 +646,14 @@ def _check_arguments(tool: Tool, arguments) -> dict:
             continue
         if isinstance(value, bool) or not isinstance(value, _TYPES[param.type]):
             raise ToolError(f"{tool.name}: {pname!r} must be a {param.type}, not {type(value).__name__}.")
-        if param.type == "string" and not value.strip():
-            raise ToolError(f"{tool.name}: {pname!r} cannot be empty.")
+        if param.type == "string":
+            try:  # the API's and the forms' rule for text (memory.services.validation)
+                clean_text(value, pname, limit=TEXT_LIMIT)
+            except ValidationError as exc:
+                raise ToolError(f"{tool.name}: {pname!r} {' '.join(exc.message_dict[pname])}") from None
+        numbers = [value] if param.type == "integer" else [v for v in value if isinstance(v, int)] if param.type == "array" else []
+        if any(not -INT_MAX - 1 <= n <= INT_MAX for n in numbers):
+            raise ToolError(f"{tool.name}: {pname!r} must be between {-INT_MAX - 1:,} and {INT_MAX:,}.")
     return arguments
 
 

@@ -221,13 +221,16 @@ def _pass_on(bank, mine: Memory, speaker: str, heard_by: list[str], held: dict[s
 def _correct(bank, data: dict, speaker: str, line: str, heard_by: list[str], held: dict[str, Memory], turn: int,
              trust: dict[str, float]) -> list[Memory]:
     changed = []
+    # Who the correction came through: the speaker, and whoever denied it to the speaker first.
+    mine = (held[speaker].metadata["belief"].get("disputed") or {}) if speaker in held else {}
+    through = [speaker, *([mine["by"]] if mine.get("by") not in (None, speaker) else [])]
     for name in dict.fromkeys([speaker, *heard_by]):
         memory = held.get(name)
         if memory is None:  # it never held the claim: it keeps the correction, with its source
             own = name == speaker
             content = (f"I said (turn {turn}) it is not so that {data['claim']}" if own
                        else f"{speaker} told me (turn {turn}) it is not so that {data['claim']}")
-            chain = [] if own else [speaker]
+            chain = [] if own else through
             state = _state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain, confidence=0.0,
                            hops=0 if own else 1, turn=turn, stance="denies")
             state["disputed"] = {"turn": turn, "by": speaker}

@@ -23,14 +23,14 @@ from memory.services.memories import (
     memories_supersede,
 )
 from memory.services.seeding import SEED_BATCH, SEED_TEXTS_PER_CALL, bank_request_seed, seed_bank
-from memory.services.validation import validate_content
+from memory.services.validation import clean_int, clean_kinds, clean_text, validate_content
 
 __all__ = [
     "LLM_BUDGET_S", "SEED_BATCH", "CapturePlan", "capture_commit", "capture_prepare", "SEED_TEXTS_PER_CALL", "accesses_record", "bank_copy", "bank_create", "bank_delete",
     "bank_carry", "bank_hold", "bank_mark_seeded",
     "bank_refresh_stale", "bank_request_seed", "memory_archive", "memory_associate", "memory_create",
     "memories_supersede", "memory_reembed", "memory_reinforce", "memory_restore", "memory_revise", "memory_update", "remember_utterance", "seed_bank",
-    "validate_content",
+    "clean_int", "clean_kinds", "clean_text", "validate_content",
 ]
 
 from memory.services.consolidation import memory_consolidate, memory_statuses_set, memory_unconsolidate  # noqa: E402
