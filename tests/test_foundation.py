@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,30 @@ def test_docker_compose_runs_without_debug_and_needs_a_secret_key():
     environment = compose["x-app"]["environment"]
     assert environment["DEBUG"] == "0"
     assert environment["SECRET_KEY"].startswith("${SECRET_KEY:?")
+
+
+def test_the_compose_configuration_restarts_what_dies_and_passes_check_deploy():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    for name, service in compose["services"].items():
+        restart = service.get("restart") or compose["x-app"].get("restart")
+        assert restart == "unless-stopped" and service.get("healthcheck"), name
+    # The environment compose gives the app, with the secret an operator sets: no deployment warning.
+    env = {k: v for k, v in compose["x-app"]["environment"].items() if not str(v).startswith("${")}
+    env |= {"WONDA_HTTPS": "1", "SECRET_KEY": "an-operator-set-secret-" + "x" * 40, "ALLOWED_HOSTS": "wonda.example"}
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                            cwd=ROOT, capture_output=True, text=True,
+                            env={k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"} | env)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_the_tests_have_their_own_broker_database_and_queue(celery_worker, settings):
+    """A developer's `make run` (Redis database 0, queue "celery") and `make test` share the embedded
+    Redis: neither may take the other's tasks."""
+    from wonda_site.celery import app
+
+    assert settings.CELERY_BROKER_URL.rsplit("/", 1)[1] != "0"
+    queues = app.control.inspect(timeout=5).active_queues() or {}
+    consumed = {q["name"] for worker in queues.values() for q in worker}
+    assert consumed == {"wonda-test"}, consumed

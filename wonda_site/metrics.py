@@ -99,7 +99,7 @@ def _queue_depth() -> float:
         import redis
 
         client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=1)
-        return float(client.llen("celery"))
+        return float(client.llen(settings.CELERY_TASK_DEFAULT_QUEUE))
     except Exception:  # the broker is down: /healthz says so; the metric reads NaN
         return float("nan")
 

@@ -42,6 +42,23 @@ DEBUG = env_bool("DEBUG", True)
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
+# Served over HTTPS (production behind TLS): each set by the environment, all off for `make run`.
+# WONDA_HTTPS=1 turns on the four a TLS deployment wants at once; each can still be set on its own.
+_HTTPS = env_bool("WONDA_HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _HTTPS)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", _HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", _HTTPS)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(31_536_000 if _HTTPS else 0)))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", _HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# Joining the browsers' preload list is hard to undo: the site's owner opts in, so its check is quiet.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
+# Behind a proxy that terminates TLS: the header it sets, "HTTP_X_FORWARDED_PROTO,https".
+if os.environ.get("SECURE_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = tuple(os.environ["SECURE_PROXY_SSL_HEADER"].split(",", 1))
+# /healthz is polled over plain HTTP inside the network (compose, load balancers).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -137,7 +154,12 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = WONDA_UPLOAD_LIMIT_MB * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = WONDA_UPLOAD_LIMIT_MB * 1024 * 1024
 
 # --- Celery -------------------------------------------------------------------------------
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL") or embedded.redis_url(int(os.environ.get("WONDA_REDIS_DB", "0")))
+# Under pytest (which sets PYTEST_VERSION; the test workers inherit it) the tests have their own broker
+# database and queue, so a developer's `make run` and `make test` never take each other's tasks.
+_TESTING = "PYTEST_VERSION" in os.environ
+REDIS_DB = int(os.environ.get("WONDA_REDIS_DB", "9" if _TESTING else "0"))
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL") or embedded.redis_url(REDIS_DB)
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("WONDA_QUEUE", "wonda-test" if _TESTING else "celery")
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or CELERY_BROKER_URL
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
