@@ -12,6 +12,7 @@ Errors are JSON: {"detail": "..."}.
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from django.conf import settings
@@ -34,6 +35,9 @@ from memory.services.validation import (
     INT_MAX, NAME_LIMIT, OFFSET_MAX, RECALL_K_MAX, RETAIN_LISTENERS_MAX, TEXT_LIMIT, clean_kinds, clean_text,
 )
 from memory.tools import REGISTRY, ToolContext, call_tool
+from wonda_site.outage import part_of, unavailable
+
+log = logging.getLogger(__name__)
 
 
 class TokenAuth(HttpBearer):
@@ -83,6 +87,17 @@ def _too_big(request, exc):
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return api.create_response(request, {"detail": f"The request body is over the limit of {limit // (1024 * 1024)} MB."},
                                status=413)
+
+
+@api.exception_handler(Exception)
+def _failed(request, exc: Exception):
+    """A dependency down: 503 naming it; any other error: a 500 in JSON, the traceback in the log only."""
+    part = part_of(exc)
+    if part is not None:
+        return unavailable(request, part)
+    log.exception("API call failed: %s %s", request.method, request.path)
+    return api.create_response(request, {"detail": "Something went wrong on Wonda's side; the server's log says why."},
+                               status=500)
 
 
 @api.exception_handler(Http404)
