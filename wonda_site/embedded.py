@@ -119,6 +119,31 @@ def _answers_ping(port: int) -> bool:
         return False
 
 
+REDIS_PATIENCE_S = 10
+
+
+def _alive(pidfile: Path) -> int | None:
+    """The pid in a pidfile, if that process is alive and still a redis-server (a pid is reused)."""
+    try:
+        pid = int(pidfile.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    try:
+        return pid if b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes() else None
+    except OSError:
+        return pid  # no /proc (macOS): trust the pidfile
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -135,11 +160,22 @@ def redis_url(db: int = 0) -> str:
     port_file = data_dir / "port"
     with _locked("redis"):
         data_dir.mkdir(parents=True, exist_ok=True)
-        if port_file.exists():
-            port = int(port_file.read_text().strip() or 0)
-            if port and _answers_ping(port):
-                return f"redis://127.0.0.1:{port}/{db}"
-        port = _free_port()
+        port = int(port_file.read_text().strip() or 0) if port_file.exists() else 0
+        if port and _answers_ping(port):
+            return f"redis://127.0.0.1:{port}/{db}"
+        pid = _alive(data_dir / "redis.pid")
+        if port and pid:
+            # Running but not answering (busy loading its data, or paused): never a second server
+            # beside it, which would leave the running web server and workers on the old port.
+            for _ in range(REDIS_PATIENCE_S * 10):
+                if _answers_ping(port):
+                    return f"redis://127.0.0.1:{port}/{db}"
+                time.sleep(0.1)
+            raise RuntimeError(f"The embedded Redis (pid {pid}, port {port}) is running but has not answered for "
+                               f"{REDIS_PATIENCE_S} s; see {data_dir / 'redis.log'}, or stop it (make stop) and start again.")
+        # Not running: start it again on the port everyone already uses, so they reconnect to it.
+        if not port or not _port_free(port):
+            port = _free_port()
         subprocess.run(
             [
                 _redis_binary(),

@@ -227,7 +227,10 @@ def _pool_words() -> str:
         return "Wonda cannot reach its task queue (Redis)."
     if not pool["ok"]:
         return "No worker is running: start one (`make run` starts it) and this run goes on by itself."
-    return "A worker is up; it will take this turn over shortly."
+    if settings.RECOVERY_EVERY_SECONDS <= 0:
+        return "A worker is up; it takes this turn over when it next starts (its recovery timer is off)."
+    within = int(2 * settings.TURN_STALE_SECONDS + settings.RECOVERY_EVERY_SECONDS)
+    return f"A worker is up; its recovery timer takes a run that stopped moving up again within about {within} seconds."
 
 
 # --- the writer's overrides of a turn: inputs of that turn ------------------------------------

@@ -1,4 +1,6 @@
-"""Run a Celery worker and the web server together; Ctrl-C stops both cleanly."""
+"""Run the web server, a Celery worker and the MCP server together, and keep them running: a child
+that dies is started again (with back-off, and the reason in the log), and no child's end takes the
+others down. Ctrl-C stops them all cleanly."""
 
 from __future__ import annotations
 
@@ -7,13 +9,33 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.management import BaseCommand
 
+BACKOFF_S = (1, 2, 5, 10, 30)  # waits before each restart in a row; a child up for STEADY_S starts over
+STEADY_S = 60
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    proc: subprocess.Popen | None = None
+    started: float = 0.0
+    failures: int = 0
+    due: float = 0.0  # when a dead child is started again
+    reported: bool = field(default=False)
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.argv)
+        self.started = time.monotonic()
+        self.reported = False
+
 
 class Command(BaseCommand):
-    help = "Start a Celery worker and the development web server; Ctrl-C stops both."
+    help = "Start the web server, a Celery worker and the MCP server, restart any that dies; Ctrl-C stops them."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--addr", default=os.environ.get("WONDA_ADDR", "127.0.0.1:8000"))
@@ -23,18 +45,18 @@ class Command(BaseCommand):
 
     def handle(self, *args, addr: str, concurrency: str, mcp_port: str, **options) -> None:
         python = sys.executable
-        worker = subprocess.Popen(
-            [python, "-m", "celery", "-A", "wonda_site", "worker", "--loglevel", "INFO",
-             "--concurrency", str(concurrency), "--hostname", "wonda@%h"],
-        )
-        web = subprocess.Popen([python, "manage.py", "runserver", addr, "--noreload"])
-        children, names = [web, worker], ["web server", "worker"]
+        children = [
+            Child("web server", [python, "manage.py", "runserver", addr, "--noreload"]),
+            Child("worker", [python, "-m", "celery", "-A", "wonda_site", "worker", "--loglevel", "INFO",
+                             "--concurrency", str(concurrency), "--hostname", "wonda@%h"]),
+        ]
         if str(mcp_port) != "0":  # outside agents' MCP over HTTP (api.mcp_http), local only
-            children.append(subprocess.Popen([python, "manage.py", "mcp_http", "--port", str(mcp_port)]))
-            names.append("MCP server")
+            children.append(Child("MCP server", [python, "manage.py", "mcp_http", "--port", str(mcp_port)]))
             self.stdout.write(f"MCP over HTTP: http://127.0.0.1:{mcp_port}/mcp?bank=<id>&agent=<name> "
                               "(Authorization: Bearer <API token>)")
-        self.stdout.write(self.style.SUCCESS(f"Wonda is starting on http://{addr}/  (Ctrl-C stops web and worker)"))
+        for child in children:
+            child.start()
+        self.stdout.write(self.style.SUCCESS(f"Wonda is starting on http://{addr}/  (Ctrl-C stops it)"))
         if settings.DEBUG:
             self.stdout.write(self.style.WARNING(
                 "Development mode (DEBUG=1): error pages show code, settings and every URL. In production run with "
@@ -49,28 +71,61 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         try:
-            # Web and worker must stay up; the MCP server is optional (its port may be taken): its
-            # end is reported, and the rest goes on.
-            while not stopping and all(child.poll() is None for child in children[:2]):
-                if len(children) == 3 and children[2].poll() is not None and names[2]:
-                    self.stderr.write(self.style.WARNING(
-                        f"The MCP server stopped (exit {children[2].returncode}; is port {mcp_port} taken? set "
-                        "WONDA_MCP_PORT). The web server and the worker go on."))
-                    names[2] = ""
+            while not stopping:
+                for child in children:
+                    self.tend(child)
                 time.sleep(0.5)
         finally:
             for child in children:
-                if child.poll() is None:
+                if child.proc is not None and child.proc.poll() is None:
                     # SIGTERM: Celery finishes the task in hand (warm shutdown), runserver exits.
-                    child.send_signal(signal.SIGTERM)
+                    child.proc.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + 30
             for child in children:
+                if child.proc is None:
+                    continue
                 try:
-                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                    child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    child.kill()
-            self.stdout.write("Web server and worker stopped.")
-        if not stopping:
-            failed = [name for name, child in zip(names[:2], children) if child.returncode not in (0, None)]
-            if failed:
-                raise SystemExit(f"{', '.join(failed)} exited unexpectedly; see the log above.")
+                    child.proc.kill()
+            self.stdout.write("Web server, worker and MCP server stopped.")
+
+    def tend(self, child: Child) -> None:
+        """Start a dead child again once its back-off has passed; say why it stopped, once."""
+        now = time.monotonic()
+        if child.proc is not None and child.proc.poll() is None:
+            if child.failures and now - child.started > STEADY_S:
+                child.failures = 0  # it has stayed up: the next failure waits the shortest time again
+            return
+        if not child.reported:
+            wait = BACKOFF_S[min(child.failures, len(BACKOFF_S) - 1)]
+            child.failures += 1
+            child.due = now + wait
+            child.reported = True
+            code = child.proc.returncode if child.proc is not None else None
+            self.stderr.write(self.style.WARNING(
+                f"The {child.name} stopped (exit {code}){self.hint(child)}; starting it again in {wait} s. "
+                "The others go on."))
+            return
+        if now >= child.due:
+            self.heal_broker()
+            child.start()
+            self.stdout.write(f"The {child.name} is starting again.")
+
+    def hint(self, child: Child) -> str:
+        if child.name == "MCP server":
+            return " (is its port taken? set WONDA_MCP_PORT)"
+        if child.name == "worker":
+            return " (often: the task queue, Redis, went away)"
+        return ""
+
+    def heal_broker(self) -> None:
+        """The embedded Redis, started again on its own port if it died (an external one is left alone)."""
+        if os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL"):
+            return
+        from wonda_site import embedded
+
+        try:
+            embedded.redis_url(settings.REDIS_DB)
+        except Exception as exc:  # said, and tried again at the next restart
+            self.stderr.write(self.style.WARNING(f"The task queue (embedded Redis) is not back yet: {exc}"))
