@@ -23,9 +23,9 @@ from ninja import NinjaAPI, Query, Schema
 from ninja.errors import HttpError, ValidationError as SchemaError
 from pydantic import AfterValidator, Field
 from ninja.security import HttpBearer
-from ninja.throttling import AuthRateThrottle
 
 from api.models import ApiToken
+from api.throttle import TokenRateThrottle
 from memory.consolidation import consolidate as consolidate_memories, summarizer
 from memory.models import Memory, MemoryBank
 from memory.reflection import reflect as reflect_memories
@@ -47,18 +47,6 @@ class TokenAuth(HttpBearer):
             return None
         request.user = found.user  # owner scoping below reads request.user, as the pages do
         return found
-
-
-class TokenRateThrottle(AuthRateThrottle):
-    """Requests per token and period (WONDA_API_RATE, "120/min"), counted in Django's cache; the
-    setting is read at each call, so a changed one applies at once."""
-
-    def __init__(self):
-        super().__init__(settings.API_RATE)
-
-    def allow_request(self, request: HttpRequest) -> bool:
-        self.num_requests, self.duration = self.parse_rate(settings.API_RATE)
-        return super().allow_request(request)
 
 
 api = NinjaAPI(title="Wonda API", version="1", auth=TokenAuth(), urls_namespace="api",

@@ -22,6 +22,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
 
 from api.models import ApiToken
+from api.throttle import allowed
 from memory.mcp_server import build_server
 from memory.models import MemoryBank
 from memory.retrieval import SCORING_PRESETS
@@ -44,6 +45,9 @@ def _context(token: str, params: dict[str, str]) -> ToolContext:
         found = ApiToken.authenticate(token) if token else None
         if found is None:
             raise Refused(401, "Send a valid API token: Authorization: Bearer <token> (make one at /settings/tokens/).")
+        ok, wait = allowed(found)  # the same per-token budget as the HTTP API
+        if not ok:
+            raise Refused(429, f"Too many requests with this token: try again in {int(wait or 1)} s.")
         if not params.get("bank") or not params.get("agent"):
             raise Refused(400, "Name the memory bank and the agent: /mcp?bank=<id>&agent=<name> "
                                "(or the headers X-Wonda-Bank and X-Wonda-Agent).")

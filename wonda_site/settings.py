@@ -162,6 +162,12 @@ _TESTING = "PYTEST_VERSION" in os.environ
 REDIS_DB = int(os.environ.get("WONDA_REDIS_DB", "9" if _TESTING else "0"))
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL") or embedded.redis_url(REDIS_DB)
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("WONDA_QUEUE", "wonda-test" if _TESTING else "celery")
+# The API tokens' request counts, shared by the web server and the MCP server (api.throttle).
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CELERY_BROKER_URL,
+                 "KEY_PREFIX": "wonda", "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}},
+}
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or CELERY_BROKER_URL
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

@@ -122,3 +122,15 @@ def test_no_valid_token_no_tools(server, user, other_user, alex_bank):
     unnamed = httpx2.post(f"{server}/mcp?bank={alex_bank.pk}", json=initialize,
                           headers=accept | {"Authorization": f"Bearer {mine}"})
     assert unnamed.status_code == 400 and "agent" in unnamed.json()["detail"]
+
+
+def test_mcp_over_http_counts_against_the_same_per_token_budget_as_the_api(server, user, alex_bank, settings):
+    from django.test import Client
+
+    settings.API_RATE = "3/min"
+    _token, raw = ApiToken.issue(user=user, name="busy engine")
+    for _ in range(3):
+        assert Client().get("/api/banks", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
+    refused = httpx2.post(f"{server}/mcp?bank={alex_bank.pk}&agent=Alex", headers={"Authorization": f"Bearer {raw}"},
+                          json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=30)
+    assert refused.status_code == 429 and "Too many requests" in refused.json()["detail"]
