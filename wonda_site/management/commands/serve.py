@@ -40,15 +40,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--addr", default=os.environ.get("WONDA_ADDR", "127.0.0.1:8000"))
         parser.add_argument("--concurrency", default=os.environ.get("WONDA_WORKER_CONCURRENCY", "2"))
+        parser.add_argument("--worker-name", default="wonda@%h", help="the worker's Celery node name")
         parser.add_argument("--mcp-port", default=os.environ.get("WONDA_MCP_PORT", "8766"),
                             help="the MCP streamable HTTP server's port on 127.0.0.1 (0: do not start it)")
 
-    def handle(self, *args, addr: str, concurrency: str, mcp_port: str, **options) -> None:
+    def handle(self, *args, addr: str, concurrency: str, worker_name: str, mcp_port: str, **options) -> None:
         python = sys.executable
         children = [
             Child("web server", [python, "manage.py", "runserver", addr, "--noreload"]),
             Child("worker", [python, "-m", "celery", "-A", "wonda_site", "worker", "--loglevel", "INFO",
-                             "--concurrency", str(concurrency), "--hostname", "wonda@%h"]),
+                             "--concurrency", str(concurrency), "--hostname", worker_name]),
         ]
         if str(mcp_port) != "0":  # outside agents' MCP over HTTP (api.mcp_http), local only
             children.append(Child("MCP server", [python, "manage.py", "mcp_http", "--port", str(mcp_port)]))
