@@ -93,3 +93,22 @@ def test_the_mcp_tools_refuse_the_same_input_with_a_message(own_bank):
     assert "NUL byte" in result.error and result.results == []
     result = call_tool("recall_episodes", {"query": "x", "time_range": [1, BIG]}, context=context)
     assert "must be between" in result.error
+
+
+def test_the_forms_refuse_the_same_input_with_a_field_message(user, client_for):
+    from django.urls import reverse
+
+    from tests.chronicle.simulation.conftest import make_dinner
+
+    dinner = make_dinner(user)
+    from chronicle.models import Character
+    from chronicle.simulation.models import Simulation
+
+    client = client_for(user)
+    page = client.post(reverse("character_create"), {"name": "Al\x00ex", "role": "Manager"}).content.decode()
+    assert "Null characters are not allowed" in page and not Character.objects.filter(owner=user, role="Manager").exists()
+    data = {"scenario": dinner.pk, "max_turns": 2**31, "speaking_order": "round_robin", "retrieval_mode": "tools",
+            "scoring": "similarity", "provider": "scripted", "temperature": "0.7", "max_tokens": 300,
+            "max_tool_calls": 4, "timeout_s": 30, "pace_s": 0}
+    page = client.post(reverse("simulation_create"), data).content.decode()
+    assert "Ensure this value is less than or equal to 500" in page and not Simulation.objects.exists()
