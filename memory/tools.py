@@ -8,166 +8,24 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections import OrderedDict
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable
 
 from django.core.exceptions import ValidationError
-from django.db import connection
 
 from memory.models import Memory
 from memory.relationships import standing
 from memory.retrieval import MemoryFilter, Recalled, RecallResult, recall
 from memory.retrieval.confidence import calibrated, retrieval_confidence
-from memory.retrieval.enhance import EnhancedQuery, QueryEnhancement
-from memory.retrieval.scoring import SCORING_PRESETS, resolve_weights
-from memory.seeding import CHARACTER_QUERIES, WHOLE_SHEET_K
+from memory.retrieval.enhance import EnhancedQuery
+from memory.seeding import CHARACTER_QUERIES
 from memory.services import memory_associate, memory_create, memory_reinforce
+from memory.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
+# A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
+from memory.tool_types import Param, Tool, ToolCallResult, ToolContext, ToolError, belief_fields, entries
+
+__all__ = ["QUERY_MEMORY_KINDS", "READ_TOOLS", "REGISTRY", "SIMULATION_TOOLS", "TOOL_NAMES", "WRITE_TOOLS", "Param",
+           "Tool", "ToolCallResult", "ToolContext", "ToolError", "call_tool", "openai_tool_schemas", "recall_sheet",
+           "search_memory", "without_confidence"]
 from memory.services.validation import INT_MAX, TEXT_LIMIT, clean_text, validate_content
-
-
-@dataclass
-class ToolContext:
-    bank: Any
-    agent: str
-    current_turn: int | None = None
-    scoring: str = "similarity"
-    weights: dict | None = None
-    clock: list[float] | None = None  # a scenario clock's skips (memory.retrieval.scoring.clock_age)
-    associations: float = 0.0  # links followed one hop in every search (recall's spreading activation)
-    distort: Any = None  # the agent's retrieval-stage distortion (memory.distortion.RetrievalDistortion)
-    known_characters: list[str] | None = None
-    # Inside a simulated turn the write tools do not write: they queue here, and the turn's one
-    # transaction (chronicle's turn_finish) applies them, so a redone turn never writes twice.
-    # None (MCP, the API): writes happen at once.
-    deferred: list[dict] | None = None
-    # Query enhancement options for this call (see memory.retrieval): {"context": str, "temporal":
-    # bool, "synonyms": bool}; empty: queries go as the agent wrote them.
-    enhance: dict = field(default_factory=dict)
-    # The turns whose lines the caller already reads in its transcript: their episodic memories are
-    # not handed back (a tool adds what the window lacks; it does not echo it).
-    window_turns: frozenset = frozenset()
-    # Who is in the room now, the caller included (query_scene says so); None: not known (MCP, the API).
-    present: list[str] | None = None
-    # Whether answers carry their retrieval confidence (seed 001's metadata). A simulation shows it only
-    # with confidence gating, whose prompt uses it: on in-run probes the calibrated similarity was
-    # off by ~0.4 (ECE), and a number that misleads is worse than none.
-    confidence: bool = True
-
-    def search_options(self) -> dict:
-        """What every search of this agent shares: the run's preset and weights, the turn and its
-        clock, links followed, the agent's retrieval distortion."""
-        return {"scoring": self.scoring, "weights": self.weights, "current_turn": self.current_turn,
-                "clock": self.clock, "associations": self.associations, "distort": self.distort}
-
-    def enhanced(self, query: str) -> EnhancedQuery:
-        """This call's enhancement of one query (what applies to it, in .used)."""
-        return QueryEnhancement.from_options(self.enhance).apply(query, self.current_turn)
-
-    def beyond_window(self, k: int) -> int:
-        """How many to ask a search for, so that k remain once the window's lines are left out."""
-        return k + len(self.window_turns)
-
-    def outside_window(self, results: list[RecallResult], k: int) -> list[RecallResult]:
-        """The results but the lines the caller reads in its window, ranked anew, at most k."""
-        kept = [r for r in results if not (r.memory.kind == "episodic" and r.memory.turn in self.window_turns)]
-        return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"))
-
-
-@dataclass
-class ToolCallResult:
-    name: str
-    arguments: dict
-    response: dict
-    query: str
-    filter: dict
-    results: list[RecallResult]
-    latency_ms: float
-    error: str = ""
-    path: str = ""  # how its search found them: "exact", "index" or "cache" (recall's Recalled.path)
-
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name, "arguments": self.arguments, "response": self.response, "query": self.query,
-            "filter": self.filter, "results": [r.snapshot() for r in self.results],
-            "latency_ms": round(self.latency_ms, 3), "error": self.error,
-        }
-
-
-class ToolError(Exception):
-    """A mistake in the call, reported to the agent as {"error": message}."""
-
-
-@dataclass
-class Param:
-    type: str  # "string" | "integer" | "number" | "array"
-    description: str
-    required: bool = True
-    items: str | None = None
-    enum: list[str] | None = None
-
-
-@dataclass
-class Tool:
-    name: str
-    description: str
-    params: dict[str, Param]
-    run: Callable[[ToolContext, dict], tuple[dict, str, MemoryFilter | None, list[RecallResult]]]
-    group: str = "seed000"
-
-    def schema(self) -> dict:
-        props = {}
-        for pname, p in self.params.items():
-            prop: dict = {"type": p.type, "description": p.description}
-            if p.type == "array":
-                prop["items"] = {"type": p.items or "integer"}
-            if p.enum:
-                prop["enum"] = list(p.enum)
-            props[pname] = prop
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": {
-                    "type": "object", "properties": props,
-                    "required": [n for n, p in self.params.items() if p.required], "additionalProperties": False,
-                },
-            },
-        }
-
-
-def belief_fields(belief: dict) -> dict:
-    """Who told me (and who told them), how sure I am now, and who last said it is not so."""
-    fields = {"belief_confidence": belief.get("confidence")}
-    if belief.get("source_chain"):
-        fields["heard_from"] = " ← ".join(belief["source_chain"])
-    if belief.get("disputed"):
-        fields["disputed"] = f"denied by {belief['disputed']['by']} at turn {belief['disputed']['turn']}"
-    return fields
-
-
-def _entries(results: list[RecallResult], *, with_turn: bool = False, extra: bool = False) -> list[dict]:
-    out = []
-    for r in results:
-        entry: dict = {"content": r.memory.content, "relevance": round(r.score, 4), "memory_id": r.memory.pk}
-        if with_turn and r.memory.turn is not None:
-            entry["turn"] = str(r.memory.turn)  # seed 000 writes turns as strings
-        until = (r.memory.metadata or {}).get("superseded_turn") if isinstance(r.memory.metadata, dict) else None
-        if until is not None:
-            entry["until_turn"] = str(until)  # no longer so since then ("Tess leaves", until Tess arrived)
-        belief = (r.memory.metadata or {}).get("belief") if isinstance(r.memory.metadata, dict) else None
-        if isinstance(belief, dict):
-            entry |= belief_fields(belief)
-        if extra:
-            m = r.memory
-            entry |= {"importance": round(m.importance / 10, 3), "participants": m.participants,
-                      "location": m.location, "emotional_valence": m.emotional_valence,
-                      "related_goals": m.related_goals}
-        out.append(entry)
-    return out
 
 
 def _fixed(query: str, k: int, *, kinds: list[str], category: str | None = None, own: bool = True):
@@ -176,166 +34,9 @@ def _fixed(query: str, k: int, *, kinds: list[str], category: str | None = None,
     def run(ctx: ToolContext, args: dict):
         flt = MemoryFilter(agent=ctx.agent if own else None, kinds=kinds, categories=[category] if category else None)
         results = recall(ctx.bank, query, filter=flt, k=k, **ctx.search_options())
-        return {"memories": _entries(results)}, query, flt, results
+        return {"memories": entries(results)}, query, flt, results
 
     return run
-
-
-# What happened and what came of it (the earned kinds: pre-population's "What you know" and others).
-MEMORY_KINDS = ["episodic", "procedural", "emotional", "observation", "action", "reflection", "plan"]
-# query_memory reaches everything the agent holds: its sheet, the scene, what it knows of others,
-# facts and beliefs, and all that happened; the narrower tools stay for asking one thing.
-QUERY_MEMORY_KINDS = ["character", "scene", "character_knowledge", "semantic", *MEMORY_KINDS]
-# query_self's aspects: one of the sheet's categories, or "all": the whole sheet (and any memory of
-# kind "character" the writer added), identity first.
-SELF_ASPECTS = ["all", *CHARACTER_QUERIES]
-
-
-# The whole sheet, category by category: (category, how many of its memories). A long background
-# (one memory per ~300 characters) or many secrets must not crowd out the traits or the goals.
-SHEET_PARTS = [("identity", 1), ("secrets", 5), ("background", 4), ("communication", 2), ("decision_style", 1),
-               ("traits", 2), ("skills", 1), ("values", 1), ("goals", 1)]
-
-
-KEYWORD_ONLY = "keyword only: the embedding model is unavailable, so memories were matched by their words"
-
-# How many of the agent's character memories one "who am I?" search ranks for recall_sheet to pick
-# from; a category none of them reaches (a very long sheet) gets a search of its own.
-SHEET_POOL = 64
-
-
-def recall_sheet(bank, agent: str, *, scoring: str = "similarity", weights: dict | None = None,
-                 current_turn: int | None = None, shared: bool = False, k: int = WHOLE_SHEET_K,
-                 clock: list[float] | None = None,
-                 parts: list[tuple[str, int]] | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
-    """An agent's whole sheet (query_self(), pre-populated "Who you are"): each category's best
-    memories in sheet order, identity first, then its other memories of kind "character" (the
-    writer's own, a card's extra background) by relevance to "who am I?", k in all. `parts`: only
-    these categories, (category, how many) each, and nothing else.
-
-    One search ranks the sheet (it runs every turn in pre-populated runs: one search, not nine);
-    each category takes its best from that ranking."""
-    flt = MemoryFilter(agent=agent, kinds=["character"], shared=shared)
-    key = _stable_key(bank, agent, scoring, weights, ("sheet", shared, k, tuple(parts or ())))
-    if key is not None and key in _STABLE:
-        return flt, _stable_get(key)
-    ranked = recall(bank, "who am I?", filter=flt, k=SHEET_POOL, scoring=scoring, weights=weights,
-                    current_turn=current_turn, clock=clock)
-    if len(ranked) < SHEET_POOL:  # the pool holds every one of the agent's sheet memories
-        present = {r.memory.category for r in ranked if r.memory.agent == agent}
-    else:
-        present = set(Memory.objects.in_bank(bank).filter(agent=agent, kind="character", status=Memory.Status.ACTIVE)
-                      .values_list("category", flat=True).distinct())
-    picked: list[RecallResult] = []
-    seen: set[int] = set()
-    for category, n in parts or SHEET_PARTS:
-        if category not in present:
-            continue
-        part = [r for r in ranked if r.memory.agent == agent and r.memory.category == category][:n]
-        if not part:  # beyond the pool: this category's own canonical query (cached at seeding)
-            part = recall(bank, CHARACTER_QUERIES[category][0], k=n, scoring=scoring, weights=weights,
-                          current_turn=current_turn, clock=clock,
-                          filter=MemoryFilter(agent=agent, kinds=["character"], categories=[category]))
-        for result in part:
-            if result.memory.pk not in seen:
-                seen.add(result.memory.pk)
-                picked.append(result)
-    for result in ranked if parts is None else ():
-        if len(picked) >= k:
-            break
-        if result.memory.pk not in seen:
-            seen.add(result.memory.pk)
-            picked.append(result)
-    picked = picked[:k]
-    for rank, result in enumerate(picked, start=1):
-        result.rank = rank
-    if key is not None and getattr(ranked, "path", "") != "keyword":  # a keyword-only ranking is not kept
-        _stable_put(key, picked)
-    return flt, Recalled(picked, path=getattr(ranked, "path", "exact"))
-
-
-
-# Searches over what only the writer makes (the sheet, the scene, what one knows of the others),
-# kept per process. Under the similarity preset their ranking depends on nothing but those memories
-# (a fixed query, no recency, no importance), and a pre-populated run asks for them every turn:
-# ~20 ms of a turn's ~30 ms of searches, against ~1 ms for the look at whether any changed.
-STABLE_KINDS = ("character", "scene", "character_knowledge")
-_STABLE: OrderedDict[tuple, list[RecallResult]] = OrderedDict()
-_STABLE_SIZE = 512
-
-
-# Inside stable_snapshot(), each (bank, agent)'s version is looked up once: a turn's searches
-# (sheet, scene, each of the others) write nothing between them.
-_VERSIONS: ContextVar[dict | None] = ContextVar("stable_versions", default=None)
-
-
-@contextmanager
-def stable_snapshot():
-    """Searches in this block share one look at what changed (a turn's pre-population: 1 query, not 4)."""
-    token = _VERSIONS.set({})
-    try:
-        yield
-    finally:
-        _VERSIONS.reset(token)
-
-
-def _stable_version(bank_id: int, agent: str) -> tuple:
-    """What changes when any of the agent's or the shared memories of STABLE_KINDS is added, edited,
-    re-embedded, archived or removed: how many there are, their ids' sum and the latest edit. (Their
-    keys are made with them, when seeding or forming them, so they need no look of their own.)"""
-    seen = _VERSIONS.get()
-    if seen is not None and (bank_id, agent) in seen:
-        return seen[(bank_id, agent)]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*), coalesce(sum(id), 0), max(updated_at), count(*) FILTER (WHERE embedding_stale) "
-            "FROM memory_memory WHERE bank_id = %s AND kind = ANY(%s) AND status = 'active' "
-            "AND (agent = %s OR agent = '')",
-            [bank_id, list(STABLE_KINDS), agent],
-        )
-        version = cursor.fetchone()
-    if seen is not None:
-        seen[(bank_id, agent)] = version
-    return version
-
-
-def _stable_key(bank, agent: str, scoring: str, weights: dict | None, what: tuple) -> tuple | None:
-    """The cache key of a search over STABLE_KINDS, or None where the ranking also depends on the
-    turn or on use (any preset but similarity)."""
-    if resolve_weights(scoring, weights) != SCORING_PRESETS["similarity"]:
-        return None
-    bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
-    return (bank_id, agent, what, _stable_version(bank_id, agent))
-
-
-def _stable_get(key: tuple) -> list[RecallResult]:
-    _STABLE.move_to_end(key)
-    return Recalled([replace(r) for r in _STABLE[key]], path="cache")  # copies: callers number their own ranks
-
-
-def _stable_put(key: tuple, results: list[RecallResult]) -> None:
-    _STABLE[key] = [replace(r) for r in results]
-    while len(_STABLE) > _STABLE_SIZE:
-        _STABLE.popitem(last=False)
-
-
-def recall_stable(bank, query: str, *, filter: MemoryFilter, k: int, scoring: str = "similarity",
-                  weights: dict | None = None, current_turn: int | None = None,
-                  clock: list[float] | None = None, associations: float = 0.0, distort=None) -> list[RecallResult]:
-    """recall(), answered from memory when the filter reaches only STABLE_KINDS of one agent (and
-    the shared ones) and nothing they depend on changed since the same search last ran here."""
-    key = None
-    if filter.agent and filter.kinds and set(filter.kinds) <= set(STABLE_KINDS) and filter.statuses == ["active"]:
-        key = _stable_key(bank, filter.agent, scoring, weights,
-                          (query, json.dumps(filter.to_dict(), sort_keys=True), k, associations,
-                           distort.label if distort else None))
-        if key is not None and key in _STABLE:
-            return _stable_get(key)
-    results = recall(bank, query, filter=filter, k=k, scoring=scoring, weights=weights, current_turn=current_turn,
-                     clock=clock, associations=associations, distort=distort)
-    if key is not None and results.path != "keyword":  # a keyword-only ranking is not kept
-        _stable_put(key, results)
-    return results
 
 
 def _query_self(ctx: ToolContext, args: dict):
@@ -345,11 +46,11 @@ def _query_self(ctx: ToolContext, args: dict):
     if aspect == "all":
         flt, results = recall_sheet(ctx.bank, ctx.agent, scoring=ctx.scoring, weights=ctx.weights,
                                     current_turn=ctx.current_turn, clock=ctx.clock, shared=True)
-        return {"memories": _entries(results)}, "who am I?", flt, results
+        return {"memories": entries(results)}, "who am I?", flt, results
     query = CHARACTER_QUERIES[aspect][0]
     flt = MemoryFilter(agent=ctx.agent, kinds=["character"], categories=[aspect])
     results = recall(ctx.bank, query, filter=flt, k=5, **ctx.search_options())
-    return {"memories": _entries(results)}, query, flt, results
+    return {"memories": entries(results)}, query, flt, results
 
 
 def _known_characters(ctx: ToolContext) -> list[str]:
@@ -381,7 +82,7 @@ def _query_character(ctx: ToolContext, args: dict):
     query = f"who is {name}?"
     flt = MemoryFilter(agent=ctx.agent, kinds=["character_knowledge"], about=name)
     results = recall(ctx.bank, query, filter=flt, k=3, **ctx.search_options())
-    return {"memories": _entries(results)}, query, flt, results
+    return {"memories": entries(results)}, query, flt, results
 
 
 def _metadata(results: list[RecallResult], enhanced: EnhancedQuery) -> dict:
@@ -421,7 +122,7 @@ def _query_memory(ctx: ToolContext, args: dict):
     query = args["query"].strip()
     enhanced = ctx.enhanced(query)
     flt, results = search_memory(ctx, query, enhanced=enhanced)
-    return ({"query": query, "memories": _entries(results, with_turn=True)} | _metadata(results, enhanced),
+    return ({"query": query, "memories": entries(results, with_turn=True)} | _metadata(results, enhanced),
             query, flt, results)
 
 
@@ -442,7 +143,7 @@ def _recall_episodes(ctx: ToolContext, args: dict):
     results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(5), **ctx.search_options(),
                                         enhance=enhanced), 5)
     ordered = sorted(results, key=lambda r: (r.memory.turn is None, r.memory.turn or 0))  # seed 001: in time order
-    return ({"query": query, "memories": _entries(ordered, with_turn=True, extra=True)} | _metadata(results, enhanced),
+    return ({"query": query, "memories": entries(ordered, with_turn=True, extra=True)} | _metadata(results, enhanced),
             query, flt, results)
 
 
@@ -487,7 +188,7 @@ def _recall_interactions(ctx: ToolContext, args: dict):
     results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(10), **ctx.search_options(),
                                         enhance=enhanced), 10)
     ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
-    answer = {"character": name, "memories": _entries(ordered, with_turn=True)}
+    answer = {"character": name, "memories": entries(ordered, with_turn=True)}
     # How you stand with them now, and what moved it last (memory.relationships).
     row = standing(ctx.bank, ctx.agent, before_turn=ctx.current_turn).get((ctx.agent, name))
     if row is not None:
@@ -503,7 +204,7 @@ def _check_similar(ctx: ToolContext, args: dict):
     results = ctx.outside_window(recall(ctx.bank, context, filter=flt, k=ctx.beyond_window(5), scoring="similarity",
                                         current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations,
                                         distort=ctx.distort, enhance=enhanced), 5)
-    return {"memories": _entries(results, with_turn=True)} | _metadata(results, enhanced), context, flt, results
+    return {"memories": entries(results, with_turn=True)} | _metadata(results, enhanced), context, flt, results
 
 
 FORMABLE_KINDS = ["episodic", "semantic", "procedural", "emotional", "observation", "reflection", "plan"]

@@ -16,7 +16,7 @@ from memory.retrieval import MemoryFilter
 from memory.retrieval.confidence import calibrated
 from memory.seeding import WHOLE_SHEET_K
 from memory.sheets import CharacterSheet
-from memory.tools import MEMORY_KINDS, recall_sheet, recall_stable, stable_snapshot
+from memory.sheet_recall import MEMORY_KINDS, recall_sheet, recall_stable, stable_snapshot
 
 if TYPE_CHECKING:
     from chronicle.simulation.engine import TurnInput, TurnOutcome
@@ -74,7 +74,7 @@ PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMOR
 
 def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     """Seed 001's pre-population: who I am, the scene, the others present, recent important events."""
-    # The whole sheet, category by category (memory.tools.recall_sheet), then the scene. Every
+    # The whole sheet, category by category (memory.sheet_recall.recall_sheet), then the scene. Every
     # section takes the agent's own memories and the shared ones (the writer's "for everyone").
     last = turn.transcript[-1] if turn.transcript else None
     situation = f"{last[1]} said: {last[2]}" if last else "what do I know that matters here?"

@@ -1,0 +1,152 @@
+"""What an agent's memory tools are made of: the context a call runs in, a tool and its parameters,
+the result of a call, and how recalled memories are put in a tool's answer (memory.tools)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from memory.retrieval import MemoryFilter, Recalled, RecallResult
+from memory.retrieval.enhance import EnhancedQuery, QueryEnhancement
+
+
+@dataclass
+class ToolContext:
+    bank: Any
+    agent: str
+    current_turn: int | None = None
+    scoring: str = "similarity"
+    weights: dict | None = None
+    clock: list[float] | None = None  # a scenario clock's skips (memory.retrieval.scoring.clock_age)
+    associations: float = 0.0  # links followed one hop in every search (recall's spreading activation)
+    distort: Any = None  # the agent's retrieval-stage distortion (memory.distortion.RetrievalDistortion)
+    known_characters: list[str] | None = None
+    # Inside a simulated turn the write tools do not write: they queue here, and the turn's one
+    # transaction (chronicle's turn_finish) applies them, so a redone turn never writes twice.
+    # None (MCP, the API): writes happen at once.
+    deferred: list[dict] | None = None
+    # Query enhancement options for this call (see memory.retrieval): {"context": str, "temporal":
+    # bool, "synonyms": bool}; empty: queries go as the agent wrote them.
+    enhance: dict = field(default_factory=dict)
+    # The turns whose lines the caller already reads in its transcript: their episodic memories are
+    # not handed back (a tool adds what the window lacks; it does not echo it).
+    window_turns: frozenset = frozenset()
+    # Who is in the room now, the caller included (query_scene says so); None: not known (MCP, the API).
+    present: list[str] | None = None
+    # Whether answers carry their retrieval confidence (seed 001's metadata). A simulation shows it only
+    # with confidence gating, whose prompt uses it: on in-run probes the calibrated similarity was
+    # off by ~0.4 (ECE), and a number that misleads is worse than none.
+    confidence: bool = True
+
+    def search_options(self) -> dict:
+        """What every search of this agent shares: the run's preset and weights, the turn and its
+        clock, links followed, the agent's retrieval distortion."""
+        return {"scoring": self.scoring, "weights": self.weights, "current_turn": self.current_turn,
+                "clock": self.clock, "associations": self.associations, "distort": self.distort}
+
+    def enhanced(self, query: str) -> EnhancedQuery:
+        """This call's enhancement of one query (what applies to it, in .used)."""
+        return QueryEnhancement.from_options(self.enhance).apply(query, self.current_turn)
+
+    def beyond_window(self, k: int) -> int:
+        """How many to ask a search for, so that k remain once the window's lines are left out."""
+        return k + len(self.window_turns)
+
+    def outside_window(self, results: list[RecallResult], k: int) -> list[RecallResult]:
+        """The results but the lines the caller reads in its window, ranked anew, at most k."""
+        kept = [r for r in results if not (r.memory.kind == "episodic" and r.memory.turn in self.window_turns)]
+        return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"))
+
+
+@dataclass
+class ToolCallResult:
+    name: str
+    arguments: dict
+    response: dict
+    query: str
+    filter: dict
+    results: list[RecallResult]
+    latency_ms: float
+    error: str = ""
+    path: str = ""  # how its search found them: "exact", "index" or "cache" (recall's Recalled.path)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "arguments": self.arguments, "response": self.response, "query": self.query,
+            "filter": self.filter, "results": [r.snapshot() for r in self.results],
+            "latency_ms": round(self.latency_ms, 3), "error": self.error,
+        }
+
+
+class ToolError(Exception):
+    """A mistake in the call, reported to the agent as {"error": message}."""
+
+
+@dataclass
+class Param:
+    type: str  # "string" | "integer" | "number" | "array"
+    description: str
+    required: bool = True
+    items: str | None = None
+    enum: list[str] | None = None
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    params: dict[str, Param]
+    run: Callable[[ToolContext, dict], tuple[dict, str, MemoryFilter | None, list[RecallResult]]]
+    group: str = "seed000"
+
+    def schema(self) -> dict:
+        props = {}
+        for pname, p in self.params.items():
+            prop: dict = {"type": p.type, "description": p.description}
+            if p.type == "array":
+                prop["items"] = {"type": p.items or "integer"}
+            if p.enum:
+                prop["enum"] = list(p.enum)
+            props[pname] = prop
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object", "properties": props,
+                    "required": [n for n, p in self.params.items() if p.required], "additionalProperties": False,
+                },
+            },
+        }
+
+
+def belief_fields(belief: dict) -> dict:
+    """Who told me (and who told them), how sure I am now, and who last said it is not so."""
+    fields = {"belief_confidence": belief.get("confidence")}
+    if belief.get("source_chain"):
+        fields["heard_from"] = " ← ".join(belief["source_chain"])
+    if belief.get("disputed"):
+        fields["disputed"] = f"denied by {belief['disputed']['by']} at turn {belief['disputed']['turn']}"
+    return fields
+
+
+def entries(results: list[RecallResult], *, with_turn: bool = False, extra: bool = False) -> list[dict]:
+    out = []
+    for r in results:
+        entry: dict = {"content": r.memory.content, "relevance": round(r.score, 4), "memory_id": r.memory.pk}
+        if with_turn and r.memory.turn is not None:
+            entry["turn"] = str(r.memory.turn)  # seed 000 writes turns as strings
+        until = (r.memory.metadata or {}).get("superseded_turn") if isinstance(r.memory.metadata, dict) else None
+        if until is not None:
+            entry["until_turn"] = str(until)  # no longer so since then ("Tess leaves", until Tess arrived)
+        belief = (r.memory.metadata or {}).get("belief") if isinstance(r.memory.metadata, dict) else None
+        if isinstance(belief, dict):
+            entry |= belief_fields(belief)
+        if extra:
+            m = r.memory
+            entry |= {"importance": round(m.importance / 10, 3), "participants": m.participants,
+                      "location": m.location, "emotional_valence": m.emotional_valence,
+                      "related_goals": m.related_goals}
+        out.append(entry)
+    return out
