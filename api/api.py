@@ -307,11 +307,23 @@ def recall_memories(request, bank_id: int, data: RecallIn):
     """The tools' search: the same ranking and score components."""
     if data.scoring not in SCORING_PRESETS:
         raise HttpError(400, f"scoring: use one of {', '.join(SCORING_PRESETS)}.")
+    bank = _bank(request, bank_id)
+    _agent_known(bank, data.agent)
     flt = MemoryFilter(agent=data.agent, kinds=data.kinds, shared=data.shared)
-    results = recall(_bank(request, bank_id), data.query, filter=flt, k=data.k,
+    results = recall(bank, data.query, filter=flt, k=data.k,
                      scoring=data.scoring, current_turn=data.current_turn, associations=data.associations)
     return [{"rank": r.rank, "score": r.score, "components": r.components, "matched_key": r.matched_key,
              "memory": r.memory} for r in results]
+
+
+def _agent_known(bank: MemoryBank, agent: str | None) -> None:
+    """An agent the bank holds no memory of is a 404 naming the ones it has (not an empty answer
+    that looks like "nothing remembered")."""
+    if not agent:
+        return
+    agents = set(Memory.objects.in_bank(bank).exclude(agent="").values_list("agent", flat=True).distinct())
+    if agents and agent not in agents:
+        raise HttpError(404, f"No agent {agent!r} in this bank; its agents: {', '.join(sorted(agents))}.")
 
 
 def _model_of(bank: MemoryBank):

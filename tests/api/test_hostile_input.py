@@ -112,3 +112,10 @@ def test_the_forms_refuse_the_same_input_with_a_field_message(user, client_for):
             "max_tool_calls": 4, "timeout_s": 30, "pace_s": 0}
     page = client.post(reverse("simulation_create"), data).content.decode()
     assert "Ensure this value is less than or equal to 500" in page and not Simulation.objects.exists()
+
+
+def test_recall_for_an_agent_the_bank_does_not_have_is_a_404_naming_its_agents(own_bank, token):
+    response = send("post", f"/api/banks/{own_bank.pk}/recall", token, {"query": "the ferry", "agent": "Zed"})
+    assert response.status_code == 404 and "No agent 'Zed'" in response.json()["detail"]
+    assert "Alex" in response.json()["detail"]
+    assert send("post", f"/api/banks/{own_bank.pk}/recall", token, {"query": "the ferry", "agent": "Alex"}).status_code == 200
