@@ -18,18 +18,6 @@ def bearer(raw: str) -> dict:
     return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
 
 
-@pytest.fixture
-def ada_token(user):
-    return ApiToken.issue(user=user, name="tests")[1]
-
-
-@pytest.fixture
-def own_bank(user, seeded_bank):
-    seeded_bank.owner = user
-    seeded_bank.save(update_fields=["owner"])
-    return seeded_bank
-
-
 def test_the_schema_lists_the_verbs_and_anonymous_calls_are_refused():
     schema = Client().get("/api/openapi.json").json()
     paths = set(schema["paths"])

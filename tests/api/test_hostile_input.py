@@ -8,7 +8,6 @@ import json
 import pytest
 from django.test import Client
 
-from api.models import ApiToken
 from memory.models import Memory, MemoryBank
 from memory.tools import ToolContext, call_tool
 
@@ -18,15 +17,8 @@ BIG = 2**63
 
 
 @pytest.fixture
-def token(user):
-    return ApiToken.issue(user=user, name="tests")[1]
-
-
-@pytest.fixture
-def own_bank(user, seeded_bank):
-    seeded_bank.owner = user
-    seeded_bank.save(update_fields=["owner"])
-    return seeded_bank
+def token(ada_token):
+    return ada_token
 
 
 def send(method: str, url: str, token: str, body=None):
