@@ -56,3 +56,14 @@ def test_the_full_page_still_shows_the_branch_tree(user, client_for):
     simulation = run_with(user, 2, "Tree")
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert 'id="branches"' in page and "Tree, a branch" in page
+
+
+@pytest.mark.django_db
+def test_the_branch_tree_says_the_turn_a_branch_starts_from_once(user, client_for):
+    simulation = run_with(user, 2, "Tree")
+    Simulation.objects.create(owner=user, title="Tree · branch 2 from turn 2", parent=simulation, branch_turn=1,
+                              status="completed")
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert "branch 2 from turn 2</a>" in page
+    # Said once each: by the title that names it, or beside the one whose title does not.
+    assert page.count("from turn 2 · completed") == 1
