@@ -6,6 +6,7 @@ writer's stage directions, the agent's deferred writes, and the notes a turn sho
 from __future__ import annotations
 
 import logging
+import os
 
 from django.db import transaction
 
@@ -164,11 +165,21 @@ def distortion_note(captured: list[Memory]) -> str:
     for m in captured:
         d = (m.metadata or {}).get("distortion") or {}
         if d.get("original"):
-            lines.append(f"{m.agent} remembers it as: “{m.content[:160]}{'…' if len(m.content) > 160 else ''}” ({d['filter']})")
+            lines.append(f"{m.agent} remembers it as: “{_changed_part(d['original'], m.content)}” ({d['filter']})")
         if d.get("association"):
             lines.append(f"{m.agent} links it to what touches its {d['association']['filter']}: "
                          f"{', '.join(f'#{i}' for i in d['association']['linked']) or 'nothing earlier yet'}")
     return "\n".join(lines)
+
+
+def _changed_part(original: str, content: str, context: int = 40, limit: int = 220) -> str:
+    """A distorted copy as a note shows it: where it departs from what was said, with a little of
+    what came before (a long line cut at a fixed length lost exactly the part that was changed)."""
+    same = len(os.path.commonprefix([original, content]))
+    start = max(0, same - context) if same > context else 0
+    start = content.find(" ", start) + 1 if start else 0  # at a word
+    shown = ("…" if start else "") + content[start:]
+    return shown if len(shown) <= limit else shown[:limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 def capture_note(skipped: list[Skipped]) -> str:

@@ -63,7 +63,8 @@ def test_each_stage_distorts_and_the_writer_sees_what_was_really_said(user, dinn
     earlier = copy_of(simulation, "Jordan", 1)
     assert set(jordan.evidence.values_list("pk", flat=True)) == {earlier.pk}
     assert jordan.metadata["distortion"]["association"]["triggers"] == ["fire"]
-    assert "Jordan remembers it as: “Alex said: You look great" in done.note
+    # The note shows where the copy departs from what was said, however long the line.
+    assert "Jordan remembers it as: “…" in done.note and "(Jordan suspects there is something threatening" in done.note
 
     # Retrieval: for Jordan, the warm line comes back at half its score, a negative component.
     ctx = ToolContext(bank=simulation.bank, agent="Jordan", current_turn=3,
