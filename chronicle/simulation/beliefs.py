@@ -197,7 +197,7 @@ def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: 
             if trust is None:  # how far each listener trusts the speaker, as it stood before this line
                 trust = {agent: row.trust for (agent, _other), row in
                          standing(bank, other=speaker, agents=heard_by).items()}
-            changed += _correct(bank, data, speaker, line, heard_by, held, turn, trust)
+            changed += _correct(bank, data, speaker, heard_by, held, turn, trust)
     return changed
 
 
@@ -218,7 +218,7 @@ def _pass_on(bank, mine: Memory, speaker: str, heard_by: list[str], held: dict[s
     return made
 
 
-def _correct(bank, data: dict, speaker: str, line: str, heard_by: list[str], held: dict[str, Memory], turn: int,
+def _correct(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, Memory], turn: int,
              trust: dict[str, float]) -> list[Memory]:
     changed = []
     # Who the correction came through: the speaker, and whoever denied it to the speaker first.
@@ -255,14 +255,10 @@ def _correct(bank, data: dict, speaker: str, line: str, heard_by: list[str], hel
                                                           "source_chain": [speaker], "stance": "denies"}]
         base = (memory.metadata or {}).get("told") or memory.content
         # Hearing what one believes denied is news (seed 002: notable, 7), whatever the claim was worth.
-        changed.append(memory_revise(memory=memory, content=f"{base} — {told}", importance=max(memory.importance, DISPUTED_IMPORTANCE),
+        changed.append(memory_revise(memory=memory, content=f"{base} — {told}",
+                                     importance=max(memory.importance, DISPUTED_IMPORTANCE),
                                      metadata={**memory.metadata, "belief": state, "told": base}))
     return changed
-
-
-def _short(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 def who_believes(simulation) -> list[dict]:
