@@ -16,9 +16,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 from chronicle.views.common import HtmxHttpRequest
 from chronicle.forms import ImportCopyForm, ImportForm
 from chronicle.models import Character, Scenario
-from chronicle.services.cards import (CardImportError, card_import, character_export as wonda_character,
-                                      character_to_card, character_to_card_png, import_held,
-                                      import_hold, import_release, scenario_export as wonda_scenario)
+from chronicle.services.card_export import (character_export as wonda_character, character_to_card,
+                                             character_to_card_png, scenario_export as wonda_scenario)
+from chronicle.services.cards import CardImportError, card_import, import_held, import_hold, import_release
 
 
 def _download(content: bytes, content_type: str, filename: str) -> HttpResponse:

@@ -15,7 +15,8 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from chronicle.models import Character, Scenario
-from chronicle.services.cards import CardImportError, card_import, character_to_card
+from chronicle.services.card_export import character_to_card
+from chronicle.services.cards import CardImportError, card_import
 
 pytestmark = pytest.mark.django_db
 
@@ -158,7 +159,7 @@ def test_scenario_file_with_one_bad_character_saves_nothing(user):
 
 
 def test_secrets_and_public_face_travel_in_both_formats(user, make_character):
-    from chronicle.services.cards import character_export
+    from chronicle.services.card_export import character_export
 
     alex = make_character(user, public_face="Books tables.", secrets=["Hid the receipt.", "Hates pizza."])
     card = character_to_card(alex)["data"]

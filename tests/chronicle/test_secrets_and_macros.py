@@ -8,7 +8,8 @@ import json
 import pytest
 
 from chronicle.models import Character, Scenario
-from chronicle.services.cards import card_import, character_to_card
+from chronicle.services.card_export import character_to_card
+from chronicle.services.cards import card_import
 from chronicle.simulation import services
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
