@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test install browser check bench stop
+.PHONY: run test install browser check bench stop docs docs-build
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,3 +39,10 @@ bench: install
 # The embedded PostgreSQL and Redis keep running after `make run` (so the next start is fast).
 stop:
 	$(BIN)/python manage.py stop_embedded
+
+# The documentation site (MkDocs, Material theme): docs/ and mkdocs.yml; it builds into var/site.
+docs: install
+	$(BIN)/mkdocs serve -a 127.0.0.1:8001
+
+docs-build: install
+	$(BIN)/mkdocs build --strict
