@@ -41,7 +41,7 @@ def _fernet_key(material: str) -> bytes:
     """A Fernet key as given (44 url-safe base64 characters of 32 bytes), else one derived with HKDF-SHA256.
 
     HKDF, not a password hash: SECRET_KEY and generated keys are already high-entropy. A short
-    hand-typed passphrase in WONDA_ENCRYPTION_KEY would be weak; the README says to generate a key.
+    hand-typed passphrase in WONDA_ENCRYPTION_KEY would be weak; docs/configuration.md says to generate a key.
     """
     material = material.strip()
     if len(material) == 44:

@@ -1,4 +1,4 @@
-"""Wonda settings: one module, driven by environment variables (see README's table).
+"""Wonda settings: one module, driven by environment variables (docs/configuration.md has the table).
 
 With DATABASE_URL / CELERY_BROKER_URL unset, an embedded PostgreSQL + pgvector and an embedded
 redis-server are started under var/ (wonda_site/embedded.py). Production differs only by env.

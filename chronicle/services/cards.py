@@ -1,7 +1,7 @@
 """Import and export: Wonda's own JSON and SillyTavern Character Card V2 (JSON, or PNG with a `chara` chunk).
 
 Every import validates the whole file first and saves in one transaction, so a bad file saves nothing.
-Card V2 → Wonda mapping (README "Character cards"):
+Card V2 → Wonda mapping (docs/using.md, "Character Card V2 mapping"):
   data.name → name; data.description → description; data.personality → traits (split on commas/
   semicolons/new lines; kept verbatim in card_extras when it is prose); data.character_book.entries →
   extra_memories (content + keys; the keys become canonical queries); data.extensions.wonda → the

@@ -17,6 +17,7 @@ from memory.importance import CaptureFilters, Skipped
 from memory.models import Memory
 from memory.after_turn import REFLECT_STATEMENTS
 from memory.reflection import lifecycle_totals, recent_memories
+from memory.services.capture import earlier_lines
 from memory.services import (
     CapturePlan,
     capture_prepare,
@@ -263,6 +264,9 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
     if Memory.objects.in_bank(simulation.bank).filter(category="stage", turn=number).exists():
         return 0
     present = simulation.present_at(number)
+    # Each witness's last line before it: a direction is also found by what was said just before.
+    before = earlier_lines(simulation.bank_id, list(dict.fromkeys([*present, *(d.who for d in directions if d.who)])),
+                           number)
     made = 0
     with transaction.atomic():
         for direction in directions:
@@ -272,9 +276,26 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
                 memories_supersede(bank=simulation.bank, agents=witnesses, turn=number, stage__who=direction.who)
             # A time skip says what it is in the words one asks with ("how much time passed?").
             content = f"Time passed: {direction.text}" if direction.minutes else direction.text
+            moment = stage_moment(simulation, number, content, who=direction.who)
             for name in witnesses:
+                line = before.get(name)
                 memory_create(bank=simulation.bank, content=content, agent=name, kind="observation",
-                              category="stage", source="earned", turn=number, importance=6.0,
-                              participants=witnesses, metadata={"stage": direction.as_dict()})
+                              category="stage", source="earned", turn=number, importance=6.0, about=direction.who,
+                              participants=witnesses, metadata={"stage": direction.as_dict()},
+                              keys=[moment, *([f"{content.rstrip('.')}, just after — {line[0][1]}"] if line else [])])
                 made += 1
     return made
+
+
+def stage_moment(simulation: Simulation, number: int, content: str, *, who: str = "") -> str:
+    """A direction with its moment, as one of its keys: where and when it happened and who was away
+    then. The writer's words are short ("Ingrid goes out"); one asks about them by their moment
+    ("what happened while Ingrid was out?", "who went outside during breakfast?")."""
+    scene = simulation.scenario_snapshot or {}
+    place = (scene.get("location") or "").split(":")[0].strip()
+    when = (scene.get("time_of_day") or "").strip()
+    away = [name for name in simulation.cast_names if name not in simulation.present_at(number) and name != who]
+    parts = [", ".join(x for x in [place, when] if x)]
+    if away:
+        parts.append(f"while {' and '.join(away)} {'was' if len(away) == 1 else 'were'} away")
+    return " — ".join([content.rstrip("."), *(p for p in parts if p)])

@@ -104,7 +104,7 @@ class Simulation(models.Model):
 
     max_turns = models.PositiveIntegerField(default=6, validators=[MinValueValidator(1), MaxValueValidator(500)])
     speaking_order = models.CharField(max_length=16, choices=SpeakingOrder.choices, default=SpeakingOrder.ROUND_ROBIN)
-    # Pre-populate by default: one call a turn, the cheaper mode at equal reach (README "Token figures").
+    # Pre-populate by default: one call a turn, the cheaper mode at equal reach (docs/simulations.md, "Token figures").
     retrieval_mode = models.CharField(max_length=16, choices=RetrievalMode.choices, default=RetrievalMode.PREPOPULATE)
     scoring = models.CharField(max_length=16, default="similarity")
     weights = models.JSONField(default=dict, blank=True)
@@ -123,7 +123,7 @@ class Simulation(models.Model):
     pace_s = models.FloatField(default=0, validators=[MinValueValidator(0), MaxValueValidator(30)])
     # The tools offered to agents (memory.tools.SIMULATION_TOOLS by default: every read, and the writes).
     tool_set = models.JSONField(default=default_tool_set, blank=True)
-    # Query enhancement (seed 000 "Retrieval Enhancements"): each is measured in the README.
+    # Query enhancement (seed 000 "Retrieval Enhancements"): each is measured in docs/memory.md.
     query_context = models.BooleanField("Add the scene and the last line to queries", default=False)
     # On by default: R@10 on locomo-dev 0.729 → 0.748 together; context injection lowered it (off).
     query_temporal = models.BooleanField("Boost memories of the turns a query names", default=True)

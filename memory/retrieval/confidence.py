@@ -7,7 +7,7 @@ evidence lines against every other line, the two classes weighted equally. So 0.
 similarity as typical of a line a question needed as of one it did not; 0.9, nine times more
 typical of the needed kind. Equal weights, because the true prior depends on the bank's size
 (1 line in 400 here), and a confidence that shrank as a bank grew would mean nothing to an agent.
-`manage.py evaluate_retrieval FILE --calibrate` refits it and prints the reliability table (README).
+`manage.py evaluate_retrieval FILE --calibrate` refits it and prints the reliability table (docs/memory.md).
 
 Similarity is the ranking's own: the best of a memory's content and key embeddings against the
 query vector as searched. The tools answer it twice: each fact's `confidence` (recall_facts) and,
@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 # evaluate_retrieval --calibrate on locomo-dev: 309 relevant pairs (mean similarity 0.54) against
-# 92,430 irrelevant (0.36); 0.5 at similarity 0.45, 0.88 at 0.6, 0.01 at 0.1 (README).
+# 92,430 irrelevant (0.36); 0.5 at similarity 0.45, 0.88 at 0.6, 0.01 at 0.1 (docs/memory.md).
 SLOPE = 12.66
 INTERCEPT = -5.642
 

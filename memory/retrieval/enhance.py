@@ -12,7 +12,7 @@ apply() reads one query and says what it changes (EnhancedQuery), and recall() c
 
 Each applies only when it has something to add (an empty context, a query naming no time, a query
 with no word in the map): EnhancedQuery.used lists what did, and the tools answer it as
-`query_expansion_used`. The figures that set the defaults are in the README ("Query enhancement").
+`query_expansion_used`. The figures that set the defaults are in docs/memory.md ("Query enhancement").
 """
 
 from __future__ import annotations

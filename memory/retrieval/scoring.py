@@ -14,12 +14,12 @@ if TYPE_CHECKING:
 
 RECENCY_DECAY = 0.1         # per turn: recency = exp(-0.1 · turns ago), a half-life of ~7 turns
 FUSION_DEPTH = 30           # fusion ranks the top 30 by similarity ∪ the top 30 by BM25 (at least k each);
-# 50 before: 30 ranks as well on both LoCoMo dev conversations (README: Retrieval quality) with ~40 % fewer candidates
+# 50 before: 30 ranks as well on both LoCoMo dev conversations (docs/memory.md: Retrieval quality) with ~40 % fewer candidates
 FEEDBACK_LINES = 3          # pseudo-relevance feedback: the query moves toward its 3 most relevant candidates,
 # ... when the pool holds at least one full top list: among fewer candidates (a young bank) every
 # one is in view anyway, and their best 3 only pull the query toward the loudest (tests: test_enhance).
 FEEDBACK_MIN_POOL = FUSION_DEPTH
-# The `decayed` preset's decay component (seed 004, README "Decay and reinforcement"), per memory:
+# The `decayed` preset's decay component (seed 004, docs/memory.md "Decay and reinforcement"), per memory:
 # A memory's own decay rate when it is made (seeds 000/001: "base decay rate varies by importance";
 # seed 000's extended types keep at their own pace): the kind's rate, × (1.5 − importance/10), so
 # importance 5 keeps the kind's rate, 10 halves it and 0 makes it half as fast again. What one knows

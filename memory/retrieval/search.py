@@ -7,6 +7,8 @@ exactly or takes the indexes' top lists, whichever answers the filter faster wit
 
 from __future__ import annotations
 
+import re
+
 import time
 from contextlib import nullcontext
 from contextvars import ContextVar
@@ -38,6 +40,12 @@ LEXICAL_POOL_ROWS = 1_000   # above it, the BM25 list scores at most ~this many 
 # Which path answered the last search in this context, "exact" (a scan) or "index" (the HNSW
 # indexes): recall() hands it on as its answer's `.path` (metrics: retrieval latency by path).
 _path: ContextVar[str] = ContextVar("recall_path", default="exact")
+
+
+# "What did Jordan say…?" asks for Jordan's lines: what is only about Jordan (what I know of them,
+# their comings and goings) is favoured for any other question naming them.
+ASKS_WHAT_WAS_SAID = re.compile(r"\b(?:say|says|said|saying|tell|tells|told|ask|asks|asked|mention(?:s|ed)?|whisper(?:s|ed)?)\b",
+                                re.IGNORECASE)
 
 
 def recall(bank, query: str | None = None, *, agent: str | None = None, filter: MemoryFilter | None = None,
@@ -353,7 +361,8 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
     else:
         named_where, named = pyformat(side.where, side.params)
     named |= base | {"wl": fusion.lexical_weight, "wb": fusion.speaker_boost, "depth": depth,
-                     "names": name_grams(query) if fusion.speaker_boost else []}
+                     "names": name_grams(query) if fusion.speaker_boost else [],
+                     "about": name_grams(query) if fusion.speaker_boost and not ASKS_WHAT_WAS_SAID.search(query) else []}
     feedback = bool(fusion.feedback) and qvec is not None
     if feedback:
         named |= {"fbm": FEEDBACK_LINES, "fbmin": FEEDBACK_MIN_POOL,

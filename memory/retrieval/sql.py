@@ -152,8 +152,13 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
                           spk AS c_speaker
                      FROM {name}_pool p),"""
 
-    extra = (f", {lexical_sql} AS lex, (m.speaker <> '' AND (lower(m.speaker) = ANY(%(names)s) "
-             "OR lower(split_part(m.speaker, ' ', 1)) = ANY(%(names)s)))::int::float8 AS spk") if fusion else ""
+    # A question naming someone favours what they said and what is about them (a knowledge memory,
+    # their comings and goings): "how do I get on with Gordon?" is about Gordon, not said by him.
+    # Half as much: a question naming someone is as often about what happened around them.
+    extra = (f", {lexical_sql} AS lex, CASE WHEN m.speaker <> '' AND (lower(m.speaker) = ANY(%(names)s) "
+             "OR lower(split_part(m.speaker, ' ', 1)) = ANY(%(names)s)) THEN 1.0 WHEN m.about <> '' AND "
+             "(lower(m.about) = ANY(%(about)s) OR lower(split_part(m.about, ' ', 1)) = ANY(%(about)s)) "
+             "THEN 0.5 ELSE 0.0 END::float8 AS spk") if fusion else ""
     ids = f"ids AS (SELECT id, max(ks) AS ks FROM ({pool_ids}) p GROUP BY id)," if pool_ids else ""
     # The pool's lists apply the filter themselves (index_probes, the GIN list): not checked again.
     candidates = "JOIN ids ON ids.id = m.id" if pool_ids else f"WHERE {where_sql}"

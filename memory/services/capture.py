@@ -260,7 +260,7 @@ def remember_utterance(**kwargs) -> Captured:
     With RETRIEVAL_CONTEXT_KEYS each new copy also gets reply keys (memory.retrieval.episode_keys):
     the listener's previous line and this one, embedded together, and its last three lines, so a
     line that only makes sense as a reply ("Yes, last Sunday!") is found by what it answers, and by
-    what answered it (evaluate_retrieval: README).
+    what answered it (evaluate_retrieval: docs/memory.md).
     """
     return capture_commit(capture_prepare(**kwargs))
 

@@ -1,5 +1,5 @@
 """Seed 004's decay and reinforcement in the `decayed` preset: values worked out by hand from the
-formula documented in the README ("Decay and reinforcement"), and the SQL ranking against the
+formula documented in docs/memory.md ("Decay and reinforcement"), and the SQL ranking against the
 Python formula."""
 
 import math

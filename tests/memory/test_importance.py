@@ -136,7 +136,7 @@ def test_without_a_scorer_or_filters_capture_is_unchanged(seeded_bank):
 def test_heuristic_rescales_goal_similarity_and_novelty_as_documented():
     from memory.importance import heuristic_importance
 
-    # README: goal cosine 0 → 0, 0.45 → 1; novelty 1 at a best match of 0.35 or less, 0 at 0.95 or more.
+    # docs/memory.md: goal cosine 0 → 0, 0.45 → 1; novelty 1 at a best match of 0.35 or less, 0 at 0.95 or more.
     middle = heuristic_importance(text="The table is by the window.", near=Nearest(goals=0.225, episodic=0.65))
     assert (middle.goal_relevance, middle.novelty, middle.emotional_impact) == (0.5, 0.5, 0.0)
     assert middle.score == pytest.approx(10 * (0.4 * 0.5 + 0.3 * 0.5), abs=0.01)

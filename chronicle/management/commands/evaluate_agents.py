@@ -6,7 +6,7 @@ Each FILE is Wonda JSON with a scenario, its cast, a "script" (the lines, played
 provider; without one the scripted provider speaks) and "probes" (chronicle.simulation.probes).
 Progress goes to stderr; the last stdout line is one JSON object: files, probes, k, hit_at_1,
 hit_at_k, by_kind, leaks, redundancy, calibration, tokens, prefix_share, aux_calls_per_turn,
-memory_ms_p50 (README "Agent memory, measured" says what each means).
+memory_ms_p50 (docs/agent-memory-measured.md says what each means).
 """
 
 from __future__ import annotations

@@ -13,14 +13,10 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections import Counter
 
+from chronicle.simulation.providers.topics import insight, topics
 from chronicle.simulation.providers.base import ChatResult, Provider, TurnHints, estimate_messages_tokens, estimate_tokens
 
-# Capitalised words that are not subjects a reflection could be about.
-NOT_SUBJECTS = {"Hello", "The", "What", "This", "That", "There", "Here", "And", "But", "Shall", "Let", "You", "Your",
-                "Our", "They", "Well", "Yes", "Then", "When", "Why", "How", "Who", "Where", "Location", "Atmosphere",
-                "Time", "Situation", "Statements"}
 NAME_RE = re.compile(r"\b(?:You are|I am|I'm)\s+([A-Z][\w'\-]*(?:\s+[A-Z][\w'\-]*)?)")
 
 
@@ -190,22 +186,18 @@ class ScriptedProvider(Provider):
 
     # ---- reflection (memory.reflection's prompts) ------------------------------------------------
     def complete(self, prompt: str) -> str:
-        """Offline answers built from the prompt's numbered statements: questions about the subjects
-        named most often, and one extractive insight per subject citing the statements that name it."""
+        """Offline answers built from the prompt's numbered statements: questions about the topics
+        they keep coming back to, and one insight per topic in the words of the statements that raise
+        it, citing them (chronicle.simulation.providers.topics)."""
         head = re.search(r"^Statements about (.+?):$", prompt, re.MULTILINE)
         agent = head.group(1) if head else "this character"
         lines = [(int(n), text) for n, text in re.findall(r"^(\d+)\. (.*)$", prompt, re.MULTILINE)]
-        subjects = _subjects([text for _n, text in lines], agent)[:3]
+        found = topics(lines, agent)
         if "insights" not in prompt:
-            return "\n".join(f"What does {agent} keep hearing about {subject}?" for subject in subjects)
-        insights = []
-        for subject in subjects:
-            cited = [n for n, text in lines if re.search(rf"\b{re.escape(subject)}\b", text)][:3]
-            if cited:
-                said = dict(lines)[cited[0]].replace("(", "").replace(")", "")
-                insights.append(f"{agent} keeps hearing about {subject}: {_short(said, 120)} "
-                                f"(because of {', '.join(map(str, cited))})")
-        return "\n".join(insights)
+            return "\n".join(f"What keeps coming up about {topic}?" for topic, _cited in found)
+        statements = dict(lines)
+        return "\n".join(f"{insight(topic, statements, cited)} (because of {', '.join(map(str, cited))})"
+                         for topic, cited in found)
 
     def pick_speaker(self, *, candidates, transcript):
         """Deterministic "model picks": whoever the last line named, else whoever spoke least recently."""
@@ -220,16 +212,6 @@ class ScriptedProvider(Provider):
             if speaker in last_seen:
                 last_seen[speaker] = number
         return min(pool, key=lambda c: (last_seen[c], pool.index(c))), None
-
-
-def _subjects(texts: list[str], agent: str) -> list[str]:
-    """The names and capitalised nouns the texts mention most (ties alphabetical), the agent excluded;
-    failing any, their most frequent long words."""
-    counts = Counter(w for text in texts for w in re.findall(r"\b[A-Z][a-z][\w'-]+", text)
-                     if w not in NOT_SUBJECTS and w != agent)
-    if not counts:
-        counts = Counter(w for text in texts for w in re.findall(r"\b[a-z]{6,}\b", text.lower()))
-    return [w for w, _c in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
 
 
 __all__ = ["ScriptedProvider", "estimate_tokens"]

@@ -172,3 +172,31 @@ def test_recent_events_are_what_came_before_the_transcript_in_time_order(user, d
         assert earlier.utterance not in section
     first = simulation.turns.get(index=1)  # turn 2's window holds turn 1: no "Recent events" at all
     assert "## Recent events" not in first.prompt_messages[0]["content"]
+
+
+def test_a_direction_is_found_by_its_moment_and_by_what_was_said_just_before(user, dinner):
+    """The writer's words are short ("The lights go out."); the agents ask by the moment ("while Sam
+    was out") or by what was going on. Each stage memory is keyed by both, and "Sam comes back" is
+    about Sam: a question naming Sam finds it."""
+    from memory.models import MemoryKey
+    from memory.tools import ToolContext, call_tool
+
+    simulation = start_seeded(user, dinner, max_turns=6,
+                              stage_directions="2: Sam steps out\n3: The lights go out.\n4: Sam comes back")
+    for index, (agent, line) in enumerate([("Alex", "Thai or Italian?"), ("Jordan", "Italian, obviously."),
+                                           ("Alex", "I'll light the candles on the mantelpiece."),
+                                           ("Sam", "I'm back. Thai."), ("Jordan", "Two against one, then.")]):
+        say(simulation, index, agent, line)
+    lights = Memory.objects.in_bank(simulation.bank).get(agent="Jordan", category="stage", turn=3)
+    keys = list(MemoryKey.objects.filter(memory=lights).values_list("query", flat=True))
+    assert any("while Sam was away" in key and "Alex's apartment" in key for key in keys), keys
+    assert "The lights go out, just after — Jordan said: Italian, obviously." in keys
+    assert Memory.objects.in_bank(simulation.bank).get(agent="Jordan", turn=4, category="stage").about == "Sam"
+
+    def ask(question):
+        answer = call_tool("query_memory", {"query": question},
+                           context=ToolContext(bank=simulation.bank, agent="Jordan", current_turn=6))
+        return [m["content"] for m in answer.response["memories"]]
+
+    assert "The lights go out." in ask("What happened while Sam was out?")  # one answer: five memories
+    assert "Sam comes back" in ask("When did Sam get back?")[:3]

@@ -63,11 +63,12 @@ def test_a_reflection_is_queued_when_the_threshold_is_crossed_and_made_once(user
     assert simulation.reflecting_now == []
     made = list(Memory.objects.filter(bank=simulation.bank, kind="reflection"))
     assert made and {(m.agent, m.turn, m.source) for m in made} == {("Alex", 6, "reflection")}
-    # Each insight rests on memories that exist, are Alex's and name what the insight is about.
+    # Each insight rests on memories that exist, are Alex's and raise what the insight is about.
     for memory in made:
-        subject = memory.content.split("keeps hearing about ", 1)[1].split(":", 1)[0]
+        topic = memory.content.split(" keeps coming up", 1)[0].removeprefix("The ").lower()
         evidence = list(memory.evidence.all())
-        assert evidence and all(m.agent == "Alex" and m.kind == "episodic" and subject in m.content for m in evidence)
+        assert evidence and all(m.agent == "Alex" and m.kind == "episodic" and topic in m.content.lower()
+                                for m in evidence)
     # A redelivered task, or the same task queued again, makes nothing more.
     assert tasks.reflect_task(simulation.pk, "Alex", 6) == "already reflected"
     live(simulation, 7)
@@ -95,8 +96,12 @@ def test_the_scripted_provider_reflects_the_same_way_every_time(user):
         made = reflect(simulation.bank, "Alex", turn=7, ask=ScriptedProvider().complete)
         answers.append([(m.content, sorted(m.evidence.values_list("content", flat=True))) for m in made])
     assert answers[0] == answers[1]
+    # What the lines keep coming back to, in their own words; not who spoke them. The pasta comes up
+    # in the same lines as Bella: no second insight resting on them.
     assert [content.split(":")[0] for content, _evidence in answers[0]] == [
-        "Alex keeps hearing about Jordan", "Alex keeps hearing about Bella's", "Alex keeps hearing about Sam"]
+        "Bella keeps coming up", "The euro keeps coming up"]
+    assert answers[0][1][0] == ("The euro keeps coming up: Sam said “I cannot spend more than fifteen euros tonight, "
+                                "Jordan.”; Sam said “a kebab costs five euros and nobody leaves hungry.”")
 
 
 def test_a_failing_model_records_nothing(user, monkeypatch):

@@ -62,7 +62,7 @@ class Command(BaseCommand):
             self.stdout.write(self.style.WARNING(
                 "Development mode (DEBUG=1): error pages show code, settings and every URL. In production run with "
                 "DEBUG=0, your own SECRET_KEY and ALLOWED_HOSTS, gunicorn instead of this server "
-                "(README: \"Running on real PostgreSQL and Redis\"; docker-compose.yml does all of it)."))
+                "(docs/operations.md, \"Running on real PostgreSQL and Redis\"; docker-compose.yml does all of it)."))
         stopping = False
 
         def stop(*_args) -> None:

@@ -1,0 +1,111 @@
+"""What keeps coming up: the offline reflection (the scripted and replay providers) finds the topics
+several statements share, and says each in the words of the lines that raised it.
+
+A topic is a word that at least two statements use, found by how many different people raised it
+and then how many statements. A name that only opens a statement ("Sam said: …") is who spoke, not
+what it was about; a word every sentence has ("think", "there") is no topic.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Words too common to be what a conversation keeps coming back to.
+COMMON = set("""
+about above after again against also always another anyone anything around asked away back been before
+being below between both came cannot come comes coming could didn does doing done down during each
+either else even ever every everyone everything first from gets getting give given goes going gone good
+have having hear heard here hers herself himself into just keep keeps know knows last least left less
+like little long look made make makes many maybe might mine more most much must myself need never next
+nice none nothing once only other ours ourselves over perhaps please quite rather really right said same
+says shall should since some someone something still such sure take tell tells than that their theirs
+them themselves then there these they thing things think this those though through told tonight took
+under until upon very want wants well went were what when where whether which while whispered whole
+will with within without would yeah year years your yours yourself
+""".split())
+SPEAKER = re.compile(r"^([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?) (?:said|whispered to [^:]+|told me):\s*")
+WORD = re.compile(r"[A-Za-z][a-z'’-]{3,}")
+ACTION = re.compile(r"\*[^*]*\*")
+SENTENCE = re.compile(r"(?<=[.!?])\s+")
+QUOTE_CHARS = 180
+
+
+def _stem(word: str) -> str:
+    word = word.lower().replace("’", "'").removesuffix("'s")
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") and len(word) > 4 else word
+
+
+def _words(text: str) -> set[str]:
+    return {_stem(w) for w in WORD.findall(text)} - COMMON
+
+
+def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> list[tuple[str, list[int]]]:
+    """The `limit` topics the statements keep coming back to, each with the statements that raise it
+    (their numbers, at most three, one per person first). A statement's own speaker and the agent
+    are not topics."""
+    names = {_stem(agent)}
+    found: dict[str, list[tuple[int, str]]] = {}  # topic -> [(statement number, who raised it)]
+    display: dict[str, str] = {}  # topic -> how it reads: "the plane", "Bella"
+    common: set[str] = set()  # topics written in lower case somewhere: a thing, not a name
+    for number, text in statements:
+        match = SPEAKER.match(text)
+        speaker = match.group(1) if match else ""
+        names.add(_stem(speaker.split(" ")[0])) if speaker else None
+        body = ACTION.sub(" ", text[match.end():] if match else text)  # what was said, not done
+        for word in WORD.findall(body):
+            stem = _stem(word)
+            if stem in COMMON:
+                continue
+            display.setdefault(stem, word.removesuffix("'s").removesuffix("’s"))
+            if word[0].islower():
+                common.add(stem)
+            if all(n != number for n, _who in found.get(stem, [])):
+                found.setdefault(stem, []).append((number, speaker))
+    ranked = sorted(
+        ((stem, raised) for stem, raised in found.items() if len(raised) >= 2 and stem not in names),
+        key=lambda item: (-len({who for _n, who in item[1]}), -len(item[1]), item[1][0][0], item[0]))
+    chosen: list[tuple[str, list[int]]] = []
+    quoted: set[int] = set()
+    for stem, raised in ranked:
+        # One statement per person first, then the rest, in the order they were said.
+        firsts = {}
+        for number, who in raised:
+            firsts.setdefault(who, number)
+        cited = sorted(firsts.values())[:3]
+        cited += [n for n, _who in raised if n not in cited][:3 - len(cited)]
+        if len(set(cited) & quoted) * 3 >= len(cited) * 2:
+            continue  # the same lines again ("Yorkshire" after "Post"): nothing new to say
+        chosen.append((f"the {stem}" if stem in common else display[stem], sorted(cited)))
+        quoted.update(cited)
+        if len(chosen) == limit:
+            break
+    return chosen
+
+
+def sentence_about(text: str, topic: str) -> tuple[str, str]:
+    """(who said it, the sentence of the statement that raises the topic), stage business left out."""
+    match = SPEAKER.match(text)
+    body = ACTION.sub(" ", text[match.end():] if match else text)
+    stem = _stem(topic.removeprefix("the "))
+    for sentence in SENTENCE.split(" ".join(body.split())):
+        if stem in {_stem(w) for w in WORD.findall(sentence)}:
+            return (match.group(1) if match else "", _clip(sentence))
+    return (match.group(1) if match else "", _clip(" ".join(body.split())))
+
+
+def _clip(sentence: str) -> str:
+    """A sentence, or its first clauses up to QUOTE_CHARS: cut at a clause's end, never mid-word."""
+    if len(sentence) <= QUOTE_CHARS:
+        return sentence.strip()
+    head = sentence[:QUOTE_CHARS]
+    cut = max(head.rfind(mark) for mark in (",", ";", ":", " —"))
+    return (head[:cut] if cut > QUOTE_CHARS // 2 else head.rsplit(" ", 1)[0]).strip()
+
+
+def insight(topic: str, statements: dict[int, str], cited: list[int]) -> str:
+    """"The plane keeps coming up: Kit said “…”; Ingrid said “…”." in the lines' own words."""
+    said = []
+    for number in cited:
+        who, sentence = sentence_about(statements[number], topic)
+        said.append(f"{who} said “{sentence}”" if who else f"“{sentence}”")
+    return f"{topic[0].upper()}{topic[1:]} keeps coming up: {'; '.join(said)}"
