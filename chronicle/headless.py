@@ -28,7 +28,7 @@ from chronicle.services.scenarios import scenario_delete
 from chronicle.simulation import probes, replay
 from chronicle.writing.exports import FORMAT as SIMULATION_FORMAT
 from chronicle.simulation.beliefs import who_believes
-from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.models import MAX_TIMEOUT_S, Simulation, Turn
 from chronicle.simulation.selectors import token_summary
 from chronicle.simulation.services import (
     SECRET_SETTINGS,
@@ -184,7 +184,9 @@ def settings_for(*, title: str, file_settings: dict, script: list, turns: int | 
     if values["provider"] == Simulation.Provider.OPENAI:
         values.setdefault("base_url", django_settings.LLM_BASE_URL)
         values.setdefault("model", django_settings.LLM_MODEL)
-        values.setdefault("timeout_s", django_settings.LLM_TIMEOUT)
+        # A run waits at most ten minutes for one answer (the model field's bound); a longer
+        # WONDA_LLM_TIMEOUT, set for slow servers elsewhere, is not a reason to refuse the run.
+        values.setdefault("timeout_s", min(django_settings.LLM_TIMEOUT, MAX_TIMEOUT_S))
         values["api_key"] = django_settings.LLM_API_KEY
     return values
 

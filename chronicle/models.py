@@ -40,7 +40,7 @@ class Character(models.Model):
     skills = _items()
     values = _items()
     goals = _items()
-    # Seeded only into this character's own memories: nobody else can retrieve them (issue 13).
+    # Seeded only into this character's own memories: nobody else can retrieve them.
     secrets = ArrayField(models.TextField(max_length=TEXT_LIMIT), default=list, blank=True)
     # {other character's name: what this character knows about them}
     knowledge = models.JSONField(default=dict, blank=True)

@@ -1,4 +1,4 @@
-"""/metrics (issue 16): Prometheus text for staff or a scraper's token, refused to anyone else;
+"""/metrics: Prometheus text for staff or a scraper's token, refused to anyone else;
 the named series carry a scripted run's turns and retrievals."""
 
 from __future__ import annotations

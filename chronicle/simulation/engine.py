@@ -88,7 +88,7 @@ class TurnInput:
     scoring: str = "similarity"
     weights: dict | None = None
     max_tool_calls: int = 6
-    # The writer's overrides for this turn (issue 6): memory ids kept out of the agent's context,
+    # The writer's overrides for this turn: memory ids kept out of the agent's context,
     # memories put into it (snapshot dicts: memory_id, content, turn, ...), a line written by hand.
     excluded: frozenset[int] = frozenset()
     pinned: list[dict] = field(default_factory=list)
@@ -98,7 +98,7 @@ class TurnInput:
     clock: list[float] | None = None  # the scenario clock's skips (Simulation.clock); None: age in turns
     associations: float = 0.0  # links followed one hop in searches (Simulation.association_weight)
     distortions: list = field(default_factory=list)  # the run's distortion filters (memory.distortion)
-    # The simulation's options (issue 13): tools offered, query enhancement, prompt integration.
+    # The simulation's options: tools offered, query enhancement, prompt integration.
     tool_set: list[str] = field(default_factory=lambda: list(SIMULATION_TOOLS))
     query_context: bool = False
     query_temporal: bool = False

@@ -219,7 +219,7 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
                            turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
                            said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
-                           reflect=reflect, claims=claims, **options)
+                           reflect=reflect, claims=claims, location=scene_place(simulation), **options)
     return plan
 
 
@@ -248,7 +248,8 @@ def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:
         for name in overheard:  # (never the speaker, who heard its own words)
             memory_create(bank=simulation.bank, content=content, agent=name, kind="observation",
                           category="witnessed", source="earned", turn=turn.number,
-                          importance=4.0, speaker=turn.agent, participants=everyone, metadata={"witnessed": True})
+                          importance=4.0, speaker=turn.agent, participants=everyone, metadata={"witnessed": True},
+                          location=scene_place(simulation))
             made += 1
     return made
 
@@ -281,6 +282,7 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
                 line = before.get(name)
                 memory_create(bank=simulation.bank, content=content, agent=name, kind="observation",
                               category="stage", source="earned", turn=number, importance=6.0, about=direction.who,
+                              location=scene_place(simulation),
                               participants=witnesses, metadata={"stage": direction.as_dict()},
                               keys=[moment, *([f"{content.rstrip('.')}, just after — {line[0][1]}"] if line else [])])
                 made += 1
@@ -291,11 +293,16 @@ def stage_moment(simulation: Simulation, number: int, content: str, *, who: str 
     """A direction with its moment, as one of its keys: where and when it happened and who was away
     then. The writer's words are short ("Ingrid goes out"); one asks about them by their moment
     ("what happened while Ingrid was out?", "who went outside during breakfast?")."""
-    scene = simulation.scenario_snapshot or {}
-    place = (scene.get("location") or "").split(":")[0].strip()
-    when = (scene.get("time_of_day") or "").strip()
+    place = scene_place(simulation)
+    when = ((simulation.scenario_snapshot or {}).get("time_of_day") or "").strip()
     away = [name for name in simulation.cast_names if name not in simulation.present_at(number) and name != who]
     parts = [", ".join(x for x in [place, when] if x)]
     if away:
         parts.append(f"while {' and '.join(away)} {'was' if len(away) == 1 else 'were'} away")
     return " — ".join([content.rstrip("."), *(p for p in parts if p)])
+
+
+def scene_place(simulation: Simulation) -> str:
+    """Where the scene is, in its first words ("Alex's apartment, living room" of a longer
+    description): the location of every memory the run forms."""
+    return ((simulation.scenario_snapshot or {}).get("location") or "").split(":")[0].strip()[:200]

@@ -20,6 +20,9 @@ REFLECTING_STALE = timedelta(minutes=10)
 __all__ = ["Simulation", "Turn", "Retrieval", "TurnOverride"]
 
 
+MAX_TIMEOUT_S = 600  # the longest a turn waits for one model answer
+
+
 def default_tool_set() -> list[str]:
     from memory.tools import SIMULATION_TOOLS
 
@@ -117,7 +120,7 @@ class Simulation(models.Model):
     temperature = models.FloatField(default=0.7, validators=[MinValueValidator(0), MaxValueValidator(2)])
     max_tokens = models.PositiveIntegerField(default=300, validators=[MinValueValidator(16), MaxValueValidator(8000)])
     seed = models.IntegerField(null=True, blank=True)
-    timeout_s = models.FloatField(default=60, validators=[MinValueValidator(1), MaxValueValidator(600)])
+    timeout_s = models.FloatField(default=60, validators=[MinValueValidator(1), MaxValueValidator(MAX_TIMEOUT_S)])
     max_tool_calls = models.PositiveIntegerField(default=6, validators=[MaxValueValidator(20)])
     # Seconds to wait before each line: lets a watcher follow a (fast) dry run as it unfolds.
     pace_s = models.FloatField(default=0, validators=[MinValueValidator(0), MaxValueValidator(30)])
@@ -145,7 +148,7 @@ class Simulation(models.Model):
         choices=[("exact", "Exactly as offered, with their parameters and the call budget"),
                  ("seed000", "Seed 000's minimal prompt (its six tools only): agents discover who they are")])
     confidence_gating = models.BooleanField("Say so when memories are weak", default=False)
-    # Memory formation (issue 14, seeds 000/002/003): how each heard line is scored, and which lines
+    # Memory formation (seeds 000/002/003): how each heard line is scored, and which lines
     # a listener does not keep. The LLM scorer (the default) asks the run's model; the scripted provider
     # has no opinion, so its runs use the offline heuristic.
     # The duplicate filter is off by default: the scripted dry run says near-identical lines, which 0.97
@@ -229,7 +232,7 @@ class Simulation(models.Model):
     step_once = models.BooleanField(default=False)  # "one more turn" on a paused run: pause again after it
     pause_reason = models.TextField(blank=True)
     error = models.TextField(blank=True)
-    # Branches (issue 6): a run that continues another from one of its turns.
+    # Branches: a run that continues another from one of its turns.
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="branches")
     branch_turn = models.IntegerField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)

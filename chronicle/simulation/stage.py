@@ -1,4 +1,4 @@
-"""Who is in the room, and what happens in it (issue 15, seeds 001 and 003: witnesses).
+"""Who is in the room, and what happens in it (seeds 001 and 003: witnesses).
 
 A run's *stage directions* are the writer's, one per line, each before a turn:
 

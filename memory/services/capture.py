@@ -75,6 +75,7 @@ class CapturePlan:
     defer_keys: bool = False  # the context keys are embedded by a task after the commit
     keyword_only: bool = False  # the embedder was down: stored without vectors (stale), embedded when it is back
     once: bool = False  # the caller's commit happens once per line (a simulation's turn): no retry check
+    location: str = ""  # where it was said (seed 001's episode metadata)
 
 
 def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, listeners: Iterable[str],
@@ -83,7 +84,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
                     defer_keys: bool = False, said: str = "said", once: bool = False,
                     distortions: list[Distortion] | None = None, rewrite: Callable[[str], str] | None = None,
                     batched: bool = False, reflect: dict[str, list[Memory]] | None = None,
-                    claims: list[str] | None = None) -> CapturePlan:
+                    claims: list[str] | None = None, location: str = "") -> CapturePlan:
     """The slow half of capture (embedding, importance, filters; the LLM scorer's calls), outside any
     transaction. It only reads: a turn stores what it heard in one short transaction afterwards.
 
@@ -116,7 +117,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     plan = CapturePlan(bank=bank, speaker=speaker, turn=turn, content=content, listeners=listeners,
                        participants=list(dict.fromkeys([speaker, *listeners])), metadata=dict(metadata or {}),
                        defer_keys=defer_keys, once=once, reflect=dict(reflect or {}) if batched else {},
-                       claims=list(claims or []) if batched else [])
+                       claims=list(claims or []) if batched else [], location=location[:200])
     # A retried turn stores nothing twice: capture_commit skips the listeners that already hold the
     # line (scoring them again here costs less than a query on every first attempt).
     if listeners and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:
@@ -169,7 +170,7 @@ def capture_commit(plan: CapturePlan) -> Captured:
             data["keyword_only"] = True
         new.append(Memory(
             bank=plan.bank, agent=name, kind=Memory.Kind.EPISODIC, category="dialogue", speaker=plan.speaker,
-            turn=plan.turn, content=content, embedding=plan.vectors.get(content, PLACEHOLDER),
+            turn=plan.turn, content=content, location=plan.location, embedding=plan.vectors.get(content, PLACEHOLDER),
             embedding_stale=content not in plan.vectors, participants=plan.participants, source=Memory.Source.EARNED,
             importance=plan.scores[name].score if name in plan.scores else 5.0, metadata=data,
             decay_rate=initial_decay_rate(Memory.Kind.EPISODIC, plan.scores[name].score if name in plan.scores else 5.0),

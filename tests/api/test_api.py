@@ -1,4 +1,4 @@
-"""The HTTP API (issue 16): the OpenAPI schema lists seed 004's verbs; every call is owner-scoped
+"""The HTTP API: the OpenAPI schema lists seed 004's verbs; every call is owner-scoped
 (another user's token gets 404s); tokens are made and revoked on a page; errors are JSON; a token
 has a rate limit."""
 

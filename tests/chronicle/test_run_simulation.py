@@ -54,7 +54,7 @@ def test_the_demo_file_runs_and_leaves_nothing_behind():
 
 
 def test_the_demos_living_memory_reflects_scores_and_says_what_was_not_kept():
-    """Issue 14's dry run, shortened: the demo's lines are scored (not all alike), its floor of 1
+    """The dry run, shortened: the demo's lines are scored (not all alike), its floor of 1
     leaves some unkept and every turn says which and why, and someone reflects, citing evidence."""
     result, _ = run(str(DEMO), turns=40, provider="scripted")
 
@@ -70,7 +70,7 @@ def test_the_demos_living_memory_reflects_scores_and_says_what_was_not_kept():
 
 
 def test_the_rumour_file_spreads_a_false_belief_two_hops_and_distorts_at_every_stage():
-    """Issue 15's dry run: examples/rumour.json, 20 turns, scripted."""
+    """The dry run: examples/rumour.json, 20 turns, scripted."""
     result, _ = run(str(DEMO.parent / "rumour.json"), turns=20, provider="scripted")
 
     cast = {"Mira", "Oren", "Tess"}

@@ -1,4 +1,4 @@
-"""Issue 13, done-when: `run_simulation` in `both` mode over 12 turns shows every marker word of an
+"""`run_simulation` in `both` mode over 12 turns shows every marker word of an
 agent's own sheet in that agent's retrievals or context, and never another agent's secret."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_both_mode_reaches_every_field_of_the_own_sheet_and_no_other_secret(scen
     result = json.loads(out.getvalue().strip().splitlines()[-1])
     turns = result["turns"]
     assert len(turns) == 12 and {t["speaker"] for t in turns} == set(CAST)
-    # Living memory's figures (issue 14): the lines were scored, not all alike; the memory system's time per turn.
+    # Living memory's figures: the lines were scored, not all alike; the memory system's time per turn.
     lifecycle = result["lifecycle"]
     assert lifecycle["importance"]["min"] < lifecycle["importance"]["max"]
     assert lifecycle["filtered"] == 0 and lifecycle["reflections"] == 0 and lifecycle["consolidated"] == 0

@@ -1,5 +1,5 @@
 """Secrets stay with their owner, the others see a public face, and card macros are resolved where
-card text becomes a memory or a prompt while exports keep the raw text (issue 13)."""
+card text becomes a memory or a prompt while exports keep the raw text."""
 
 from __future__ import annotations
 

@@ -253,7 +253,7 @@ def test_pages_with_an_htmx_partial_vary_on_hx_request(client_for, user, make_ch
         assert response.status_code in (200, 302) and "HX-Request" in response.get("Vary", "")
 
 
-# --- issue 13: public face, secrets, card fields, lore entries, Name for {{user}} ---------------
+# --- public face, secrets, card fields, lore entries, Name for {{user}} ---------------
 
 def _form_data(character, **changes) -> dict:
     """What the edit page posts for `character` unchanged (lore rows included), plus `changes`."""

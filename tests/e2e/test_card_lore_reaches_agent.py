@@ -1,4 +1,4 @@
-"""Issue 13: a writer imports a SillyTavern card with lore, runs a scenario with it, and finds the lore
+"""A writer imports a SillyTavern card with lore, runs a scenario with it, and finds the lore
 entry among what the agent retrieved on its turn, with the card's macros resolved."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Who knows what, in a browser (issue 15): the writer imports examples/rumour.json, plants the
+"""Who knows what, in a browser: the writer imports examples/rumour.json, plants the
 rumour and the rest in the new-simulation form, runs it scripted, and reads how the rumour spread:
 who believes it, from whom, how sure; who stood where with whom; what a distorted character kept."""
 

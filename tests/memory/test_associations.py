@@ -1,4 +1,4 @@
-"""Associations followed in retrieval (issue 15, seed 001's associate_memories): one hop of
+"""Associations followed in retrieval (seed 001's associate_memories): one hop of
 spreading activation, its weight a setting, shown as the "association" component."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""`manage.py memory_check [--repair]` (issue 16, seed 002): each kind of damage a test inflicts is
+"""`manage.py memory_check [--repair]` (seed 002): each kind of damage a test inflicts is
 found, then mended, and a second check finds nothing."""
 
 from __future__ import annotations

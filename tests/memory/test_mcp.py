@@ -78,7 +78,7 @@ def test_an_outside_agent_uses_the_memory_tools_over_mcp(alex, jordan, scenario,
     assert {"query_self", "query_memory", "query_character", "recall_episodes", "form_memory"} <= set(tools)
     assert tools["query_memory"].input_schema["required"] == ["query"]
     assert tools["query_memory"].input_schema["properties"]["query"]["type"] == "string"
-    # query_self narrows to one part of the sheet on request (issue 13: every field reachable).
+    # query_self narrows to one part of the sheet on request (every field reachable).
     assert tools["query_self"].input_schema["required"] == []
     assert "traits" in tools["query_self"].input_schema["properties"]["aspect"]["enum"]
 

@@ -36,7 +36,7 @@ def test_query_self_answers_in_seed_000_format(ctx):
     assert first["content"].startswith("You are Alex")
     assert 0 < first["relevance"] <= 1
     assert result.query == "who am I?"
-    # The whole sheet by default (issue 13), identity first; an aspect narrows it to one category.
+    # The whole sheet by default, identity first; an aspect narrows it to one category.
     assert result.filter == {"agent": "Alex", "kinds": ["character"], "tags_mode": "any", "statuses": ["active"],
                              "shared": True}
     assert result.results[0].matched_key == "who am I?"

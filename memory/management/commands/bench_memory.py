@@ -20,7 +20,7 @@ from memory.services import bank_create
 from memory.tools import ToolContext, call_tool, search_memory
 
 
-TOOL_BANK_SIZE = 10_000  # issue 7: query_memory p50 ≤ 25 ms with 10,000 memories in a bank
+TOOL_BANK_SIZE = 10_000  # query_memory p50 ≤ 25 ms with 10,000 memories in a bank
 # The table holds 3× the largest bank (other banks' rows around it, as in a shared database), but at
 # most the largest bank plus 200,000 rows: a 1,000,000 bank then sits in 1.2 M rows, not 3 M (~7 GB).
 OTHER_ROWS_CAP = 200_000

@@ -121,3 +121,15 @@ def test_the_header_clock_moves_with_the_writers_time_skips():
         "Time: turn 6, 3 hours since the scene began"
     # With minutes per turn, the turns and the skips (in turns' worth) both count.
     assert header_at(4, [], minutes_per_turn=10, clock=[0, 0, 0, 0, 0, 0]) == "Time: turn 5, 40 minutes since the scene began"
+
+
+@pytest.mark.django_db
+def test_a_slow_servers_long_timeout_still_starts_a_run_at_the_longest_wait_a_turn_allows(user, settings):
+    """WONDA_LLM_TIMEOUT=1800, set for a slow server, gives runs the longest wait a turn allows
+    (600 s) rather than settings that fail validation."""
+    settings.LLM_TIMEOUT = 1800
+    imported = headless.scenario_import(raw=EVERY_KIND.read_bytes(), username=user.username)
+    values = headless.run_settings(imported=imported, turns=2, provider="openai", mode="prepopulate")
+    assert values["timeout_s"] == 600
+    simulation = Simulation(owner=user, **{k: v for k, v in values.items() if k not in ("script",)})
+    simulation.full_clean(exclude=["scenario", "bank"])

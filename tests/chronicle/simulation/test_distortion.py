@@ -1,4 +1,4 @@
-"""Distortion filters (issue 15, seeds 000 and 001): formation, retrieval and association, through a
+"""Distortion filters (seeds 000 and 001): formation, retrieval and association, through a
 run's turns with the real model and database; the writer sees before and after, and can replay
 the run without them."""
 

@@ -76,7 +76,7 @@ def test_by_default_the_model_scores_every_listeners_copy_in_one_call(user, dinn
 
 @pytest.mark.django_db
 def test_with_a_real_model_a_formation_filter_has_the_model_retell_the_line(user, dinner, server):
-    """Distortion (issue 15): Jordan's paranoia asks the run's model to retell what Jordan heard;
+    """Distortion: Jordan's paranoia asks the run's model to retell what Jordan heard;
     the stored copy is the model's version, the original kept; the others keep the line as said."""
     from memory.models import Memory
 

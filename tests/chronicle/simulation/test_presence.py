@@ -1,4 +1,4 @@
-"""Who is in the room (issue 15): stage directions, whispers, actions and world events, through a
+"""Who is in the room: stage directions, whispers, actions and world events, through a
 run's turns with the real model and database."""
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def test_a_character_who_walks_out_is_away_from_the_next_turn(user, dinner):
 
 
 def test_a_clocked_run_ages_what_came_before_a_time_skip(user, dinner, client_for, monkeypatch):
-    """Minutes per turn and "Three hours later" (issue 14: age in simulated time): the lines said
+    """Minutes per turn and "Three hours later" (age in simulated time): the lines said
     before the skip reach the agent with the recency of three hours' worth of turns more."""
     from chronicle.simulation import prompts
 
@@ -192,6 +192,10 @@ def test_a_direction_is_found_by_its_moment_and_by_what_was_said_just_before(use
     assert any("while Sam was away" in key and "Alex's apartment" in key for key in keys), keys
     assert "The lights go out, just after — Jordan said: Italian, obviously." in keys
     assert Memory.objects.in_bank(simulation.bank).get(agent="Jordan", turn=4, category="stage").about == "Sam"
+    # Every memory the run forms says where it happened (the scene's place, not its whole description).
+    place = simulation.scenario_snapshot["location"].split(":")[0].strip()
+    assert place and set(Memory.objects.in_bank(simulation.bank).filter(source="earned", kind__in=["episodic", "observation"])
+                         .values_list("location", flat=True)) == {place}
 
     def ask(question):
         answer = call_tool("query_memory", {"query": question},

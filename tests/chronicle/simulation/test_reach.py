@@ -1,5 +1,5 @@
 """Everything the writer authors reaches the agent: each field of the sheet, card lore, pair notes,
-the scene and the writer's own memories, in `tools` and in `prepopulate` mode (issue 13, reach)."""
+the scene and the writer's own memories, in `tools` and in `prepopulate` mode (reach)."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def test_what_you_know_finds_lore_and_writer_memories_by_the_last_line(user, har
     assert any("lighthouse bell" in c for c in known) or any(w in c for w in words.values() for c in known)
 
 
-# --- issue 13, characters: public face (to others), secrets (owner only), the card's scenario and
+# --- characters: public face (to others), secrets (owner only), the card's scenario and
 # example dialogue, and lore entries as edited on the character page ----------------------------
 
 CARD_MARKERS = {"public_face": "tangerine", "secret": "wolframite", "card_scenario": "driftglass",

@@ -1,4 +1,4 @@
-"""Relationships that change (issue 15): what a listener hears moves its trust and affinity towards
+"""Relationships that change: what a listener hears moves its trust and affinity towards
 the speaker, with the turn, the reason and the line's memory; the agent reads it back (pre-populated
 context, recall_interactions); the run page charts it; a branch keeps what came before."""
 

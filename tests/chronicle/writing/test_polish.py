@@ -1,4 +1,4 @@
-"""What a writer tripped over (issue 18), each as a request sees it: History in words, branches
+"""What a writer tripped over, each as a request sees it: History in words, branches
 compared as changes and only with relatives, a favicon."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sequels and continuity (issue 15, seed 000 "Persistence"): a new run continues a finished one,
+"""Sequels and continuity (seed 000 "Persistence"): a new run continues a finished one,
 each character carrying what it earned there (all, reflections only, none); the writer makes an
 earned memory permanent, and the next run's agent is given it."""
 
