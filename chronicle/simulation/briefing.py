@@ -41,7 +41,10 @@ def now_header(turn: TurnInput) -> str:
         minutes = round(sum(skipped_minutes(text) for _n, text in turn.stage))
     if minutes:
         clock += f", {_duration(minutes)} since the scene began"
-    return header(agent=turn.agent, identity=identity, scene=scene, present=turn.others, clock=clock)
+    # With tools alone, what the agent wants is asked for nearly every turn (a model in the loop
+    # spent 9 of its 16 calls on query_self for it): a line here saves a whole round.
+    wants = "; ".join(sheet.goals) if turn.mode == "tools" else ""
+    return header(agent=turn.agent, identity=identity, scene=scene, present=turn.others, clock=clock, wants=wants)
 
 
 def first_turn_of(turn: TurnInput) -> bool:

@@ -51,10 +51,13 @@ def tool_guide(tools: list[dict], budget: int) -> str:
             f"Use at most {budget} tool call{'s' if budget != 1 else ''} this turn, then speak your line.")
 
 
-def header(*, agent: str, identity: str, scene: str, present: list[str], clock: str) -> str:
-    """The fixed header of every turn: who you are in a line, the scene in a line, who is here, the time."""
+def header(*, agent: str, identity: str, scene: str, present: list[str], clock: str, wants: str = "") -> str:
+    """The fixed header of every turn: who you are in a line (and what you want, where nothing else
+    says it), the scene in a line, who is here, the time."""
     here = ", ".join(present) if present else "nobody else"
-    return f"## Now\nYou are {agent}{': ' + identity if identity else ''}\nScene: {scene}\nHere with you: {here}\nTime: {clock}"
+    want = f"\nYou want: {wants}" if wants else ""
+    return (f"## Now\nYou are {agent}{': ' + identity if identity else ''}{want}\nScene: {scene}\n"
+            f"Here with you: {here}\nTime: {clock}")
 
 
 @dataclass

@@ -87,6 +87,9 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
     system, user_message = told(5)  # Alex, after "4: Sam steps out"
     assert "[turn 4] *Sam steps out*" in user_message
     assert "## Now\nYou are Alex: Project manager" in system and "Here with you: Jordan\n" in system
+    # With tools alone, what Alex wants is in the header: no round spent asking for it every turn.
+    goals = next(c for c in json.loads(EVERY_KIND.read_text())["characters"] if c["name"] == "Alex")["goals"]
+    assert f"\nYou want: {'; '.join(goals)}\nScene: " in system
     system, user_message = told(7)  # Alex, after the alarm at 6
     assert "*The neighbour's smoke alarm goes off upstairs*" in user_message
     # Sam, back at 9: its own exit and return, not what happened while it was out.
