@@ -1,4 +1,5 @@
 from django import template
+from django.utils.html import format_html
 
 from chronicle.forms import knowledge_rows as _knowledge_rows
 
@@ -29,18 +30,19 @@ def seed_badge(bank):
     return {"css": css, "label": label, "status": status}
 
 
-# One icon per kind of memory (and for the world's events among observations), beside its label.
-KIND_ICONS = {"character": "🪪", "scene": "🏠", "character_knowledge": "👥", "episodic": "💬", "semantic": "💡",
-              "procedural": "🛠", "emotional": "❤", "observation": "👁", "action": "✋", "reflection": "💭",
-              "plan": "🗺"}
+# A coloured mark per kind of memory (the analytics chart's colours), beside its label: drawn by CSS,
+# so it shows on a machine with no emoji font (an emoji there is an empty box).
+STAGE_COLOUR = "#e07b00"
 
 
 @register.simple_tag
 def kind_icon(kind: str, category: str = "") -> str:
-    """"⚡" for a world event or an entrance (a stage direction), else the kind's own icon."""
+    """A world event or an entrance (a stage direction) has its own mark, else the kind's colour."""
+    from chronicle.writing.analytics import KIND_COLOURS
+
     if kind == "observation" and category == "stage":
-        return "⚡"
-    return KIND_ICONS.get(kind, "•")
+        return format_html('<span class="kind-dot stage-dot" style="background:{}"></span>', STAGE_COLOUR)
+    return format_html('<span class="kind-dot" style="background:{}"></span>', KIND_COLOURS.get(kind, "#9a9a9a"))
 
 
 @register.simple_tag

@@ -3,6 +3,8 @@ reflection crosses the threshold, made once, deterministic with the scripted pro
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -156,6 +158,10 @@ def test_the_run_page_shows_the_reflection_after_its_turn_with_its_evidence(user
     # The bank page that link opens lists the reflection's card.
     bank_page = client_for(user).get(f"{bank_url}?agent=Alex").content.decode()
     assert f'id="memory-{insight.pk}"' in bank_page
+    # Each card's kind has a mark drawn by CSS beside its word, no emoji: a machine without an
+    # emoji font shows no empty boxes.
+    assert 'class="kind-dot"' in bank_page and "reflection" in bank_page
+    assert not re.search("[\U0001F300-\U0001FAFF\u2600-\u27BF]", bank_page)
     # Another writer sees neither.
     assert client_for(other_user).get(simulation.get_absolute_url()).status_code == 404
 
