@@ -9,13 +9,15 @@ loses nothing the writer made:
   no search can find it. Repair: re-embed it.
 - **keys in the wrong bank** — a key's own bank column (what the bank's key index filters on) that
   is not its memory's bank. Repair: set it from the memory.
-- **keys of archived memories** — canonical queries still leading to a memory the writer archived.
-  Repair: delete them (an archived memory is never searched; restored, it is found by its content).
 - **BM25 statistics drift** — memory_termstat (kept by triggers) no longer equal to the counts of
   a bank's active memories. Repair: recount the bank.
 - **banks stuck seeding** — pending or running for more than STUCK_SEEDING with no worker on it.
   Repair: mark the bank failed with a reason its run page shows, so it can be started again.
 - **orphan vector indexes** — a per-bank HNSW index whose bank is gone. Repair: drop it.
+
+An archived memory keeps its keys: it is in no search (every search reads active memories only),
+and restored it is found as before. Archiving is ordinary use (an edited sheet, a consolidation),
+not damage.
 
 A vector of another size cannot be stored at all (the columns are `vector(384)`, and the model's size
 is checked when it loads), so there is no check for it.
@@ -77,14 +79,6 @@ def _key_banks(repair: bool) -> Finding:
                            "WHERE m.id = k.memory_id AND k.bank_id IS DISTINCT FROM m.bank_id")
             fixed = cursor.rowcount
     return Finding("keys in the wrong bank", found, fixed)
-
-
-def _archived_keys(repair: bool) -> Finding:
-    keys = MemoryKey.objects.filter(memory__status=Memory.Status.ARCHIVED)
-    finding = Finding("keys of archived memories", keys.count())
-    if repair and finding.found:
-        finding.fixed = keys.delete()[0]
-    return finding
 
 
 _COUNTS = """
@@ -156,7 +150,7 @@ def _orphan_indexes(repair: bool) -> Finding:
     return Finding("orphan vector indexes", len(names), fixed, names[:10])
 
 
-CHECKS = (_stale, _empty, _key_banks, _archived_keys, _termstat, _stuck, _orphan_indexes)
+CHECKS = (_stale, _empty, _key_banks, _termstat, _stuck, _orphan_indexes)
 
 
 def memory_check(*, repair: bool = False) -> list[Finding]:
