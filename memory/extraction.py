@@ -26,9 +26,12 @@ from memory.relationships import MAX_STEP
 from memory.services.banks import bank_hold
 from memory.services.memories import memory_create
 
-LESSON = re.compile(r"\b(?:next time|lesson|i(?:'ve| have)? learn(?:ed|t)|never again|from now on|"
-                    r"should have|shouldn't have|always check|note to self)\b", re.IGNORECASE)
+# A lesson says what to do differently: "next time" leading into it ("Next time I'll check"), not a
+# plan that ends on it ("I'll come next time"); "should have" of oneself, not "you should have seen it".
+LESSON = re.compile(r"\b(?:next time(?=[ ,:;—-]+\w)|lesson|i(?:'ve| have)? learn(?:ed|t)|never again|from now on|"
+                    r"(?:i|we) should(?:n't| not)? have|always check|note to self)\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^.!?]*[.!?]?")
+_CLAUSE_START = re.compile(r"(?:^|[,;:—*-]|\b(?:so|and|but|then))\s*$", re.IGNORECASE)
 
 
 # A move of warmth smaller than this is no feeling worth a memory ("was hurt by" for −0.05 overstates it).
@@ -57,13 +60,13 @@ def reactions_create(*, bank: MemoryBank, rows: list[Relationship], turn: int) -
 
 def lesson_of(line: str) -> str:
     """The sentence of a line that draws a lesson, or ""."""
-    match = LESSON.search(line or "")
-    if not match:
-        return ""
-    # The sentence holding the marker (a plain scan: a leading [^.!?]* in the pattern backtracked).
-    start = max(line.rfind(c, 0, match.start()) for c in ".!?") + 1
-    sentence = _SENTENCE.match(line, start).group()
-    return " ".join(sentence.split())
+    for match in LESSON.finditer(line or ""):
+        # The sentence holding the marker (a plain scan: a leading [^.!?]* in the pattern backtracked).
+        start = max(line.rfind(c, 0, match.start()) for c in ".!?") + 1
+        if match.group().lower() == "next time" and not _CLAUSE_START.search(line[start:match.start()]):
+            continue  # "maybe next time we go Thai": a plan; a lesson opens with it ("Next time, …")
+        return " ".join(_SENTENCE.match(line, start).group().split())
+    return ""
 
 
 def lesson_create(*, bank: MemoryBank, agent: str, line: str, turn: int, evidence: Memory | None) -> Memory | None:
