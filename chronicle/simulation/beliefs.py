@@ -205,7 +205,9 @@ def _pass_on(bank, mine: Memory, speaker: str, heard_by: list[str], held: dict[s
     data = mine.metadata["belief"]
     made = []
     for name in heard_by:
-        if name == speaker or name in held:
+        # Nobody learns a rumour from its own retelling: whoever it came through (a sequel may carry
+        # the hearer's memories but not its belief) is where it started, not a new believer.
+        if name == speaker or name in held or name in data["source_chain"]:
             continue
         chain = [speaker, *data["source_chain"]]
         made.append(memory_create(

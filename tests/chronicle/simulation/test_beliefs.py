@@ -53,6 +53,19 @@ def test_a_false_belief_retold_twice_reaches_a_third_character_with_its_chain(us
     assert "heard from Jordan ← Sam (turn 3) · confidence 0.49" in page
 
 
+def test_a_rumour_told_back_to_whoever_it_came_from_plants_nothing_in_them(user, dinner):
+    """As in a sequel that carried Sam's reflections but not Sam's belief: Jordan, who had it from Sam,
+    tells it back to Sam. Sam is where it started, not a new believer "heard from Jordan ← Sam"."""
+    simulation = start_seeded(user, dinner, max_turns=4, planted_beliefs=f"Sam: {CLAIM} [false]")
+    say(simulation, 0, "Sam", f"*whispers to Jordan* Did you know? {CLAIM}")
+    Memory.objects.in_bank(simulation.bank).filter(agent="Sam", category="belief").delete()
+    claim = turns.turn_claim(simulation_id=simulation.pk, index=1, agent="Jordan")  # (say() would plant it again)
+    told = turns.turn_finish(turn_id=claim.turn.pk, token=claim.token,
+                             outcome=TurnOutcome(utterance=f"*whispers to Sam* Listen. {CLAIM}"))
+    assert held(simulation, "Jordan")[0]["source_chain"] == ["Sam"]
+    assert held(simulation, "Sam") == [] and "Sam now believes" not in (told.note or "")
+
+
 def test_a_bad_planted_belief_is_named(user, dinner):
     with pytest.raises(beliefs.BeliefError, match=r"Line 2: Robin is not in this run's cast"):
         beliefs.parse(f"Sam: {CLAIM} [false]\nRobin: nothing", cast=["Alex", "Jordan", "Sam"])
