@@ -15,6 +15,7 @@ import time
 from datetime import timedelta
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 from django.db import connection
 from django.utils import timezone
 
@@ -61,7 +62,10 @@ def pca_2d(vectors: np.ndarray) -> tuple[np.ndarray, list[float]]:
     centred = vectors - vectors.mean(axis=0)
     if len(vectors) < 2:
         return np.full((len(vectors), 2), 0.5), [0.0, 0.0]
-    _u, s, vt = np.linalg.svd(centred, full_matrices=False)
+    # One BLAS thread: on a busy 2-core machine OpenBLAS's thread pool turned a 7 ms SVD of 109
+    # memories into 1.7 s (the map's first load), contending with the database and the workers.
+    with threadpool_limits(limits=1, user_api="blas"):
+        _u, s, vt = np.linalg.svd(centred, full_matrices=False)
     components = vt[:2]
     # SVD's signs are arbitrary: fix them so the same bank is never drawn mirrored.
     signs = np.sign(components[np.arange(len(components)), np.abs(components).argmax(axis=1)])
