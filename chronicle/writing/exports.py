@@ -40,10 +40,27 @@ def filename(simulation: Simulation, ext: str) -> str:
 
 # --- Markdown -------------------------------------------------------------------------------
 
+def _place(scenario: dict) -> tuple[str, str]:
+    """The scene's place in a few words and the rest of its description: "The dining room at Hollins
+    Farm: a long oak table, …" → ("The dining room at Hollins Farm", "a long oak table, …")."""
+    location = " ".join((scenario.get("location") or "").split())
+    place, _, rest = location.partition(":")
+    return place.strip().rstrip(".") or (scenario.get("title") or ""), rest.strip()
+
+
+def _directions(simulation: Simulation) -> dict[int, list[str]]:
+    """The writer's stage directions and world events by the turn they come before."""
+    by_turn: dict[int, list[str]] = {}
+    for direction in simulation.directions:
+        by_turn.setdefault(direction.turn, []).append(" ".join(direction.text.split()).rstrip("."))
+    return by_turn
+
+
 def to_markdown(simulation: Simulation) -> str:
     scenario = simulation.scenario_snapshot or {}
     out = [f"# {simulation.title or scenario.get('title') or 'Chronicle'}", ""]
-    setting = ", ".join(x for x in (scenario.get("location"), scenario.get("time_of_day")) if x)
+    place, _rest = _place(scenario)
+    setting = " — ".join(x for x in (place, (scenario.get("time_of_day") or "").strip().rstrip(".")) if x)
     if setting:
         out += [f"*{setting}*", ""]
     if scenario.get("description"):
@@ -51,7 +68,11 @@ def to_markdown(simulation: Simulation) -> str:
     out += ["## Cast", ""]
     out += [f"- **{c['name']}**" + (f", {c['role']}" if c.get("role") else "") for c in simulation.cast_snapshot or []]
     out += ["", "## Chronicle", ""]
+    directions = _directions(simulation)
     for turn, text, entry in _lines(simulation):
+        out += [f"*{direction}.*" for direction in directions.pop(turn.number, [])]
+        if out[-1] != "":
+            out.append("")
         star = " ★" if entry and entry.starred else ""
         line = f"**{turn.agent}**{star} *(turn {turn.number})*: {text}"
         out.append(f"~~{line}~~" if entry and entry.struck else line)
@@ -64,11 +85,12 @@ def to_markdown(simulation: Simulation) -> str:
 # --- Fountain -------------------------------------------------------------------------------
 
 def scene_heading(scenario: dict) -> str:
-    """"Alex's apartment, living room" + "Early evening" → "INT. ALEX'S APARTMENT - LIVING ROOM - EARLY EVENING"."""
-    location = scenario.get("location") or scenario.get("title") or "Somewhere"
-    parts = [p.strip() for p in re.split(r"[,;]|\s+-\s+", location) if p.strip()]
-    outside = re.match(r"(?i)^(outside|exterior|ext\.?)\b", location)
-    time = (scenario.get("time_of_day") or "").strip()
+    """"Alex's apartment, living room" + "Early evening" → "INT. ALEX'S APARTMENT - LIVING ROOM - EARLY EVENING";
+    a location that goes on after a colon ("…: a long oak table, …") is headed by its place alone."""
+    place, _rest = _place(scenario)
+    parts = [p.strip() for p in re.split(r"[,;]|\s+-\s+", place or "Somewhere") if p.strip()]
+    outside = re.match(r"(?i)^(outside|exterior|ext\.?)\b", place)
+    time = (scenario.get("time_of_day") or "").strip().rstrip(".")
     heading = ("EXT. " if outside else "INT. ") + " - ".join(parts)
     if time:
         heading += f" - {time}"
@@ -81,16 +103,35 @@ def _cue(name: str) -> str:
     return cue if re.search(r"[A-Z]", cue) else f"@{cue}"
 
 
+def _dialogue(text: str) -> list[str]:
+    """A line as Fountain dialogue: what is done between asterisks ("*whispers to Mira*", "*pours the
+    wine*") becomes a parenthetical on its own line, the speech around it stays dialogue."""
+    out = []
+    for piece in re.split(r"(\*[^*]+\*)", " ".join(text.split())):
+        piece = piece.strip()
+        if piece.startswith("*") and piece.endswith("*") and len(piece) > 2:
+            out.append(f"({piece[1:-1].strip().rstrip('.')})")
+        elif piece:
+            out.append(piece)
+    return out or [""]
+
+
 def to_fountain(simulation: Simulation) -> str:
     scenario = simulation.scenario_snapshot or {}
     out = [f"Title: {simulation.title or scenario.get('title') or 'Chronicle'}", "Credit: Written with Wonda", ""]
     out += [scene_heading(scenario), ""]
-    if scenario.get("atmosphere") or scenario.get("description"):
-        out += [" ".join(x for x in (scenario.get("description"), scenario.get("atmosphere")) if x), ""]
+    _place_name, rest = _place(scenario)
+    setting = " ".join(x for x in (rest[:1].upper() + rest[1:] if rest else "", scenario.get("description"),
+                                   scenario.get("atmosphere")) if x)
+    if setting:
+        out += [setting, ""]
+    directions = _directions(simulation)
     for turn, text, entry in _lines(simulation):
+        for direction in directions.pop(turn.number, []):
+            out += [f"{direction}.", ""]  # an action paragraph: what happens, between the lines
         if entry and entry.struck:
             continue  # struck lines are left out of the screenplay
-        out += [_cue(turn.agent), " ".join(text.split())]
+        out += [_cue(turn.agent), *_dialogue(text)]
         if entry and entry.annotation:
             out.append(f"[[{' '.join(entry.annotation.split()).replace(']]', '] ]')}]]")
         out.append("")

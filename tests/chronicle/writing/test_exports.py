@@ -100,3 +100,30 @@ def test_import_refuses_something_else(user):
 
     with pytest.raises(ValidationError):
         exports.simulation_import(owner=user, data={"format": "tavern-card"})
+
+
+def test_the_exports_carry_the_stage_and_read_whispers_and_actions_as_a_script_does(user, polished):
+    """What happens between the lines is in both exports, in the writer's words and in order; in the
+    screenplay a whisper or an action is a parenthetical and the heading is the place, not its description."""
+    from chronicle.simulation.models import Simulation
+
+    Simulation.objects.filter(pk=polished.pk).update(stage_directions="2: Sam steps out\n4: The lights go out.")
+    polished.refresh_from_db()
+    polished.scenario_snapshot = {**polished.scenario_snapshot, "location": "The dining room at Hollins Farm: a long "
+                                  "oak table, the good china out for once, rain on the windows.", "time_of_day": "Late evening"}
+    first = polished.turns.get(index=0)
+    services.entry_update(turn=first, actor=user, text="*whispers to Jordan* Food first. *pours the wine* Then feelings.")
+
+    fountain = exports.to_fountain(polished).splitlines()
+    assert "INT. THE DINING ROOM AT HOLLINS FARM - LATE EVENING" in fountain
+    assert "A long oak table, the good china out for once, rain on the windows." in " ".join(fountain)
+    cue = fountain.index("ALEX")
+    assert fountain[cue + 1:cue + 5] == ["(whispers to Jordan)", "Food first.", "(pours the wine)", "Then feelings."]
+    steps_out, lights = fountain.index("Sam steps out."), fountain.index("The lights go out.")
+    second_cue = fountain.index("JORDAN")
+    assert cue < steps_out < second_cue < lights  # each before the turn it comes before
+
+    markdown = exports.to_markdown(polished)
+    assert "*The dining room at Hollins Farm — Late evening*" in markdown and "windows., " not in markdown
+    assert markdown.index("**Alex** ★ *(turn 1)*") < markdown.index("*Sam steps out.*") \
+        < markdown.index("**Jordan** *(turn 2)*") < markdown.index("*The lights go out.*")
