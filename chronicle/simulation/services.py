@@ -244,6 +244,39 @@ def simulation_one_more_turn(*, simulation: Simulation) -> Simulation:
     raise ControlError(f"One more turn needs a completed or paused simulation (this one is {locked.status}).")
 
 
+MORE_TURNS_LIMIT = 100  # turns one "Run N more turns" may ask for
+UNTIL_PAUSED = 500  # the most turns a run may have (Simulation.max_turns): "until I pause" runs up to it
+
+
+@transaction.atomic
+def simulation_more_turns(*, simulation: Simulation, turns: int | None) -> Simulation:
+    """Run `turns` more turns (None: until the writer pauses), from a completed or paused run; a
+    paused run pauses again after them."""
+    if turns is not None and not 1 <= turns <= MORE_TURNS_LIMIT:
+        raise ControlError(f"Run between 1 and {MORE_TURNS_LIMIT} more turns at a time.")
+    locked = _locked(simulation)
+    if locked.status not in (Simulation.Status.COMPLETED, Simulation.Status.PAUSED):
+        raise ControlError(f"More turns need a completed or paused simulation (this one is {locked.status}).")
+    start = next_index(locked)
+    if turns is None:
+        if start >= UNTIL_PAUSED:
+            raise ControlError(f"This run has reached the most turns a run may have ({UNTIL_PAUSED}).")
+        locked.max_turns, locked.pause_after = UNTIL_PAUSED, None
+    else:
+        locked.max_turns = min(UNTIL_PAUSED, max(locked.max_turns, start + turns))
+        # Paused, it pauses again after them; completed, it completes after them.
+        locked.pause_after = start + turns if locked.status == Simulation.Status.PAUSED else None
+    was_paused = locked.status == Simulation.Status.PAUSED
+    locked.full_clean()
+    locked.save(update_fields=["max_turns", "pause_after", "updated"])
+    if was_paused:
+        return simulation_resume(simulation=locked)
+    locked.status = Simulation.Status.RUNNING
+    locked.save(update_fields=["status", "updated"])
+    queue_next(locked)
+    return locked
+
+
 def simulations_recover(*, stuck_only: bool = False) -> list[int]:
     """Re-queue what a dead worker or an outage left (stale turns, runs stuck between turns): at
     worker start every running run (a task re-checks its turn and never runs one twice), and on the

@@ -108,6 +108,15 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _control(request: HttpRequest, simulation: Simulation) -> HttpResponse:
     """The run page's buttons, told apart by name: pause, resume, cancel, one more turn."""
+    if "more" in request.POST or "until_paused" in request.POST:
+        try:
+            turns = None if "until_paused" in request.POST else int(request.POST.get("turns") or "")
+            services.simulation_more_turns(simulation=simulation, turns=turns)
+        except ValueError:
+            messages.error(request, "Say how many more turns to run: a whole number.")
+        except services.ControlError as exc:
+            messages.error(request, str(exc))
+        return redirect(simulation)
     action = next((name for name in CONTROLS if name in request.POST), None)
     if action is None:
         messages.error(request, "Unknown action.")

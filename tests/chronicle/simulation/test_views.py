@@ -281,3 +281,39 @@ def test_a_turns_many_notes_fold_under_the_first(user, dinner, client_for):
     folded = page.split('<details class="muted small note">', 1)[1].split("</details>", 1)[0]
     assert folded.startswith(f"<summary>{notes[0]} ") and "(and 3 more notes)" in folded
     assert all(note in folded for note in notes[1:])
+
+
+@pytest.mark.django_db
+def test_run_n_more_turns_or_until_i_pause(user, dinner, client_for):
+    """Besides one more turn: a number of turns (a paused run pauses again after them, a completed
+    one completes), or on and on until the writer presses Pause."""
+    simulation = started(user, dinner)
+    client = client_for(user)
+
+    def run_queued():
+        while (simulation := Simulation.objects.get(pk=started_pk)).status == "running":
+            assert run_turn_task.apply(args=(simulation.pk, simulation.turns.filter(status="done").count())).get() == "done"
+        return simulation
+
+    started_pk = simulation.pk
+    assert run_queued().status == "completed"
+    page = client.get(simulation.get_absolute_url()).content.decode()
+    assert 'name="more"' in page and 'name="turns"' in page and 'name="until_paused"' in page
+
+    client.post(simulation.get_absolute_url(), {"more": "", "turns": "2"})
+    done = run_queued()
+    assert (done.status, done.turns.filter(status="done").count(), done.max_turns) == ("completed", 5, 5)
+
+    client.post(simulation.get_absolute_url(), {"until_paused": ""})
+    simulation.refresh_from_db()
+    assert simulation.status == "running" and "running until you pause" in client.get(simulation.get_absolute_url()).content.decode()
+    run_turn_task.apply(args=(simulation.pk, 5))
+    client.post(simulation.get_absolute_url(), {"pause": ""})
+    client.post(simulation.get_absolute_url(), {"more": "", "turns": "2"})  # paused: two, then paused again
+    after = run_queued()
+    assert (after.status, after.turns.filter(status="done").count()) == ("paused", 8)
+
+    for turns, message in (("two", "a whole number"), ("0", "between 1 and 100"), ("101", "between 1 and 100")):
+        response = client.post(simulation.get_absolute_url(), {"more": "", "turns": turns}, follow=True)
+        assert message in response.content.decode()
+    assert Simulation.objects.get(pk=simulation.pk).status == "paused"
