@@ -26,7 +26,6 @@ BUILT_IN = {
     "depression": ("retrieval", "{name} is low: good memories come back faint."),
     "trauma": ("association", "{name} links anything touching its trauma strongly together."),
 }
-STAGES = ("formation", "retrieval", "association")
 DEPRESSION_FACTOR = 0.5  # a positive memory's score under depression
 TRAUMA_LINKS = 5         # earlier trigger memories a new one is linked to
 WARM = re.compile(r"\b(?:love|glad|thank|happy|joy|wonderful|great|lovely|delight|proud|laugh|fun|kind|friend|"

@@ -309,7 +309,6 @@ REGISTRY: dict[str, Tool] = {
     ]
 }
 TOOL_NAMES = list(REGISTRY)
-SEED000_TOOLS = [n for n, t in REGISTRY.items() if t.group == "seed000"]
 WRITE_TOOLS = ["form_memory", "reinforce_memory", "associate_memories"]
 READ_TOOLS = [n for n in TOOL_NAMES if n not in WRITE_TOOLS]
 # What a simulated agent is offered by default (a simulation may narrow it): every read, and the

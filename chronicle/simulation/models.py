@@ -1,4 +1,6 @@
-"""Simulations, their turns and every retrieval an agent made (DESIGN.md "Domain model: chronicle")."""
+"""Simulations, their turns and every retrieval an agent made (DESIGN.md "Domain model: chronicle").
+
+Simulation is here; what its settings mean is in run_settings.py, Turn, Retrieval and TurnOverride in turn_models.py."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from chronicle.simulation.run_settings import RunSettingsMixin
 from wonda_site.crypto import EncryptedTextField, decryption_error
 from wonda_site.querysets import OwnedQuerySet
 
@@ -64,7 +67,7 @@ class SimulationQuerySet(OwnedQuerySet):
         return self.filter(status__in=Simulation.ACTIVE_STATUSES)
 
 
-class Simulation(models.Model):
+class Simulation(RunSettingsMixin, models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"
         SEEDING = "seeding"
@@ -249,100 +252,9 @@ class Simulation(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("simulation_detail", args=[self.pk])
 
-    def clean(self):
-        # Settings also arrive from files (simulation import, run_simulation): checked here, not only in the form.
-        from memory.tools import SIMULATION_TOOLS
-
-        errors = {}
-        tools = self.tool_set
-        if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
-            errors["tool_set"] = "A list of tool names."
-        elif unknown := [name for name in tools if name not in SIMULATION_TOOLS]:
-            errors["tool_set"] = f"Unknown tool {unknown[0]!r}; the tools are: {', '.join(SIMULATION_TOOLS)}."
-        elif not tools and self.retrieval_mode == self.RetrievalMode.TOOLS:
-            errors["tool_set"] = "The Tools mode needs at least one tool: tick some, or choose Pre-populate."
-        if self.provider == self.Provider.REPLAY and not self.script:
-            errors["provider"] = "Replay plays lines given in advance: import a file with a script, or replay a finished run."
-        elif self.script and self.cast_snapshot:
-            from chronicle.simulation.replay import ScriptError, check_script
-
-            try:
-                check_script(self.script, cast=self.cast_names, stage_directions=self.stage_directions)
-            except ScriptError as exc:
-                errors["script"] = str(exc)
-        if self.greeting_by and self.cast_snapshot and self.greeting_by not in self.cast_names:
-            errors["greeting_by"] = f"{self.greeting_by} is not in this run's cast."
-        if self.stage_directions and self.cast_snapshot:
-            from chronicle.simulation.stage import StageError, parse
-
-            try:
-                # Past the last turn is allowed here: a file's directions outlive a shorter --turns
-                # (the form, where the writer types them, says so).
-                parse(self.stage_directions, cast=self.cast_names)
-            except StageError as exc:
-                errors["stage_directions"] = str(exc)
-        if self.sequel_carry and self.cast_snapshot:
-            try:
-                self.carry_plan()
-            except ValidationError as exc:
-                errors["sequel_carry"] = exc.messages[0]
-        if self.sequel_of_id and self.sequel_of.owner_id != self.owner_id:
-            errors["sequel_of"] = "A sequel continues one of your own runs."
-        if self.distortions and self.cast_snapshot:
-            from memory.distortion import DistortionError
-            from memory.distortion import parse as parse_distortions
-
-            try:
-                parse_distortions(self.distortions, cast=self.cast_names)
-            except DistortionError as exc:
-                errors["distortions"] = str(exc)
-        if self.planted_beliefs and self.cast_snapshot:
-            from chronicle.simulation.beliefs import BeliefError
-            from chronicle.simulation.beliefs import parse as parse_beliefs
-
-            try:
-                parse_beliefs(self.planted_beliefs, cast=self.cast_names)
-            except BeliefError as exc:
-                errors["planted_beliefs"] = str(exc)
-        if errors:
-            raise ValidationError(errors)
-
-    @property
-    def directions(self) -> list:
-        """The stage directions, parsed (chronicle.simulation.stage.Direction); [] when there are none."""
-        from chronicle.simulation.stage import StageError, parse
-
-        try:
-            return parse(self.stage_directions, cast=self.cast_names)
-        except StageError:  # clean() refused it on the way in; an old row is read as no directions
-            return []
-
     def carry_plan(self) -> dict[str, str]:
         """What each cast member carries from the run this one is a sequel of (all unless told)."""
         return parse_carry(self.sequel_carry, cast=self.cast_names)
-
-    @property
-    def distortion_filters(self) -> list:
-        """The run's distortion filters, parsed (memory.distortion.Distortion); [] when there are none."""
-        from memory.distortion import DistortionError, parse
-
-        try:
-            return parse(self.distortions, cast=self.cast_names) if self.distortions else []
-        except DistortionError:  # clean() refused it on the way in
-            return []
-
-    @property
-    def clock(self) -> list[float] | None:
-        """The clock's skips per turn as memory's recall takes them (stage.clock_skips); None: no clock."""
-        from chronicle.simulation.stage import clock_skips
-
-        return clock_skips(self.directions, self.minutes_per_turn, self.max_turns)
-
-    def present_at(self, number: int) -> list[str]:
-        """Who is in the room at turn `number` (1-based)."""
-        from chronicle.simulation.stage import present_at
-
-        return present_at(self.directions, self.cast_names, number)
 
     @property
     def is_recorded(self) -> bool:
@@ -397,181 +309,10 @@ class Simulation(models.Model):
         return f"{self.api_key[:3]}…{self.api_key[-4:]}" if len(self.api_key) > 8 else "…"
 
     @property
-    def option_labels(self) -> list[str]:
-        """The run's memory options in words, for the run page's header."""
-        from memory.tools import SIMULATION_TOOLS
-
-        labels = []
-        if self.retrieval_mode != self.RetrievalMode.PREPOPULATE:
-            tools = list(self.tool_set or [])
-            labels.append(f"all {len(tools)} tools" if set(tools) >= set(SIMULATION_TOOLS)
-                          else f"tools: {', '.join(tools) or 'none'}")
-        enhanced = [name for on, name in ((self.query_context, "scene context"), (self.query_temporal, "turn boost"),
-                                          (self.query_synonyms, "synonyms")) if on]
-        labels.append(f"query enhancement: {', '.join(enhanced) or 'off'}")
-        if self.association_weight:
-            labels.append(f"follows links ×{self.association_weight:g}")
-        if self.consult_memories:
-            labels.append("consults memories")
-        if self.confidence_gating:
-            labels.append("confidence gating")
-        if self.greeting_by:
-            labels.append(f"opens with {self.greeting_by}'s greeting")
-        # Memory formation: how lines are scored and kept, when agents reflect and consolidate.
-        scorer = "heuristic"
-        if self.importance_scorer == self.ImportanceScorer.LLM and self.provider == self.Provider.OPENAI:
-            scorer = "model"
-        elif self.importance_scorer == self.ImportanceScorer.LLM and self.provider == self.Provider.REPLAY:
-            scorer = "heuristic (the calls a model would get are counted)"
-        labels.append(f"importance: {scorer}")
-        kept = [text for on, text in ((self.capture_importance_floor, f"importance ≥ {self.capture_importance_floor:g}"),
-                                      (self.capture_duplicate_threshold < 1, f"no duplicates ≥ {self.capture_duplicate_threshold:g}"),
-                                      (self.capture_only_concerning, "only what concerns them")) if on]
-        if kept:
-            labels.append(f"keeps: {', '.join(kept)}")
-        if self.minutes_per_turn:
-            labels.append(f"clock: {self.minutes_per_turn:g} min a turn")
-        for f in self.distortion_filters:
-            labels.append(f"{f.agent}: {f.label()} ({f.stage})")
-        labels.append(f"reflects at {self.reflection_threshold:g}")
-        labels.append(f"consolidates past {self.consolidation_budget} lines" if self.consolidation_budget
-                      else "consolidates only on request")
-        return labels
-
-    @property
     def cast_names(self) -> list[str]:
         return [c["name"] for c in self.cast_snapshot or []]
 
 
-class TurnQuerySet(models.QuerySet):
-    def done(self):
-        return self.filter(status=Turn.Status.DONE)
-
-
-class Turn(models.Model):
-    class Status(models.TextChoices):
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
-
-    simulation = models.ForeignKey(Simulation, on_delete=models.CASCADE, related_name="turns")
-    index = models.PositiveIntegerField()
-    agent = models.CharField(max_length=100)
-    utterance = models.TextField(blank=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
-    error = models.TextField(blank=True)
-    prompt_messages = models.JSONField(default=list, blank=True)  # exactly what was sent, tool rounds included
-    usage = models.JSONField(default=dict, blank=True)  # {"prompt_tokens", "completion_tokens", "calls", "estimated"}
-    full_definition_tokens = models.PositiveIntegerField(default=0)
-    # The context window as the inspector shows it: per model call, its sections with token counts
-    # and the provider's reported usage (engine.TurnOutcome.context).
-    context = models.JSONField(default=dict, blank=True)
-    # Who heard the words (the speaker included); [] on turns from before presence existed: everyone.
-    heard_by = models.JSONField(default=list, blank=True)
-    whisper_to = models.CharField(max_length=100, blank=True)
-    note = models.TextField(blank=True)
-    # Which attempt owns the turn: a redone turn gets a new token, so a slow old attempt cannot write it.
-    claim = models.CharField(max_length=64, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    worker = models.CharField(max_length=200, blank=True)  # the Celery worker that ran (or runs) it
-    heartbeat = models.DateTimeField(null=True, blank=True)
-    started = models.DateTimeField(null=True, blank=True)
-    finished = models.DateTimeField(null=True, blank=True)
-
-    objects = TurnQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["simulation", "index"]
-        constraints = [
-            models.UniqueConstraint(fields=["simulation", "index"], name="turn_unique_index_per_simulation"),
-        ]
-
-    def __str__(self) -> str:
-        return f"Turn {self.number}: {self.agent}"
-
-    @property
-    def number(self) -> int:
-        """Turn numbers as people (and episodic memories) count them: 1-based."""
-        return self.index + 1
-
-    @property
-    def prompt_tokens(self) -> int:
-        return int((self.usage or {}).get("prompt_tokens") or 0)
-
-    @property
-    def completion_tokens(self) -> int:
-        return int((self.usage or {}).get("completion_tokens") or 0)
-
-    @property
-    def duration_s(self) -> float | None:
-        if self.started and self.finished:
-            return (self.finished - self.started).total_seconds()
-        return None
-
-
-class Retrieval(models.Model):
-    """One tool call or pre-population query: what the agent asked, what came back and why."""
-
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="retrievals")
-    agent = models.CharField(max_length=100)
-    tool = models.CharField(max_length=64)
-    arguments = models.JSONField(default=dict, blank=True)
-    query = models.TextField(blank=True)
-    filter = models.JSONField(default=dict, blank=True)
-    results = models.JSONField(default=list, blank=True)  # RecallResult.snapshot() dicts
-    response = models.JSONField(default=dict, blank=True)  # what the agent read
-    latency_ms = models.FloatField(default=0)
-    # How the search found them: "exact" (a scan), "index" (the bank's vector index) or "cache" (kept
-    # between turns); blank for a call that searched nothing (metrics: retrieval latency by path).
-    path = models.CharField(max_length=10, blank=True)
-    error = models.TextField(blank=True)
-    order = models.PositiveIntegerField(default=0)
-
-    class Meta:
-        ordering = ["turn", "order", "id"]
-
-    def __str__(self) -> str:
-        return f"{self.agent}: {self.tool}"
-
-
-class TurnOverrideQuerySet(models.QuerySet):
-    def at(self, simulation, index: int):
-        return self.filter(simulation=simulation, turn_index=index)
-
-
-class TurnOverride(models.Model):
-    """What the writer changed about one turn's retrieval, applied when that turn is (re)generated.
-
-    Keyed by (simulation, turn index) rather than a Turn row: a branch carries the override of its
-    first turn before that turn exists.
-    """
-
-    class Kind(models.TextChoices):
-        EXCLUDE = "exclude", "Excluded memory"
-        PIN = "pin", "Pinned memory"
-        LINE = "line", "Line written by hand"
-
-    simulation = models.ForeignKey("chronicle.Simulation", on_delete=models.CASCADE, related_name="overrides")
-    turn_index = models.PositiveIntegerField()
-    kind = models.CharField(max_length=10, choices=Kind.choices)
-    # A memory of the simulation's bank (kept as an id: memories are never deleted, only archived).
-    memory_id = models.BigIntegerField(null=True, blank=True)
-    content = models.TextField(blank=True)  # the memory's content when pinned/excluded, or the hand-written line
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
-    created = models.DateTimeField(auto_now_add=True)
-
-    objects = TurnOverrideQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["simulation", "turn_index", "id"]
-        constraints = [
-            models.UniqueConstraint(fields=["simulation", "turn_index", "kind", "memory_id"],
-                                    name="turnoverride_unique_memory",
-                                    condition=models.Q(memory_id__isnull=False)),
-            models.UniqueConstraint(fields=["simulation", "turn_index"], name="turnoverride_one_line",
-                                    condition=models.Q(kind="line")),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.kind} on turn {self.turn_index + 1}"
+# Turns, retrievals and overrides live in their own module; imported here, after Simulation, so that
+# `from chronicle.simulation.models import Turn` and chronicle/models.py's `import *` keep working.
+from chronicle.simulation.turn_models import Retrieval, Turn, TurnOverride  # noqa: E402

@@ -1,23 +1,38 @@
-"""Reads for the writer's pages: the reading view's rows, a turn's overrides as the inspector shows them, the bank page and its search, history, diffs."""
+"""Reads for the writer's pages: the reading view's rows, history, diffs, and the turn inspector's
+(the bank as it stood at a turn, a turn's overrides as the inspector shows them).
+
+The bank page's reads are in bank_selectors.py and a writer's memory's reach in reach.py; both are
+re-exported here, so the pages (and tests) read one module."""
 
 from __future__ import annotations
 
 import difflib
-import math
 from dataclasses import dataclass
 
-from django.db.models import F, Prefetch
+from django.db.models import Prefetch
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from chronicle.simulation.briefing import PREPOPULATED_FACT_KINDS
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
 from chronicle.simulation.pins import pin_refusal
 from chronicle.simulation.selectors import Overrides, turn_overrides  # noqa: F401  (the writer's pages read them too)
+from chronicle.writing.bank_selectors import (BANK_PAGE_SIZE, SEARCH_K, BankCard, BankFilters, LinkNode,
+                                              bank_cards, bank_search, line_copies, memory_links)
 from chronicle.writing.models import ChronicleEntry, Edit
+from chronicle.writing.reach import PREPOPULATE_REACH, TOOL_REACH, Reach, reach
 from memory.models import Memory
 from memory.retrieval import MemoryFilter, recall
-from memory.tools import QUERY_MEMORY_KINDS, SIMULATION_TOOLS
+
+__all__ = [
+    "turns_with_entries", "entry_text", "entry_for", "history", "ComparedRow", "compare",
+    "turn_began", "memory_marks", "with_marks", "mark_retrievals", "turn_search_results", "turn_search",
+    "InspectorOverrides", "inspector_overrides", "override_row",
+    # bank_selectors.py (the bank page's view pages by selectors.BANK_PAGE_SIZE: tests patch it here)
+    "SEARCH_K", "bank_search", "BANK_PAGE_SIZE", "BankFilters", "BankCard", "line_copies", "bank_cards",
+    "LinkNode", "memory_links",
+    # reach.py
+    "TOOL_REACH", "PREPOPULATE_REACH", "Reach", "reach",
+]
 
 
 def turns_with_entries(simulation: Simulation):
@@ -100,20 +115,6 @@ def compare(left: Simulation, right: Simulation) -> list[ComparedRow]:
         rows.append(ComparedRow(index=index, left=lt, right=rt, left_text=ltext, right_text=rtext, same=same,
                                 left_html=mark_safe(lhtml), right_html=mark_safe(rhtml)))
     return rows
-
-
-# --- the turn inspector and the memory bank page ---------------------------------------------
-
-SEARCH_K = 10
-
-
-def bank_search(simulation: Simulation, query: str, agent: str | None = None) -> list[dict]:
-    """The writer's search of a run's bank, as result rows (a pure read)."""
-    if not query or simulation.bank_id is None:
-        return []
-    # One query vector for an interactive search (STYLE.md allows this one in a request).
-    results = recall(simulation.bank, query, filter=MemoryFilter(agent=agent) if agent else None, k=SEARCH_K)
-    return [r.snapshot() for r in results]
 
 
 # --- the bank as it stood at a turn ------------------------------------------------------------
@@ -264,231 +265,3 @@ def override_row(*, simulation: Simulation, turn: Turn, memory: Memory, retrieva
     row = with_marks([row], memory_marks(simulation, turn, [memory.pk]))[0]
     return {"simulation": simulation, "turn": turn, "r": row, "retrieval": retrieval,
             "excluded": overrides.excluded, "pinned_ids": overrides.pinned_ids}
-
-
-BANK_PAGE_SIZE = 40  # cards a page
-
-
-@dataclass
-class BankFilters:
-    """The bank page's filters, from its query string (anything unknown is left out, not an error)."""
-
-    query: str = ""
-    agent: str = ""  # a cast name, "(shared)" for everyone's, "" for all
-    kind: str = ""
-    source: str = ""
-    status: str = "active"  # or archived, consolidated, "all"
-    turn_from: int | None = None
-    turn_to: int | None = None
-
-    @classmethod
-    def from_request(cls, data) -> "BankFilters":
-        def number(name):
-            value = (data.get(name) or "").strip()
-            return int(value) if value.lstrip("-").isdigit() else None
-
-        status = data.get("status") or "active"
-        return cls(query=(data.get("q") or "").strip(), agent=data.get("agent") or "",
-                   kind=data.get("kind") if data.get("kind") in Memory.Kind.values else "",
-                   source=data.get("source") if data.get("source") in Memory.Source.values else "",
-                   status=status if status in (*Memory.Status.values, "all") else "active",
-                   turn_from=number("turn_from"), turn_to=number("turn_to"))
-
-    @property
-    def narrowed(self) -> bool:
-        return bool(self.agent or self.kind or self.source or self.status != "active" or self.turn_from is not None
-                    or self.turn_to is not None)
-
-    def apply(self, memories):
-        if self.agent:
-            memories = memories.for_agent("" if self.agent == "(shared)" else self.agent)
-        if self.kind:
-            memories = memories.filter(kind=self.kind)
-        if self.source:
-            memories = memories.filter(source=self.source)
-        if self.status != "all":
-            memories = memories.filter(status=self.status)
-        if self.turn_from is not None:
-            memories = memories.filter(turn__gte=self.turn_from)
-        if self.turn_to is not None:
-            memories = memories.filter(turn__lte=self.turn_to)
-        return memories
-
-
-@dataclass
-class BankCard:
-    """One card of the bank page: a memory, and for a line everyone heard, every listener's copy
-    (the same words, one memory each: edited together)."""
-
-    memory: Memory
-    copies: list[Memory]
-
-    @property
-    def agents(self) -> list[str]:
-        return [m.agent for m in self.copies]
-
-
-def line_copies(memory: Memory) -> list[Memory]:
-    """Every listener's copy of the line this episodic memory holds (itself included), in agent order."""
-    if memory.kind != Memory.Kind.EPISODIC or memory.turn is None:
-        return [memory]
-    return list(Memory.objects.filter(bank_id=memory.bank_id, kind=Memory.Kind.EPISODIC, turn=memory.turn,
-                                      speaker=memory.speaker, content=memory.content, status=memory.status)
-                .order_by("agent", "id")) or [memory]
-
-
-def bank_cards(simulation: Simulation, filters: BankFilters) -> list[BankCard]:
-    """The bank page's cards, filtered: a search's results in rank order, else by turn; the copies of
-    one line (each listener's) become one card, unless one agent's memories are asked for."""
-    if simulation.bank_id is None:
-        return []
-    memories = filters.apply(Memory.objects.in_bank(simulation.bank)).defer("embedding")
-    if filters.query:
-        found = bank_search(simulation, filters.query, filters.agent if filters.agent not in ("", "(shared)") else None)
-        order = [r["memory_id"] for r in found]
-        by_id = {m.pk: m for m in memories.filter(pk__in=order)}
-        rows = [by_id[i] for i in order if i in by_id]
-    else:
-        rows = list(memories.order_by(F("turn").asc(nulls_first=True), "kind", "id"))
-    cards: list[BankCard] = []
-    lines: dict[tuple, BankCard] = {}
-    for memory in rows:
-        key = (memory.turn, memory.speaker, memory.content, memory.status) \
-            if memory.kind == Memory.Kind.EPISODIC and memory.turn is not None and not filters.agent else None
-        if key is not None and key in lines:
-            lines[key].copies.append(memory)
-            continue
-        card = BankCard(memory=memory, copies=[memory])
-        cards.append(card)
-        if key is not None:
-            lines[key] = card
-    return cards
-
-
-def bank_page(simulation: Simulation, *, query: str, agent: str) -> list[Memory]:
-    """The memory bank page's cards: search results in rank order, else the active memories (300 at most),
-    of one agent ("(shared)": nobody's) or all."""
-    memories = Memory.objects.in_bank(simulation.bank).active() if simulation.bank_id else Memory.objects.none()
-    if agent:
-        memories = memories.for_agent("" if agent == "(shared)" else agent)
-    found = bank_search(simulation, query, agent if agent and agent != "(shared)" else None)
-    if found:
-        order = [r["memory_id"] for r in found]
-        by_id = {m.pk: m for m in memories.filter(pk__in=order)}
-        return [by_id[i] for i in order if i in by_id]
-    if query:
-        return []
-    return list(memories.order_by("agent", "turn", "id")[:300])
-
-
-# --- reach: can the agent get a memory the writer forms? ----------------------------------------
-#
-# A memory the writer forms has no category, `about` or participants, so it is returned only by a
-# tool (or pre-populated section) whose filter asks for its kind and nothing narrower. Each entry:
-# the kinds, and whose memories — "own" (the agent's), "shared" (the agent's and everyone's, agent
-# ""), "everyone" (only agent ""), "any" (anybody's). The tools that also filter by category
-# (query_background, query_communication_style), `about` (query_character) or participant
-# (recall_interactions) never return one, nor do the write tools. tests/chronicle/writing/
-# test_reach_warning.py runs every tool and the pre-population and checks their filters against
-# these tables, so a change to memory.tools or the engine that they miss fails there.
-TOOL_REACH: dict[str, tuple[tuple[str, ...], str]] = {
-    "query_self": (("character",), "shared"),
-    "query_scene": (("scene",), "any"),
-    "query_memory": (tuple(QUERY_MEMORY_KINDS), "shared"),
-    "recall_episodes": (("episodic", "observation", "action"), "own"),
-    "recall_facts": (("semantic", "character_knowledge", "reflection"), "shared"),
-    "check_similar_situations": (("episodic", "observation", "action", "reflection", "procedural"), "own"),
-}
-# engine.prepopulate's sections, by title (the others present: filtered by `about`).
-PREPOPULATE_REACH: dict[str, tuple[tuple[str, ...], str]] = {
-    "Who you are": (("character",), "shared"),
-    "More about you": (("character",), "own"),
-    "Where you are": (("scene",), "shared"),
-    "What you know": (tuple(PREPOPULATED_FACT_KINDS), "shared"),
-    "Recent events": (("episodic", "observation", "action"), "shared"),
-}
-_WHOSE_REACHES = {"own": {"own"}, "shared": {"own", "everyone"}, "everyone": {"everyone"}, "any": {"own", "everyone"}}
-
-
-@dataclass
-class Reach:
-    """What the agents of a run can get of a writer's memory: `ways[(kind, whose)]` names the offered
-    tools and pre-populated sections that return it (whose: "own" for an agent's, "everyone" for shared)."""
-
-    mode: str
-    tools: list[str]
-    ways: dict[tuple[str, str], list[str]]
-
-    def warning(self, kind: str, agent: str) -> str:
-        """"" when the memory is reachable, else why not and what would reach it, in the writer's words."""
-        whose = "own" if agent else "everyone"
-        if self.ways.get((kind, whose)):
-            return ""
-        label = dict(Memory.Kind.choices).get(kind, kind)
-        who = f"{agent}'s" if agent else "a shared"
-        tools = [name for name, (kinds, reach) in TOOL_REACH.items()
-                 if kind in kinds and whose in _WHOSE_REACHES[reach] and name not in self.tools]
-        sections = [title for title, (kinds, reach) in PREPOPULATE_REACH.items()
-                    if kind in kinds and whose in _WHOSE_REACHES[reach]]
-        fixes = []
-        if tools:
-            fixes.append(f"offer {' or '.join(tools)}" if self.mode != "prepopulate"
-                         else f"use the “Both” retrieval mode with {' or '.join(tools)} offered")
-        if sections and self.mode == "tools":
-            fixes.append(f"use the “Both” retrieval mode (pre-population “{sections[0]}”)")
-        advice = (" To reach it, " + ", or ".join(fixes) + " when you start a run; or pick another kind or owner."
-                  if fixes else " Pick another kind or owner.")
-        return (f"Unreachable: no agent would ever get {who} “{label}” memory in this run "
-                f"(retrieval mode {self.mode}; tools offered: {', '.join(self.tools) or 'none'}).{advice}")
-
-    def unreachable(self) -> list[tuple[str, str]]:
-        return [(kind, whose) for kind in Memory.Kind.values for whose in ("own", "everyone")
-                if not self.ways.get((kind, whose))]
-
-
-def reach(simulation: Simulation) -> Reach:
-    """Which kinds of writer-formed memory the run's agents can get, with its tool set and mode,
-    as the engine offers them (turns.turn_input and engine._converse)."""
-    mode = simulation.retrieval_mode
-    if simulation.tools_unsupported and mode != Simulation.RetrievalMode.PREPOPULATE:
-        mode = Simulation.RetrievalMode.PREPOPULATE  # the model refused tools: the engine fell back
-    chosen = set(simulation.tool_set or [])
-    tools = [n for n in SIMULATION_TOOLS if n in chosen] \
-        if mode in ("tools", "both") and simulation.max_tool_calls > 0 else []
-    sources = [(name, TOOL_REACH[name]) for name in tools if name in TOOL_REACH]
-    if mode in ("prepopulate", "both"):
-        sources += [(f"pre-population “{title}”", entry) for title, entry in PREPOPULATE_REACH.items()]
-    ways: dict[tuple[str, str], list[str]] = {}
-    for name, (kinds, whose) in sources:
-        for kind in kinds:
-            for owner in _WHOSE_REACHES[whose]:
-                ways.setdefault((kind, owner), []).append(name)
-    return Reach(mode=mode, tools=tools, ways=ways)
-
-
-# --- a memory's links: a small graph (bank page) ------------------------------------------------
-
-@dataclass
-class LinkNode:
-    memory: Memory
-    x: float
-    y: float
-    relation: str  # "rests on" (its evidence), "supports" (it is their evidence), "linked" (both ways)
-
-
-def memory_links(memory: Memory, *, size: int = 320) -> list[LinkNode]:
-    """The memories linked to this one (Memory.evidence, both ways: associate_memories, an insight's
-    evidence, a summary's originals, a belief's teller), placed on a circle around it for the SVG."""
-    rests_on = set(memory.evidence.values_list("pk", flat=True))
-    supports = set(memory.derived.values_list("pk", flat=True))
-    ids = sorted(rests_on | supports)
-    others = Memory.objects.in_bank(memory.bank_id).filter(pk__in=ids).order_by("turn", "pk")
-    centre, radius = size / 2, size / 2 - 46
-    nodes = []
-    for i, other in enumerate(others):
-        angle = 2 * math.pi * i / max(len(ids), 1) - math.pi / 2
-        relation = ("linked" if other.pk in rests_on and other.pk in supports
-                    else "rests on" if other.pk in rests_on else "supports")
-        nodes.append(LinkNode(other, round(centre + radius * math.cos(angle), 1),
-                              round(centre + radius * math.sin(angle), 1), relation))
-    return nodes

@@ -32,7 +32,6 @@ from memory.services import (
 )
 from memory.services.consolidation import statuses_of
 
-ENTRY_FIELDS = ("text", "annotation", "struck", "starred")
 MEMORY_FIELDS = ("content", "importance", "tags", "status")
 
 

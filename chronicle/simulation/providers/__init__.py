@@ -9,7 +9,6 @@ from chronicle.simulation.providers.base import (  # noqa: F401
     ProviderError,
     ToolsUnsupported,
     TurnHints,
-    estimate_tokens,
 )
 from chronicle.simulation.providers.replay import ReplayProvider
 from chronicle.simulation.providers.scripted import ScriptedProvider

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chronicle.simulation.context import count_tokens, request_tokens
-
-
-def estimate_tokens(text: str) -> int:
-    """A text's tokens by cl100k_base (chronicle.simulation.context), or ~4 characters a token without
-    tiktoken: the same counter for every figure (the full-definition baseline, unreported usage)."""
-    return count_tokens(text)
+from chronicle.simulation.context import request_tokens
 
 
 def estimate_messages_tokens(messages: list[dict], tools: list[dict] | None = None) -> int:

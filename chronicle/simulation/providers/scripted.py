@@ -15,7 +15,7 @@ import re
 import textwrap
 
 from chronicle.simulation.providers.topics import insight, topics
-from chronicle.simulation.providers.base import ChatResult, Provider, TurnHints, estimate_messages_tokens, estimate_tokens
+from chronicle.simulation.providers.base import ChatResult, Provider, TurnHints, estimate_messages_tokens
 
 NAME_RE = re.compile(r"\b(?:You are|I am|I'm)\s+([A-Z][\w'\-]*(?:\s+[A-Z][\w'\-]*)?)")
 
@@ -214,4 +214,4 @@ class ScriptedProvider(Provider):
         return min(pool, key=lambda c: (last_seen[c], pool.index(c))), None
 
 
-__all__ = ["ScriptedProvider", "estimate_tokens"]
+__all__ = ["ScriptedProvider"]
