@@ -162,6 +162,8 @@ _TESTING = "PYTEST_VERSION" in os.environ
 REDIS_DB = int(os.environ.get("WONDA_REDIS_DB", "9" if _TESTING else "0"))
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL") or embedded.redis_url(REDIS_DB)
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("WONDA_QUEUE", "wonda-test" if _TESTING else "celery")
+# Outside agents' MCP over HTTP (api.mcp_http), started by `serve` on this port (0: not started).
+MCP_PORT = int(os.environ.get("WONDA_MCP_PORT", "8766"))
 # The API tokens' request counts, shared by the web server and the MCP server (api.throttle).
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},

@@ -61,3 +61,17 @@ def memory_link(simulation_pk: int, memory_id: int, agent: str = "") -> str:
 def note_lines(note: str) -> list[str]:
     """A turn's note as its lines (a retried turn can gather several: the page folds all but the first)."""
     return [line for line in (note or "").splitlines() if line.strip()]
+
+
+@register.inclusion_tag("chronicle/_bank_access.html", takes_context=True)
+def bank_access(context, bank, agent: str = ""):
+    """A bank's id, with what another program needs to use it: an HTTP API call and an MCP address."""
+    from django.conf import settings
+    from django.urls import reverse
+
+    request = context.get("request")
+    host = request.get_host().split(":")[0] if request is not None else "127.0.0.1"
+    origin = request.build_absolute_uri("/").rstrip("/") if request is not None else "http://127.0.0.1:8000"
+    return {"bank": bank, "agent": agent or "NAME", "origin": origin, "tokens_url": reverse("api_tokens"),
+            "mcp": f"http://{host}:{settings.MCP_PORT}/mcp?bank={bank.pk}&agent={agent or 'NAME'}"
+            if settings.MCP_PORT else ""}

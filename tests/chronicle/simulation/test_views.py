@@ -317,3 +317,15 @@ def test_run_n_more_turns_or_until_i_pause(user, dinner, client_for):
         response = client.post(simulation.get_absolute_url(), {"more": "", "turns": turns}, follow=True)
         assert message in response.content.decode()
     assert Simulation.objects.get(pk=simulation.pk).status == "paused"
+
+
+@pytest.mark.django_db
+def test_the_bank_id_and_how_another_program_reaches_it_are_on_the_run_and_bank_pages(user, dinner, client_for):
+    simulation = started(user, dinner)
+    client = client_for(user)
+    bank = simulation.bank.pk
+    for url in (simulation.get_absolute_url(), reverse("chronicle_memories", args=[simulation.pk])):
+        page = client.get(url).content.decode()
+        assert f"Memory bank <strong>#{bank}</strong>" in page
+        assert f"http://testserver/api/banks/{bank}/recall" in page and "\"agent\": \"Alex\"" in page
+        assert f"/mcp?bank={bank}&amp;agent=Alex" in page and reverse("api_tokens") in page

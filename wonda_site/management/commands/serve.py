@@ -41,7 +41,7 @@ class Command(BaseCommand):
         parser.add_argument("--addr", default=os.environ.get("WONDA_ADDR", "127.0.0.1:8000"))
         parser.add_argument("--concurrency", default=os.environ.get("WONDA_WORKER_CONCURRENCY", "2"))
         parser.add_argument("--worker-name", default="wonda@%h", help="the worker's Celery node name")
-        parser.add_argument("--mcp-port", default=os.environ.get("WONDA_MCP_PORT", "8766"),
+        parser.add_argument("--mcp-port", default=str(settings.MCP_PORT),
                             help="the MCP streamable HTTP server's port on 127.0.0.1 (0: do not start it)")
 
     def handle(self, *args, addr: str, concurrency: str, worker_name: str, mcp_port: str, **options) -> None:
