@@ -134,7 +134,8 @@ class LinkNode:
     memory: Memory
     x: float
     y: float
-    relation: str  # "rests on" (its evidence), "supports" (it is their evidence), "linked" (both ways)
+    relation: str  # how the listed memory stands to the centre, read from it: "rests on #7", "#7 rests on it"
+    css: str  # "rests-on" (the centre's evidence), "supports" (the centre is its evidence), "linked" (both)
 
 
 def memory_links(memory: Memory, *, size: int = 320) -> list[LinkNode]:
@@ -148,8 +149,10 @@ def memory_links(memory: Memory, *, size: int = 320) -> list[LinkNode]:
     nodes = []
     for i, other in enumerate(others):
         angle = 2 * math.pi * i / max(len(ids), 1) - math.pi / 2
-        relation = ("linked" if other.pk in rests_on and other.pk in supports
-                    else "rests on" if other.pk in rests_on else "supports")
+        css = ("linked" if other.pk in rests_on and other.pk in supports
+               else "rests-on" if other.pk in rests_on else "supports")
+        relation = {"linked": f"linked both ways with #{memory.pk}", "rests-on": f"#{memory.pk} rests on it",
+                    "supports": f"rests on #{memory.pk}"}[css]
         nodes.append(LinkNode(other, round(centre + radius * math.cos(angle), 1),
-                              round(centre + radius * math.sin(angle), 1), relation))
+                              round(centre + radius * math.sin(angle), 1), relation, css))
     return nodes
