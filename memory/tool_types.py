@@ -53,8 +53,15 @@ class ToolContext:
         return k + len(self.window_turns)
 
     def outside_window(self, results: list[RecallResult], k: int) -> list[RecallResult]:
-        """The results but the lines the caller reads in its window, ranked anew, at most k."""
-        kept = [r for r in results if not (r.memory.kind == "episodic" and r.memory.turn in self.window_turns)]
+        """The results but the lines the caller reads in its window, and the facts learned from
+        them (a restatement of a line it can read), ranked anew, at most k."""
+        def shown(memory) -> bool:
+            if memory.turn not in self.window_turns:
+                return False
+            extracted = memory.metadata.get("extracted") if isinstance(memory.metadata, dict) else None
+            return memory.kind == "episodic" or extracted == "fact"
+
+        kept = [r for r in results if not shown(r.memory)]
         return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"))
 
 
@@ -119,6 +126,12 @@ class Tool:
                 },
             },
         }
+
+
+def belief_of(memory) -> dict:
+    """A memory's belief fields (belief_fields), or {} for a memory that is no belief."""
+    belief = (memory.metadata or {}).get("belief") if isinstance(memory.metadata, dict) else None
+    return belief_fields(belief) if isinstance(belief, dict) else {}
 
 
 def belief_fields(belief: dict) -> dict:

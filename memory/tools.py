@@ -20,9 +20,9 @@ from memory.seeding import CHARACTER_QUERIES
 from memory.services import memory_associate, memory_create, memory_reinforce
 from memory.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
 # A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
-from memory.tool_types import Param, Tool, ToolCallResult, ToolContext, ToolError, belief_fields, entries
+from memory.tool_types import Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of, entries
 
-__all__ = ["QUERY_MEMORY_KINDS", "READ_TOOLS", "REGISTRY", "SIMULATION_TOOLS", "TOOL_NAMES", "WRITE_TOOLS", "Param",
+__all__ = ["DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "READ_TOOLS", "REGISTRY", "SIMULATION_TOOLS", "TOOL_NAMES", "WRITE_TOOLS", "Param",
            "Tool", "ToolCallResult", "ToolContext", "ToolError", "call_tool", "openai_tool_schemas", "recall_sheet",
            "search_memory", "without_confidence"]
 from memory.services.validation import INT_MAX, TEXT_LIMIT, clean_text, validate_content
@@ -152,24 +152,20 @@ def _recall_episodes(ctx: ToolContext, args: dict):
 FACT_CONFIDENCE_FLOOR = 0.1
 
 
-def _belief_of(memory) -> dict:
-    belief = (memory.metadata or {}).get("belief") if isinstance(memory.metadata, dict) else None
-    return belief_fields(belief) if isinstance(belief, dict) else {}
-
-
 def _recall_facts(ctx: ToolContext, args: dict):
     topic = args["topic"].strip()
     # Facts: lore, the writer's and what was learned or believed, what one knows of others, insights;
     # not the agent's own profile (query_self).
     flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection"], shared=True)
     enhanced = ctx.enhanced(topic)
-    results = recall(ctx.bank, topic, filter=flt, k=5, **ctx.search_options(), enhance=enhanced)
+    results = ctx.outside_window(recall(ctx.bank, topic, filter=flt, k=ctx.beyond_window(5), **ctx.search_options(),
+                                        enhance=enhanced), 5)
     # confidence: the probability that a memory this similar to the topic is one asked for
     # (memory.retrieval.confidence: a logistic fit on locomo-dev), not the raw cosine.
     results = Recalled([r for r in results if calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR],
                        path=getattr(results, "path", "exact"))
     facts = [{"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
-              "memory_id": r.memory.pk} | _belief_of(r.memory) for r in results]
+              "memory_id": r.memory.pk} | belief_of(r.memory) for r in results]
     answer = {"topic": topic, "facts": facts}
     if not facts:
         answer["note"] = "No facts on this topic."
@@ -311,9 +307,11 @@ REGISTRY: dict[str, Tool] = {
 TOOL_NAMES = list(REGISTRY)
 WRITE_TOOLS = ["form_memory", "reinforce_memory", "associate_memories"]
 READ_TOOLS = [n for n in TOOL_NAMES if n not in WRITE_TOOLS]
-# What a simulated agent is offered by default (a simulation may narrow it): every read, and the
-# writes, which a turn defers to its own transaction (ToolContext.deferred).
-SIMULATION_TOOLS = READ_TOOLS + WRITE_TOOLS
+SIMULATION_TOOLS = READ_TOOLS + WRITE_TOOLS  # the writes wait for the turn's transaction (ToolContext.deferred)
+# Offered unless the writer ticks more: each tool re-sends its schema on every call, a model in the
+# loop used four of thirteen in twelve turns, and query_self's aspects cover background and style.
+DEFAULT_SIMULATION_TOOLS = ["query_self", "query_scene", "query_character", "query_memory", "recall_facts",
+                            "recall_interactions"]
 
 
 def openai_tool_schemas(names: list[str] | None = None) -> list[dict]:

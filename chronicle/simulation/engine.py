@@ -21,7 +21,7 @@ from chronicle.simulation.replies import is_refusal, text_tool_calls
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
 from memory.distortion import retrieval_filter
 from memory.sheets import CharacterSheet, ScenarioSheet
-from memory.tools import SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
+from memory.tools import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
 
 MAX_UTTERANCE = 4000
 # "(no relevant memories)" as models write it: any case, brackets or not, a full stop or a colon after.
@@ -99,7 +99,7 @@ class TurnInput:
     associations: float = 0.0  # links followed one hop in searches (Simulation.association_weight)
     distortions: list = field(default_factory=list)  # the run's distortion filters (memory.distortion)
     # The simulation's options: tools offered, query enhancement, prompt integration.
-    tool_set: list[str] = field(default_factory=lambda: list(SIMULATION_TOOLS))
+    tool_set: list[str] = field(default_factory=lambda: list(DEFAULT_SIMULATION_TOOLS))
     query_context: bool = False
     query_temporal: bool = False
     query_synonyms: bool = False

@@ -17,7 +17,7 @@ from chronicle.simulation.stage import parse as parse_stage
 from memory.distortion import DistortionError
 from memory.distortion import parse as parse_distortions
 from memory.retrieval import SCORING_PRESETS
-from memory.tools import REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS
+from memory.tools import DEFAULT_SIMULATION_TOOLS, REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS
 
 # The form's own fields for the run's settings (title first; weights come from three number fields).
 SETTINGS = tuple(name for name in SETTING_FIELDS
@@ -46,8 +46,10 @@ class SimulationForm(forms.ModelForm):
                               help_text="Stored encrypted for the workers; shown back only as a hint (sk-…abcd).")
     tool_set = forms.MultipleChoiceField(
         choices=[(n, _tool_label(n)) for n in SIMULATION_TOOLS], required=False, widget=forms.CheckboxSelectMultiple,
-        initial=list(SIMULATION_TOOLS), label="Tools offered to the agents",
-        help_text="Used in the Tools and Both modes. Writes made during a turn are stored when the turn is.")
+        initial=list(DEFAULT_SIMULATION_TOOLS), label="Tools offered to the agents",
+        help_text="Used in the Tools and Both modes. Each tool offered is described to the model on every call "
+                  "(about 80 tokens each), so the six most used are ticked. Writes made during a turn are stored "
+                  "when the turn is.")
     greeting_by = forms.ChoiceField(
         required=False, label="Open with a greeting",
         help_text="Turn 1 is this character's card greeting (first message), said as written; it must be in the cast.")

@@ -27,9 +27,9 @@ MAX_TIMEOUT_S = 600  # the longest a turn waits for one model answer
 
 
 def default_tool_set() -> list[str]:
-    from memory.tools import SIMULATION_TOOLS
+    from memory.tools import DEFAULT_SIMULATION_TOOLS
 
-    return list(SIMULATION_TOOLS)
+    return list(DEFAULT_SIMULATION_TOOLS)
 
 
 def default_reflection_threshold() -> float:
@@ -127,7 +127,7 @@ class Simulation(RunSettingsMixin, models.Model):
     max_tool_calls = models.PositiveIntegerField(default=6, validators=[MaxValueValidator(20)])
     # Seconds to wait before each line: lets a watcher follow a (fast) dry run as it unfolds.
     pace_s = models.FloatField(default=0, validators=[MinValueValidator(0), MaxValueValidator(30)])
-    # The tools offered to agents (memory.tools.SIMULATION_TOOLS by default: every read, and the writes).
+    # The tools offered to agents (memory.tools.DEFAULT_SIMULATION_TOOLS unless the writer ticks more).
     tool_set = models.JSONField(default=default_tool_set, blank=True)
     # Query enhancement (seed 000 "Retrieval Enhancements"): each is measured in docs/memory.md.
     query_context = models.BooleanField("Add the scene and the last line to queries", default=False)

@@ -88,6 +88,26 @@ def test_query_memory_returns_earlier_lines_with_turn_numbers(seeded_bank, ctx):
     assert len(in_window.response["memories"]) == len(result.response["memories"])  # not short for it
 
 
+def test_recall_facts_leaves_out_what_was_learned_from_a_line_the_caller_still_reads(seeded_bank):
+    """A fact drawn from a line is that line again while the line is in the caller's window; once
+    the window has moved past it, it is a fact worth handing back."""
+    from memory.extraction import facts_create
+    from memory.services import remember_utterance
+
+    remember_utterance(bank=seeded_bank, speaker="Jordan", text="Bella's does a mushroom risotto for sixteen euros.",
+                       turn=4, listeners=["Alex", "Jordan"])
+    facts_create(bank=seeded_bank, facts={"Alex": ["Bella's mushroom risotto costs sixteen euros."]}, speaker="Jordan",
+                 turn=4)
+
+    def facts(window):
+        answer = call_tool("recall_facts", {"topic": "how much is the risotto at Bella's?"},
+                           context=ToolContext(bank=seeded_bank, agent="Alex", current_turn=6, window_turns=window))
+        return [f["content"] for f in answer.response["facts"]]
+
+    assert "Bella's mushroom risotto costs sixteen euros." not in facts(frozenset({4, 5}))
+    assert "Bella's mushroom risotto costs sixteen euros." in facts(frozenset({5}))
+
+
 @pytest.mark.parametrize(
     "name, arguments, message",
     [

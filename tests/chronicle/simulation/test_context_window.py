@@ -74,7 +74,7 @@ def test_inspector_shows_the_bar_sections_and_usage(user, other_user, dinner, se
     assert run(simulation) == "done"
     page = html.unescape(client_for(user).get(reverse("turn_inspect", args=[simulation.pk, 0])).content.decode())
     assert 'id="context-window"' in page and page.count('class="cw-bar"') == 2  # one bar per call
-    assert "Tool schemas (13 tools)" in page and "Transcript window (user message)" in page
+    assert "Tool schemas (6 tools)" in page and "Transcript window (user message)" in page  # the default set
     assert "Tool result: query_self" in page and "Tool call: query_self" in page
     assert "scaled to the provider's count" in page
     assert f"{server.counted[1]} prompt / 9 completion" in page  # the provider's real usage of call 2
@@ -167,7 +167,7 @@ def test_run_page_says_why_the_token_figure_is_what_it_is(user, dinner, client_f
     if mode == "tools":
         schemas = turns[0].context["tools_tokens"]
         assert f"{calls} model calls for 3 turns" in page
-        assert f"re-sends the 13 tool schemas ({schemas:,} tokens)" in page
+        assert f"re-sends the 6 tool schemas ({schemas:,} tokens)" in page
         # The schemas' share is what the calls really sent: the sum over every call's schema section.
         sent = sum(s["tokens"] for t in turns for c in t.context["calls"] for s in c["sections"] if s["kind"] == "tools")
         assert f"{sent:,} tokens, {round(100 * sent / sum(t.prompt_tokens for t in turns))}% of what was sent" in page
