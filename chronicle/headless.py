@@ -9,7 +9,6 @@ is deleted afterwards unless --keep.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from django.db.models import Avg, Count, Max, Min
 
 from chronicle.drills import Worker
 from chronicle.models import Character, Scenario
-from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import
+from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import, renamed_in
 from chronicle.services.characters import character_delete
 from chronicle.services.scenarios import scenario_delete
 from chronicle.simulation import probes, replay
@@ -31,8 +30,7 @@ from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.models import MAX_TIMEOUT_S, Simulation, Turn
 from chronicle.simulation.selectors import token_summary
 from chronicle.simulation.services import (
-    SECRET_SETTINGS,
-    SETTING_FIELDS,
+    FILE_SETTINGS,
     ControlError,
     simulation_cancel,
     simulation_settings_errors,
@@ -43,10 +41,8 @@ from memory.services import bank_delete
 from wonda_site.celery import app as celery_app
 from wonda_site.pool import pool_status
 
-# What a scenario file may set for its run under an optional top-level "settings" object (the
-# importer ignores it); the command line's options win. Never the API key: files get shared.
-# The script is the file's own top-level "script" (checked line by line), not a setting.
-FILE_SETTINGS = tuple(name for name in SETTING_FIELDS if name not in (*SECRET_SETTINGS, "script"))
+# A scenario file's optional top-level "settings" (chronicle.simulation.services.FILE_SETTINGS): the
+# command line's options win over them.
 
 
 class HeadlessError(Exception):
@@ -155,17 +151,9 @@ def scenario_import(*, raw: bytes, username: str | None, run: dict | None = None
         raise HeadlessError(str(exc)) from None
     if renamed:
         script = [dict(line, speaker=renamed.get(line.get("speaker"), line.get("speaker"))) for line in script]
-        file_settings = {name: _renamed_in(value, renamed) for name, value in file_settings.items()}
+        file_settings = {name: renamed_in(value, renamed) for name, value in file_settings.items()}
     return Imported(owner=owner, throwaway=throwaway, scenario=result.scenario, characters=result.characters,
                     file_settings=file_settings, script=script, probes=found, renamed=renamed)
-
-
-def _renamed_in(value, renamed: dict[str, str]):
-    """A setting's text with each renamed character's name replaced by its copy's (whole words)."""
-    if not isinstance(value, str):
-        return value
-    pattern = re.compile(r"\b(" + "|".join(re.escape(name) for name in sorted(renamed, key=len, reverse=True)) + r")\b")
-    return pattern.sub(lambda m: renamed[m.group(1)], value)
 
 
 def settings_for(*, title: str, file_settings: dict, script: list, turns: int | None, provider: str | None,

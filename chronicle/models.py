@@ -116,6 +116,8 @@ class Scenario(models.Model):
     cast = models.ManyToManyField(Character, related_name="scenarios", blank=True)
     # {"Alex": {"Jordan": "what Alex knows about Jordan"}}
     pair_notes = models.JSONField(default=dict, blank=True)
+    # The run settings its file came with (a Wonda scenario's "settings"): what "Run this scenario" starts from.
+    run_settings = models.JSONField(default=dict, blank=True)
     preview_bank = models.ForeignKey("memory.MemoryBank", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)

@@ -57,3 +57,21 @@ def home_summary(*, user) -> dict:
 
 def recent_simulations(*, user) -> list:
     return list(Simulation.objects.owned_by(user).order_by("-pk")[:5])
+
+
+def run_settings_rows(*, settings: dict) -> list[tuple[str, str]]:
+    """A scenario's run settings in words, as the run form names them: [(label, value)]."""
+    rows = []
+    for name, value in settings.items():
+        try:
+            label = str(Simulation._meta.get_field(name).verbose_name)
+        except Exception:  # a key the import refused is never stored; an old row may hold one
+            continue
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
+        elif isinstance(value, (list, tuple)):
+            value = ", ".join(map(str, value))
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        rows.append((label[:1].upper() + label[1:], str(value)))
+    return rows

@@ -39,6 +39,7 @@ from chronicle.services.card_export import (  # the formats' shape, shared with 
 )
 from chronicle.services.characters import character_request_preview
 from chronicle.services.scenarios import scenario_create
+from chronicle.simulation.services import file_settings_errors
 
 SHORT_LIMITS = {"name": 100, "role": 200, "archetype": 200, "title": 200, "time_of_day": 200, "user_name": 100}
 
@@ -269,6 +270,16 @@ def _rename(rows: list[dict], scenario_values: dict | None, renamed: dict[str, s
         scenario_values["cast"] = [new(n) for n in scenario_values["cast"]]
         scenario_values["pair_notes"] = {new(k): {new(o): t for o, t in row.items()} if isinstance(row, dict) else row
                                          for k, row in scenario_values["pair_notes"].items()}
+        scenario_values["run_settings"] = {key: renamed_in(value, renamed)
+                                           for key, value in (scenario_values.get("run_settings") or {}).items()}
+
+
+def renamed_in(value, renamed: dict[str, str]):
+    """A setting's text with each renamed character's name replaced by its copy's (whole words)."""
+    if not isinstance(value, str) or not renamed:
+        return value
+    pattern = re.compile(r"\b(" + "|".join(re.escape(name) for name in sorted(renamed, key=len, reverse=True)) + r")\b")
+    return pattern.sub(lambda m: renamed[m.group(1)], value)
 
 
 def _resolve_clashes(owner, rows: list[dict], scenario_values: dict | None, *, as_copy: bool) -> None:
@@ -306,6 +317,11 @@ def card_import(*, owner, raw: bytes, as_copy: bool = False) -> ImportResult:
             chars = []
         rows = [_character_from_wonda(c, f"characters[{i}].", check) for i, c in enumerate(chars)]
         scenario_values = _scenario_from_wonda(data["scenario"], check, list(dict.fromkeys(r["name"] for r in rows if r)))
+        if scenario_values is not None and data.get("settings") is not None:
+            # Its run's settings (turns, mode, stage directions, beliefs, distortions…): kept with the
+            # scenario, which "Run this scenario" starts from; checked now, so a bad one is named here.
+            check.errors += file_settings_errors(data["settings"], cast_names=scenario_values["cast"])
+            scenario_values["run_settings"] = dict(data["settings"]) if isinstance(data["settings"], dict) else {}
     elif "character" in data:
         rows = [_character_from_wonda(data["character"], "character.", check)]
     else:

@@ -10,7 +10,7 @@ from django.db import transaction
 from chronicle.models import Character, Scenario
 from memory.services import bank_create, bank_delete, bank_request_seed
 
-FIELDS = ("title", "location", "atmosphere", "time_of_day", "description", "user_name", "pair_notes")
+FIELDS = ("title", "location", "atmosphere", "time_of_day", "description", "user_name", "pair_notes", "run_settings")
 
 
 def _clean_pair_notes(notes: dict, names: set[str]) -> dict[str, dict[str, str]]:

@@ -23,6 +23,20 @@ from memory.tools import DEFAULT_SIMULATION_TOOLS, REGISTRY, SIMULATION_TOOLS, W
 SETTINGS = tuple(name for name in SETTING_FIELDS
                  if name not in ("title", "weights", "tool_set", "greeting_by", "script", "pause_after"))
 
+# A parent's settings a sequel does not take over: what is the new run's own (its title, its own
+# carry-over, a replay's script) and the secret.
+NOT_INHERITED = ("title", "script", "pause_after", "sequel_carry", "api_key")
+
+
+def initial_from(values: dict) -> dict:
+    """A run's settings (a scenario file's, a parent run's) as the new-run form's initial values."""
+    initial = {name: value for name, value in values.items()
+               if value is not None and (name in SETTINGS or name in ("tool_set", "greeting_by"))}
+    for name, weight in (values.get("weights") or {}).items():
+        initial[f"weight_{name}"] = weight
+    return initial
+
+
 OPTIONAL_WITH_DEFAULT = ("importance_scorer", "capture_importance_floor", "capture_duplicate_threshold",
                          "reflection_threshold", "consolidation_budget", "minutes_per_turn", "association_weight",
                          "tool_prompt")

@@ -31,6 +31,20 @@ SETTING_FIELDS = ("title", "max_turns", "speaking_order", "retrieval_mode", "sco
                   "consolidation_budget", "stage_directions", "minutes_per_turn", "planted_beliefs", "distortions", "sequel_carry",
                   "script", "pause_after", "tool_prompt")
 SECRET_SETTINGS = ("api_key",)
+# What a scenario file may set for its run (its top-level "settings"): never a secret (files get
+# shared), nor the replay's script, which is the file's own top-level "script".
+FILE_SETTINGS = tuple(name for name in SETTING_FIELDS if name not in (*SECRET_SETTINGS, "script"))
+
+
+def file_settings_errors(values, *, cast_names: list[str]) -> list[str]:
+    """What is wrong with a file's "settings", as "settings.NAME: …" lines ([] when nothing is)."""
+    if not isinstance(values, dict):
+        return ["settings must be an object"]
+    unknown = sorted(set(values) - set(FILE_SETTINGS))
+    if unknown:
+        return [f"settings.{name} is not a run setting (one of: {', '.join(FILE_SETTINGS)})" for name in unknown]
+    return [f"settings.{name}: {message}" for name, messages in
+            simulation_settings_errors(settings=values, cast_names=cast_names).items() for message in messages]
 
 
 # --- start and seed -------------------------------------------------------------------------

@@ -19,9 +19,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
+from chronicle.models import Scenario
 from chronicle.simulation import selectors, services
 from chronicle.simulation.beliefs import who_believes
-from chronicle.simulation.forms import LLMSettingsForm, ReplayForm, SimulationForm
+from chronicle.simulation.forms import NOT_INHERITED, LLMSettingsForm, ReplayForm, SimulationForm, initial_from
 from chronicle.simulation.models import Simulation
 
 CONTROLS = {
@@ -43,14 +44,27 @@ def simulation_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def simulation_create(request: HttpRequest) -> HttpResponse:
-    form = SimulationForm(request.POST or None, owner=request.user,
-                          initial={"scenario": request.GET.get("scenario")} if request.GET.get("scenario") else None)
+    form = SimulationForm(request.POST or None, owner=request.user, initial=_create_initial(request))
     if request.method == "POST" and form.is_valid():
         simulation = services.simulation_start(owner=request.user, scenario=form.cleaned_data["scenario"],
                                                cast=form.cleaned_data["cast"], settings=form.simulation_settings(),
                                                sequel_of=form.cleaned_data.get("sequel_of"))
         return redirect("simulation_detail", pk=simulation.pk)
     return TemplateResponse(request, "chronicle/simulation_create.html", {"form": form})
+
+
+def _create_initial(request: HttpRequest) -> dict | None:
+    """The new-run form's starting values: a scenario's own run settings ("Run this scenario"), or a
+    finished run's settings for its sequel ("Start a sequel")."""
+    scenario, sequel_of = request.GET.get("scenario", ""), request.GET.get("sequel_of", "")
+    if sequel_of.isdigit():
+        parent = get_object_or_404(Simulation.objects.owned_by(request.user), pk=sequel_of)
+        settings = {name: getattr(parent, name) for name in services.SETTING_FIELDS if name not in NOT_INHERITED}
+        return initial_from(settings) | {"scenario": parent.scenario_id, "sequel_of": parent.pk}
+    if scenario.isdigit():
+        chosen = Scenario.objects.owned_by(request.user).filter(pk=scenario).first()
+        return initial_from(chosen.run_settings if chosen else {}) | {"scenario": scenario}
+    return None
 
 
 @login_required

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from chronicle.forms import ScenarioForm
 from chronicle.models import Character, Scenario
-from chronicle.selectors import scenario_preview_sections
+from chronicle.selectors import run_settings_rows, scenario_preview_sections
 from chronicle.services.scenarios import (scenario_create as create_scenario,
                                           scenario_delete as delete_scenario, scenario_request_preview,
                                           scenario_update)
@@ -112,7 +112,9 @@ def _preview_context(scenario: Scenario) -> dict:
 @login_required
 @require_GET
 def scenario_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    return TemplateResponse(request, "chronicle/scenario_detail.html", _preview_context(_owned(request, pk)))
+    scenario = _owned(request, pk)
+    context = _preview_context(scenario) | {"run_settings": run_settings_rows(settings=scenario.run_settings)}
+    return TemplateResponse(request, "chronicle/scenario_detail.html", context)
 
 
 @login_required
