@@ -95,4 +95,4 @@ def scenario_export(scenario: Scenario) -> dict:
             "cast": [c.name for c in cast], "pair_notes": scenario.pair_notes or {},
         },
         "characters": [character_to_wonda(c) for c in cast],
-    }
+    } | ({"settings": scenario.run_settings} if scenario.run_settings else {})  # how it runs, as it came in

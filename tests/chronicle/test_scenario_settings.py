@@ -39,6 +39,8 @@ def test_an_imported_scenario_keeps_its_settings_and_runs_with_every_one_of_them
     scenario = Scenario.objects.owned_by(user).get()
     assert scenario.run_settings == settings
 
+    exported = json.loads(client.get(reverse("scenario_export", args=[scenario.pk])).content)
+    assert exported["settings"] == settings  # and out again with the scenario
     page = client.get(reverse("scenario_detail", args=[scenario.pk])).content.decode()
     assert "How it runs" in page and 'id="run-scenario"' in page
     assert f"{reverse('simulation_create')}?scenario={scenario.pk}" in page
