@@ -36,6 +36,7 @@ from chronicle.simulation.services import (
     simulation_settings_errors,
 )
 from memory.models import Memory, MemoryBank
+from memory.tools import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS
 from memory.relationships import standing
 from memory.services import bank_delete
 from wonda_site.celery import app as celery_app
@@ -168,6 +169,11 @@ def settings_for(*, title: str, file_settings: dict, script: list, turns: int | 
         values["script"] = script
         values.setdefault("provider", Simulation.Provider.REPLAY)
         values.setdefault("max_turns", len(script))
+        # A recorded model was offered the tools it called: the replay offers them too.
+        called = {call.get("name") for line in script for reply in line.get("replies") or []
+                  for call in reply.get("tool_calls") or [] if isinstance(call, dict)}
+        if called - set(DEFAULT_SIMULATION_TOOLS) and "tool_set" not in file_settings:
+            values["tool_set"] = [name for name in SIMULATION_TOOLS if name in called or name in DEFAULT_SIMULATION_TOOLS]
     values.setdefault("provider", django_settings.LLM_PROVIDER)
     if values["provider"] == Simulation.Provider.OPENAI:
         values.setdefault("base_url", django_settings.LLM_BASE_URL)

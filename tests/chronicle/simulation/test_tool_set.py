@@ -14,7 +14,7 @@ from chronicle.simulation.forms import SimulationForm
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
-from memory.tools import READ_TOOLS, SIMULATION_TOOLS, WRITE_TOOLS
+from memory.tools import DEFAULT_SIMULATION_TOOLS, READ_TOOLS, SIMULATION_TOOLS, WRITE_TOOLS
 from tests.chronicle.simulation.fake_openai import error, ok, tool_call
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
@@ -37,12 +37,16 @@ def offered(request: dict) -> set[str]:
     return {t["function"]["name"] for t in request.get("tools") or []}
 
 
-def test_by_default_every_read_and_write_tool_is_offered(user, dinner, server):
-    server.script(ok("Hello."))
+def test_by_default_the_six_most_used_tools_are_offered_and_every_tool_can_be(user, dinner, server):
+    server.script(ok("Hello."), ok("Hi."))
     simulation = start(user, dinner, server)
-    assert simulation.tool_set == SIMULATION_TOOLS
+    assert simulation.tool_set == DEFAULT_SIMULATION_TOOLS
     assert run(simulation) == "done"
-    assert offered(server.requests[0]) == set(READ_TOOLS) | set(WRITE_TOOLS)
+    assert offered(server.requests[0]) == {"query_self", "query_scene", "query_character", "query_memory",
+                                           "recall_facts", "recall_interactions"}
+    everything = start(user, dinner, server, tool_set=list(SIMULATION_TOOLS))
+    assert run(everything) == "done"
+    assert offered(server.requests[-1]) == set(READ_TOOLS) | set(WRITE_TOOLS)
 
 
 def test_a_narrowed_tool_set_is_what_the_model_is_offered(user, dinner, server):
@@ -80,7 +84,7 @@ def test_form_memory_in_a_turn_is_stored_with_the_turn_and_recalled_later(user, 
         ok("Sure."),  # turn 2 (Jordan)
         ok(tool_calls=[tool_call("recall_facts", {"topic": "when does the trattoria close?"})]),  # turn 3 (Sam)
         ok("Hm."))
-    simulation = start(user, dinner, server)
+    simulation = start(user, dinner, server, tool_set=list(SIMULATION_TOOLS))
     assert run(simulation, 0) == "done"
     turn = simulation.turns.get(index=0)
     formed = Memory.objects.in_bank(simulation.bank).get(category="formed")
@@ -97,7 +101,7 @@ def test_form_memory_in_a_turn_is_stored_with_the_turn_and_recalled_later(user, 
 def test_a_failed_attempt_leaves_no_written_memory_and_the_redo_writes_once(user, dinner, server):
     remember = tool_call("form_memory", {"content": "I promised to book the table.", "importance": 7})
     server.script(ok(tool_calls=[remember]), error(400, "bad request"))  # the model fails after asking to write
-    simulation = start(user, dinner, server)
+    simulation = start(user, dinner, server, tool_set=list(SIMULATION_TOOLS))
     assert run(simulation) == "failed"
     assert not Memory.objects.in_bank(simulation.bank).filter(category="formed").exists()
 
@@ -108,7 +112,7 @@ def test_a_failed_attempt_leaves_no_written_memory_and_the_redo_writes_once(user
 
 
 def test_reinforce_and_associate_apply_to_the_agents_own_memories_at_the_end_of_the_turn(user, dinner, server):
-    simulation = start(user, dinner, server)
+    simulation = start(user, dinner, server, tool_set=list(SIMULATION_TOOLS))
     own = list(Memory.objects.in_bank(simulation.bank).filter(agent="Alex", kind="character").order_by("pk")[:2])
     before = own[0].decay_rate
     server.script(ok(tool_calls=[tool_call("reinforce_memory", {"memory_id": own[0].pk}),
@@ -122,7 +126,7 @@ def test_reinforce_and_associate_apply_to_the_agents_own_memories_at_the_end_of_
 
 
 def test_an_agent_cannot_reinforce_someone_elses_memory(user, dinner, server):
-    simulation = start(user, dinner, server)
+    simulation = start(user, dinner, server, tool_set=list(SIMULATION_TOOLS))
     other = Memory.objects.in_bank(simulation.bank).filter(agent="Sam").first()
     server.script(ok(tool_calls=[tool_call("reinforce_memory", {"memory_id": other.pk})]), ok("Hm."))
     assert run(simulation) == "done"
@@ -187,10 +191,12 @@ def test_the_run_page_says_which_tools_and_options_the_run_has(user, dinner, cli
     def inputs(name: str) -> list[str]:
         return re.findall(rf'<(?:input|option)[^>]*(?:name="{name}"|value="{name}")[^>]*>', page)
 
-    # A new run: pre-populate, every tool ticked, turn boost and synonyms on, scene context off.
+    # A new run: pre-populate, every tool on offer and the default six ticked, turn boost and
+    # synonyms on, scene context off.
     assert (mode := inputs("prepopulate")) and all("selected" in tag for tag in mode)
-    tools = inputs("tool_set")
-    assert len(tools) == len(SIMULATION_TOOLS) and all("checked" in tag for tag in tools)
+    assert len(inputs("tool_set")) == len(SIMULATION_TOOLS)
+    ticked = {name for name in SIMULATION_TOOLS if any("checked" in tag for tag in inputs(name))}
+    assert ticked == set(DEFAULT_SIMULATION_TOOLS)
     assert "checked" in inputs("query_temporal")[0] and "checked" in inputs("query_synonyms")[0]
     assert "checked" not in inputs("query_context")[0]
 
