@@ -11,7 +11,7 @@ from chronicle.simulation.models import Simulation
 from chronicle.writing import selectors, services
 from chronicle.writing.selectors import PREPOPULATE_REACH, TOOL_REACH
 from memory.models import Memory
-from memory.tools import READ_TOOLS, REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS, ToolContext, call_tool
+from memory.tools import DEFAULT_SIMULATION_TOOLS, READ_TOOLS, REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS, ToolContext, call_tool
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -68,7 +68,7 @@ def test_the_prepopulate_table_is_what_the_engine_injects(finished, monkeypatch)
 
 
 def test_with_the_default_tools_every_kind_is_reachable_and_really_reached(user, finished):
-    assert finished.tool_set == list(SIMULATION_TOOLS)
+    assert finished.tool_set == list(DEFAULT_SIMULATION_TOOLS)
     reach = selectors.reach(finished)
     assert reach.unreachable() == []
     # The tool the table names for each kind and owner returns the memory the writer formed.
