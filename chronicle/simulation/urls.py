@@ -7,6 +7,7 @@ urlpatterns = [
     path("", views.simulation_list, name="simulation_list"),
     path("new/", views.simulation_create, name="simulation_create"),
     path("demo/", views.simulation_demo, name="simulation_demo"),
+    path("test-connection/", views.simulation_test_connection, name="simulation_test_connection"),
     path("<int:pk>/", views.simulation_detail, name="simulation_detail"),
     path("<int:pk>/llm/", views.simulation_llm, name="simulation_llm"),
     path("<int:pk>/delete/", views.simulation_delete, name="simulation_delete"),

@@ -22,6 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from chronicle.models import Scenario
 from chronicle.simulation import selectors, services
 from chronicle.simulation.beliefs import who_believes
+from chronicle.simulation.connection import check_connection
 from chronicle.simulation.forms import NOT_INHERITED, LLMSettingsForm, ReplayForm, SimulationForm, initial_from
 from chronicle.simulation.models import Simulation
 
@@ -65,6 +66,21 @@ def _create_initial(request: HttpRequest) -> dict | None:
         chosen = Scenario.objects.owned_by(request.user).filter(pk=scenario).first()
         return initial_from(chosen.run_settings if chosen else {}) | {"scenario": scenario}
     return None
+
+
+@login_required
+@require_POST
+def simulation_test_connection(request: HttpRequest) -> HttpResponse:
+    """"Test connection" beside the model settings: the server's models, one tiny reply, tool calling.
+    A paused run's blank key field means its stored key (as saving the form would)."""
+    key = request.POST.get("api_key", "")
+    run = request.POST.get("simulation", "")
+    if not key and run.isdigit():
+        key = getattr(Simulation.objects.owned_by(request.user).filter(pk=run).first(), "api_key", "") or ""
+    report = check_connection(base_url=request.POST.get("base_url", ""), model=request.POST.get("model", "").strip(),
+                              api_key=key)
+    template = "chronicle/simulation/_connection.html" if request.htmx else "chronicle/simulation/connection_page.html"
+    return TemplateResponse(request, template, {"report": report})
 
 
 @login_required

@@ -88,6 +88,7 @@ class FakeOpenAI:
         self.judgement: str | None = None
         self.scored: list[dict] = []
         self.count_usage = count_usage
+        self.models = ["fake-model"]  # what GET /models lists
         self.counted: list[int] = []
         self.replies: list[Reply] = []
         self.requests: list[dict] = []
@@ -98,6 +99,16 @@ class FakeOpenAI:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # quiet
                 pass
+
+            def do_GET(self):
+                found = self.path.endswith("/models")
+                payload = json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in fake.models]}
+                                     if found else {"error": {"message": f"unknown path {self.path}"}}).encode()
+                self.send_response(200 if found else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)

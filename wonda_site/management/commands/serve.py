@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.core.management import BaseCommand
 
+from chronicle.simulation.connection import local_servers
+
 BACKOFF_S = (1, 2, 5, 10, 30)  # waits before each restart in a row; a child up for STEADY_S starts over
 STEADY_S = 60
 
@@ -58,6 +60,9 @@ class Command(BaseCommand):
         for child in children:
             child.start()
         self.stdout.write(self.style.SUCCESS(f"Wonda is starting on http://{addr}/  (Ctrl-C stops it)"))
+        for name, url in local_servers():
+            self.stdout.write(f"Found a local model server: {name} at {url}. A new run's Model settings can use it "
+                              "(provider openai, that base URL; Test connection lists its models).")
         if settings.DEBUG:
             self.stdout.write(self.style.WARNING(
                 "Development mode (DEBUG=1): error pages show code, settings and every URL. In production run with "
