@@ -329,3 +329,15 @@ def test_the_bank_id_and_how_another_program_reaches_it_are_on_the_run_and_bank_
         assert f"Memory bank <strong>#{bank}</strong>" in page
         assert f"http://testserver/api/banks/{bank}/recall" in page and "\"agent\": \"Alex\"" in page
         assert f"/mcp?bank={bank}&amp;agent=Alex" in page and reverse("api_tokens") in page
+
+
+@pytest.mark.django_db
+def test_the_run_page_leads_with_the_scene_and_says_plainly_a_dry_run_is_one(user, dinner, client_for):
+    simulation = started(user, dinner, max_turns=1)
+    run_turn_task.apply(args=(simulation.pk, 0))
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert 'id="dry-run-note"' in page and "no model speaks here" in page and "Test connection" in page
+    # Figures and settings fold into closed panels a writer opens on purpose (the saving here is negative,
+    # which used to open "Why this figure" above the dialogue).
+    assert '<details class="small tokens" id="token-total">' in page and '<details id="token-why">' in page
+    assert '<details class="muted small" id="run-settings-panel">' in page
