@@ -35,11 +35,12 @@ def test_exclude_regenerate_polish_and_export(logged_in_page, celery_worker, sho
     expect(page.locator(f"#search {cited}")).to_be_visible()
     shot(page, "writer-00-ask-as-alex")
 
-    # The memory Alex's line rests on ("this is on my mind: …"): one of those its tools returned.
-    line = page.locator("blockquote.utterance").first.inner_text()
+    # The memory Alex's line rests on (said in its own words: "what I want is to …"): one of those
+    # its tools returned.
+    line = page.locator("blockquote.utterance").first.inner_text().lower()
     rows = page.locator(".retrieval tr.memory-result")
     used = next(i for i in range(rows.count())
-                if rows.nth(i).locator("td").nth(1).inner_text().split("\n")[0][:40] in line)
+                if rows.nth(i).locator("td").nth(1).inner_text().split("\n")[0].split(": ", 1)[-1][:30].lower() in line)
     first = rows.nth(used)
     quoted = first.locator("td").nth(1).inner_text().split("\n")[0]
     first.get_by_role("button", name="Exclude").click()

@@ -24,6 +24,36 @@ def _short(text: str, width: int = 110) -> str:
     return textwrap.shorten(" ".join((text or "").split()), width=width, placeholder="…")
 
 
+# A sheet memory's label → how the character says it of itself (memory.seeding's wording).
+FIRST_PERSON = (("My goals: ", "what I want is to {}."), ("My traits: ", "I'm {}."), ("I value ", "what matters to me is {}."),
+                ("My skills: ", "I'm good at {}."), ("My secret: ", "between us: {}"), ("My situation: ", "{}"),
+                ("My personality: ", "{}"))
+
+
+def _clause(text: str, width: int) -> str:
+    """The text up to `width` characters, cut at a clause or word, with no mark of the cut."""
+    text = " ".join((text or "").split())
+    if len(text) <= width:
+        return text.rstrip(" .")
+    head = text[:width]
+    cut = max(head.rfind(mark) for mark in (",", ";", ":", " —", "."))
+    return (head[:cut] if cut > width // 2 else head.rsplit(" ", 1)[0]).rstrip(" .,;:")
+
+
+def first_person(fact: str) -> str:
+    """What the agent knows, said as itself: "My goals: get everyone fed" → "what I want is to get
+    everyone fed."; "Oren told me: …" and what it knows of others are said as they are."""
+    fact = re.sub(r"^\(turn \d+\)\s*", "", re.sub(r"\s*\(weak match\)$", "", " ".join(fact.split())))
+    for label, said in FIRST_PERSON:
+        if fact.startswith(label):
+            rest = _clause(fact[len(label):], 140)
+            return said.format(rest[:1].lower() + rest[1:] if label != "My secret: " else rest)
+    if " told me: " in fact:
+        teller, _, claim = fact.partition(" told me: ")
+        return f"{teller} told me {_clause(claim, 140)}."
+    return f"I keep thinking about this: {_clause(fact, 140)}."
+
+
 def _strip_label(text: str) -> str:
     return re.sub(r"^(Location|Atmosphere|Time|Situation):\s*", "", text or "").rstrip(".")
 
@@ -112,10 +142,8 @@ class ScriptedProvider(Provider):
         scene = [m["content"] for m in results.get("query_scene", [])] + injected.get("where you are", [])
         # What its tools brought back from beyond its transcript first; then the last line it reads
         # there (the tools leave the window's lines out), once it has spoken before.
+        # (The transcript it reads is not repeated back: a line answers it, it does not quote it.)
         episodes = list(results.get("query_memory", []))
-        if not hints.first_turn_of_agent:
-            episodes += [{"content": f"{speaker} said: {text}", "turn": str(number)}
-                         for number, speaker, text in reversed(hints.transcript[-8:]) if speaker != hints.agent][:1]
         for line in injected.get("recent events", []):
             match = re.match(r"\(turn (\d+)\) (.*)", line)
             if match:
@@ -153,36 +181,40 @@ class ScriptedProvider(Provider):
                 break
         location = next((_strip_label(s) for s in scene if s.startswith("Location")), _strip_label(scene[0]) if scene else "")
 
-        # Quote the most relevant earlier line spoken by someone else, with its turn number.
-        spoken = [m for m in episodes if m.get("turn") and " said: " in m["content"]
-                  and not m["content"].startswith(f"{hints.agent} said:")]
-        # A line that itself quotes an earlier one is quoted by its own words only, so quotes never nest.
-        quoted = next((m for m in spoken if ' you said "' not in m["content"]), spoken[0] if spoken else None)
-        if quoted:
-            speaker, _, said = quoted["content"].partition(" said: ")
-            said = said.rpartition('" — ')[2] if ' you said "' in said else said
-            head = f'{speaker}, on turn {quoted["turn"]} you said "{_short(said, 60)}" — I\'m {name}'
-            if facts:
-                # A different thing it knows each turn (what recall_facts found on the topic), so a
-                # long dry run says varied lines that touch the character's goals, values and lore.
-                fact = facts[hints.index % len(facts)]
-                line = f"{head}, and this is on my mind: {_short(fact, 140)}"
-                # A secret is whispered to the one addressed (stage.deliver: only they hear it), and so
-                # is a belief the writer planted (gossip starts in a whisper; "X told me: …" is said aloud).
-                secret = fact.startswith("My secret") or (fact in believed and " told me: " not in fact)
-                return f"*whispers to {speaker}* {line}" if secret else line
-            return f"{head}, and I have been thinking about that" + (f" here at {_short(location, 60)}." if location else ".")
+        addressee = next((speaker for _n, speaker, _t in reversed(hints.transcript) if speaker and speaker != hints.agent),
+                         None)
+        if addressee is not None and not hints.first_turn_of_agent:
+            return self._answer(hints, addressee, episodes, facts, believed)
         if identity:
             # "You are Alex, a pragmatic project manager. Archetype: …" → "a pragmatic project manager"
             first = re.split(r"(?<=[.!?])\s", identity[0], maxsplit=1)[0]
             me = re.sub(r"^You are [^,.]+[,.]?\s*", "", first).rstrip(".")
-            line = f"Hello, I'm {name}" + (f", {_short(me, 80)}." if me else ".")
-            if location:
-                line += f" So here we are: {_short(location, 80)}."
+            line = f"Hello, I'm {name}" + (f", {_clause(me, 80)}." if me else ".")
+            if location:  # the place, not its whole description ("…: a comfortable sofa, …")
+                line += f" So here we are: {_clause(location.split(':')[0], 80)}."
             if hints.others:
                 line += f" {', '.join(hints.others)}, shall we begin?"
             return line
         return f"I'm {name}. I don't remember much yet, so tell me: where are we?"
+
+    def _answer(self, hints: TurnHints, addressee: str, episodes: list[dict], facts: list[str],
+                believed: list[str]) -> str:
+        """A later turn: a short first-person answer to whoever spoke last, built from what the agent
+        recalled: an earlier line it remembers (beyond what it reads), or a different thing it knows
+        each turn (its goals, values, lore), so a long dry run touches the whole sheet."""
+        recalled = next((m for m in episodes if m.get("turn") and " said: " in m["content"]
+                         and not m["content"].startswith(f"{hints.agent} said:")), None)
+        fact = facts[hints.index % len(facts)] if facts else ""
+        if recalled is not None and (not fact or hints.index % 2 == 0):
+            speaker, _, said = recalled["content"].partition(" said: ")
+            return f"{addressee}, I remember {speaker} saying “{_clause(said, 80)}”."
+        if not fact:
+            return f"{addressee}, I hear you. Give me a moment to think about that."
+        line = f"{addressee}, {first_person(fact)}"
+        # A secret is whispered to the one addressed (stage.deliver: only they hear it), and so is a
+        # belief the writer planted (gossip starts in a whisper; "X told me: …" is said aloud).
+        secret = fact.startswith("My secret") or (fact in believed and " told me: " not in fact)
+        return f"*whispers to {addressee}* {line}" if secret else line
 
     # ---- reflection (memory.reflection's prompts) ------------------------------------------------
     def complete(self, prompt: str) -> str:

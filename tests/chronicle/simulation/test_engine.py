@@ -47,7 +47,7 @@ def test_scripted_turns_discover_then_recall(user, dinner):
     assert facts.tool == "recall_facts" and facts.query[:40] == turns[2].utterance[:40]
     # Turns 1-3 are in Alex's transcript: the tool does not hand those lines back again.
     assert retrieval.results and not any(r["kind"] == "episodic" and r["turn"] in (1, 2, 3) for r in retrieval.results)
-    assert "on turn 3 you said" in fourth.utterance  # the line it answers, read in its transcript
+    assert fourth.utterance.startswith("Sam, ")  # it answers turn 3's speaker, whose line it reads
     for r in retrieval.results:
         assert set(r) >= {"rank", "score", "components", "matched_key", "content"}
     # The agent read seed 000's response format, turn numbers included.
@@ -101,7 +101,9 @@ def test_prepopulate_mode_injects_memories_and_records_them(user, dinner, monkey
     assert "## Where you are" in system and "## Recent events" in system
     assert set(turn.retrievals.values_list("tool", flat=True)) == {"prepopulate"}
     assert not any(m.get("tool_calls") for m in turn.prompt_messages)
-    assert "on turn" in turn.utterance
+    # The dry-run line says, in Alex's own words, a memory it was given just above.
+    said = turn.utterance.split(", ", 1)[1].split(" is to ", 1)[-1].rstrip(".")
+    assert turn.utterance.startswith("Sam, ") and said[:30] in system
 
 
 @pytest.mark.django_db

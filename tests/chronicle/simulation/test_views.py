@@ -337,7 +337,6 @@ def test_the_run_page_leads_with_the_scene_and_says_plainly_a_dry_run_is_one(use
     run_turn_task.apply(args=(simulation.pk, 0))
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert 'id="dry-run-note"' in page and "no model speaks here" in page and "Test connection" in page
-    # Figures and settings fold into closed panels a writer opens on purpose (the saving here is negative,
-    # which used to open "Why this figure" above the dialogue).
+    # Figures and settings fold into closed panels a writer opens on purpose, a negative saving too.
     assert '<details class="small tokens" id="token-total">' in page and '<details id="token-why">' in page
     assert '<details class="muted small" id="run-settings-panel">' in page

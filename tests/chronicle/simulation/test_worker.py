@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import os
 import signal
 import time
@@ -52,16 +54,16 @@ def test_full_scripted_run_through_a_real_worker(celery_worker, user, client_for
         earlier = {t.number: t for t in turns if t.index < turn.index}
         # Every earlier line is in the agent's transcript window, so the tool hands none of them back…
         assert retrieval.results and not any(r["kind"] == "episodic" and r["turn"] in earlier for r in retrieval.results)
-        # …and the agent answers the last line another said, which it reads there.
+        # …and the agent answers whoever spoke last, by name, without quoting what it reads there.
         last = max(n for n, t in earlier.items() if t.agent != turn.agent)
-        assert f"on turn {last} you said" in turn.utterance
-        assert turn.utterance.count('"') == 2
+        assert turn.utterance.startswith(f"{earlier[last].agent}, ") and "you said" not in turn.utterance
+        assert not any(t.utterance[:40] in turn.utterance for t in earlier.values())
     # Every tool call has its Retrieval row.
     calls = sum(len(m.get("tool_calls") or []) for t in turns for m in t.prompt_messages)
     assert calls == Retrieval.objects.filter(turn__simulation=simulation).count() == 3 * 4 + 3 * 2
     assert all(t.worker for t in turns)
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
-    assert "dry run" in page and turns[5].utterance.split('"')[0] in page.replace("&quot;", '"')
+    assert "dry run" in page and turns[5].utterance in html.unescape(page)
 
 
 def test_pause_resume_and_cancel(celery_worker, user):

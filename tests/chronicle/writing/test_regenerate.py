@@ -19,6 +19,11 @@ def tool_text(turn: Turn) -> str:
     return "\n".join(m.get("content") or "" for m in turn.prompt_messages if m["role"] in ("system", "tool"))
 
 
+def said_in(content: str, line: str) -> bool:
+    """Whether a dry run's line says this memory: its words after their label ("My goals: …")."""
+    return content.split(": ", 1)[-1][:30].lower() in line.lower()
+
+
 def quoted_memory(turn: Turn) -> dict:
     retrieval = turn.retrievals.get(tool="query_memory")
     return retrieval.results[0]
@@ -26,8 +31,8 @@ def quoted_memory(turn: Turn) -> dict:
 
 def test_excluded_memory_stays_out_of_the_regenerated_turn(user, finished):
     turn = finished.turns.get(index=3)
-    # The memory the line rests on: what the agent read and quoted ("this is on my mind: …").
-    top = next(r for retrieval in turn.retrievals.all() for r in retrieval.results if r["content"][:40] in turn.utterance)
+    # The memory the line rests on: what the agent read and says in its own words ("what I want is to …").
+    top = next(r for retrieval in turn.retrievals.all() for r in retrieval.results if said_in(r["content"], turn.utterance))
     assert top["content"] in tool_text(turn)  # the original run read it
     services.override_toggle(turn=turn, kind="exclude", memory_id=top["memory_id"], actor=user, on=True)
 
@@ -62,7 +67,7 @@ def test_regenerating_from_n_keeps_earlier_turns_and_changes_later_ones(user, di
     turn = finished.turns.get(index=10)
     quoted = next(Memory.objects.get(pk=r["memory_id"]) for r in turn.retrievals.get(tool="query_memory").results
                   if r["kind"] == "episodic" and r["turn"] == 1)
-    assert f'on turn 1 you said "{quoted.content.partition(": ")[2][:20]}' in turn.utterance
+    assert f'I remember Alex saying “{quoted.content.partition(": ")[2][:20]}' in turn.utterance
     services.memory_edit(simulation=finished, memory=quoted, actor=user,
                          content="Alex said: Let us just order a pizza and stay in.")
 

@@ -1,0 +1,31 @@
+"""The dry run's lines: short first-person sentences built from what the character recalled, never a
+quote of the transcript it reads, a turn number or a marker meant for the model."""
+
+from __future__ import annotations
+
+import pytest
+
+from chronicle.simulation.providers.base import TurnHints
+from chronicle.simulation.providers.scripted import ScriptedProvider, first_person
+
+
+@pytest.mark.parametrize("fact, said", [
+    ("My goals: get everyone fed before nine, pick a place all three can enjoy.",
+     "what I want is to get everyone fed before nine, pick a place all three can enjoy."),
+    ("My traits: warm, impulsive, generous.", "I'm warm, impulsive, generous."),
+    ("I value honesty, good food.", "what matters to me is honesty, good food."),
+    ("(turn 4) Oren told me: Bella's is closing. (weak match)", "Oren told me Bella's is closing."),
+    ("Sam is vegetarian and careful with money. (weak match)",
+     "I keep thinking about this: Sam is vegetarian and careful with money."),
+])
+def test_what_a_character_knows_is_said_as_itself_without_markers(fact, said):
+    assert first_person(fact) == said
+
+
+def test_a_later_line_answers_the_last_speaker_without_quoting_what_it_reads():
+    transcript = [(1, "Alex", "Thai or Italian tonight?"), (2, "Jordan", "Italian, obviously, Bella's!")]
+    hints = TurnHints(agent="Sam", others=["Alex", "Jordan"], index=3, first_turn_of_agent=False,
+                      transcript=transcript, max_tool_calls=0)
+    line = ScriptedProvider().compose(hints, {"recall_facts": [{"content": "I value a fair price. (weak match)"}]}, {})
+    assert line == "Jordan, what matters to me is a fair price."
+    assert not any(text[:15] in line for _n, _s, text in transcript) and "turn" not in line
