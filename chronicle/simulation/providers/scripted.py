@@ -205,7 +205,9 @@ class ScriptedProvider(Provider):
         recalled = next((m for m in episodes if m.get("turn") and " said: " in m["content"]
                          and not m["content"].startswith(f"{hints.agent} said:")), None)
         fact = facts[hints.index % len(facts)] if facts else ""
-        if recalled is not None and (not fact or hints.index % 2 == 0):
+        # News it believes is passed on (compose picks it every other turn); else an earlier line it
+        # remembers, on those turns, and what it knows on the others.
+        if recalled is not None and (not fact or (hints.index % 2 == 0 and fact not in believed)):
             speaker, _, said = recalled["content"].partition(" said: ")
             return f"{addressee}, I remember {speaker} saying “{_clause(said, 80)}”."
         if not fact:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 
 import pytest
@@ -21,7 +23,7 @@ def tool_text(turn: Turn) -> str:
 
 def said_in(content: str, line: str) -> bool:
     """Whether a dry run's line says this memory: its words after their label ("My goals: …")."""
-    return content.split(": ", 1)[-1][:30].lower() in line.lower()
+    return re.sub(r"^[A-Z][\w ']{0,30}: ", "", content)[:30].lower() in line.lower()
 
 
 def quoted_memory(turn: Turn) -> dict:
