@@ -56,7 +56,7 @@ class SimulationForm(forms.ModelForm):
     weight_similarity = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: similarity")
     weight_recency = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: recency")
     weight_importance = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: importance")
-    api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False),
+    api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False), label="API key",
                               help_text="Stored encrypted for the workers; shown back only as a hint (sk-…abcd).")
     tool_set = forms.MultipleChoiceField(
         choices=[(n, _tool_label(n)) for n in SIMULATION_TOOLS], required=False, widget=forms.CheckboxSelectMultiple,

@@ -49,6 +49,7 @@ def test_the_button_answers_on_the_new_run_page_and_without_javascript(user, cli
     client = client_for(user)
     page = client.get(reverse("simulation_create")).content.decode()
     assert 'name="test_connection"' in page and reverse("simulation_test_connection") in page
+    assert ">API key<" in page and "Api key" not in page  # the model settings in plain words
     server.script(ok("OK"), ok(tool_calls=[tool_call("get_time")]))
     fragment = client.post(reverse("simulation_test_connection"),
                            {"base_url": server.base_url, "model": "fake-model"}, **HX).content.decode()
