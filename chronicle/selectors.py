@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.core.exceptions import FieldDoesNotExist
+
 from chronicle.models import Character, Scenario
 from chronicle.simulation.models import Simulation
 from memory.models import Memory
@@ -65,7 +67,7 @@ def run_settings_rows(*, settings: dict) -> list[tuple[str, str]]:
     for name, value in settings.items():
         try:
             label = str(Simulation._meta.get_field(name).verbose_name)
-        except Exception:  # a key the import refused is never stored; an old row may hold one
+        except FieldDoesNotExist:  # a key the import refused is never stored; an old row may hold one
             continue
         if isinstance(value, bool):
             value = "yes" if value else "no"

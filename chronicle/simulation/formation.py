@@ -268,6 +268,7 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
     # Each witness's last line before it: a direction is also found by what was said just before.
     before = earlier_lines(simulation.bank_id, list(dict.fromkeys([*present, *(d.who for d in directions if d.who)])),
                            number)
+    place = scene_place(simulation)
     made = 0
     with transaction.atomic():
         for direction in directions:
@@ -277,26 +278,24 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
                 memories_supersede(bank=simulation.bank, agents=witnesses, turn=number, stage__who=direction.who)
             # A time skip says what it is in the words one asks with ("how much time passed?").
             content = f"Time passed: {direction.text}" if direction.minutes else direction.text
-            moment = stage_moment(simulation, number, content, who=direction.who)
+            away = [name for name in simulation.cast_names if name not in present and name != direction.who]
+            moment = stage_moment(content, place=place, when=(simulation.scenario_snapshot or {}).get("time_of_day", ""),
+                                  away=away)
             for name in witnesses:
                 line = before.get(name)
                 memory_create(bank=simulation.bank, content=content, agent=name, kind="observation",
                               category="stage", source="earned", turn=number, importance=6.0, about=direction.who,
-                              location=scene_place(simulation),
-                              participants=witnesses, metadata={"stage": direction.as_dict()},
+                              location=place, participants=witnesses, metadata={"stage": direction.as_dict()},
                               keys=[moment, *([f"{content.rstrip('.')}, just after — {line[0][1]}"] if line else [])])
                 made += 1
     return made
 
 
-def stage_moment(simulation: Simulation, number: int, content: str, *, who: str = "") -> str:
+def stage_moment(content: str, *, place: str, when: str, away: list[str]) -> str:
     """A direction with its moment, as one of its keys: where and when it happened and who was away
     then. The writer's words are short ("Ingrid goes out"); one asks about them by their moment
     ("what happened while Ingrid was out?", "who went outside during breakfast?")."""
-    place = scene_place(simulation)
-    when = ((simulation.scenario_snapshot or {}).get("time_of_day") or "").strip()
-    away = [name for name in simulation.cast_names if name not in simulation.present_at(number) and name != who]
-    parts = [", ".join(x for x in [place, when] if x)]
+    parts = [", ".join(x for x in [place, (when or "").strip()] if x)]
     if away:
         parts.append(f"while {' and '.join(away)} {'was' if len(away) == 1 else 'were'} away")
     return " — ".join([content.rstrip("."), *(p for p in parts if p)])

@@ -280,13 +280,13 @@ def simulation_more_turns(*, simulation: Simulation, turns: int | None) -> Simul
         locked.max_turns = min(UNTIL_PAUSED, max(locked.max_turns, start + turns))
         # Paused, it pauses again after them; completed, it completes after them.
         locked.pause_after = start + turns if locked.status == Simulation.Status.PAUSED else None
-    was_paused = locked.status == Simulation.Status.PAUSED
+    paused = locked.status == Simulation.Status.PAUSED
+    if not paused:
+        locked.status = Simulation.Status.RUNNING
     locked.full_clean()
-    locked.save(update_fields=["max_turns", "pause_after", "updated"])
-    if was_paused:
+    locked.save(update_fields=["max_turns", "pause_after", "status", "updated"])
+    if paused:
         return simulation_resume(simulation=locked)
-    locked.status = Simulation.Status.RUNNING
-    locked.save(update_fields=["status", "updated"])
     queue_next(locked)
     return locked
 

@@ -1,7 +1,10 @@
 from django import template
+from django.conf import settings
+from django.urls import reverse
 from django.utils.html import format_html
 
 from chronicle.forms import knowledge_rows as _knowledge_rows
+from chronicle.writing.analytics import KIND_COLOURS
 
 register = template.Library()
 
@@ -38,8 +41,6 @@ STAGE_COLOUR = "#e07b00"
 @register.simple_tag
 def kind_icon(kind: str, category: str = "") -> str:
     """A world event or an entrance (a stage direction) has its own mark, else the kind's colour."""
-    from chronicle.writing.analytics import KIND_COLOURS
-
     if kind == "observation" and category == "stage":
         return format_html('<span class="kind-dot stage-dot" style="background:{}"></span>', STAGE_COLOUR)
     return format_html('<span class="kind-dot" style="background:{}"></span>', KIND_COLOURS.get(kind, "#9a9a9a"))
@@ -66,9 +67,6 @@ def note_lines(note: str) -> list[str]:
 @register.inclusion_tag("chronicle/_bank_access.html", takes_context=True)
 def bank_access(context, bank, agent: str = ""):
     """A bank's id, with what another program needs to use it: an HTTP API call and an MCP address."""
-    from django.conf import settings
-    from django.urls import reverse
-
     request = context.get("request")
     host = request.get_host().split(":")[0] if request is not None else "127.0.0.1"
     origin = request.build_absolute_uri("/").rstrip("/") if request is not None else "http://127.0.0.1:8000"

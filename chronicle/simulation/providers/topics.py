@@ -35,10 +35,6 @@ def _stem(word: str) -> str:
     return word[:-1] if word.endswith("s") and not word.endswith("ss") and len(word) > 4 else word
 
 
-def _words(text: str) -> set[str]:
-    return {_stem(w) for w in WORD.findall(text)} - COMMON
-
-
 def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> list[tuple[str, list[int]]]:
     """The `limit` topics the statements keep coming back to, each with the statements that raise it
     (their numbers, at most three, one per person first). A statement's own speaker and the agent
