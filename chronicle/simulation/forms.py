@@ -21,7 +21,7 @@ from memory.tools import DEFAULT_SIMULATION_TOOLS, REGISTRY, SIMULATION_TOOLS, W
 
 # The form's own fields for the run's settings (title first; weights come from three number fields).
 SETTINGS = tuple(name for name in SETTING_FIELDS
-                 if name not in ("title", "weights", "tool_set", "greeting_by", "script", "pause_after"))
+                 if name not in ("title", "weights", "tool_set", "greeting_by", "script", "pause_after", "seats"))
 
 # A parent's settings a sequel does not take over: what is the new run's own (its title, its own
 # carry-over, a replay's script) and the secret.
@@ -31,7 +31,7 @@ NOT_INHERITED = ("title", "script", "pause_after", "sequel_carry", "api_key")
 def initial_from(values: dict) -> dict:
     """A run's settings (a scenario file's, a parent run's) as the new-run form's initial values."""
     initial = {name: value for name, value in values.items()
-               if value is not None and (name in SETTINGS or name in ("tool_set", "greeting_by"))}
+               if value is not None and (name in SETTINGS or name in ("tool_set", "greeting_by", "seats"))}
     for name, weight in (values.get("weights") or {}).items():
         initial[f"weight_{name}"] = weight
     return initial
@@ -51,6 +51,10 @@ class SimulationForm(forms.ModelForm):
     cast = forms.ModelMultipleChoiceField(
         queryset=Character.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
         help_text="Who takes part: the scenario's cast, everyone ticked to begin with. None ticked: the whole cast.")
+    seats = forms.ModelMultipleChoiceField(
+        queryset=Character.objects.none(), required=False, widget=forms.CheckboxSelectMultiple, label="Play yourself",
+        help_text="Tick a character to write its lines yourself: at its turns the run waits for you and shows what "
+                  "it would remember. The agents play the others. You can leave the seat at any time.")
     scoring = forms.ChoiceField(choices=[(k, k) for k in SCORING_PRESETS], initial="similarity",
                                 help_text="similarity (seed 000) · hybrid 0.6/0.2/0.2 · decayed 0.6/0.1/0.3")
     weight_similarity = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: similarity")
@@ -101,6 +105,12 @@ class SimulationForm(forms.ModelForm):
         # Any of the writer's characters validates, so clean() can name one that is not in the cast.
         self.fields["cast"].queryset = Character.objects.owned_by(owner)
         self.fields["cast"].widget.choices = [(c.pk, c.name) for c in scenario.cast.all()] if scenario else []
+        self.fields["seats"].queryset = self.fields["cast"].queryset
+        self.fields["seats"].widget.choices = self.fields["cast"].widget.choices
+        if not self.is_bound and self.initial.get("seats") and scenario is not None:
+            # A parent run's seats (a sequel) are names: ticked by name in this scenario's cast.
+            named = set(self.initial["seats"])
+            self.initial["seats"] = [c.pk for c in scenario.cast.all() if c.name in named or c.pk in named]
         self.fields["scenario"].widget.attrs.update({
             "hx-get": reverse("simulation_create"), "hx-trigger": "change", "hx-target": "#cast-field",
             "hx-select": "#cast-field", "hx-swap": "outerHTML"})
@@ -130,6 +140,10 @@ class SimulationForm(forms.ModelForm):
             elif not chosen:
                 self.add_error("scenario", "This scenario has no cast yet: add characters to it first.")
             data["cast"] = chosen
+            if outside := [c.name for c in data.get("seats") or [] if c not in chosen]:
+                self.add_error("seats", f"Not in this run's cast: {', '.join(outside)}.")
+            elif data.get("seats") and data.get("provider") == Simulation.Provider.REPLAY:
+                self.add_error("seats", "A replay says its recorded lines: nobody can take a seat in it.")
             greeter = data.get("greeting_by")
             if greeter and greeter not in [c.name for c in chosen]:
                 self.add_error("greeting_by", f"{greeter} is not in this run's cast.")
@@ -171,6 +185,7 @@ class SimulationForm(forms.ModelForm):
         values["title"] = values["title"] or ""
         values["tool_set"] = [n for n in SIMULATION_TOOLS if n in set(data.get("tool_set") or [])]
         values["greeting_by"] = data.get("greeting_by") or ""
+        values["seats"] = [c.name for c in data.get("cast") or [] if c in set(data.get("seats") or [])]
         return values
 
 

@@ -13,6 +13,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.functional import cached_property
 
 from chronicle.simulation.run_settings import RunSettingsMixin
 from wonda_site.crypto import EncryptedTextField, decryption_error
@@ -228,6 +229,12 @@ class Simulation(RunSettingsMixin, models.Model):
     # Stop after this turn (paused, with the reason said): a writer running a scene up to a point,
     # evaluate_agents asking its probes there. Blank: run to the end.
     pause_after = models.PositiveIntegerField("Pause after turn", null=True, blank=True)
+    # The characters the writer plays (chronicle.simulation.seats): at their turns the run waits for
+    # the writer's line instead of calling a model.
+    seats = models.JSONField(
+        "Played by you", default=list, blank=True,
+        help_text="Characters whose lines you write yourself: at their turns the run waits for you, showing what "
+                  "they would remember. You can leave a seat at any time and the agent takes over.")
     # Set when the model refused tool calling: later turns go straight to pre-populated memories.
     tools_unsupported = models.BooleanField(default=False)
 
@@ -295,9 +302,19 @@ class Simulation(RunSettingsMixin, models.Model):
                 names.append(name)
         return sorted(names)
 
+    @cached_property
+    def seat_turn(self):
+        """The turn waiting for the writer's line (a seated character's), or None."""
+        if not self.seats or self.pk is None:
+            return None
+        return self.turns.filter(status=Turn.Status.SEAT).order_by("index").first()
+
     @property
     def polls(self) -> bool:
-        """The run page keeps polling: the run is live, or insights are still coming after its last turn."""
+        """The run page keeps polling: the run is live, or insights are still coming after its last turn;
+        not while it waits for the writer's line (the poll would swap away what is being typed)."""
+        if self.status == self.Status.RUNNING and self.seat_turn is not None:
+            return False
         return self.is_live or bool(self.reflecting_now)
 
     @property

@@ -30,6 +30,13 @@ class RunSettingsMixin:
                 check_script(self.script, cast=self.cast_names, stage_directions=self.stage_directions)
             except ScriptError as exc:
                 errors["script"] = str(exc)
+        seats = self.seats
+        if not isinstance(seats, list) or not all(isinstance(name, str) for name in seats):
+            errors["seats"] = "A list of character names."
+        elif seats and self.cast_snapshot and (outside := [n for n in seats if n not in self.cast_names]):
+            errors["seats"] = f"{outside[0]} is not in this run's cast."
+        elif seats and self.provider == self.Provider.REPLAY:
+            errors["seats"] = "A replay says its recorded lines: nobody can take a seat in it."
         if self.greeting_by and self.cast_snapshot and self.greeting_by not in self.cast_names:
             errors["greeting_by"] = f"{self.greeting_by} is not in this run's cast."
         if self.stage_directions and self.cast_snapshot:

@@ -203,8 +203,8 @@ def worker_wait(simulation: Simulation, turns, *, now=None) -> dict | None:
     """A running run that nobody is working on: the turn due has had no live worker for longer than
     the stale window (its worker died and none has taken it over yet, or no worker is running).
     None when all is well."""
-    if simulation.status != Simulation.Status.RUNNING:
-        return None
+    if simulation.status != Simulation.Status.RUNNING or any(t.status == Turn.Status.SEAT for t in turns):
+        return None  # not running, or waiting for the writer's line, not for a worker
     now = now or timezone.now()
     window = settings.TURN_STALE_SECONDS
     running = next((t for t in turns if t.status == Turn.Status.RUNNING), None)

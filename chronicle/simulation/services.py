@@ -29,11 +29,12 @@ SETTING_FIELDS = ("title", "max_turns", "speaking_order", "retrieval_mode", "sco
                   "confidence_gating", "greeting_by", "importance_scorer", "capture_importance_floor",
                   "capture_duplicate_threshold", "capture_only_concerning", "reflection_threshold",
                   "consolidation_budget", "stage_directions", "minutes_per_turn", "planted_beliefs", "distortions", "sequel_carry",
-                  "script", "pause_after", "tool_prompt")
+                  "script", "pause_after", "tool_prompt", "seats")
 SECRET_SETTINGS = ("api_key",)
 # What a scenario file may set for its run (its top-level "settings"): never a secret (files get
-# shared), nor the replay's script, which is the file's own top-level "script".
-FILE_SETTINGS = tuple(name for name in SETTING_FIELDS if name not in (*SECRET_SETTINGS, "script"))
+# shared), nor the replay's script, which is the file's own top-level "script", nor the writer's
+# seats (a run from the command line has nobody to wait for).
+FILE_SETTINGS = tuple(name for name in SETTING_FIELDS if name not in (*SECRET_SETTINGS, "script", "seats"))
 
 
 def file_settings_errors(values, *, cast_names: list[str]) -> list[str]:
@@ -206,6 +207,7 @@ def simulation_replay(*, source: Simulation, changes: dict) -> Simulation:
     for name in SETTING_FIELDS:
         setattr(run, name, getattr(source, name))
     run.provider, run.script, run.max_turns, run.pause_after = Simulation.Provider.REPLAY, script, len(script), None
+    run.seats = []  # the writer's lines are in the script, said as they were
     for name, value in changes.items():
         setattr(run, name, value)
     run.title = f"{source.title or source} · replayed ({run.retrieval_mode}, {run.scoring})"[:200]
@@ -305,6 +307,8 @@ def simulations_recover(*, stuck_only: bool = False) -> list[int]:
         busy = (Turn.objects.filter(simulation=OuterRef("pk"))
                 .filter(Q(heartbeat__gte=quiet) | Q(finished__gte=quiet) | Q(started__gte=quiet)))
         running = running.filter(updated__lt=quiet).exclude(Exists(busy))
+    # A run waiting for the writer's line (a seat) is not stuck: nothing is to be done until it comes.
+    running = running.exclude(Exists(Turn.objects.filter(simulation=OuterRef("pk"), status=Turn.Status.SEAT)))
     for simulation in running:
         index = next_index(simulation)
         # Queued even when the turn looks alive: the task re-checks later and never runs a turn twice.

@@ -21,7 +21,7 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from chronicle.simulation import beliefs, services, turns
+from chronicle.simulation import beliefs, seats, services, turns
 from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
@@ -74,6 +74,12 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
     provider = get_provider(simulation)
     existing = Turn.objects.filter(simulation=simulation, index=index).first()
     agent = existing.agent if existing else turns.choose_speaker(simulation=simulation, index=index, provider=provider)
+    if seats.seat_waits(simulation_id=simulation_id, index=index, agent=agent):
+        # The writer plays this one: what happens before the line is made now, so the seat's panel
+        # shows it, and the run waits for the line (seats.seat_speak queues this task again).
+        beliefs.plant(simulation)
+        turns.stage_apply(simulation=simulation, number=index + 1)
+        return "waiting for the writer"
     delivery = self.request.delivery_info or {}
     claim = turns.turn_claim(simulation_id=simulation_id, index=index, agent=agent,
                                 worker=self.request.hostname or "", task_id=self.request.id or "",

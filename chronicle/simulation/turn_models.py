@@ -17,6 +17,7 @@ class Turn(models.Model):
         RUNNING = "running"
         DONE = "done"
         FAILED = "failed"
+        SEAT = "seat", "Waiting for your line"  # a character the writer plays: no worker, no time-out
 
     simulation = models.ForeignKey("chronicle.Simulation", on_delete=models.CASCADE, related_name="turns")
     index = models.PositiveIntegerField()

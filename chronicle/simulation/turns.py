@@ -207,6 +207,8 @@ def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", 
         token = _claim_token(task_id)
         if turn is None:
             turn = Turn(simulation=simulation, index=index, agent=agent)
+        elif turn.attempts == 0:
+            turn.note = ""  # a seat's turn handed over (the writer's line came, or the agent took it): a first attempt
         else:
             turn.note = (turn.note + "\n" if turn.note else "") + \
                 f"Redone (attempt {turn.attempts + 1}): the previous attempt {'failed' if turn.status == Turn.Status.FAILED else 'stopped with its worker'}."

@@ -1,7 +1,7 @@
 from django.urls import path
 
 import chronicle.converters  # noqa: F401  (registers <turn:…>, a turn's number from 1)
-from chronicle.simulation import views
+from chronicle.simulation import seat_views, views
 
 urlpatterns = [
     path("", views.simulation_list, name="simulation_list"),
@@ -12,5 +12,9 @@ urlpatterns = [
     path("<int:pk>/llm/", views.simulation_llm, name="simulation_llm"),
     path("<int:pk>/delete/", views.simulation_delete, name="simulation_delete"),
     path("<int:pk>/replay/", views.simulation_replay, name="simulation_replay"),
+    path("<int:pk>/seat/", seat_views.seat_change, name="seat_change"),
+    path("<int:pk>/seat/line/", seat_views.seat_line, name="seat_line"),
+    path("<int:pk>/seat/search/", seat_views.seat_search, name="seat_search"),
+    path("<int:pk>/seat/suggest/", seat_views.seat_suggest, name="seat_suggest"),
     path("<int:pk>/turns/<turn:index>/", views.turn_detail, name="simulation_turn"),
 ]

@@ -20,7 +20,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from chronicle.models import Scenario
-from chronicle.simulation import selectors, services
+from chronicle.simulation import seats, selectors, services
 from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.connection import check_connection
 from chronicle.simulation.forms import NOT_INHERITED, LLMSettingsForm, ReplayForm, SimulationForm, initial_from
@@ -96,7 +96,7 @@ def simulation_demo(request: HttpRequest) -> HttpResponse:
     return redirect(simulation)
 
 
-def _page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None, *, poll: bool = False) -> dict:
+def page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None, *, poll: bool = False) -> dict:
     """The run page, or (poll) only what its 2 s poll swaps (the branch tree, outside `#live`, is added
     out of band by simulation_detail when the run has one)."""
     turns = selectors.attach_stage(simulation, selectors.attach_reflections(simulation, list(selectors.turns_for_page(simulation))))
@@ -105,7 +105,8 @@ def _page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = Non
     context = {"simulation": simulation, "turns": turns, "tokens": selectors.token_summary(turns),
                "beliefs": who_believes(simulation) if simulation.planted_beliefs else [],
                "progress": selectors.progress(simulation, turns), "llm_form": llm_form,
-               "replay_form": ReplayForm(instance=simulation) if simulation.is_finished and turns else None}
+               "replay_form": ReplayForm(instance=simulation) if simulation.is_finished and turns else None,
+               "seat": seats.seat_view(simulation) if simulation.status == Simulation.Status.RUNNING else None}
     if not poll:
         context["tree"] = selectors.branch_tree(simulation, simulation.owner)
         context["relationships"] = selectors.relationship_charts(simulation)
@@ -119,7 +120,7 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST":
         return _control(request, simulation)
     if request.htmx:
-        context = _page_context(simulation, poll=True)
+        context = page_context(simulation, poll=True)
         html = render_to_string("chronicle/simulation_detail.html#live", context, request=request)
         if simulation.parent_id or simulation.branches.exists():
             # The branch tree sits outside the polled region: sent along out of band, so a branch
@@ -130,7 +131,7 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
         # 286 once the run is over (and its insights are in): htmx swaps this last version and stops polling.
         response = HttpResponse(html) if simulation.polls else HttpResponseStopPolling(html)
     else:
-        response = TemplateResponse(request, "chronicle/simulation_detail.html", _page_context(simulation))
+        response = TemplateResponse(request, "chronicle/simulation_detail.html", page_context(simulation))
     # The polled fragment and the page share a URL: without this, Back can show the bare fragment.
     patch_vary_headers(response, ("HX-Request",))
     return response
@@ -194,7 +195,7 @@ def simulation_llm(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, f"Model settings saved: {where}. Resume to go on with them.")
         return redirect(simulation)
     simulation.refresh_from_db()
-    response = TemplateResponse(request, "chronicle/simulation_detail.html", _page_context(simulation, form), status=400)
+    response = TemplateResponse(request, "chronicle/simulation_detail.html", page_context(simulation, form), status=400)
     return response
 
 

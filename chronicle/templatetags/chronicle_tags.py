@@ -18,6 +18,13 @@ def knowledge_rows(value):
 
 
 @register.filter
+def free_seats(simulation) -> list[str]:
+    """The cast members the writer does not play yet (the run page's "Take the seat")."""
+    taken = set(simulation.seats or [])
+    return [name for name in simulation.cast_names if name not in taken]
+
+
+@register.filter
 def percent(value) -> int:
     """A 0..1 score as a 0..100 bar width (clipped: some components can exceed 1)."""
     try:

@@ -1,0 +1,106 @@
+"""The writer's seat, with a real worker: the run waits at the seated character's turn (no worker
+busy, the page stops polling), shows what it would be given, and takes the writer's line like an
+agent's; leaving the seat hands the character back to its agent."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from chronicle.simulation import seats, services
+from chronicle.simulation.models import Simulation, Turn
+from memory.models import Memory
+from tests.chronicle.simulation.conftest import make_dinner, wait_for, wait_status
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def seat_turn(simulation, index: int) -> Turn:
+    return wait_for(lambda: simulation.turns.filter(index=index, status="seat").first(), timeout=120,
+                    what=f"turn {index + 1} waiting for the writer")
+
+
+def test_the_run_waits_for_the_writers_line_and_takes_it_like_an_agents(celery_worker, user, client_for):
+    client = client_for(user)
+    scenario = make_dinner(user)
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
+        "max_turns": 6, "retrieval_mode": "tools", "seats": ["Sam"]})
+
+    waiting = seat_turn(simulation, 2)  # Alex and Jordan (agents) spoke; Sam's turn waits
+    simulation.refresh_from_db()
+    assert simulation.status == "running" and not simulation.polls
+    assert waiting.agent == "Sam" and not waiting.claim and waiting.heartbeat is None  # no worker holds it
+    assert list(simulation.turns.filter(status="done").values_list("agent", flat=True)) == ["Alex", "Jordan"]
+
+    poll = client.get(simulation.get_absolute_url(), **HX)
+    assert poll.status_code == 286  # the page stops polling while the writer types
+    page = client.get(simulation.get_absolute_url()).content.decode()
+    assert "Your turn as Sam" in page and 'id="seat"' in page
+    assert "You are Sam" in page  # the fixed header Sam's agent would get
+    assert "Here with you: <strong>Alex, Jordan</strong>" in page
+    assert "spend less than fifteen euros" in page  # what Sam wants, from Sam's own memories
+    assert "[turn 2] Jordan:" in page  # the transcript Sam witnessed
+
+    found = client.get(reverse("seat_search", args=[simulation.pk]), {"tool": "query_character", "q": "Jordan"}, **HX)
+    assert "Jordan" in found.content.decode() and 'data-memory="' in found.content.decode()
+    nothing = client.get(reverse("seat_search", args=[simulation.pk]), {"tool": "form_memory", "q": "x"}, **HX)
+    assert "not one of this run&#x27;s reading tools" in nothing.content.decode()
+
+    empty = client.post(reverse("seat_line", args=[simulation.pk]), {"line": "  "})
+    assert "Write Sam&#x27;s line first." in empty.content.decode()
+    client.post(reverse("seat_line", args=[simulation.pk]), {"line": "*whispers to Alex* I only have twelve euros."})
+    said = wait_for(lambda: simulation.turns.filter(index=2, status="done").first(), what="Sam's line said")
+    assert said.agent == "Sam" and said.whisper_to == "Alex" and said.utterance.startswith("*whispers to Alex*")
+    assert "Line written by the writer" in said.note and not said.usage.get("calls")
+    bank = Memory.objects.in_bank(simulation.bank)
+    alex = bank.filter(agent="Alex", kind="episodic", turn=3).values_list("content", flat=True)
+    jordan = bank.filter(agent="Jordan", turn=3).values_list("content", flat=True)
+    assert any("twelve euros" in text for text in alex)
+    assert jordan and not any("twelve euros" in text for text in jordan)
+    assert any("whisper" in text for text in jordan)  # Jordan saw a whisper, not what it said
+
+    # Sam's next turn waits again; leaving the seat hands it to Sam's agent and the run ends.
+    seat_turn(simulation, 5)
+    client.post(reverse("seat_change", args=[simulation.pk]), {"agent": "Sam", "leave": "1"})
+    wait_status(simulation, "completed")
+    last = simulation.turns.get(index=5)
+    assert last.agent == "Sam" and last.usage.get("calls") and "Redone" not in last.note
+    assert simulation.seats == []
+
+
+def test_another_writers_seat_is_a_404(celery_worker, user, other_user, client_for):
+    scenario = make_dinner(user)
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
+        "max_turns": 3, "retrieval_mode": "prepopulate", "seats": ["Alex"]})
+    seat_turn(simulation, 0)
+    stranger = client_for(other_user)
+    for name, method in [("seat_line", "post"), ("seat_change", "post"), ("seat_suggest", "post"), ("seat_search", "get")]:
+        response = getattr(stranger, method)(reverse(name, args=[simulation.pk]), {"line": "Hijacked.", "agent": "Alex",
+                                                                                   "tool": "query_memory", "q": "x"})
+        assert response.status_code == 404, name
+    assert not simulation.turns.filter(status="done").exists()
+    # The owner's suggestion: what the run's (scripted) model would say, not kept.
+    mine = client_for(user).post(reverse("seat_suggest", args=[simulation.pk]), **HX).content.decode()
+    assert 'id="seat-line"' in mine and "Alex" in mine
+    assert simulation.turns.get(index=0).status == "seat"
+
+
+def test_a_seat_is_taken_on_a_paused_run_and_kept_by_its_branch(celery_worker, user):
+    scenario = make_dinner(user)
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
+        "max_turns": 4, "retrieval_mode": "prepopulate", "pause_after": 1})
+    wait_status(simulation, "paused")
+    seats.seat_change(simulation=simulation, agent="Jordan", take=True)
+    services.simulation_resume(simulation=simulation)
+    seat_turn(simulation, 1)
+    services.simulation_pause(simulation=Simulation.objects.get(pk=simulation.pk))
+    with pytest.raises(seats.SeatError, match="resume it"):
+        seats.seat_speak(simulation=simulation, line="Pasta!", actor=None)
+    from chronicle.simulation.branching import simulation_branch
+
+    branch, _ = simulation_branch(parent=Simulation.objects.get(pk=simulation.pk), index=1)
+    assert branch.seats == ["Jordan"]
+    with pytest.raises(seats.SeatError, match="not in this run's cast"):
+        seats.seat_change(simulation=simulation, agent="Nobody", take=True)
