@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET, require_POST
 
@@ -51,6 +52,12 @@ def seat_line(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, str(exc))
         # What was typed stays in the box.
         return _page(request, simulation, seat_line=request.POST.get("line", ""))
+    if request.htmx:
+        # The line is under way: the live part polls again, and the side panel no longer shows the seat.
+        context = page_context(simulation, poll=True)
+        html = render_to_string("chronicle/simulation_detail.html#live", context, request=request)
+        html += render_to_string("chronicle/simulation_detail.html#side", context | {"oob": True}, request=request)
+        return HttpResponse(html)
     return redirect(simulation)
 
 
@@ -64,7 +71,7 @@ def seat_search(request: HttpRequest, pk: int) -> HttpResponse:
     except seats.SeatError as exc:
         found = {"tool": tool, "text": text, "error": str(exc), "results": []}
     if request.htmx:
-        return TemplateResponse(request, "chronicle/simulation/_seat.html#seat-results",
+        return TemplateResponse(request, "chronicle/simulation/_seat_memory.html#seat-results",
                                 {"simulation": simulation, "found": found})
     return _page(request, simulation, found=found)
 

@@ -128,6 +128,9 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             tree = selectors.branch_tree(simulation, simulation.owner)
             html += render_to_string("chronicle/simulation_detail.html#branches",
                                      context | {"tree": tree, "oob": True}, request=request)
+        if context["seat"] is not None:
+            # The writer's turn came: what the seated character would be given fills the side panel.
+            html += render_to_string("chronicle/simulation_detail.html#side", context | {"oob": True}, request=request)
         # 286 once the run is over (and its insights are in): htmx swaps this last version and stops polling.
         response = HttpResponse(html) if simulation.polls else HttpResponseStopPolling(html)
     else:
