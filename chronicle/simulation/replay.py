@@ -147,7 +147,7 @@ def scenario_file_from_export(export: dict) -> dict:
     scenario["cast"] = [c["name"] for c in cast]
     # The model's connection stays behind; what it was told and how memory behaved travel.
     left_out = {"provider", "base_url", "model", "timeout_s", "script", "pause_after", "title", "tools_unsupported",
-                "sequel_carry", *SECRET_SETTINGS}
+                "sequel_carry", "seats", *SECRET_SETTINGS}  # seats: a replay says every line
     settings = {k: v for k, v in run.items() if k not in left_out and k != "status" and k != "branch_turn"
                 and k != "sequel_of" and v is not None}
     script = script_from_export(export)
