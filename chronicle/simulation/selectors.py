@@ -319,6 +319,9 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
     # Spreading activation (recall's associations): the run's weight × the linked result's score, added as it is.
     association = components.get("association", 0.0)
     rest.append(ScorePart("association", "linked to a result", "1", association, association))
+    # A retrieval distortion (memory.distortion: depression) takes part of the score away: negative.
+    distortion = components.get("distortion", 0.0)
+    rest.append(ScorePart("distortion", "dampened (depression)", "1", distortion, distortion))
     if fused:
         share = max(0.0, float(score) - sum(p.contribution for p in rest))
         scale = ws * (1 - wl)
@@ -329,7 +332,8 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
                                ws * components.get("similarity", 0.0)))
     # A part whose weight is 0 under this preset says nothing; the speaker boost shows where it applied.
     weight_of = {"speaker": ws * wb if fused else 0, "lexical": ws * wl if fused else 0, "recency": wr, "importance": wi,
-                 "temporal": 1 if temporal else 0, "association": 1 if association else 0}
+                 "temporal": 1 if temporal else 0, "association": 1 if association else 0,
+                 "distortion": 1 if distortion else 0}
     parts += [p for p in rest if weight_of[p.key] and (p.key != "speaker" or p.contribution > 0)]
     total = sum(p.contribution for p in parts)
     return ScoreBreakdown(parts=parts, total=total, scoring=scoring,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F
 
 from memory.after_turn import AfterTurn, judge_line
 from memory.cache import embed_texts
@@ -133,7 +134,8 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
         if held:
             plan.trauma_links[name] = list(
                 Memory.objects.in_bank(bank).active().filter(agent=name, content__iregex=trigger_pattern(words))
-                .exclude(turn=turn).order_by("-turn", "-id").values_list("id", flat=True)[:TRAUMA_LINKS])
+                .exclude(turn=turn).order_by(F("turn").desc(nulls_last=True), "-id")  # the latest lines first, the sheet after
+                .values_list("id", flat=True)[:TRAUMA_LINKS])
             plan.distorted[name] = {**plan.distorted.get(name, {}), "association": {
                 "filter": f"trauma ({', '.join(words)})", "triggers": held, "linked": plan.trauma_links[name]}}
     texts = list(dict.fromkeys([content, *(text for keys in plan.keys.values() for text, _ids in keys)]))

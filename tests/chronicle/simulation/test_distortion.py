@@ -110,3 +110,30 @@ def test_the_form_names_a_bad_filter(user, dinner, client_for):
         "scoring": "similarity", "provider": "scripted", "distortions": "Bob: paranoia"})
     assert response.status_code == 200
     assert "Bob is not in this run" in response.content.decode()
+
+
+def test_a_trauma_links_to_earlier_lines_of_the_run_not_only_to_the_sheet(user, dinner):
+    """Memories of the sheet holding a trigger (no turn) come after the run's own earlier lines."""
+    from memory.distortion import TRAUMA_LINKS
+    from memory.services import memory_create
+
+    simulation = start_seeded(user, dinner, max_turns=4, distortions="Jordan: trauma (fire, smoke)")
+    for n in range(TRAUMA_LINKS + 1):
+        memory_create(bank=simulation.bank, content=f"Jordan remembers fire number {n} from the old kitchen.",
+                      agent="Jordan", kind="character", source="gifted")
+    say(simulation, 0, "Alex", "Did you hear about the fire on Baker Street?")
+    say(simulation, 1, "Alex", "They say the smoke reached the third floor.")
+    linked = set(copy_of(simulation, "Jordan", 2).metadata["distortion"]["association"]["linked"])
+    assert copy_of(simulation, "Jordan", 1).pk in linked and len(linked) == TRAUMA_LINKS
+
+
+def test_depression_shows_in_the_score_bars_of_what_it_dampened(user, dinner, client_for):
+    simulation = start_seeded(user, dinner, max_turns=4, distortions="Jordan: depression", retrieval_mode="prepopulate")
+    say(simulation, 0, "Alex", "I love this place, it is wonderful, thank you all for coming.")
+    assert run_turn_task.apply(args=(simulation.pk, 1)).get() == "done"
+    turn = simulation.turns.get(index=1)
+    dampened = [res for r in turn.retrievals.all() for res in r.results if (res.get("components") or {}).get("distortion")]
+    assert turn.agent == "Jordan" and dampened
+    page = client_for(user).get(reverse("turn_inspect", args=[simulation.pk, 1])).content.decode()
+    assert "dampened (depression)" in page
+    assert "no longer add up" not in page  # the bars, dampening included, add up to each score
