@@ -5,6 +5,7 @@ from django.utils.html import format_html
 
 from chronicle.forms import knowledge_rows as _knowledge_rows
 from chronicle.writing.analytics import KIND_COLOURS
+from chronicle.writing.wording import filter_sentence as _filter_sentence
 
 register = template.Library()
 
@@ -15,6 +16,29 @@ SEED_BADGES = {"done": ("ok", "memories ready"), "failed": ("bad", "seeding fail
 @register.filter
 def knowledge_rows(value):
     return _knowledge_rows(value)
+
+
+@register.filter
+def filter_sentence(value) -> str:
+    """A recorded search filter in a writer's words."""
+    return _filter_sentence(value if isinstance(value, dict) else {})
+
+
+CARRY_WORDS = {"all": "all they earned", "reflections": "only their insights", "none": "nothing"}
+
+
+@register.filter
+def carry_words(simulation) -> str:
+    """A sequel's carry-over in a sentence: "Mira carries all they earned; Oren, only their insights"."""
+    try:
+        plan = simulation.carry_plan()
+    except Exception:  # a plan that no longer parses (the cast changed): said as written
+        return simulation.sequel_carry
+    if len(set(plan.values())) == 1:
+        return f"everyone carries {CARRY_WORDS[next(iter(plan.values()))]} there" if plan else ""
+    parts = [f"{name} carries {CARRY_WORDS[mode]}" if i == 0 else f"{name}, {CARRY_WORDS[mode]}"
+             for i, (name, mode) in enumerate(plan.items())]
+    return "; ".join(parts)
 
 
 @register.filter
