@@ -24,6 +24,12 @@ def _items() -> ArrayField:
     return ArrayField(models.CharField(max_length=ITEM_LIMIT), default=list, blank=True)
 
 
+class CharacterQuerySet(OwnedQuerySet):
+    def with_portrait_flag(self):
+        """Each with `has_portrait`, without reading any picture."""
+        return self.annotate(has_portrait=models.Exists(Portrait.objects.filter(character=models.OuterRef("pk"))))
+
+
 class Character(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="characters")
     name = models.CharField(max_length=100)
@@ -52,7 +58,7 @@ class Character(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
-    objects = OwnedQuerySet.as_manager()
+    objects = CharacterQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -145,5 +151,16 @@ class Scenario(models.Model):
                 for c in cast]
 
 
+class Portrait(models.Model):
+    """A character's picture (a PNG card's image) as a small PNG (chronicle.services.portraits): shown on
+    its pages and the run page, given back as the picture of its exported card. Its own table, so that
+    reading characters never reads their pictures."""
+
+    character = models.OneToOneField(Character, on_delete=models.CASCADE, primary_key=True, related_name="portrait")
+    png = models.BinaryField()
+    updated = models.DateTimeField(auto_now=True)
+
+
 from chronicle.simulation.models import *  # noqa: E402,F401,F403  (simulation models live in their own module)
 from chronicle.writing.models import *  # noqa: E402,F401,F403  (the writer's layer: entries, overrides, edits)
+

@@ -13,6 +13,7 @@ urlpatterns = [
     path("characters/<int:pk>/delete/", views.character_delete, name="character_delete"),
     path("characters/<int:pk>/preview/", views.character_preview, name="character_preview"),
     path("characters/<int:pk>/ask/", views.character_ask, name="character_ask"),
+    path("characters/<int:pk>/portrait.png", views.character_portrait, name="character_portrait"),
     path("characters/<int:pk>/export/<str:fmt>/", views.character_export, name="character_export"),
     path("scenarios/", views.scenario_list, name="scenario_list"),
     path("scenarios/new/", views.scenario_create, name="scenario_create"),

@@ -12,6 +12,7 @@ from PIL import Image, ImageDraw, ImageFont
 from PIL.PngImagePlugin import PngInfo
 
 from chronicle.models import Character, Scenario
+from chronicle.services.portraits import portrait_image
 
 CARD_SPEC = "chara_card_v2"
 WONDA_FORMAT = "wonda"
@@ -56,11 +57,15 @@ def character_to_card(character: Character) -> dict:
 
 
 def character_to_card_png(character: Character) -> bytes:
-    image = Image.new("RGB", (400, 600), (91, 75, 196))
-    draw = ImageDraw.Draw(image)
-    draw.text((200, 280), character.name[:24], fill="white", anchor="mm", font=ImageFont.load_default(size=36))
-    draw.text((200, 330), (character.role or "Wonda character")[:40], fill=(236, 233, 251), anchor="mm",
-              font=ImageFont.load_default(size=18))
+    """The card as SillyTavern keeps it: its picture (the character's portrait, else a plain one with
+    its name) carrying the card in a `chara` text chunk."""
+    image = portrait_image(character)
+    if image is None:
+        image = Image.new("RGB", (400, 600), (91, 75, 196))
+        draw = ImageDraw.Draw(image)
+        draw.text((200, 280), character.name[:24], fill="white", anchor="mm", font=ImageFont.load_default(size=36))
+        draw.text((200, 330), (character.role or "Wonda character")[:40], fill=(236, 233, 251), anchor="mm",
+                  font=ImageFont.load_default(size=18))
     info = PngInfo()
     payload = json.dumps(character_to_card(character), ensure_ascii=False).encode("utf-8")
     info.add_text("chara", base64.b64encode(payload).decode("ascii"))

@@ -37,7 +37,9 @@ from chronicle.services.card_checks import Checker as _Checker
 from chronicle.services.card_export import (  # the formats' shape, shared with export
     CARD_EXTRA_LISTS, CARD_EXTRA_TEXT, CARD_SPEC, LIST_FIELDS, LONG_LIST_FIELDS, TEXT_FIELDS, WONDA_FORMAT,
 )
+from chronicle.services.card_formats import split_personality
 from chronicle.services.characters import character_request_preview
+from chronicle.services.portraits import PortraitError, portrait_from_image, portrait_set
 from chronicle.services.scenarios import scenario_create
 from chronicle.simulation.services import file_settings_errors
 
@@ -87,14 +89,6 @@ def _character_from_wonda(data: Any, path: str, check: _Checker) -> dict | None:
 
 # --- Card V2 ----------------------------------------------------------------------------------
 
-def _split_personality(text: str) -> list[str] | None:
-    """A comma/semicolon list of short traits, or None when the personality is prose."""
-    parts = [p.strip() for p in re.split(r"[,;\n]", text) if p.strip()]
-    if not parts or len(parts) > 40 or any(len(p) > 60 or p.endswith(".") and len(p) > 30 for p in parts):
-        return None
-    return parts
-
-
 def _character_from_card(card: Any, check: _Checker) -> dict | None:
     if not isinstance(card, dict):
         check.errors.append("the card must be a JSON object")
@@ -139,7 +133,7 @@ def _character_from_card(card: Any, check: _Checker) -> dict | None:
             values[key] = check.items(wonda, key, path, limit=TEXT_LIMIT)
         values["knowledge"] = check.mapping(wonda, "knowledge", path)
     if not values.get("traits") and personality:
-        values["traits"] = _split_personality(personality) or []
+        values["traits"] = split_personality(personality) or []
     values.setdefault("traits", [])
     if personality and personality != ", ".join(values["traits"]):
         extras["personality"] = personality  # prose, or formatted its own way: give it back as written
@@ -234,7 +228,9 @@ def _build_characters(owner, rows: list[dict], check: _Checker) -> list[Characte
         if row["name"] in seen:
             check.errors.append(f"{label} appears twice in the file")
         seen.add(row["name"])
+        portrait = row.pop("portrait", None)
         character = Character(owner=owner, **row)
+        character.imported_portrait = portrait  # kept by _save, once the character has its id
         try:
             character.full_clean()
         except ValidationError as exc:
@@ -310,6 +306,11 @@ def card_import(*, owner, raw: bytes, as_copy: bool = False) -> ImportResult:
     scenario_values = None
     if kind == "card":
         rows = [_character_from_card(data, check)]
+        if rows[0] is not None and raw.startswith(b"\x89PNG"):
+            try:  # the card's picture: its portrait
+                rows[0]["portrait"] = portrait_from_image(raw)
+            except PortraitError as exc:
+                check.errors.append(str(exc))
     elif "scenario" in data:
         chars = data.get("characters") or []
         if not isinstance(chars, list):
@@ -340,6 +341,7 @@ def card_import(*, owner, raw: bytes, as_copy: bool = False) -> ImportResult:
 def _save(*, owner, characters: list[Character], scenario_values: dict | None) -> ImportResult:
     for character in characters:
         character.save()
+        portrait_set(character=character, png=getattr(character, "imported_portrait", None))
         character_request_preview(character=character)
     result = ImportResult(characters=characters)
     if scenario_values is not None:

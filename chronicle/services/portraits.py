@@ -30,12 +30,30 @@ def portrait_from_image(raw: bytes) -> bytes:
     return out.getvalue()
 
 
-def portrait_image(portrait: bytes | memoryview | None) -> Image.Image | None:
-    """The stored portrait as an image to draw a card on, or None."""
-    if not portrait:
+def portrait_set(*, character, png: bytes | None) -> None:
+    """Keep (or, with None, drop) the character's portrait, already made by portrait_from_image."""
+    from chronicle.models import Portrait
+
+    if png:
+        Portrait.objects.update_or_create(character=character, defaults={"png": png})
+    else:
+        Portrait.objects.filter(character=character).delete()
+
+
+def portrait_png(character) -> bytes | None:
+    from chronicle.models import Portrait
+
+    row = Portrait.objects.filter(character=character).only("png").first()
+    return bytes(row.png) if row is not None else None
+
+
+def portrait_image(character) -> Image.Image | None:
+    """The character's portrait as an image to draw a card on, or None."""
+    png = portrait_png(character)
+    if not png:
         return None
     try:
-        image = Image.open(io.BytesIO(bytes(portrait)))
+        image = Image.open(io.BytesIO(png))
         image.load()
         return image
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError):

@@ -12,7 +12,6 @@ from django.utils import timezone
 from chronicle.simulation.context import tokenizer_name
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
 from memory.models import Memory
-from memory.retrieval.scoring import resolve_weights
 from wonda_site.pool import pool_status
 
 
@@ -254,94 +253,6 @@ def turn_overrides(*, simulation: Simulation, index: int) -> Overrides:
     return Overrides(excluded=excluded, pinned=pinned, line=line)
 
 
-# --- the score column: a result's score as the sum of its weighted components ---------------------
-
-@dataclass
-class ScorePart:
-    key: str
-    label: str
-    weight: str  # as the preset has it, e.g. "0.6" or "1.0 × 0.2"
-    value: float
-    contribution: float
-
-    @property
-    def width(self) -> int:
-        return max(0, round(self.contribution * SCORE_BAR_PX))
-
-
-@dataclass
-class ScoreBreakdown:
-    parts: list[ScorePart]
-    total: float
-    scoring: str
-    boosted: bool  # the speaker boost applied: the reason a score can pass 1
-    adds_up: bool  # False when the run's weights changed since this was scored
-    boost: float = 0.0  # the most the speaker boost adds (similarity weight × RETRIEVAL_SPEAKER_BOOST)
-
-
-SCORE_BAR_PX = 80  # a contribution of 1.0
-
-
-def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> ScoreBreakdown | None:
-    """A result's score under the active preset as bars that add up to it: weight × component each.
-
-    Plain recall: score = ws·similarity + wr·recency + wi·importance. query_memory's fusion
-    (memory/retrieval/sql.py ranked_sql): the similarity weight applies to a relevance of
-    (1 − wl)·similarity rescaled among the candidates + wl·BM25 + wb·[speaker named], so a memory
-    whose speaker the question names gets up to ws·wb more, which can take it past 1. The rescaled
-    similarity is not stored; its share is what the other parts leave of the score."""
-    components = result.get("components") or {}
-    score = result.get("score")
-    if score is None or not components:
-        return None
-    try:
-        w = resolve_weights(scoring, weights)
-    except ValueError:
-        w = resolve_weights("similarity", None)
-    ws, wr, wi = w["similarity"], w["recency"], w["importance"]
-    parts = []
-    fused = "lexical" in components or "speaker" in components
-    if fused:
-        wl, wb = float(settings.RETRIEVAL_LEXICAL_WEIGHT), float(settings.RETRIEVAL_SPEAKER_BOOST)
-        rest = [ScorePart("speaker", "speaker boost", f"{ws:g} × {wb:g}", components.get("speaker", 0.0),
-                          ws * wb * components.get("speaker", 0.0)),
-                ScorePart("lexical", "keywords (BM25)", f"{ws:g} × {wl:g}", components.get("lexical", 0.0),
-                          ws * wl * components.get("lexical", 0.0))]
-    else:
-        rest = []
-    # Under `decayed` the recency component is seed 004's decay (memory.retrieval.scoring.decay_component).
-    rest += [ScorePart("recency", "decay (seed 004)" if scoring == "decayed" else "recency", f"{wr:g}", components.get("recency", 0.0), wr * components.get("recency", 0.0)),
-             ScorePart("importance", "importance", f"{wi:g}", components.get("importance", 0.0),
-                       wi * components.get("importance", 0.0))]
-    # Query enhancement's temporal boost (memory/retrieval/enhance.py) comes weighted: added as it is.
-    temporal = components.get("temporal", 0.0)
-    rest.append(ScorePart("temporal", "turn named in the question", "1", temporal, temporal))
-    # Spreading activation (recall's associations): the run's weight × the linked result's score, added as it is.
-    association = components.get("association", 0.0)
-    rest.append(ScorePart("association", "linked to a result", "1", association, association))
-    # A retrieval distortion (memory.distortion: depression) takes part of the score away: negative.
-    distortion = components.get("distortion", 0.0)
-    rest.append(ScorePart("distortion", "dampened (depression)", "1", distortion, distortion))
-    if fused:
-        share = max(0.0, float(score) - sum(p.contribution for p in rest))
-        scale = ws * (1 - wl)
-        parts.append(ScorePart("similarity", "similarity (rescaled among candidates)", f"{ws:g} × {1 - wl:g}",
-                               share / scale if scale else 0.0, share))
-    else:
-        parts.append(ScorePart("similarity", "similarity", f"{ws:g}", components.get("similarity", 0.0),
-                               ws * components.get("similarity", 0.0)))
-    # A part whose weight is 0 under this preset says nothing; the speaker boost shows where it applied.
-    weight_of = {"speaker": ws * wb if fused else 0, "lexical": ws * wl if fused else 0, "recency": wr, "importance": wi,
-                 "temporal": 1 if temporal else 0, "association": 1 if association else 0,
-                 "distortion": 1 if distortion else 0}
-    parts += [p for p in rest if weight_of[p.key] and (p.key != "speaker" or p.contribution > 0)]
-    total = sum(p.contribution for p in parts)
-    return ScoreBreakdown(parts=parts, total=total, scoring=scoring,
-                          boosted=components.get("speaker", 0.0) > 0 or float(score) > 1.0,
-                          adds_up=abs(total - float(score)) < 0.005,
-                          boost=ws * float(settings.RETRIEVAL_SPEAKER_BOOST))
-
-
 # The relationship chart (run page): one small SVG per pair, trust and affinity over the run's turns.
 CHART_WIDTH, CHART_HEIGHT, CHART_GUTTER = 360, 80, 24
 
@@ -400,3 +311,11 @@ def relationship_charts(simulation: Simulation) -> list[PairChart]:
                       "memory_id": r.evidence_id} for r in pair],
         ))
     return charts
+
+
+def cast_portraits(simulation: Simulation) -> dict[str, int]:
+    """{cast member's name: its character's id} for those of the writer's characters with a portrait."""
+    from chronicle.models import Character  # chronicle's models import this package's
+
+    return dict(Character.objects.owned_by(simulation.owner).filter(name__in=simulation.cast_names, portrait__isnull=False)
+                .values_list("name", "pk"))

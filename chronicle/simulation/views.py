@@ -107,6 +107,7 @@ def page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None
                "progress": selectors.progress(simulation, turns), "llm_form": llm_form,
                "replay_form": ReplayForm(instance=simulation) if simulation.is_finished and turns else None,
                "seat": seats.seat_view(simulation) if simulation.status == Simulation.Status.RUNNING else None}
+    context["portraits"] = selectors.cast_portraits(simulation)
     if not poll:
         context["tree"] = selectors.branch_tree(simulation, simulation.owner)
         context["relationships"] = selectors.relationship_charts(simulation)

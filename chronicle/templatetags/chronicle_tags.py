@@ -19,6 +19,12 @@ def knowledge_rows(value):
 
 
 @register.filter
+def get_item(mapping, key):
+    """mapping[key] in a template, or None."""
+    return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
 def filter_sentence(value) -> str:
     """A recorded search filter in a writer's words."""
     return _filter_sentence(value if isinstance(value, dict) else {})

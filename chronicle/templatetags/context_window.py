@@ -3,7 +3,7 @@
 from django import template
 
 from chronicle.simulation.context import context_window
-from chronicle.simulation.selectors import score_breakdown
+from chronicle.simulation.score_parts import score_breakdown
 
 register = template.Library()
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chronicle.forms import LIST_FIELDS, CharacterForm
-from chronicle.models import Character
+from chronicle.models import Character, Portrait
 from chronicle.selectors import preview_groups
+from chronicle.services.portraits import portrait_png
 from chronicle.services.characters import (character_create as create_character,
                                            character_delete as delete_character, character_request_preview,
                                            character_update)
@@ -31,8 +32,20 @@ def _owned(request: HtmxHttpRequest, pk: int) -> Character:
 @login_required
 @require_GET
 def character_list(request: HtmxHttpRequest) -> HttpResponse:
-    characters = Character.objects.owned_by(request.user).select_related("preview_bank")
+    characters = Character.objects.owned_by(request.user).select_related("preview_bank").with_portrait_flag()
     return TemplateResponse(request, "chronicle/character_list.html", {"characters": characters})
+
+
+@login_required
+@require_GET
+def character_portrait(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The character's picture (from its card), for its writer only."""
+    png = portrait_png(_owned(request, pk))
+    if png is None:
+        raise Http404("This character has no portrait.")
+    response = HttpResponse(png, content_type="image/png")
+    response["Cache-Control"] = "private, max-age=300"
+    return response
 
 
 def _form_page(request: HtmxHttpRequest, form: CharacterForm, character: Character | None, status: int = 200):
@@ -90,7 +103,7 @@ def character_validate(request: HtmxHttpRequest, pk: int | None = None) -> HttpR
 def _preview_context(character: Character) -> dict:
     bank = character.preview_bank
     done = bank is not None and bank.seed_status == "done"
-    return {"character": character, "bank": bank,
+    return {"character": character, "bank": bank, "has_portrait": Portrait.objects.filter(character=character).exists(),
             "groups": preview_groups(bank=bank, agent=character.name) if done else []}
 
 

@@ -272,3 +272,36 @@ def test_the_copy_checkbox_imports_a_clash_in_one_step(client_for, user, make_ch
     card = json.dumps({"spec": "chara_card_v2", "data": {"name": "Alex"}}).encode()
     response = client_for(user).post(reverse("import"), {"file": SimpleUploadedFile("a.json", card), "as_copy": "on"})
     assert response.status_code == 302 and Character.objects.filter(owner=user, name="Alex (2)").exists()
+
+
+def test_a_png_cards_picture_is_its_portrait_shown_kept_and_exported_back(client_for, user, other_user):
+    """The card's image is kept (made small), shown on the character's pages and the run page, and is
+    the picture of the exported card; another writer cannot fetch it."""
+    out = io.BytesIO()
+    art = Image.new("RGB", (800, 1200), (200, 40, 90))
+    art.putpixel((0, 0), (1, 2, 3))
+    info = PngInfo()
+    info.add_text("chara", base64.b64encode(json.dumps(SILLY_CARD).encode()).decode())
+    art.save(out, format="PNG", pnginfo=info)
+    client = client_for(user)
+    client.post(reverse("import"), {"file": SimpleUploadedFile("s.png", out.getvalue(), "image/png")})
+    seraphina = Character.objects.get(owner=user, name="Seraphina")
+    url = reverse("character_portrait", args=[seraphina.pk])
+    assert f'src="{url}"' in client.get(reverse("character_detail", args=[seraphina.pk])).content.decode()
+    assert f'src="{url}"' in client.get(reverse("character_list")).content.decode()
+    portrait = Image.open(io.BytesIO(client.get(url).content))
+    assert portrait.size == (341, 512) and "chara" not in portrait.info  # small, and the card is not in it twice
+
+    exported = Image.open(io.BytesIO(client.get(reverse("character_export", args=[seraphina.pk, "card.png"])).content))
+    assert exported.size == (341, 512) and exported.convert("RGB").getpixel((100, 100)) == (200, 40, 90)
+    (again,) = card_import(owner=other_user, raw=client.get(reverse("character_export", args=[seraphina.pk, "card.png"])).content).characters
+    assert again.name == "Seraphina" and again.portrait.png  # and the copy keeps it
+    assert client_for(other_user).get(url).status_code == 404  # another writer's character's picture
+
+
+def test_a_character_without_a_picture_has_no_portrait(client_for, user, make_character):
+    alex = make_character(user)
+    client = client_for(user)
+    assert client.get(reverse("character_portrait", args=[alex.pk])).status_code == 404
+    assert "character_portrait" not in client.get(reverse("character_detail", args=[alex.pk])).content.decode()
+    assert Image.open(io.BytesIO(client.get(reverse("character_export", args=[alex.pk, "card.png"])).content)).size == (400, 600)

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from chronicle.simulation.context import context_window
 from chronicle.simulation.models import Simulation
-from chronicle.simulation.selectors import score_breakdown
+from chronicle.simulation.score_parts import score_breakdown
 from chronicle.simulation.tasks import run_turn_task
 from tests.chronicle.simulation.fake_openai import FakeOpenAI, ok, tool_call
 from tests.chronicle.simulation.conftest import start_seeded
