@@ -37,6 +37,30 @@ def initial_from(values: dict) -> dict:
     return initial
 
 
+MODEL_DEFAULTS = ("provider", "base_url", "model", "timeout_s", "temperature", "max_tokens")
+
+
+def last_model_run(owner) -> Simulation | None:
+    """The writer's latest run with a model of their choosing (the openai provider)."""
+    return (Simulation.objects.owned_by(owner).filter(provider=Simulation.Provider.OPENAI).exclude(base_url="")
+            .order_by("-created", "-id").first())
+
+
+def model_defaults(last: Simulation | None) -> dict:
+    """The new-run form's model settings: the writer's last choice, else the server's configuration."""
+    if last is not None:
+        return {name: getattr(last, name) for name in MODEL_DEFAULTS}
+    return {"provider": settings.LLM_PROVIDER, "base_url": settings.LLM_BASE_URL, "model": settings.LLM_MODEL,
+            "timeout_s": settings.LLM_TIMEOUT}
+
+
+def known_models(owner) -> list[str]:
+    """Model names the writer used before, most recent first (the model field offers them)."""
+    names = (Simulation.objects.owned_by(owner).filter(provider=Simulation.Provider.OPENAI).exclude(model="")
+             .order_by("-created").values_list("model", flat=True)[:50])
+    return list(dict.fromkeys(names))[:10]
+
+
 OPTIONAL_WITH_DEFAULT = ("importance_scorer", "capture_importance_floor", "capture_duplicate_threshold",
                          "reflection_threshold", "consolidation_budget", "minutes_per_turn", "association_weight",
                          "tool_prompt")
@@ -81,6 +105,7 @@ class SimulationForm(forms.ModelForm):
         model = Simulation
         fields = ["title", *SETTINGS]
         widgets = {"base_url": forms.TextInput(attrs={"placeholder": "http://127.0.0.1:11434/v1"}),
+                   "model": forms.TextInput(attrs={"list": "model-options", "autocomplete": "off"}),
                    "planted_beliefs": forms.Textarea(attrs={"rows": 2, "placeholder": "Sam: Bella's is closing down next month. [false]"}),
                    "stage_directions": forms.Textarea(attrs={"rows": 4, "placeholder": "1: Sam is away\n5: Sam enters\n6: The lights go out."}),
                    "distortions": forms.Textarea(attrs={"rows": 3, "placeholder": "Jordan: paranoia\nJordan: trauma (fire, smoke)"}),
@@ -91,11 +116,16 @@ class SimulationForm(forms.ModelForm):
 
     def __init__(self, *args, owner, **kwargs):
         initial = kwargs["initial"] = dict(kwargs.get("initial") or {})
-        initial.setdefault("provider", settings.LLM_PROVIDER)
-        initial.setdefault("base_url", settings.LLM_BASE_URL)
-        initial.setdefault("model", settings.LLM_MODEL)
-        initial.setdefault("timeout_s", settings.LLM_TIMEOUT)
+        # The model a writer chose for their last run is the default for the next (else the server's).
+        self.last_model_run = last_model_run(owner)
+        for name, value in model_defaults(self.last_model_run).items():
+            initial.setdefault(name, value)
         super().__init__(*args, **kwargs)
+        self.known_models = known_models(owner)
+        if self.last_model_run is not None and self.last_model_run.api_key:
+            self.fields["api_key"].help_text = (
+                f"Blank: the key of your last run with {self.last_model_run.base_url} "
+                f"({self.last_model_run.api_key_hint}). Stored encrypted; shown back only as a hint.")
         scenarios = Scenario.objects.owned_by(owner).prefetch_related("cast")
         self.fields["scenario"].queryset = scenarios
         # The cast on offer is the chosen scenario's (the page swaps it when the scenario changes).
@@ -186,6 +216,9 @@ class SimulationForm(forms.ModelForm):
         values["tool_set"] = [n for n in SIMULATION_TOOLS if n in set(data.get("tool_set") or [])]
         values["greeting_by"] = data.get("greeting_by") or ""
         values["seats"] = [c.name for c in data.get("cast") or [] if c in set(data.get("seats") or [])]
+        last = self.last_model_run
+        if not values.get("api_key") and last is not None and last.api_key and values.get("base_url") == last.base_url:
+            values["api_key"] = last.api_key  # the key the writer gave this server last time
         return values
 
 
@@ -200,11 +233,13 @@ class LLMSettingsForm(forms.ModelForm):
         model = Simulation
         fields = list(LLM_SETTING_FIELDS)
         labels = {"base_url": "Base URL", "timeout_s": "Time-out (s)", "max_tool_calls": "Maximum tool calls per turn"}
+        widgets = {"model": forms.TextInput(attrs={"list": "model-options", "autocomplete": "off"})}
 
     field_order = ["provider", "base_url", "model", "api_key", "clear_api_key"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.known_models = known_models(self.instance.owner) if self.instance.owner_id else []
         self.fields["base_url"].required = False
         self.initial["api_key"] = ""  # never sent back to the browser
 

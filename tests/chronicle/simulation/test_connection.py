@@ -68,3 +68,43 @@ def test_a_listening_local_server_is_found_on_its_usual_port(monkeypatch):
         port = listening.getsockname()[1]
         monkeypatch.setattr(connection, "LOCAL_SERVERS", (("Ollama", port, "/v1"), ("LM Studio", 9, "/v1")))
         assert connection.local_servers() == [("Ollama", f"http://127.0.0.1:{port}/v1")]
+
+
+@pytest.mark.django_db
+def test_the_model_a_writer_chose_is_the_default_of_their_next_run(user, other_user, client_for, server, dinner):
+    """The new-run form starts from the writer's last model (server, name, time-out), offers the
+    models used before and those a tested server lists, and a blank key means last time's key."""
+    from chronicle.simulation import services
+    from chronicle.simulation.models import Simulation
+
+    client = client_for(user)
+    fresh = client.get(reverse("simulation_create")).context["form"]
+    assert fresh["provider"].value() == "scripted" and fresh.known_models == []
+    services.simulation_start(owner=user, scenario=dinner, cast=list(dinner.cast.all()), settings={
+        "provider": "openai", "base_url": server.base_url, "model": "fake-model", "api_key": "sk-remembered-1234",
+        "timeout_s": 42, "max_turns": 2})
+    page = client.get(reverse("simulation_create"))
+    form = page.context["form"]
+    assert (form["provider"].value(), form["base_url"].value(), form["model"].value(), form["timeout_s"].value()) == \
+        ("openai", server.base_url, "fake-model", 42)
+    html = page.content.decode()
+    assert 'list="model-options"' in html and '<option value="fake-model">' in html
+    assert "Blank: the key of your last run with" in html and "sk-…1234" in html and "sk-remembered" not in html
+
+    server.models = ["fake-model", "bigger-model"]
+    server.script(ok("OK"), ok(tool_calls=[tool_call("get_time")]))
+    fragment = client.post(reverse("simulation_test_connection"),
+                           {"base_url": server.base_url, "model": "fake-model"}, **HX).content.decode()
+    assert 'id="model-options" hx-swap-oob="true"' in fragment and '<option value="bigger-model">' in fragment
+
+    data = {"scenario": dinner.pk, "max_turns": 2, "speaking_order": "round_robin", "retrieval_mode": "prepopulate",
+            "scoring": "similarity", "provider": "openai", "base_url": server.base_url, "model": "bigger-model",
+            "timeout_s": 30, "max_tool_calls": 3, "tool_set": ["query_memory"], "temperature": 0.7, "max_tokens": 200,
+            "pace_s": 0}
+    response = client.post(reverse("simulation_create"), data)
+    assert response.status_code == 302, response.context["form"].errors
+    run = Simulation.objects.owned_by(user).order_by("-created", "-id").first()
+    assert run.model == "bigger-model" and run.api_key == "sk-remembered-1234"  # blank: last time's key
+    # Another writer starts from the server's defaults, with nobody's key.
+    other = client_for(other_user).get(reverse("simulation_create")).context["form"]
+    assert other["provider"].value() == "scripted" and other.last_model_run is None
