@@ -6,6 +6,8 @@ from typing import Any
 
 from chronicle.models import ITEM_LIMIT, TEXT_LIMIT
 
+SHORT_LIMITS = {"name": 100, "role": 200, "archetype": 200, "title": 200, "time_of_day": 200, "user_name": 100}
+
 
 class Checker:
     """Reads values out of an uploaded JSON object, collecting every problem by its path."""

@@ -33,17 +33,17 @@ from PIL import Image, UnidentifiedImageError
 
 from chronicle.forms import upload_limit_message
 from chronicle.models import TEXT_LIMIT, Character, Scenario
+from chronicle.services.card_checks import SHORT_LIMITS
 from chronicle.services.card_checks import Checker as _Checker
 from chronicle.services.card_export import (  # the formats' shape, shared with export
-    CARD_EXTRA_LISTS, CARD_EXTRA_TEXT, CARD_SPEC, LIST_FIELDS, LONG_LIST_FIELDS, TEXT_FIELDS, WONDA_FORMAT,
+    CARD_SPEC, LIST_FIELDS, LONG_LIST_FIELDS, TEXT_FIELDS, WONDA_FORMAT,
 )
-from chronicle.services.card_formats import split_personality
+from chronicle.services.card_v2 import character_from_card as _character_from_card
 from chronicle.services.characters import character_request_preview
 from chronicle.services.portraits import PortraitError, portrait_from_image, portrait_set
 from chronicle.services.scenarios import scenario_create
 from chronicle.simulation.services import file_settings_errors
 
-SHORT_LIMITS = {"name": 100, "role": 200, "archetype": 200, "title": 200, "time_of_day": 200, "user_name": 100}
 
 
 class CardImportError(Exception):
@@ -88,74 +88,6 @@ def _character_from_wonda(data: Any, path: str, check: _Checker) -> dict | None:
 
 
 # --- Card V2 ----------------------------------------------------------------------------------
-
-def _character_from_card(card: Any, check: _Checker) -> dict | None:
-    if not isinstance(card, dict):
-        check.errors.append("the card must be a JSON object")
-        return None
-    if card.get("spec") != CARD_SPEC:
-        check.errors.append(f"spec must be {CARD_SPEC}" + (f" (it is {card.get('spec')!r})" if card.get("spec") else ""))
-        return None
-    data = card.get("data")
-    if not isinstance(data, dict):
-        check.errors.append("data is missing" if data is None else "data must be an object")
-        return None
-    values: dict[str, Any] = {
-        "name": check.text(data, "name", "data.", required=True, limit=100).strip(),
-        "description": check.text(data, "description", "data."),
-    }
-    extras: dict[str, Any] = {}
-    # Blank fields are not kept: export writes every V2 field anyway, blank when unset.
-    for key in CARD_EXTRA_TEXT:
-        if value := check.text(data, key, "data.", limit=TEXT_LIMIT * 5):
-            extras[key] = value
-    for key in CARD_EXTRA_LISTS:
-        if value := check.items(data, key, "data.", limit=TEXT_LIMIT):
-            extras[key] = value
-    extensions = data.get("extensions") or {}
-    if not isinstance(extensions, dict):
-        check.errors.append("data.extensions must be an object")
-        extensions = {}
-    wonda = extensions.get("wonda") if isinstance(extensions.get("wonda"), dict) else None
-    other_extensions = {k: v for k, v in extensions.items() if k != "wonda"}
-    if other_extensions:
-        extras["extensions"] = other_extensions
-
-    personality = check.text(data, "personality", "data.", limit=TEXT_LIMIT)
-    if wonda is not None:
-        path = "data.extensions.wonda."
-        for key in TEXT_FIELDS:
-            if key != "description":
-                values[key] = check.text(wonda, key, path, limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
-        for key in LIST_FIELDS:
-            values[key] = check.items(wonda, key, path)
-        for key in LONG_LIST_FIELDS:
-            values[key] = check.items(wonda, key, path, limit=TEXT_LIMIT)
-        values["knowledge"] = check.mapping(wonda, "knowledge", path)
-    if not values.get("traits") and personality:
-        values["traits"] = split_personality(personality) or []
-    values.setdefault("traits", [])
-    if personality and personality != ", ".join(values["traits"]):
-        extras["personality"] = personality  # prose, or formatted its own way: give it back as written
-
-    book = data.get("character_book")
-    if book is not None:
-        if not isinstance(book, dict):
-            check.errors.append("data.character_book must be an object")
-        else:
-            memories = check.memories(book.get("entries"), "data.character_book.entries")
-            for i, memory in enumerate(memories):  # defaults that export adds back are not worth keeping
-                card = memory["card"]
-                for key, default in (("extensions", {}), ("enabled", True), ("insertion_order", i)):
-                    if key in card and card[key] == default:
-                        del card[key]
-            values["extra_memories"] = memories
-            settings = {k: v for k, v in book.items() if k != "entries" and not (k == "extensions" and v == {})}
-            if settings:
-                extras["character_book"] = settings
-    values["card_extras"] = extras
-    return values
-
 
 def _card_from_png(raw: bytes) -> Any:
     try:
