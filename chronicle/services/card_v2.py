@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chronicle.models import TEXT_LIMIT
+from chronicle.models import ITEM_LIMIT, TEXT_LIMIT
 from chronicle.services.card_checks import SHORT_LIMITS, Checker
+from chronicle.services.card_text import split_description
 from chronicle.services.card_export import (
     CARD_EXTRA_LISTS, CARD_EXTRA_TEXT, CARD_SPEC, LIST_FIELDS, LONG_LIST_FIELDS, TEXT_FIELDS,
 )
@@ -66,6 +67,8 @@ def character_from_card(card: Any, check: Checker) -> dict | None:
         for key in LONG_LIST_FIELDS:
             values[key] = check.items(wonda, key, path, limit=TEXT_LIMIT)
         values["knowledge"] = check.mapping(wonda, "knowledge", path)
+    else:  # a card from elsewhere: what its description writes in W++, PList or Ali:Chat goes to its place
+        _read_conventions(values, extras)
     if not values.get("traits") and personality:
         values["traits"] = split_personality(personality) or []
     values.setdefault("traits", [])
@@ -89,3 +92,20 @@ def character_from_card(card: Any, check: Checker) -> dict | None:
                 extras["character_book"] = settings
     values["card_extras"] = extras
     return values
+
+
+def _read_conventions(values: dict, extras: dict) -> None:
+    """The description's W++ / PList lists into the sheet, its Ali:Chat examples into the example
+    dialogue (how the character talks), its genre block into the card's scenario (card_text)."""
+    parsed = split_description(values["description"], values["name"])
+    if not parsed.found:
+        return
+    values["description"] = parsed.description
+    for key, items in parsed.lists.items():
+        values[key] = [item[:ITEM_LIMIT] for item in items]
+    for key, text in parsed.texts.items():
+        values[key] = text[:SHORT_LIMITS.get(key, TEXT_LIMIT)]
+    if parsed.examples:
+        extras["mes_example"] = "\n".join(filter(None, [extras.get("mes_example", ""), parsed.examples]))
+    if parsed.scenario and not extras.get("scenario"):
+        extras["scenario"] = parsed.scenario

@@ -12,7 +12,7 @@ from django.db import transaction
 
 from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Simulation, Turn
-from chronicle.simulation.stage import Delivery, deliver
+from chronicle.simulation.stage import Delivery, deliver, seen_action
 from memory.importance import CaptureFilters, Skipped
 from memory.models import Memory
 from memory.after_turn import REFLECT_STATEMENTS
@@ -242,7 +242,7 @@ def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:
     seen: list[str] = []
     if line.whisper_to:
         seen.append(f"{turn.agent} whispered something to {line.whisper_to}.")
-    seen += [f"{turn.agent} {action}.".replace("..", ".") for action in line.actions or []]
+    seen += [text for action in line.actions or [] if (text := seen_action(turn.agent, action))]
     made = 0
     for content in seen:
         for name in overheard:  # (never the speaker, who heard its own words)

@@ -174,3 +174,22 @@ def deliver(text: str, *, speaker: str, present: list[str]) -> Delivery:
         return Delivery(heard_by=heard, whisper_to=whisper_to, overheard=[n for n in present if n not in heard],
                         actions=actions, text=body.strip())
     return Delivery(heard_by=present, actions=actions, text=body.strip())
+
+
+# An action between asterisks that is narration, not the speaker's own doing: "*You wake with a
+# start*", "*The door creaks open*" (a card's greeting often opens this way).
+_NARRATION = re.compile(r"^(?:you|your|the|a|an|it|its|there|i|my|we|our|this|that)\b", re.IGNORECASE)
+_POSSESSIVE = re.compile(r"^(?:her|his|their)\s+", re.IGNORECASE)
+
+
+def seen_action(agent: str, action: str) -> str:
+    """What a witness keeps of an action: "Sam pours the wine.", "Sam's eyes widen.", or narration as
+    it was written ("You wake with a start.")."""
+    text = action.strip().rstrip(".").strip()
+    if not text:
+        return ""
+    if _POSSESSIVE.match(text):
+        return f"{agent}'s {_POSSESSIVE.sub('', text, count=1)}."
+    if _NARRATION.match(text) or text.casefold().startswith(agent.casefold()):
+        return f"{text[0].upper()}{text[1:]}."
+    return f"{agent} {text}."

@@ -45,3 +45,16 @@ def test_a_whisper_reaches_its_addressee_and_the_others_see_it_happen():
 def test_actions_are_seen_by_everyone_present_and_absent_people_hear_nothing():
     line = deliver("*pours the wine* Cheers, then. *raises a glass*", speaker="Jordan", present=["Alex", "Jordan"])
     assert line.heard_by == ["Jordan", "Alex"] and line.actions == ["pours the wine", "raises a glass"]
+
+
+@pytest.mark.parametrize("action, seen", [
+    ("pours the wine", "Jordan pours the wine."),
+    ("her eyes widen", "Jordan's eyes widen."),
+    ("You wake with a start, recalling the forest.", "You wake with a start, recalling the forest."),
+    ("the door creaks open", "The door creaks open."),
+    ("Jordan laughs.", "Jordan laughs."),
+])
+def test_what_a_witness_keeps_of_an_action_or_a_narration(action, seen):
+    from chronicle.simulation.stage import seen_action
+
+    assert seen_action("Jordan", action) == seen
