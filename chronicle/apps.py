@@ -7,6 +7,6 @@ class ChronicleConfig(AppConfig):
 
     def ready(self) -> None:
         from chronicle.writing.services import record_outside_edit
-        from memory.signals import memory_edited
+        from memory.api import memory_edited
 
         memory_edited.connect(record_outside_edit, dispatch_uid="chronicle-history-of-admin-edits")

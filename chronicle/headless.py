@@ -36,9 +36,7 @@ from chronicle.simulation.services import (
     simulation_settings_errors,
 )
 from memory.models import Memory, MemoryBank
-from memory.tools import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS
-from memory.relationships import standing
-from memory.services import bank_delete
+from memory.api import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, bank_delete, standing
 from wonda_site.celery import app as celery_app
 from wonda_site.pool import pool_status
 

@@ -8,7 +8,7 @@ from django.core.validators import MaxLengthValidator
 from django.db import models
 
 from chronicle import macros
-from memory.sheets import CharacterSheet, ExtraMemory, ScenarioSheet
+from memory.api import CharacterSheet, ExtraMemory, ScenarioSheet
 from wonda_site.querysets import OwnedQuerySet
 
 TEXT_LIMIT = 10_000  # the memory store's content limit; longer text could not become one memory

@@ -8,7 +8,7 @@ from django.db import transaction
 
 from chronicle.models import Character, Scenario
 from memory.models import MemoryBank
-from memory.services import bank_create, bank_delete, bank_request_seed
+from memory.api import bank_create, bank_delete, bank_request_seed
 
 FIELDS = ("name", "role", "archetype", "description", "public_face", "background", "communication_style",
           "decision_style", "traits", "skills", "values", "goals", "secrets", "knowledge", "extra_memories",

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from chronicle.models import Character, Scenario
-from memory.services import bank_create, bank_delete, bank_request_seed
+from memory.api import bank_create, bank_delete, bank_request_seed
 
 FIELDS = ("title", "location", "atmosphere", "time_of_day", "description", "user_name", "pair_notes", "run_settings")
 

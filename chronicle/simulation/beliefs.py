@@ -30,8 +30,7 @@ import numpy as np
 from django.db import transaction
 
 from memory.models import Memory
-from memory.relationships import standing
-from memory.services import memory_create, memory_revise
+from memory.api import memory_create, memory_revise, standing
 
 RETELL_SIMILARITY = 0.6  # a line this close to a belief its speaker holds retells it…
 RETELL_WORDS = 0.7  # …and so does one holding this share of the belief's words (a long line quoting it)

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
 from chronicle.simulation.services import ControlError, SETTING_FIELDS, queue_next
-from memory.services import bank_copy, bank_create, bank_mark_seeded
+from memory.api import bank_copy, bank_create, bank_mark_seeded
 
 # A branch keeps its parent's settings, and what the parent learned about its model.
 BRANCH_FIELDS = ("scenario", "scenario_snapshot", "cast_snapshot", *SETTING_FIELDS, "tools_unsupported")

@@ -10,13 +10,10 @@ from typing import TYPE_CHECKING
 from chronicle.simulation.context import count_tokens
 from chronicle.simulation.stage import skipped_minutes
 from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, window
-from memory.distortion import retrieval_filter
-from memory.relationships import describe, standing
-from memory.retrieval import MemoryFilter
-from memory.retrieval.confidence import calibrated
-from memory.seeding import WHOLE_SHEET_K
-from memory.sheets import CharacterSheet
-from memory.sheet_recall import MEMORY_KINDS, recall_sheet, recall_stable, stable_snapshot
+from memory.api import (
+    CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, calibrated, describe, recall_sheet, recall_stable,
+    retrieval_filter, stable_snapshot, standing,
+)
 
 if TYPE_CHECKING:
     from chronicle.simulation.engine import TurnInput, TurnOutcome

@@ -19,9 +19,10 @@ from chronicle.simulation.prompts import full_definition_text, system_parts, use
 from chronicle.simulation.briefing import now_header, pinned_note, prepopulate
 from chronicle.simulation.replies import is_refusal, text_tool_calls
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
-from memory.distortion import retrieval_filter
-from memory.sheets import CharacterSheet, ScenarioSheet
-from memory.tools import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
+from memory.api import (
+    CharacterSheet, DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, ScenarioSheet, ToolContext, call_tool,
+    openai_tool_schemas, retrieval_filter,
+)
 
 MAX_UTTERANCE = 4000
 # "(no relevant memories)" as models write it: any case, brackets or not, a full stop or a colon after.

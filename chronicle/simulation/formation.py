@@ -13,19 +13,11 @@ from django.db import transaction
 from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.stage import Delivery, deliver, seen_action
-from memory.importance import CaptureFilters, Skipped
-from memory.models import Memory
-from memory.after_turn import REFLECT_STATEMENTS
-from memory.reflection import lifecycle_totals, recent_memories
-from memory.services.capture import earlier_lines
-from memory.services import (
-    CapturePlan,
-    capture_prepare,
-    memory_associate,
-    memory_create,
-    memory_reinforce,
-    memories_supersede,
+from memory.api import (
+    CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, earlier_lines, lifecycle_totals,
+    memories_supersede, memory_associate, memory_create, memory_reinforce, recent_memories,
 )
+from memory.models import Memory
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +216,7 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
 
 
 def _queue_extract(*args) -> None:
-    from memory.tasks import extract_task  # memory.tasks loads the model's services lazily
+    from memory.api import extract_task  # memory.tasks loads the model's services lazily
 
     try:
         extract_task.delay(*args)

@@ -14,10 +14,10 @@ from chronicle.simulation.models import Simulation, parse_carry
 from chronicle.simulation.services import LLM_SETTING_FIELDS, SETTING_FIELDS
 from chronicle.simulation.stage import StageError
 from chronicle.simulation.stage import parse as parse_stage
-from memory.distortion import DistortionError
-from memory.distortion import parse as parse_distortions
-from memory.retrieval import SCORING_PRESETS
-from memory.tools import DEFAULT_SIMULATION_TOOLS, REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS
+from memory.api import (
+    DEFAULT_SIMULATION_TOOLS, DistortionError, REGISTRY, SCORING_PRESETS, SIMULATION_TOOLS, WRITE_TOOLS,
+    parse_distortions,
+)
 
 # The form's own fields for the run's settings (title first; weights come from three number fields).
 SETTINGS = tuple(name for name in SETTING_FIELDS

@@ -28,7 +28,7 @@ MAX_TIMEOUT_S = 600  # the longest a turn waits for one model answer
 
 
 def default_tool_set() -> list[str]:
-    from memory.tools import DEFAULT_SIMULATION_TOOLS
+    from memory.api import DEFAULT_SIMULATION_TOOLS
 
     return list(DEFAULT_SIMULATION_TOOLS)
 
@@ -48,7 +48,7 @@ def default_association_weight() -> float:
 def parse_carry(text: str, *, cast: list[str]) -> dict[str, str]:
     """A sequel's "Alex: all / Jordan: reflections / Sam: none", one per line, as {name: mode} for the
     whole cast (all unless told); a bad line raises ValidationError naming it."""
-    from memory.services.banks import CARRY_MODES  # memory's services load after the models
+    from memory.api import CARRY_MODES  # memory's services load after the models
 
     plan = {name: "all" for name in cast}
     for number, raw in enumerate((text or "").splitlines(), start=1):

@@ -45,7 +45,7 @@ class Probe:
 
 def parse(raw, *, cast: list[str], turns: int) -> list[Probe]:
     """The file's probes, checked against its cast and its script's length (turns)."""
-    from memory.tools import SIMULATION_TOOLS as TOOLS
+    from memory.api import SIMULATION_TOOLS as TOOLS
 
     if raw is None:
         return []
@@ -137,7 +137,7 @@ def ask(simulation, probe: Probe) -> Answer:
     from chronicle.simulation.engine import tool_context
     from chronicle.simulation.models import Turn
     from chronicle.simulation.turns import turn_input
-    from memory.tools import call_tool
+    from memory.api import call_tool
 
     turn = turn_input(turn=Turn(simulation=simulation, index=probe.after_turn, agent=probe.agent))
     window = transcript_text(turn.transcript, turn.stage) if turn.transcript or turn.stage else ""

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from chronicle.simulation.context import Part, join_parts
-from memory.seeding import other_text
-from memory.sheets import CharacterSheet, ScenarioSheet
+from memory.api import CharacterSheet, ScenarioSheet, other_text
 
 TRANSCRIPT_LINES = 8  # recent lines sent with every turn
 # Pre-populated sections that stay the same from turn to turn (the sheet, the place): sent first.

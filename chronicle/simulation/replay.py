@@ -84,7 +84,7 @@ def normalise(raw) -> list[dict]:
 def check_script(script: list[dict], *, cast: list[str], stage_directions: str = "") -> None:
     """Every speaker is in the cast and in the room at its turn (the run's directions, and a line's own
     "*leaves the room*" as the run would apply it); ScriptError names the first line that is not."""
-    from memory.tools import SIMULATION_TOOLS
+    from memory.api import SIMULATION_TOOLS
 
     try:
         directions = parse(stage_directions or "", cast=cast)

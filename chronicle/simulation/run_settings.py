@@ -11,7 +11,7 @@ class RunSettingsMixin:
 
     def clean(self):
         # Settings also arrive from files (simulation import, run_simulation): checked here, not only in the form.
-        from memory.tools import SIMULATION_TOOLS
+        from memory.api import SIMULATION_TOOLS
 
         errors = {}
         tools = self.tool_set
@@ -56,8 +56,8 @@ class RunSettingsMixin:
         if self.sequel_of_id and self.sequel_of.owner_id != self.owner_id:
             errors["sequel_of"] = "A sequel continues one of your own runs."
         if self.distortions and self.cast_snapshot:
-            from memory.distortion import DistortionError
-            from memory.distortion import parse as parse_distortions
+            from memory.api import DistortionError
+            from memory.api import parse_distortions
 
             try:
                 parse_distortions(self.distortions, cast=self.cast_names)
@@ -87,10 +87,10 @@ class RunSettingsMixin:
     @property
     def distortion_filters(self) -> list:
         """The run's distortion filters, parsed (memory.distortion.Distortion); [] when there are none."""
-        from memory.distortion import DistortionError, parse
+        from memory.api import DistortionError, parse_distortions
 
         try:
-            return parse(self.distortions, cast=self.cast_names) if self.distortions else []
+            return parse_distortions(self.distortions, cast=self.cast_names) if self.distortions else []
         except DistortionError:  # clean() refused it on the way in
             return []
 
@@ -110,7 +110,7 @@ class RunSettingsMixin:
     @property
     def option_labels(self) -> list[str]:
         """The run's memory options in words, for the run page's header."""
-        from memory.tools import SIMULATION_TOOLS
+        from memory.api import SIMULATION_TOOLS
 
         labels = []
         if self.retrieval_mode != self.RetrievalMode.PREPOPULATE:

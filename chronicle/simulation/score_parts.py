@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from memory.retrieval.scoring import resolve_weights
+from memory.api import resolve_weights
 
 
 @dataclass

@@ -21,7 +21,7 @@ from chronicle.simulation.models import Simulation, Turn, TurnOverride
 from chronicle.simulation.prompts import MARKUP, Section, transcript_text
 from chronicle.simulation.providers import get_provider
 from chronicle.simulation.turns import next_index, queue_next, script_end, turn_input
-from memory.tools import DEFAULT_SIMULATION_TOOLS, REGISTRY, WRITE_TOOLS, call_tool
+from memory.api import DEFAULT_SIMULATION_TOOLS, REGISTRY, WRITE_TOOLS, call_tool
 
 
 class SeatError(Exception):

@@ -17,8 +17,7 @@ from chronicle.models import Scenario
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.turns import next_index, queue_next, stale_after
 from memory.models import Memory
-from memory.services import bank_carry, bank_create, bank_delete
-from memory.tasks import seed_bank_task
+from memory.api import bank_carry, bank_create, bank_delete, seed_bank_task
 
 DEMO_PACE_S = 1.0  # the demo is a dry run that would finish in a blink; a second a line can be watched
 

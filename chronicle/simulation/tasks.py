@@ -25,12 +25,11 @@ from chronicle.simulation import beliefs, seats, services, turns
 from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
-from memory.consolidation import RECENT_TURNS, consolidate, consolidation_due, consolidations_due, summarizer
-from memory.embedding.errors import EmbeddingError
+from memory.api import (
+    EmbeddingError, RECENT_TURNS, bank_hold, consolidate, consolidate_bank_task, consolidation_due,
+    consolidations_due, importance_since_last_reflection, importance_since_last_reflections, reflect, summarizer,
+)
 from memory.models import Memory
-from memory.reflection import importance_since_last_reflection, importance_since_last_reflections, reflect
-from memory.services import bank_hold
-from memory.tasks import consolidate_bank_task
 from wonda_site.outage import part_of
 
 log = logging.getLogger(__name__)

@@ -26,11 +26,10 @@ from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.simulation.pins import dropped_pins
 from chronicle.simulation.selectors import turn_overrides
 from chronicle.simulation.stage import deliver
-from memory.extraction import lesson_of
-from memory.reflection import insights_store, lifecycle_totals
-from memory.relationships import relationships_update
-from memory.services import CapturePlan, accesses_record, capture_commit
-from memory.sheets import CharacterSheet, ScenarioSheet
+from memory.api import (
+    CapturePlan, CharacterSheet, ScenarioSheet, accesses_record, capture_commit, insights_store, lesson_of,
+    lifecycle_totals, relationships_update,
+)
 from chronicle.simulation.formation import (  # noqa: F401 (stage_apply, judged_by_model: for the tasks)
     _notes,
     _queue_extract,

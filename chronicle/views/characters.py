@@ -20,7 +20,7 @@ from chronicle.services.characters import (character_create as create_character,
                                            character_update)
 from chronicle.views.common import HtmxHttpRequest, field_errors_response, preview_response, vary_on_htmx
 from chronicle.writing.ask import ask, default_provider
-from memory.retrieval import recall
+from memory.api import recall
 
 ASK_K = 8
 

@@ -10,7 +10,7 @@ from django.db.models import F
 
 from chronicle.simulation.models import Simulation
 from memory.models import Memory
-from memory.retrieval import MemoryFilter, recall
+from memory.api import MemoryFilter, recall
 
 # --- the writer's search (the inspector's, as of a turn: selectors.turn_search_results) ---------
 

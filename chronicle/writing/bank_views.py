@@ -27,9 +27,8 @@ from chronicle.writing.forms import MemoryFormForm
 from chronicle.writing.timeline import bank_timeline
 # A refused memory form is shown again on the page it came from, the turn inspector included.
 from chronicle.writing.views import _errors, _inspector_context, _memory, _next, _reach_warning, _simulation, _turn
-from memory import projection
 from memory.models import Memory
-from memory.tasks import bank_map_task
+from memory.api import bank_map as laid_out_bank, bank_map_task
 
 
 # --- memories -------------------------------------------------------------------------------
@@ -87,7 +86,7 @@ def bank_map(request: HttpRequest, pk: int) -> HttpResponse:
     simulation = _simulation(request, pk)
     colour = "kind" if request.GET.get("colour") == "kind" else "agent"
     agent = request.GET.get("agent", "") if request.GET.get("agent", "") in simulation.cast_names else ""
-    kept, current = (None, True) if simulation.bank_id is None else projection.bank_map(
+    kept, current = (None, True) if simulation.bank_id is None else laid_out_bank(
         simulation.bank_id, queue=lambda bank_id: bank_map_task.delay(bank_id))
     drawn = memory_map(simulation, kept, colour=colour, agent=agent,
                        href=lambda row: memory_link(pk, row["pk"], row["agent"]))

@@ -13,7 +13,7 @@ from chronicle.simulation.services import SECRET_SETTINGS, SETTING_FIELDS
 from chronicle.writing import selectors
 from chronicle.writing.models import ChronicleEntry, Edit
 from memory.models import Memory
-from memory.services import bank_create, bank_mark_seeded, memory_create, validate_content
+from memory.api import bank_create, bank_mark_seeded, memory_create, validate_content
 
 FORMAT = "wonda.simulation"
 VERSION = 1

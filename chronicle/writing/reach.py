@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from chronicle.simulation.briefing import PREPOPULATED_FACT_KINDS
 from chronicle.simulation.models import Simulation
 from memory.models import Memory
-from memory.tools import QUERY_MEMORY_KINDS, SIMULATION_TOOLS
+from memory.api import QUERY_MEMORY_KINDS, SIMULATION_TOOLS
 
 
 # --- reach: can the agent get a memory the writer forms? ----------------------------------------

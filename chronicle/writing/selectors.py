@@ -21,7 +21,7 @@ from chronicle.writing.bank_selectors import (BANK_PAGE_SIZE, SEARCH_K, BankCard
 from chronicle.writing.models import ChronicleEntry, Edit
 from chronicle.writing.reach import PREPOPULATE_REACH, TOOL_REACH, Reach, reach
 from memory.models import Memory
-from memory.retrieval import MemoryFilter, recall
+from memory.api import MemoryFilter, recall
 
 __all__ = [
     "turns_with_entries", "entry_text", "entry_for", "history", "ComparedRow", "compare",

@@ -20,17 +20,11 @@ from chronicle.simulation.services import ControlError
 from chronicle.simulation.stage import deliver
 from chronicle.writing.models import ChronicleEntry, Edit
 from chronicle.writing.selectors import inspector_overrides
-from memory import consolidation
-from memory.models import Memory
-from memory.services import (
-    memory_archive,
-    memory_create,
-    memory_restore,
-    memory_statuses_set,
-    memory_update,
-    validate_content,
+from memory.api import (
+    RECENT_TURNS, ConsolidationResult, consolidate, memory_archive, memory_create, memory_restore, memory_statuses_set,
+    memory_update, statuses_of, summarizer, validate_content,
 )
-from memory.services.consolidation import statuses_of
+from memory.models import Memory
 
 MEMORY_FIELDS = ("content", "importance", "tags", "status")
 
@@ -186,7 +180,7 @@ def memory_promote(*, simulation: Simulation, memory: Memory, actor) -> Characte
 
 
 @transaction.atomic
-def memory_consolidate_edit(*, simulation: Simulation, agent: str, actor) -> list[consolidation.ConsolidationResult]:
+def memory_consolidate_edit(*, simulation: Simulation, agent: str, actor) -> list[ConsolidationResult]:
     """The writer's "Consolidate" button: the agent's memories older than its last RECENT_TURNS turns.
     One Edit per summary, its field "consolidation" holding every status it changed (the summary's
     and its originals'), so that undo puts them all back at once and an undo of the undo redoes it."""
@@ -195,13 +189,13 @@ def memory_consolidate_edit(*, simulation: Simulation, agent: str, actor) -> lis
     if agent not in simulation.cast_names:
         raise WritingError(f"{agent} is not in this simulation's cast.")
     last = simulation.turns.order_by("-index").values_list("index", flat=True).first()
-    before_turn = (last + 2 if last is not None else 1) - consolidation.RECENT_TURNS  # memory turns are index + 1
+    before_turn = (last + 2 if last is not None else 1) - RECENT_TURNS  # memory turns are index + 1
     summarize = None
     if simulation.provider == Simulation.Provider.OPENAI:  # the run's model writes the summaries
         from chronicle.simulation.providers import get_provider  # defers importing openai
 
-        summarize = consolidation.summarizer(get_provider(simulation).complete)
-    results = consolidation.consolidate(simulation.bank, agent, before_turn=before_turn, summarize=summarize)
+        summarize = summarizer(get_provider(simulation).complete)
+    results = consolidate(simulation.bank, agent, before_turn=before_turn, summarize=summarize)
     for result in results:
         _record(simulation=simulation, actor=actor, target_type=Edit.Target.MEMORY, target_id=result.summary.pk,
                 field="consolidation",

@@ -21,7 +21,7 @@ from django.core.management import BaseCommand, CommandError
 from chronicle import headless
 from chronicle.evaluation import Tally, evaluate_file
 from chronicle.simulation.models import Simulation
-from memory.retrieval.scoring import SCORING_PRESETS
+from memory.api import SCORING_PRESETS
 
 
 class Command(BaseCommand):

@@ -1,0 +1,44 @@
+"""The layers keep to their lines: `memory` knows nothing of `chronicle`, and `chronicle` reaches memory
+only through its public API (memory.api) and its models (the ORM). Read from the source, not run."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def imports(package: str) -> list[tuple[str, int, str]]:
+    """(file, line, imported module) for every import in the package's code (migrations aside)."""
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                modules = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "memory" else [])
+                found += [(str(path.relative_to(ROOT)), node.lineno, m) for m in modules]
+            elif isinstance(node, ast.Import):
+                found += [(str(path.relative_to(ROOT)), node.lineno, a.name) for a in node.names]
+    return found
+
+
+def test_memory_knows_nothing_of_chronicle():
+    leaks = [f"{f}:{n} imports {m}" for f, n, m in imports("memory") if m.split(".")[0] in ("chronicle", "api")]
+    assert leaks == []
+
+
+def test_chronicle_uses_memory_only_through_its_public_api():
+    allowed = {"memory.api", "memory.models"}
+    reaching_in = [f"{f}:{n} imports {m}" for f, n, m in imports("chronicle")
+                   if m.split(".")[0] == "memory" and m not in allowed and m != "memory"]
+    assert reaching_in == [], "import these from memory.api (add them there if they are new):\n" + "\n".join(reaching_in)
+
+
+def test_the_public_api_names_what_it_offers():
+    import memory.api
+
+    assert sorted(memory.api.__all__) == sorted(set(memory.api.__all__))
+    missing = [name for name in memory.api.__all__ if not hasattr(memory.api, name)]
+    assert missing == []
