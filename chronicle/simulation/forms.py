@@ -80,7 +80,8 @@ class SimulationForm(forms.ModelForm):
         help_text="Tick a character to write its lines yourself: at its turns the run waits for you and shows what "
                   "it would remember. The agents play the others. You can leave the seat at any time.")
     scoring = forms.ChoiceField(choices=[(k, k) for k in SCORING_PRESETS], initial="similarity",
-                                help_text="similarity (seed 000) · hybrid 0.6/0.2/0.2 · decayed 0.6/0.1/0.3")
+                                help_text="similarity: meaning only · hybrid: meaning 0.6, recency 0.2, importance 0.2 · "
+                                          "decayed: meaning 0.6, how faded 0.1, importance 0.3")
     weight_similarity = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: similarity")
     weight_recency = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: recency")
     weight_importance = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: importance")

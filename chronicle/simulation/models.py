@@ -89,7 +89,7 @@ class Simulation(RunSettingsMixin, models.Model):
 
     class ImportanceScorer(models.TextChoices):
         HEURISTIC = "heuristic", "Heuristic (offline: goals · emotion · novelty)"
-        LLM = "llm", "The run's model (seed 002 prompt; scripted runs use the heuristic)"
+        LLM = "llm", "The run's model (one judgement after each line; dry runs use the heuristic)"
 
     class Provider(models.TextChoices):
         SCRIPTED = "scripted", "Scripted (dry run, offline)"
@@ -150,7 +150,7 @@ class Simulation(RunSettingsMixin, models.Model):
     tool_prompt = models.CharField(
         "How the tools are described", max_length=16, default="exact",
         choices=[("exact", "Exactly as offered, with their parameters and the call budget"),
-                 ("seed000", "Seed 000's minimal prompt (its six tools only): agents discover who they are")])
+                 ("seed000", "A minimal prompt (six tools only): agents discover who they are")])
     confidence_gating = models.BooleanField("Say so when memories are weak", default=False)
     # Memory formation (seeds 000/002/003): how each heard line is scored, and which lines
     # a listener does not keep. The LLM scorer (the default) asks the run's model; the scripted provider
@@ -181,7 +181,7 @@ class Simulation(RunSettingsMixin, models.Model):
     consolidation_budget = models.PositiveIntegerField(
         "Consolidate beyond this many lines per agent", default=default_consolidation_budget,
         validators=[MaxValueValidator(1_000_000)],
-        help_text="Seed 004 caps memories per entity: past this, old similar lines of little importance become "
+        help_text="Memories kept per character: past this, old similar lines of little importance become "
                   "one summary each (the writer can undo it). 0: only when the writer asks, on the bank page.")
     # Who is in the room and what happens in it (chronicle.simulation.stage): "5: Sam enters",
     # "6: The lights go out.", one per line, each before a turn. Blank: everyone, all along.

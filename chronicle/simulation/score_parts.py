@@ -64,7 +64,7 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
     else:
         rest = []
     # Under `decayed` the recency component is seed 004's decay (memory.retrieval.scoring.decay_component).
-    rest += [ScorePart("recency", "decay (seed 004)" if scoring == "decayed" else "recency", f"{wr:g}", components.get("recency", 0.0), wr * components.get("recency", 0.0)),
+    rest += [ScorePart("recency", "how faded (decay)" if scoring == "decayed" else "recency", f"{wr:g}", components.get("recency", 0.0), wr * components.get("recency", 0.0)),
              ScorePart("importance", "importance", f"{wi:g}", components.get("importance", 0.0),
                        wi * components.get("importance", 0.0))]
     # Query enhancement's temporal boost (memory/retrieval/enhance.py) comes weighted: added as it is.

@@ -87,7 +87,7 @@ def test_another_writers_seat_is_a_404(celery_worker, user, other_user, client_f
     assert simulation.turns.get(index=0).status == "seat"
 
 
-def test_a_seat_is_taken_on_a_paused_run_and_kept_by_its_branch(celery_worker, user):
+def test_a_seat_is_taken_on_a_paused_run_and_kept_by_its_branch(celery_worker, user, client_for):
     scenario = make_dinner(user)
     simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
         "max_turns": 4, "retrieval_mode": "prepopulate", "pause_after": 1})
@@ -104,3 +104,12 @@ def test_a_seat_is_taken_on_a_paused_run_and_kept_by_its_branch(celery_worker, u
     assert branch.seats == ["Jordan"]
     with pytest.raises(seats.SeatError, match="not in this run's cast"):
         seats.seat_change(simulation=simulation, agent="Nobody", take=True)
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert "Your line as Jordan is due here: resume the run to say it." in page
+    # Leaving the seat while paused: Jordan's agent says the waiting line when the run goes on.
+    seats.seat_change(simulation=simulation, agent="Jordan", take=False)
+    assert "Jordan's agent says this line when the run goes on." in \
+        client_for(user).get(simulation.get_absolute_url()).content.decode()
+    services.simulation_resume(simulation=Simulation.objects.get(pk=simulation.pk))
+    wait_status(simulation, "completed")
+    assert simulation.turns.get(index=1).usage.get("calls")

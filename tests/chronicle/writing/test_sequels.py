@@ -61,7 +61,9 @@ def test_the_form_starts_a_sequel_and_names_a_bad_carry_line(user, dinner, finis
     assert ok.status_code == 302, ok.context["form"].errors
     follow = Simulation.objects.get(sequel_of=finished)
     assert ok.status_code == 302 and follow.sequel_carry == "Sam: none"
-    assert "Sequel of" in client_for(user).get(follow.get_absolute_url()).content.decode()
+    header = client_for(user).get(follow.get_absolute_url()).content.decode().split('id="sequel-of"', 1)[1].split("</p>", 1)[0]
+    # What each one carries, in a sentence (the whole cast; not the lines as typed).
+    assert "Alex carries all they earned; Jordan, all they earned; Sam, nothing." in header and "<br>" not in header
 
 
 def test_an_earned_memory_made_permanent_is_given_to_the_next_run(user, dinner, finished, client_for):
