@@ -18,6 +18,7 @@ from chronicle.simulation.context import MESSAGE_OVERHEAD, REPLY_PRIMING, CallRe
 from chronicle.simulation.prompts import full_definition_text, system_parts, user_message, window
 from chronicle.simulation.briefing import now_header, pinned_note, prepopulate
 from chronicle.simulation.replies import is_refusal, text_tool_calls
+from chronicle.simulation.turn_models import WRITER_LINE_NOTE
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
 from memory.api import (
     CharacterSheet, DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, ScenarioSheet, ToolContext, call_tool,
@@ -136,7 +137,7 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
     if turn.line.strip():
         # The writer wrote this line: no model call, but it is heard (and remembered) like any other.
         outcome.utterance = shorten(turn.line.strip(), outcome, "The line written by hand")
-        outcome.notes.append("Line written by the writer (no model call).")
+        outcome.notes.append(WRITER_LINE_NOTE)
         return outcome
     if turn.greeting.strip():
         outcome.utterance = shorten(turn.greeting.strip(), outcome, "The card's greeting")

@@ -7,6 +7,10 @@ from django.conf import settings
 from django.db import models
 
 
+# The note of a line the writer wrote (by hand in the inspector, or from a character's seat).
+WRITER_LINE_NOTE = "Line written by the writer (no model call)."
+
+
 class TurnQuerySet(models.QuerySet):
     def done(self):
         return self.filter(status=Turn.Status.DONE)
@@ -58,6 +62,11 @@ class Turn(models.Model):
     def number(self) -> int:
         """Turn numbers as people (and episodic memories) count them: 1-based."""
         return self.index + 1
+
+    @property
+    def by_writer(self) -> bool:
+        """The line is the writer's own, not a model's."""
+        return WRITER_LINE_NOTE in (self.note or "")
 
     @property
     def prompt_tokens(self) -> int:

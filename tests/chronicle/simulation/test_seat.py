@@ -54,6 +54,12 @@ def test_the_run_waits_for_the_writers_line_and_takes_it_like_an_agents(celery_w
     said = wait_for(lambda: simulation.turns.filter(index=2, status="done").first(), what="Sam's line said")
     assert said.agent == "Sam" and said.whisper_to == "Alex" and said.utterance.startswith("*whispers to Alex*")
     assert "Line written by the writer" in said.note and not said.usage.get("calls")
+    # Recorded as the writer's: on the run page and in the chronicle's review.
+    run_page = client.get(simulation.get_absolute_url()).content.decode()
+    assert run_page.split('id="turn-2"', 1)[1].split("</div>", 1)[0].count("your line") == 1
+    assert 'id="turn-1"' in run_page and "your line" not in run_page.split('id="turn-1"', 1)[1].split("</div>", 1)[0]
+    review = client.get(reverse("chronicle_review", args=[simulation.pk])).content.decode()
+    assert "your line" in review.split('id="line-2"', 1)[1].split("</div>", 1)[0]
     bank = Memory.objects.in_bank(simulation.bank)
     alex = bank.filter(agent="Alex", kind="episodic", turn=3).values_list("content", flat=True)
     jordan = bank.filter(agent="Jordan", turn=3).values_list("content", flat=True)
