@@ -58,15 +58,7 @@ def character_from_card(card: Any, check: Checker) -> dict | None:
 
     personality = check.text(data, "personality", "data.", limit=TEXT_LIMIT)
     if wonda is not None:
-        path = "data.extensions.wonda."
-        for key in TEXT_FIELDS:
-            if key != "description":
-                values[key] = check.text(wonda, key, path, limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
-        for key in LIST_FIELDS:
-            values[key] = check.items(wonda, key, path)
-        for key in LONG_LIST_FIELDS:
-            values[key] = check.items(wonda, key, path, limit=TEXT_LIMIT)
-        values["knowledge"] = check.mapping(wonda, "knowledge", path)
+        values |= _wonda_fields(wonda, check)
     else:  # a card from elsewhere: what its description writes in W++, PList or Ali:Chat goes to its place
         _read_conventions(values, extras)
     if not values.get("traits") and personality:
@@ -75,23 +67,42 @@ def character_from_card(card: Any, check: Checker) -> dict | None:
     if personality and personality != ", ".join(values["traits"]):
         extras["personality"] = personality  # prose, or formatted its own way: give it back as written
 
-    book = data.get("character_book")
-    if book is not None:
-        if not isinstance(book, dict):
-            check.errors.append("data.character_book must be an object")
-        else:
-            memories = check.memories(book.get("entries"), "data.character_book.entries")
-            for i, memory in enumerate(memories):  # defaults that export adds back are not worth keeping
-                card = memory["card"]
-                for key, default in (("extensions", {}), ("enabled", True), ("insertion_order", i)):
-                    if key in card and card[key] == default:
-                        del card[key]
-            values["extra_memories"] = memories
-            settings = {k: v for k, v in book.items() if k != "entries" and not (k == "extensions" and v == {})}
-            if settings:
-                extras["character_book"] = settings
+    _read_book(data.get("character_book"), values, extras, check)
     values["card_extras"] = extras
     return values
+
+
+def _wonda_fields(wonda: dict, check: Checker) -> dict:
+    """The fields a card has no place for, from the card's `extensions.wonda` (Wonda's own export)."""
+    path, values = "data.extensions.wonda.", {}
+    for key in TEXT_FIELDS:
+        if key != "description":
+            values[key] = check.text(wonda, key, path, limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
+    for key in LIST_FIELDS:
+        values[key] = check.items(wonda, key, path)
+    for key in LONG_LIST_FIELDS:
+        values[key] = check.items(wonda, key, path, limit=TEXT_LIMIT)
+    values["knowledge"] = check.mapping(wonda, "knowledge", path)
+    return values
+
+
+def _read_book(book: Any, values: dict, extras: dict, check: Checker) -> None:
+    """The card's lore book: its entries become extra memories, its own settings stay in card_extras."""
+    if book is None:
+        return
+    if not isinstance(book, dict):
+        check.errors.append("data.character_book must be an object")
+        return
+    memories = check.memories(book.get("entries"), "data.character_book.entries")
+    for i, memory in enumerate(memories):  # defaults that export adds back are not worth keeping
+        card = memory["card"]
+        for key, default in (("extensions", {}), ("enabled", True), ("insertion_order", i)):
+            if key in card and card[key] == default:
+                del card[key]
+    values["extra_memories"] = memories
+    settings = {k: v for k, v in book.items() if k != "entries" and not (k == "extensions" and v == {})}
+    if settings:
+        extras["character_book"] = settings
 
 
 def _read_conventions(values: dict, extras: dict) -> None:

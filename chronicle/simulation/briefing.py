@@ -74,14 +74,32 @@ PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMOR
 
 def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     """Seed 001's pre-population: who I am, the scene, the others present, recent important events."""
-    # The whole sheet, category by category (memory.sheet_recall.recall_sheet), then the scene. Every
-    # section takes the agent's own memories and the shared ones (the writer's "for everyone").
+    first = first_turn_of(turn)
+    in_window = sorted({number for number, _speaker, _text in window(turn.transcript, turn.stage)})
+    sections: dict[str, Section] = {}
+    shown: set[int] = set()
+    with stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
+        for title, query, memory_filter, k in _queries(turn, first, in_window):
+            snapshots = _search(turn, outcome, title, query, memory_filter, k, first)
+            _fill(sections.setdefault(title, Section(title)), snapshots, turn, first=first, in_window=in_window,
+                  shown=shown)
+    # How the agent stands with those present, as what it heard has moved it (memory.relationships).
+    stood = standing(turn.bank, turn.agent, before_turn=turn.number)
+    for other in turn.others:
+        row = stood.get((turn.agent, other))
+        if row is not None:
+            sections.setdefault("The others present", Section("The others present")).lines.append(
+                f"How you stand with {other}: {describe(row)}")
+    return list(sections.values())
+
+
+def _queries(turn: TurnInput, first: bool, in_window: list[int]) -> list[tuple]:
+    """(section title, query, filter, k) in the order the sections are sent. Every section takes the
+    agent's own memories and the shared ones (the writer's "for everyone")."""
     last = turn.transcript[-1] if turn.transcript else None
     situation = f"{last[1]} said: {last[2]}" if last else "what do I know that matters here?"
-    # The whole sheet on the agent's first turn; after it, its core (how it speaks, what it is like,
-    # what it wants) and, further down, the rest of the sheet that bears on what was just said.
-    first = first_turn_of(turn)
-    sheet_parts = None if first else CORE_SHEET
+    # The whole sheet on the agent's first turn (filter None: recall_sheet, category by category);
+    # after it, its core and, further down, the rest of the sheet that bears on what was just said.
     queries = [
         ("Who you are", "who am I?", None, WHOLE_SHEET_K),
         ("Where you are", "where am I?", MemoryFilter(agent=turn.agent, kinds=["scene"], shared=True), 4),
@@ -99,74 +117,70 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     # What the agent (or everyone) learned or was given: card lore, the writer's memories, insights,
     # and what it knows of people outside the cast.
     queries.append(("What you know", situation,
-                     MemoryFilter(agent=turn.agent, kinds=PREPOPULATED_FACT_KINDS, shared=True,
-                                  max_turn=turn.index or None), 5))
+                    MemoryFilter(agent=turn.agent, kinds=PREPOPULATED_FACT_KINDS, shared=True,
+                                 max_turn=turn.index or None), 5))
     # What happened just before the transcript the agent reads (never a copy of it), in time order.
-    in_window = sorted({number for number, _speaker, _text in window(turn.transcript, turn.stage)})
     if in_window and in_window[0] > 1:
         before = in_window[0] - 1
         queries.append(("Recent events", situation,
                         MemoryFilter(agent=turn.agent, kinds=list(WITNESSED_KINDS), max_turn=before,
                                      min_turn=max(1, before - RECENT_TURNS + 1), shared=True), 5))
-    sections: dict[str, Section] = {}
-    shown: set[int] = set()
-    with stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
-        for title, query, memory_filter, k in queries:
-            started = time.perf_counter()
-            error, results = "", []
-            try:
-                if memory_filter is None:  # "Who you are"
-                    memory_filter, results = recall_sheet(turn.bank, turn.agent, scoring=turn.scoring, clock=turn.clock,
-                                                          weights=turn.weights or None, current_turn=turn.number,
-                                                          shared=True, k=k, parts=sheet_parts)
-                else:
-                    # The scene and what one knows of the others rarely change: kept between turns.
-                    results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
-                                            weights=turn.weights or None, current_turn=turn.number, clock=turn.clock,
-                                            associations=turn.associations,
-                                            distort=retrieval_filter(turn.agent, turn.distortions))
-            except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
-                error = f"{type(exc).__name__}: {exc}"
-            snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot()
-                         for r in results]
-            outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
-                           filter=memory_filter.to_dict() if memory_filter else {}, results=snapshots, error=error,
-                           latency_ms=round((time.perf_counter() - started) * 1000, 2),
-                           path=getattr(results, "path", ""))
-            section = sections.setdefault(title, Section(title))
-            if title == "Recent events":
-                snapshots = sorted(snapshots, key=lambda snap: (snap.get("turn") or 0, snap["memory_id"]))
-            for snap in snapshots:
-                if snap.get("excluded") or snap["memory_id"] in shown:
-                    continue  # a memory already in an earlier section is not sent twice
-                if title == "Where you are" and snap.get("category") in (HEADER_SCENE if not first else ("time",)):
-                    continue  # the header says when (as written), and after the first turn where
-                if snap.get("kind") in WITNESSED_KINDS and snap.get("turn") in in_window:
-                    continue  # a line or a stage direction the transcript below already shows
-                if snap.get("category") == "reaction" and snap.get("speaker") in turn.others:
-                    continue  # how a line moved me towards someone present: "How you stand with" says it
-                shown.add(snap["memory_id"])
-                turn_label = snap.get("turn")
-                until = f", until turn {snap['until_turn']}" if snap.get("until_turn") else ""
-                line = (f"(before this story) {snap['content']}" if turn_label is not None and turn_label < 0
-                        else f"(turn {turn_label}{until}) {snap['content']}" if turn_label else snap["content"])
-                similarity = (snap.get("components") or {}).get("similarity")
-                if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
-                    # the scale of the tools' retrieval_confidence; the prompt says below it is weak
-                    line += " (weak match)"
-                if title in SECTION_BUDGETS and section.lines and \
-                        count_tokens("\n".join([*section.lines, line])) > SECTION_BUDGETS[title]:
-                    continue  # over the section's budget: the lines above were the more relevant
-                if line not in section.lines:
-                    section.lines.append(line)
-    # How the agent stands with those present, as what it heard has moved it (memory.relationships).
-    stood = standing(turn.bank, turn.agent, before_turn=turn.number)
-    for other in turn.others:
-        row = stood.get((turn.agent, other))
-        if row is not None:
-            sections.setdefault("The others present", Section("The others present")).lines.append(
-                f"How you stand with {other}: {describe(row)}")
-    return list(sections.values())
+    return queries
+
+
+def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memory_filter, k: int,
+            first: bool) -> list[dict]:
+    """One section's search, recorded as a retrieval; its results as snapshots (excluded ones marked)."""
+    started = time.perf_counter()
+    error, results = "", []
+    try:
+        if memory_filter is None:  # "Who you are"
+            memory_filter, results = recall_sheet(turn.bank, turn.agent, scoring=turn.scoring, clock=turn.clock,
+                                                  weights=turn.weights or None, current_turn=turn.number,
+                                                  shared=True, k=k, parts=None if first else CORE_SHEET)
+        else:
+            # The scene and what one knows of the others rarely change: kept between turns.
+            results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
+                                    weights=turn.weights or None, current_turn=turn.number, clock=turn.clock,
+                                    associations=turn.associations,
+                                    distort=retrieval_filter(turn.agent, turn.distortions))
+    except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
+        error = f"{type(exc).__name__}: {exc}"
+    snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot() for r in results]
+    outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
+                   filter=memory_filter.to_dict() if memory_filter else {}, results=snapshots, error=error,
+                   latency_ms=round((time.perf_counter() - started) * 1000, 2), path=getattr(results, "path", ""))
+    return snapshots
+
+
+def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, first: bool, in_window: list[int],
+          shown: set[int]) -> None:
+    """A section's lines from its search: each memory once across sections, never what the transcript
+    already shows, within the section's token budget."""
+    if section.title == "Recent events":
+        snapshots = sorted(snapshots, key=lambda snap: (snap.get("turn") or 0, snap["memory_id"]))
+    for snap in snapshots:
+        if snap.get("excluded") or snap["memory_id"] in shown:
+            continue  # a memory already in an earlier section is not sent twice
+        if section.title == "Where you are" and snap.get("category") in (HEADER_SCENE if not first else ("time",)):
+            continue  # the header says when (as written), and after the first turn where
+        if snap.get("kind") in WITNESSED_KINDS and snap.get("turn") in in_window:
+            continue  # a line or a stage direction the transcript below already shows
+        if snap.get("category") == "reaction" and snap.get("speaker") in turn.others:
+            continue  # how a line moved me towards someone present: "How you stand with" says it
+        shown.add(snap["memory_id"])
+        turn_label = snap.get("turn")
+        until = f", until turn {snap['until_turn']}" if snap.get("until_turn") else ""
+        line = (f"(before this story) {snap['content']}" if turn_label is not None and turn_label < 0
+                else f"(turn {turn_label}{until}) {snap['content']}" if turn_label else snap["content"])
+        similarity = (snap.get("components") or {}).get("similarity")
+        if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
+            line += " (weak match)"  # the scale of the tools' retrieval_confidence; the prompt says below it is weak
+        if section.title in SECTION_BUDGETS and section.lines and \
+                count_tokens("\n".join([*section.lines, line])) > SECTION_BUDGETS[section.title]:
+            continue  # over the section's budget: the lines above were the more relevant
+        if line not in section.lines:
+            section.lines.append(line)
 
 
 PINNED_HEADING = "## Pinned by the writer"

@@ -11,68 +11,75 @@ class RunSettingsMixin:
 
     def clean(self):
         # Settings also arrive from files (simulation import, run_simulation): checked here, not only in the form.
+        errors = {**self._tool_set_errors(), **self._script_errors(), **self._seat_errors(), **self._cast_text_errors()}
+        if self.sequel_of_id and self.sequel_of.owner_id != self.owner_id:
+            errors["sequel_of"] = "A sequel continues one of your own runs."
+        if errors:
+            raise ValidationError(errors)
+
+    def _tool_set_errors(self) -> dict:
         from memory.api import SIMULATION_TOOLS
 
-        errors = {}
         tools = self.tool_set
         if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
-            errors["tool_set"] = "A list of tool names."
-        elif unknown := [name for name in tools if name not in SIMULATION_TOOLS]:
-            errors["tool_set"] = f"Unknown tool {unknown[0]!r}; the tools are: {', '.join(SIMULATION_TOOLS)}."
-        elif not tools and self.retrieval_mode == self.RetrievalMode.TOOLS:
-            errors["tool_set"] = "The Tools mode needs at least one tool: tick some, or choose Pre-populate."
+            return {"tool_set": "A list of tool names."}
+        if unknown := [name for name in tools if name not in SIMULATION_TOOLS]:
+            return {"tool_set": f"Unknown tool {unknown[0]!r}; the tools are: {', '.join(SIMULATION_TOOLS)}."}
+        if not tools and self.retrieval_mode == self.RetrievalMode.TOOLS:
+            return {"tool_set": "The Tools mode needs at least one tool: tick some, or choose Pre-populate."}
+        return {}
+
+    def _script_errors(self) -> dict:
         if self.provider == self.Provider.REPLAY and not self.script:
-            errors["provider"] = "Replay plays lines given in advance: import a file with a script, or replay a finished run."
-        elif self.script and self.cast_snapshot:
+            return {"provider": "Replay plays lines given in advance: import a file with a script, or replay a finished run."}
+        if self.script and self.cast_snapshot:
             from chronicle.simulation.replay import ScriptError, check_script
 
             try:
                 check_script(self.script, cast=self.cast_names, stage_directions=self.stage_directions)
             except ScriptError as exc:
-                errors["script"] = str(exc)
+                return {"script": str(exc)}
+        return {}
+
+    def _seat_errors(self) -> dict:
         seats = self.seats
         if not isinstance(seats, list) or not all(isinstance(name, str) for name in seats):
-            errors["seats"] = "A list of character names."
-        elif seats and self.cast_snapshot and (outside := [n for n in seats if n not in self.cast_names]):
-            errors["seats"] = f"{outside[0]} is not in this run's cast."
-        elif seats and self.provider == self.Provider.REPLAY:
-            errors["seats"] = "A replay says its recorded lines: nobody can take a seat in it."
-        if self.greeting_by and self.cast_snapshot and self.greeting_by not in self.cast_names:
+            return {"seats": "A list of character names."}
+        if seats and self.cast_snapshot and (outside := [n for n in seats if n not in self.cast_names]):
+            return {"seats": f"{outside[0]} is not in this run's cast."}
+        if seats and self.provider == self.Provider.REPLAY:
+            return {"seats": "A replay says its recorded lines: nobody can take a seat in it."}
+        return {}
+
+    def _cast_text_errors(self) -> dict:
+        """The settings written against the cast (the greeter, directions, carry-over, filters, beliefs)."""
+        if not self.cast_snapshot:
+            return {}
+        from chronicle.simulation.beliefs import BeliefError
+        from chronicle.simulation.beliefs import parse as parse_beliefs
+        from chronicle.simulation.stage import StageError
+        from chronicle.simulation.stage import parse as parse_stage
+        from memory.api import DistortionError, parse_distortions
+
+        cast = self.cast_names
+        checks = {
+            # Past the last turn is allowed here: a file's directions outlive a shorter --turns (the
+            # form, where the writer types them, says so).
+            "stage_directions": (lambda text: parse_stage(text, cast=cast), StageError),
+            "sequel_carry": (lambda _text: self.carry_plan(), ValidationError),
+            "distortions": (lambda text: parse_distortions(text, cast=cast), DistortionError),
+            "planted_beliefs": (lambda text: parse_beliefs(text, cast=cast), BeliefError),
+        }
+        errors = {}
+        if self.greeting_by and self.greeting_by not in cast:
             errors["greeting_by"] = f"{self.greeting_by} is not in this run's cast."
-        if self.stage_directions and self.cast_snapshot:
-            from chronicle.simulation.stage import StageError, parse
-
-            try:
-                # Past the last turn is allowed here: a file's directions outlive a shorter --turns
-                # (the form, where the writer types them, says so).
-                parse(self.stage_directions, cast=self.cast_names)
-            except StageError as exc:
-                errors["stage_directions"] = str(exc)
-        if self.sequel_carry and self.cast_snapshot:
-            try:
-                self.carry_plan()
-            except ValidationError as exc:
-                errors["sequel_carry"] = exc.messages[0]
-        if self.sequel_of_id and self.sequel_of.owner_id != self.owner_id:
-            errors["sequel_of"] = "A sequel continues one of your own runs."
-        if self.distortions and self.cast_snapshot:
-            from memory.api import DistortionError
-            from memory.api import parse_distortions
-
-            try:
-                parse_distortions(self.distortions, cast=self.cast_names)
-            except DistortionError as exc:
-                errors["distortions"] = str(exc)
-        if self.planted_beliefs and self.cast_snapshot:
-            from chronicle.simulation.beliefs import BeliefError
-            from chronicle.simulation.beliefs import parse as parse_beliefs
-
-            try:
-                parse_beliefs(self.planted_beliefs, cast=self.cast_names)
-            except BeliefError as exc:
-                errors["planted_beliefs"] = str(exc)
-        if errors:
-            raise ValidationError(errors)
+        for name, (check, failure) in checks.items():
+            if text := getattr(self, name):
+                try:
+                    check(text)
+                except failure as exc:
+                    errors[name] = exc.messages[0] if isinstance(exc, ValidationError) else str(exc)
+        return errors
 
     @property
     def directions(self) -> list:

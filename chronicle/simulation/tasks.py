@@ -107,26 +107,31 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
                             reason=f"The line could not be remembered (the embedding model failed): {exc}")
             return "failed"
         except Exception as exc:  # a bug must still pause the run with a reason, not leave it hanging
-            close_old_connections()
-            if part_of(exc) is not None:
-                # The database or the broker went away: not the run's fault. The turn is left to go
-                # stale and is taken again by this task's retry, or by the recovery timer once the
-                # part is back; the run is not paused, so nobody has to resume it.
-                log.warning("turn %s of simulation %s waits for the %s: %s", index, simulation_id, part_of(exc), exc)
-                try:
-                    raise self.retry(countdown=turns.stale_after(), max_retries=None)
-                except Retry:
-                    raise
-                except Exception:  # no broker to retry through: the recovery timer will find the run
-                    return "waiting"
-            log.exception("turn %s of simulation %s crashed", index, simulation_id)
-            turns.turn_fail(turn_id=turn.pk, token=claim.token, reason=f"{type(exc).__name__}: {exc}", outcome=None)
-            return "failed"
+            return _crashed(self, exc, turn=turn, token=claim.token, simulation_id=simulation_id, index=index)
     finished = turns.turn_finish(turn_id=turn.pk, token=claim.token, outcome=outcome, capture=capture)
     if finished is not None:
         queue_reflections(simulation_id, finished.number, due=finished.due_reflections)
         queue_consolidations(simulation_id, finished.number, due=finished.due_consolidations)
     return "done"
+
+
+def _crashed(task, exc: Exception, *, turn: Turn, token: str, simulation_id: int, index: int) -> str:
+    """A turn that raised: an outage waits (retried, never paused); anything else fails the turn."""
+    close_old_connections()
+    if part_of(exc) is not None:
+        # The database or the broker went away: not the run's fault. The turn is left to go stale and
+        # is taken again by this task's retry, or by the recovery timer once the part is back; the run
+        # is not paused, so nobody has to resume it.
+        log.warning("turn %s of simulation %s waits for the %s: %s", index, simulation_id, part_of(exc), exc)
+        try:
+            raise task.retry(countdown=turns.stale_after(), max_retries=None)
+        except Retry:
+            raise
+        except Exception:  # no broker to retry through: the recovery timer will find the run
+            return "waiting"
+    log.exception("turn %s of simulation %s crashed", index, simulation_id)
+    turns.turn_fail(turn_id=turn.pk, token=token, reason=f"{type(exc).__name__}: {exc}", outcome=None)
+    return "failed"
 
 
 def queue_consolidations(simulation_id: int, turn_number: int, due: list[str] | None = None) -> list[str]:
