@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass, field
 
 from django.db import connection
@@ -158,3 +159,26 @@ def termstat_count(bank_id: int, agent: str | list[str] | None, kinds: list[str]
         )
         matching, total = cursor.fetchone()
         return int(matching), int(total)
+
+
+_counts: dict[tuple, tuple[int, int, float]] = {}
+COUNT_TTL_S = 10.0  # a big bank's counts are looked up again after this
+
+
+def termstat_count_kept(bank_id: int, agents: list[str] | None, kinds: list[str] | None, *,
+                        kept_above: int) -> tuple[int, int]:
+    """termstat_count, kept COUNT_TTL_S in this process for a bank past `kept_above` memories (recall's
+    EXACT_LIMIT): there a count a few seconds old only chooses between an exact scan and the index
+    path (both right: the index path falls back to a scan when short), and the lookup was ~0.4 ms of
+    a 5 ms search."""
+    key = (bank_id, None if agents is None else tuple(agents), tuple(kinds or ()))
+    now = time.monotonic()
+    hit = _counts.get(key)
+    if hit is not None and now - hit[2] < COUNT_TTL_S:
+        return hit[0], hit[1]
+    matching, total = termstat_count(bank_id, agents, kinds)
+    if total > kept_above:
+        if len(_counts) > 10_000:
+            _counts.clear()
+        _counts[key] = (matching, total, now)
+    return matching, total

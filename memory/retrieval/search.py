@@ -8,8 +8,6 @@ exactly or takes the indexes' top lists, whichever answers the filter faster wit
 from __future__ import annotations
 
 import re
-
-import time
 from contextlib import nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -18,10 +16,10 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from memory.cache import PendingQuery, embed_one, embed_texts, vector_cursor
+from memory.cache import PendingQuery, embed_texts, vector_cursor
 from memory.embedding.errors import EmbeddingError
 from memory.indexing import has_bank_index
-from memory.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count
+from memory.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count_kept
 from memory.retrieval.enhance import CONTEXT_WEIGHT, SYNONYM_IDF_SCALE, SYNONYM_VECTOR_WEIGHT, EnhancedQuery
 from memory.retrieval.filters import MemoryFilter, Recalled, RecallResult
 from memory.retrieval.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
@@ -88,7 +86,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
         enhance = None
     keyword_only = False
     bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
-    pending = None
+    pending, extra_vectors = None, None
     if query_vector is None and query:
         # A query's vector stays in this process: canonical queries were cached in the table at
         # seeding (still read from it), a free-text one is not worth an INSERT per request.
@@ -96,7 +94,11 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
             pending = PendingQuery(query)  # encoded while the keyword side is read (_lexical_side)
         else:
             try:
-                query_vector = embed_one(query, store=False, query=True)
+                # The query and what enhancement mixes into it, in one call of the model (two calls
+                # of a long query were ~36 ms of a ~40 ms recall_facts).
+                extra_texts = _enhancement_texts(enhance, lexical=False) if enhance is not None else []
+                vectors = embed_texts([query, *extra_texts], store=False, query=True)
+                query_vector, extra_vectors = vectors[0], list(vectors[1:])
             except EmbeddingError:
                 keyword_only = True
 
@@ -121,7 +123,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
             fused = Fusion.from_settings(1.0, speaker_boost, 0.0)
             exact = True
         if enhance is not None and query_vector is not None:
-            query_vector = _enhanced_vector(query_vector, enhance, lexical=bool(fused and fused.lexical_weight))
+            query_vector = _enhanced_vector(query_vector, enhance, lexical=bool(fused and fused.lexical_weight),
+                                            extra=extra_vectors)
         has_vector = query_vector is not None
         qvec = np.asarray(query_vector, dtype=np.float32) if has_vector else None
         base = {"vec": qvec, "turn": int(current_turn or 0), "skips": [float(x) for x in clock] if clock else None,
@@ -199,40 +202,27 @@ def _spread(bank, results: list[RecallResult], flt: MemoryFilter, *, k: int, wei
     return ranked
 
 
-def _enhanced_vector(query_vector, enhance: EnhancedQuery, *, lexical: bool) -> np.ndarray:
+def _enhancement_texts(enhance: EnhancedQuery, *, lexical: bool) -> list[str]:
+    """What enhancement embeds besides the query: the context, and (without a BM25 side to carry
+    them) the query with its synonyms."""
+    return ([enhance.context] if enhance.context else []) + \
+        ([enhance.expanded_text] if enhance.expansions and not lexical else [])
+
+
+def _enhanced_vector(query_vector, enhance: EnhancedQuery, *, lexical: bool, extra: list | None = None) -> np.ndarray:
     """The query vector with the context's mixed in (context injection) and, for a ranking without
-    a BM25 side to carry them, the synonyms' (the query re-embedded with its expansions); unit length."""
+    a BM25 side to carry them, the synonyms' (the query re-embedded with its expansions); unit length.
+    extra: those texts' vectors, when they were encoded with the query."""
     vector = np.asarray(query_vector, dtype=np.float32)
-    texts = ([enhance.context] if enhance.context else []) + ([enhance.expanded_text] if enhance.expansions and not lexical else [])
+    texts = _enhancement_texts(enhance, lexical=lexical)
     if not texts:
         return vector
-    extra = iter(embed_texts(texts, store=False, query=True))
+    extra = iter(extra if extra is not None and len(extra) == len(texts) else embed_texts(texts, store=False, query=True))
     if enhance.context:
         vector = (1 - CONTEXT_WEIGHT) * vector + CONTEXT_WEIGHT * next(extra)
     if enhance.expansions and not lexical:
         vector = (1 - SYNONYM_VECTOR_WEIGHT) * vector + SYNONYM_VECTOR_WEIGHT * next(extra)
     return (vector / (np.linalg.norm(vector) or 1.0)).astype(np.float32)
-
-
-_counts: dict[tuple, tuple[int, int, float]] = {}
-COUNT_TTL_S = 10.0  # a big bank's counts are looked up again after this
-
-
-def _counted(bank_id: int, agents: list[str] | None, kinds: list[str] | None) -> tuple[int, int]:
-    """termstat_count, kept COUNT_TTL_S in this process for a bank past EXACT_LIMIT: there a count a
-    few seconds old only chooses between an exact scan and the index path (both right: the index
-    path falls back to a scan when short), and the lookup was ~0.4 ms of a 5 ms search."""
-    key = (bank_id, None if agents is None else tuple(agents), tuple(kinds or ()))
-    now = time.monotonic()
-    hit = _counts.get(key)
-    if hit is not None and now - hit[2] < COUNT_TTL_S:
-        return hit[0], hit[1]
-    matching, total = termstat_count(bank_id, agents, kinds)
-    if total > EXACT_LIMIT:
-        if len(_counts) > 10_000:
-            _counts.clear()
-        _counts[key] = (matching, total, now)
-    return matching, total
 
 
 def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
@@ -246,7 +236,7 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
     if exact is None and has_vector:
         if flt.counted_by_termstat():
             # memory_termstat knows how many match (a few index rows, not a count of thousands).
-            candidates, bank_size = _counted(bank_id, flt.agents(), flt.kinds)
+            candidates, bank_size = termstat_count_kept(bank_id, flt.agents(), flt.kinds, kept_above=EXACT_LIMIT)
             exact = candidates <= EXACT_LIMIT
             if exact and candidates > INDEXED_EXACT_LIMIT and bank_size > EXACT_LIMIT:
                 # A bank past EXACT_LIMIT promises ≥ 0.95 of the exact top k, not all of it: its own
