@@ -74,15 +74,21 @@ def character_from_card(card: Any, check: Checker) -> dict | None:
 
 def _wonda_fields(wonda: dict, check: Checker) -> dict:
     """The fields a card has no place for, from the card's `extensions.wonda` (Wonda's own export)."""
-    path, values = "data.extensions.wonda.", {}
+    return sheet_fields(wonda, "data.extensions.wonda.", check, description=False)
+
+
+def sheet_fields(data: dict, path: str, check: Checker, *, description: bool = True) -> dict:
+    """A character sheet's text, list and knowledge fields as Wonda writes them (its JSON, a card's
+    `extensions.wonda`), each checked under `path`."""
+    values = {}
     for key in TEXT_FIELDS:
-        if key != "description":
-            values[key] = check.text(wonda, key, path, limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
+        if description or key != "description":
+            values[key] = check.text(data, key, path, limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
     for key in LIST_FIELDS:
-        values[key] = check.items(wonda, key, path)
+        values[key] = check.items(data, key, path)
     for key in LONG_LIST_FIELDS:
-        values[key] = check.items(wonda, key, path, limit=TEXT_LIMIT)
-    values["knowledge"] = check.mapping(wonda, "knowledge", path)
+        values[key] = check.items(data, key, path, limit=TEXT_LIMIT)
+    values["knowledge"] = check.mapping(data, "knowledge", path)
     return values
 
 

@@ -35,10 +35,9 @@ from chronicle.forms import upload_limit_message
 from chronicle.models import TEXT_LIMIT, Character, Scenario
 from chronicle.services.card_checks import SHORT_LIMITS
 from chronicle.services.card_checks import Checker as _Checker
-from chronicle.services.card_export import (  # the formats' shape, shared with export
-    CARD_SPEC, LIST_FIELDS, LONG_LIST_FIELDS, TEXT_FIELDS, WONDA_FORMAT,
-)
+from chronicle.services.card_export import CARD_SPEC, WONDA_FORMAT  # the formats' shape, shared with export
 from chronicle.services.card_v2 import character_from_card as _character_from_card
+from chronicle.services.card_v2 import sheet_fields
 from chronicle.services.characters import character_request_preview
 from chronicle.services.portraits import PortraitError, portrait_from_image, portrait_set
 from chronicle.services.scenarios import scenario_create
@@ -70,14 +69,8 @@ def _character_from_wonda(data: Any, path: str, check: _Checker) -> dict | None:
     if not isinstance(data, dict):
         check.errors.append(f"{path.rstrip('.')} must be an object")
         return None
-    values: dict[str, Any] = {"name": check.text(data, "name", path, required=True, limit=100).strip()}
-    for key in TEXT_FIELDS:
-        values[key] = check.text(data, key, path, limit=SHORT_LIMITS.get(key, TEXT_LIMIT))
-    for key in LIST_FIELDS:
-        values[key] = check.items(data, key, path)
-    for key in LONG_LIST_FIELDS:
-        values[key] = check.items(data, key, path, limit=TEXT_LIMIT)
-    values["knowledge"] = check.mapping(data, "knowledge", path)
+    values: dict[str, Any] = {"name": check.text(data, "name", path, required=True, limit=100).strip(),
+                              **sheet_fields(data, path, check)}
     values["extra_memories"] = check.memories(data.get("extra_memories"), f"{path}extra_memories")
     extras = data.get("card_extras") or {}
     if not isinstance(extras, dict):
