@@ -84,8 +84,10 @@ def seat_speak(*, simulation: Simulation, line: str, actor) -> Turn:
     turn = simulation.turns.filter(status=Turn.Status.SEAT).order_by("index").first()
     if turn is None:
         raise SeatError("The run is not waiting for your line now.")
-    if simulation.status != Simulation.Status.RUNNING:
+    if simulation.status == Simulation.Status.PAUSED:
         raise SeatError("The run is paused: resume it, then say your line.")
+    if simulation.status != Simulation.Status.RUNNING:
+        raise SeatError(f"This run is {simulation.get_status_display().lower()}: it takes no more lines.")
     text = (line or "").strip()
     if not text:
         raise SeatError(f"Write {turn.agent}'s line first.")

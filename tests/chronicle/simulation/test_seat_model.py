@@ -48,3 +48,13 @@ def test_the_models_suggestion_is_offered_not_kept(user, dinner, server, client_
     turn.refresh_from_db()
     assert turn.utterance == "Bella's at eight, and I'm booking now." and len(server.requests) - calls <= 1
     assert not turn.usage.get("calls")  # the line itself: no model call (at most the listeners' judgement)
+
+
+def test_a_cancelled_run_takes_no_more_lines_and_says_so(user, dinner, server, client_for):
+    simulation = seated_run(user, dinner, server)
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "waiting for the writer"
+    services.simulation_cancel(simulation=simulation)
+    with pytest.raises(seats.SeatError, match="This run is cancelled: it takes no more lines."):
+        seats.seat_speak(simulation=simulation, line="Too late?", actor=user)
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert "Not said: the run ended before this line." in page and 'id="seat"' not in page
