@@ -263,6 +263,14 @@ def simulation_import(*, owner, data: dict) -> Simulation:
     simulation.save()
     simulation.bank = bank_create(name=f"Simulation #{simulation.pk}: {simulation.title}"[:200], owner=owner)
     simulation.save(update_fields=["bank", "updated"])
+    turn_ids = _import_turns(simulation, turns)
+    _import_overrides_and_edits(simulation, data, owner, turn_ids)
+    import_bank_task.delay_on_commit(simulation.pk, memories)
+    return simulation
+
+
+def _import_turns(simulation: Simulation, turns: list) -> dict:
+    """The export's turns with their retrievals and chronicle entries; {exported turn id: new id}."""
     turn_ids = {}
     for i, row in enumerate(turns):
         with _At(f"turns[{i}]"):
@@ -280,6 +288,11 @@ def simulation_import(*, owner, data: dict) -> Simulation:
                                                      if k in ("text", "annotation", "struck", "starred")})
                 entry.full_clean(exclude=["turn"], validate_constraints=False)
                 entry.save()
+    return turn_ids
+
+
+def _import_overrides_and_edits(simulation: Simulation, data: dict, owner, turn_ids: dict) -> None:
+    """The writer's overrides of turns and the history of edits, pointed at the new turns."""
     for i, o in enumerate(_rows(data, "overrides")):
         with _At(f"overrides[{i}]"):
             override = TurnOverride(simulation=simulation, turn_index=o["turn_index"], kind=o["kind"],
@@ -299,8 +312,6 @@ def simulation_import(*, owner, data: dict) -> Simulation:
                 if created is None:
                     raise ValidationError(f"created: {e['created']!r} is not a date and time (ISO 8601)")
                 Edit.objects.filter(pk=edit.pk).update(created=created)
-    import_bank_task.delay_on_commit(simulation.pk, memories)
-    return simulation
 
 
 def _copy_title(owner, title: str) -> str:
