@@ -73,7 +73,7 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
     provider = get_provider(simulation)
     existing = Turn.objects.filter(simulation=simulation, index=index).first()
     agent = existing.agent if existing else turns.choose_speaker(simulation=simulation, index=index, provider=provider)
-    if seats.seat_waits(simulation_id=simulation_id, index=index, agent=agent):
+    if agent in (simulation.seats or []) and seats.seat_waits(simulation_id=simulation_id, index=index, agent=agent):
         # The writer plays this one: what happens before the line is made now, so the seat's panel
         # shows it, and the run waits for the line (seats.seat_speak queues this task again).
         beliefs.plant(simulation)
