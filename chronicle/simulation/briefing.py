@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from chronicle.simulation.context import count_tokens
 from chronicle.simulation.stage import skipped_minutes
-from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, window
+from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, now_line, window
 from memory.api import (
     CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, calibrated, describe, recall_sheet, recall_stable,
     retrieval_filter, stable_snapshot, standing,
@@ -19,17 +19,23 @@ if TYPE_CHECKING:
     from chronicle.simulation.engine import TurnInput, TurnOutcome
 
 
-def now_header(turn: TurnInput) -> str:
-    """Who is speaking, where, with whom and when, in four lines (prompts.header)."""
+def identity_header(turn: TurnInput) -> str:
+    """Who is speaking and where, in a few lines (prompts.header): the same every turn."""
     sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
     first = re.split(r"(?<=[.!?])\s", (sheet.description or "").strip(), maxsplit=1)[0]
-    if turn.mode != "tools" and first_turn_of(turn):
-        first = ""  # pre-populated on its first turn, the agent reads its whole sheet just above
     identity = " — ".join(x for x in [sheet.role, first] if x)
     scenario = turn.scenario
     place = (scenario.location.split(":")[0].strip() if scenario and scenario.location else "") or \
         (scenario.title if scenario else "")
     scene = ", ".join(x for x in [place, scenario.time_of_day if scenario else ""] if x) or "(not described)"
+    # With tools alone, what the agent wants is asked for nearly every turn (a model in the loop
+    # spent 9 of its 16 calls on query_self for it): a line here saves a whole round.
+    wants = "; ".join(sheet.goals) if turn.mode == "tools" else ""
+    return header(agent=turn.agent, identity=identity, scene=scene, wants=wants)
+
+
+def now_text(turn: TurnInput) -> str:
+    """Who is here with the agent, and the time: sent last, with the ask."""
     clock = f"turn {turn.number}"
     if turn.minutes_per_turn:
         skipped = turn.clock[turn.number] if turn.clock and turn.number < len(turn.clock) else 0.0
@@ -38,10 +44,12 @@ def now_header(turn: TurnInput) -> str:
         minutes = round(sum(skipped_minutes(text) for _n, text in turn.stage))
     if minutes:
         clock += f", {_duration(minutes)} since the scene began"
-    # With tools alone, what the agent wants is asked for nearly every turn (a model in the loop
-    # spent 9 of its 16 calls on query_self for it): a line here saves a whole round.
-    wants = "; ".join(sheet.goals) if turn.mode == "tools" else ""
-    return header(agent=turn.agent, identity=identity, scene=scene, present=turn.others, clock=clock, wants=wants)
+    return now_line(present=turn.others, clock=clock)
+
+
+def now_header(turn: TurnInput) -> str:
+    """The whole header, as the seat shows it: who and where, then who is here and when."""
+    return f"{identity_header(turn)}\n{now_text(turn)}"
 
 
 def first_turn_of(turn: TurnInput) -> bool:
@@ -56,12 +64,13 @@ def _duration(minutes: int) -> str:
     return f"{hours} hour{'s' if hours != 1 else ''}" + (f" {rest} minute{'s' if rest != 1 else ''}" if rest else "")
 
 
-# After an agent's first turn, "Who you are" is the sheet's core (the header says who it is in a
-# line) and "More about you" the rest of it that bears on the last line: the whole sheet every turn
-# cost more than the full definition.
+# "Who you are" is the sheet's core (the header says who it is in a line), the same every turn so the
+# system message is; the rest of the sheet comes once, on the agent's first turn ("All about you",
+# not kept in the conversation after it), and then, in "More about you", what bears on the last line.
 CORE_SHEET = [("communication", 1), ("traits", 1), ("goals", 1)]
+WHOLE_SHEET = "All about you"
 RELEVANT_SHEET_K = 2
-HEADER_SCENE = ("location", "time")  # the scene's parts the header carries (memory.seeding's categories)
+HEADER_TIME = "time"  # the scene's part the header carries as written (memory.seeding's category)
 # Tokens a pre-populated section may take beyond its first line, so that long memories (a background's
 # chunks, long lines) cannot crowd the turn: the most relevant come first and the rest wait.
 SECTION_BUDGETS = {"More about you": 200, "What you know": 200, "Recent events": 200}
@@ -76,18 +85,21 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     """Seed 001's pre-population: who I am, the scene, the others present, recent important events."""
     first = first_turn_of(turn)
     in_window = sorted({number for number, _speaker, _text in window(turn.transcript, turn.stage)})
+    kept = turn.kept_notes
     sections: dict[str, Section] = {}
-    shown: set[int] = set()
+    # What came back before the agent's earlier turns is still in its conversation: not sent twice.
+    shown: set[int] = {memory_id for note in kept.values() for memory_id in note.get("ids") or []}
+    kept_text = "\n".join(note.get("text") or "" for note in kept.values())
     with stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
         for title, query, memory_filter, k in _queries(turn, first, in_window):
-            snapshots = _search(turn, outcome, title, query, memory_filter, k, first)
-            _fill(sections.setdefault(title, Section(title)), snapshots, turn, first=first, in_window=in_window,
+            snapshots = _search(turn, outcome, title, query, memory_filter, k)
+            _fill(sections.setdefault(title, Section(title)), snapshots, turn, in_window=in_window,
                   shown=shown)
     # How the agent stands with those present, as what it heard has moved it (memory.relationships).
     stood = standing(turn.bank, turn.agent, before_turn=turn.number)
     for other in turn.others:
         row = stood.get((turn.agent, other))
-        if row is not None:
+        if row is not None and f"How you stand with {other}: {describe(row)}" not in kept_text:
             sections.setdefault("The others present", Section("The others present")).lines.append(
                 f"How you stand with {other}: {describe(row)}")
     return list(sections.values())
@@ -98,13 +110,15 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int]) -> list[tuple]:
     agent's own memories and the shared ones (the writer's "for everyone")."""
     last = turn.transcript[-1] if turn.transcript else None
     situation = f"{last[1]} said: {last[2]}" if last else "what do I know that matters here?"
-    # The whole sheet on the agent's first turn (filter None: recall_sheet, category by category);
-    # after it, its core and, further down, the rest of the sheet that bears on what was just said.
+    # The sheet's core every turn (filter None: recall_sheet, category by category), the rest of it on
+    # the first turn; after it, further down, the rest of the sheet that bears on what was just said.
     queries = [
         ("Who you are", "who am I?", None, WHOLE_SHEET_K),
         ("Where you are", "where am I?", MemoryFilter(agent=turn.agent, kinds=["scene"], shared=True), 4),
     ]
-    if not first:
+    if first:
+        queries.append((WHOLE_SHEET, "who am I?", None, WHOLE_SHEET_K))
+    else:
         queries.append(("More about you", situation, MemoryFilter(agent=turn.agent, kinds=["character"]),
                         RELEVANT_SHEET_K))
     for other in turn.others:
@@ -128,8 +142,7 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int]) -> list[tuple]:
     return queries
 
 
-def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memory_filter, k: int,
-            first: bool) -> list[dict]:
+def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memory_filter, k: int) -> list[dict]:
     """One section's search, recorded as a retrieval; its results as snapshots (excluded ones marked)."""
     started = time.perf_counter()
     error, results = "", []
@@ -137,7 +150,7 @@ def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memor
         if memory_filter is None:  # "Who you are"
             memory_filter, results = recall_sheet(turn.bank, turn.agent, scoring=turn.scoring, clock=turn.clock,
                                                   weights=turn.weights or None, current_turn=turn.number,
-                                                  shared=True, k=k, parts=None if first else CORE_SHEET)
+                                                  shared=True, k=k, parts=None if title == WHOLE_SHEET else CORE_SHEET)
         else:
             # The scene and what one knows of the others rarely change: kept between turns.
             results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
@@ -153,7 +166,7 @@ def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memor
     return snapshots
 
 
-def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, first: bool, in_window: list[int],
+def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, in_window: list[int],
           shown: set[int]) -> None:
     """A section's lines from its search: each memory once across sections, never what the transcript
     already shows, within the section's token budget."""
@@ -162,8 +175,8 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, first: bo
     for snap in snapshots:
         if snap.get("excluded") or snap["memory_id"] in shown:
             continue  # a memory already in an earlier section is not sent twice
-        if section.title == "Where you are" and snap.get("category") in (HEADER_SCENE if not first else ("time",)):
-            continue  # the header says when (as written), and after the first turn where
+        if section.title == "Where you are" and snap.get("category") == HEADER_TIME:
+            continue  # the header says when, as written
         if snap.get("kind") in WITNESSED_KINDS and snap.get("turn") in in_window:
             continue  # a line or a stage direction the transcript below already shows
         if snap.get("category") == "reaction" and snap.get("speaker") in turn.others:
@@ -181,6 +194,7 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, first: bo
             continue  # over the section's budget: the lines above were the more relevant
         if line not in section.lines:
             section.lines.append(line)
+            section.ids.append(snap["memory_id"])
 
 
 PINNED_HEADING = "## Pinned by the writer"

@@ -113,6 +113,7 @@ class CallRecorder:
     """Builds TurnOutcome.context call by call. Each message is counted once, however often it is re-sent."""
     system_spans: list[dict] = field(default_factory=list)
     tools: list[dict] | None = None
+    labels: list[tuple[str, str]] = field(default_factory=list)  # (name, kind) of the messages after the system's
     _counted: list[list[dict]] = field(default_factory=list)  # per message index: its sections
 
     def context(self) -> dict:
@@ -133,7 +134,9 @@ class CallRecorder:
                 # is what a server sees, so the last part takes the difference (a token or two).
                 parts[-1]["tokens"] += count_tokens(content) - sum(p["tokens"] for p in parts)
             return parts
-        if role == "user":
+        if role == "user" and 0 < index <= len(self.labels):
+            name, kind = self.labels[index - 1]
+        elif role == "user":
             name, kind = "Transcript window (user message)", "transcript"
         elif role == "tool":
             name, kind = f"Tool result: {tool_names.get(message.get('tool_call_id') or '', 'tool')}", "tool_result"

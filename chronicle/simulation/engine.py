@@ -14,16 +14,17 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from chronicle.simulation.context import MESSAGE_OVERHEAD, REPLY_PRIMING, CallRecorder, Part, count_tokens, join_parts
-from chronicle.simulation.prompts import full_definition_text, system_parts, user_message, window
-from chronicle.simulation.briefing import now_header, pinned_note, prepopulate
+from chronicle.simulation.context import MESSAGE_OVERHEAD, REPLY_PRIMING, CallRecorder, count_tokens, join_parts
+from chronicle.simulation.prompts import (
+    ONCE_SECTION, STABLE_SECTIONS, conversation, full_definition_text, note_text, section_text, system_parts,
+    user_message, window,
+)
+from chronicle.simulation.briefing import identity_header, now_text, pinned_note, prepopulate
 from chronicle.simulation.replies import is_refusal, text_tool_calls
+from chronicle.simulation.tool_calls import for_model, offered_tools, run_tool_call
 from chronicle.simulation.turn_models import WRITER_LINE_NOTE
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
-from memory.api import (
-    CharacterSheet, DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, ScenarioSheet, ToolContext, call_tool,
-    openai_tool_schemas, retrieval_filter,
-)
+from memory.api import CharacterSheet, DEFAULT_SIMULATION_TOOLS, ScenarioSheet, ToolContext, retrieval_filter
 
 MAX_UTTERANCE = 4000
 # "(no relevant memories)" as models write it: any case, brackets or not, a full stop or a colon after.
@@ -56,6 +57,7 @@ class TurnOutcome:
     context: dict = field(default_factory=dict)
     aux_calls: int = 0  # model calls besides the speaker's own (importance, distortion) made for this line
     llm_ms: float = 0.0  # waiting for the model, every call and attempt of the turn (the analytics page)
+    note: dict = field(default_factory=dict)  # this turn's pre-populated memories as sent: {"text", "ids"}
 
     @property
     def usage(self) -> dict:
@@ -109,6 +111,8 @@ class TurnInput:
     confidence_gating: bool = False
     minutes_per_turn: float = 0.0  # the scenario clock (Simulation.minutes_per_turn): the header's time
     tool_prompt: str = "exact"  # "exact": the tools as offered, with the budget; "seed000": seed 000's prompt
+    # What came back to the agent before its earlier turns, as sent: {turn number: {"text", "ids"}}.
+    notes: dict[int, dict] = field(default_factory=dict)
 
     @property
     def number(self) -> int:
@@ -118,6 +122,12 @@ class TurnInput:
     def others(self) -> list[str]:
         """The others in the room (the whole cast but the agent, unless stage directions say otherwise)."""
         return [c.name for c in self.cast if c.name != self.agent and (self.present is None or c.name in self.present)]
+
+    @property
+    def kept_notes(self) -> dict[int, dict]:
+        """The notes still in the agent's conversation: those before its own lines in the window."""
+        own = {number for number, speaker, _text in window(self.transcript, self.stage) if speaker == self.agent}
+        return {number: note for number, note in self.notes.items() if number in own and note.get("text")}
 
     @property
     def hints(self) -> TurnHints:
@@ -149,7 +159,7 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
         # A model without function calling still gets its memories: injected before the turn.
         outcome.tools_unsupported = True
         outcome.notes.append(f"model has no tool calling ({exc}): fell back to prepopulate")
-        outcome.messages, outcome.retrievals, outcome.context = [], [], {}
+        outcome.messages, outcome.retrievals, outcome.context, outcome.note = [], [], {}, {}
         _converse(turn, provider, outcome, mode="prepopulate", user=user, heartbeat=heartbeat, sleep=sleep)
     return outcome
 
@@ -160,15 +170,22 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     # The simulation's tool set; the writes among them queue in context.deferred and are applied by
     # the turn's one transaction (turns.turn_finish), so a redone turn never writes twice.
     tools = offered_tools(turn, mode)
+    minimal = turn.tool_prompt == "seed000"
     parts = system_parts(mode=mode, agent=turn.agent, sections=sections, consult_memories=turn.consult_memories,
                          confidence_gating=turn.confidence_gating, tools=tools or False, budget=turn.max_tool_calls,
-                         now=now_header(turn), minimal=turn.tool_prompt == "seed000")
-    parts.append(Part("Pinned memories", "pinned", pinned_note(turn, outcome)))
+                         now=identity_header(turn), minimal=minimal)
     system, spans = join_parts(parts)
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    note = note_text(sections, turn.number)
+    kept = [s for s in sections if s.title not in (*STABLE_SECTIONS, ONCE_SECTION)]
+    outcome.note = {"text": note, "ids": [i for s in kept for i in s.ids]} if note else {}
+    once = "\n\n".join(section_text(s) for s in sections if s.title == ONCE_SECTION and s.lines)
+    sent = conversation(turn.agent, turn.transcript, turn.stage, notes={n: k["text"] for n, k in turn.kept_notes.items()},
+                        note=note, once=once, pinned=pinned_note(turn, outcome), now="" if minimal else now_text(turn))
+    messages = [{"role": "system", "content": system}, *(m.as_dict() for m in sent)]
     outcome.messages = messages
-    recorder = CallRecorder(system_spans=spans, tools=tools)
+    recorder = CallRecorder(system_spans=spans, tools=tools, labels=[(m.name, m.kind) for m in sent])
     outcome.context = recorder.context()
+    outcome.context["note"] = outcome.note  # the next turns' conversation repeats it as it was
     offered = {t["function"]["name"] for t in tools or []}
     context = tool_context(turn, deferred=outcome.writes)
     calls_left = turn.max_tool_calls
@@ -187,10 +204,12 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
         if tool_calls and tools:
             messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": tool_calls})
             for call in tool_calls:
-                response = _run_tool(call, offered, context, outcome, over_limit=calls_left <= 0, limit=turn.max_tool_calls,
+                response = run_tool_call(call, offered, context, outcome, over_limit=calls_left <= 0, limit=turn.max_tool_calls,
                                      excluded=turn.excluded)
                 calls_left -= 1
-                messages.append({"role": "tool", "tool_call_id": call.get("id") or "", "content": json.dumps(response)})
+                # As written (no \u escapes): a quotation mark or a dash is one token, not three.
+                messages.append({"role": "tool", "tool_call_id": call.get("id") or "",
+                                 "content": json.dumps(for_model(response), ensure_ascii=False)})
             heartbeat()
             continue
         text = clean_utterance(message.get("content") or "", turn.agent, limit=None)
@@ -223,40 +242,6 @@ def tool_context(turn: TurnInput, *, deferred: list[dict]) -> ToolContext:
                        present=[turn.agent, *turn.others], confidence=turn.confidence_gating,
                        window_turns=frozenset(number for number, speaker, _text in window(turn.transcript, turn.stage)
                                               if speaker))
-
-
-# Seed 000's minimal prompt names these six: offered alone with it, so the prompt says what is sent.
-SEED_000_TOOLS = ("query_self", "query_background", "query_communication_style", "query_scene", "query_character",
-                  "query_memory")
-
-
-def offered_tools(turn: TurnInput, mode: str) -> list[dict] | None:
-    """The tool schemas a model is sent this turn (None: no tools in this mode or set)."""
-    wanted = [n for n in SIMULATION_TOOLS if n in set(turn.tool_set)
-              and (turn.tool_prompt != "seed000" or n in SEED_000_TOOLS)]
-    if mode in ("tools", "both") and turn.max_tool_calls > 0 and wanted:
-        return compact_schemas(openai_tool_schemas(wanted))
-    return None
-
-
-def compact_schemas(tools: list[dict]) -> list[dict]:
-    """The tool schemas without what a model does not need: every tool round re-sends all of them
-    (13 tools: 1,150 → 1,040 cl100k tokens a call). Dropped: `additionalProperties: false` and an empty
-    `required` (nothing is strict-mode here; the registry checks arguments itself), and a parameter's
-    description that only lists its enum's values."""
-    compact = []
-    for tool in tools:
-        function = dict(tool["function"])
-        parameters = json.loads(json.dumps(function.get("parameters") or {"type": "object", "properties": {}}))
-        parameters.pop("additionalProperties", None)
-        if not parameters.get("required"):
-            parameters.pop("required", None)
-        for prop in (parameters.get("properties") or {}).values():
-            if prop.get("enum"):
-                prop.pop("description", None)
-        function["parameters"] = parameters
-        compact.append(dict(tool, function=function))
-    return compact
 
 
 def enhance_options(turn: TurnInput) -> dict:
@@ -332,54 +317,6 @@ def _call(provider, messages, tools, allow_tools, hints, outcome, heartbeat, sle
         outcome.llm_ms += (time.perf_counter() - started) * 1000
         return result
     raise AssertionError("unreachable")
-
-
-def _run_tool(call: dict, offered: set[str], context: ToolContext, outcome: TurnOutcome, *, over_limit: bool,
-              limit: int, excluded: frozenset[int] = frozenset()) -> dict:
-    function = call.get("function") or {}
-    name = str(function.get("name") or "")
-    raw = function.get("arguments")
-    row = outcome.record(agent=context.agent, tool=name or "(no name)")
-    error = ""
-    arguments: dict = {}
-    if over_limit:
-        error = f"tool call limit reached ({limit} per turn): answer with what you know now"
-    elif name not in offered:
-        error = f"unknown tool {name!r}: use one of {', '.join(sorted(offered))}"
-    else:
-        try:
-            parsed = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
-            if not isinstance(parsed, dict):
-                raise ValueError("arguments must be a JSON object")
-            arguments = parsed
-        except ValueError as exc:
-            row["arguments"] = {"raw": str(raw)[:2000]}
-            error = f"malformed arguments for {name}: {exc}. Send a JSON object, e.g. {{\"query\": \"...\"}}"
-    if error:
-        row.update(error=error, response={"error": error})
-        return row["response"]
-    result = call_tool(name, arguments, context=context)
-    snapshots, response = exclude_results([r.snapshot() for r in result.results], result.response, excluded)
-    row.update(arguments=result.arguments or arguments, query=result.query or "", filter=result.filter or {},
-               results=snapshots, response=response,
-               latency_ms=round(result.latency_ms, 2), error=result.error or "", path=result.path)
-    return response
-
-
-def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[int]) -> tuple[list[dict], dict]:
-    """Drop excluded memories from what the agent reads; the record keeps them, marked excluded."""
-    if not excluded or not any(s["memory_id"] in excluded for s in snapshots):
-        return snapshots, response
-    key = "facts" if isinstance(response, dict) and "facts" in response else "memories"
-    entries = response.get(key) if isinstance(response, dict) else None
-    if isinstance(entries, list):
-        if len(entries) == len(snapshots):  # seed 000 tools: one entry per result, same order
-            kept = [e for e, s in zip(entries, snapshots) if s["memory_id"] not in excluded]
-        else:
-            kept = [e for e in entries if not (isinstance(e, dict) and e.get("memory_id") in excluded)]
-        response = dict(response, **{key: kept})
-    marked = [dict(s, excluded=True) if s["memory_id"] in excluded else s for s in snapshots]
-    return marked, response
 
 
 def clean_utterance(text: str, agent: str, *, limit: int | None = MAX_UTTERANCE) -> str:

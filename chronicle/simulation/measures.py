@@ -15,7 +15,7 @@ import re
 import statistics
 
 from chronicle.simulation.context import count_tokens, tools_text
-from chronicle.simulation.engine import offered_tools
+from chronicle.simulation.tool_calls import offered_tools
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.prompts import transcript_text
 from memory.models import Memory

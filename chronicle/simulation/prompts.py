@@ -7,9 +7,15 @@ from dataclasses import dataclass, field
 from chronicle.simulation.context import Part, join_parts
 from memory.api import CharacterSheet, ScenarioSheet, other_text
 
-TRANSCRIPT_LINES = 8  # recent lines sent with every turn
+# The transcript an agent reads: at least TRANSCRIPT_LINES entries, starting at a multiple of
+# WINDOW_STEP, so the start stays put for WINDOW_STEP entries and every call until then begins with
+# the one before it (what prefix caches reuse); a start that slid one line a turn changed every call.
+TRANSCRIPT_LINES = 8
+WINDOW_STEP = 16
 # Pre-populated sections that stay the same from turn to turn (the sheet, the place): sent first.
 STABLE_SECTIONS = ("Who you are", "Where you are")
+# Sent on the agent's first turn only, after what is kept (the rest of its sheet): not kept after it.
+ONCE_SECTION = "All about you"
 
 # Seed 000, "Minimal System Prompt": the agent learns who it is by calling tools, not from here.
 MINIMAL_PROMPT = """You are an agent in a simulation. You have access to memory tools:
@@ -28,7 +34,8 @@ Memory:
 
 Use these tools to understand yourself and your situation before acting."""
 
-PREPOPULATED_HEAD = "You are an agent in a simulation. These memories came back to you just now:"
+PREPOPULATED_HEAD = ("You are an agent in a simulation. Who you are and where you are follow; what else comes back to "
+                     "you appears in the conversation, before each of your turns.")
 
 # One line on the markup the run reads in a line (chronicle.simulation.stage): a whisper reaches only
 # its addressee, an action is seen by everyone present.
@@ -50,19 +57,24 @@ def tool_guide(tools: list[dict], budget: int) -> str:
             f"Use at most {budget} tool call{'s' if budget != 1 else ''} this turn, then speak your line.")
 
 
-def header(*, agent: str, identity: str, scene: str, present: list[str], clock: str, wants: str = "") -> str:
-    """The fixed header of every turn: who you are in a line (and what you want, where nothing else
-    says it), the scene in a line, who is here, the time."""
-    here = ", ".join(present) if present else "nobody else"
+def header(*, agent: str, identity: str, scene: str, wants: str = "") -> str:
+    """Who you are in a line (and what you want, where nothing else says it) and the scene in a line:
+    the same every turn, so it goes with the system message."""
     want = f"\nYou want: {wants}" if wants else ""
-    return (f"## Now\nYou are {agent}{': ' + identity if identity else ''}{want}\nScene: {scene}\n"
-            f"Here with you: {here}\nTime: {clock}")
+    return f"## You\nYou are {agent}{': ' + identity if identity else ''}{want}\nScene: {scene}"
+
+
+def now_line(*, present: list[str], clock: str) -> str:
+    """Who is here and the time: what changes, sent last with the turn's ask."""
+    here = ", ".join(present) if present else "nobody else"
+    return f"## Now\nHere with you: {here}\nTime: {clock}"
 
 
 @dataclass
 class Section:
     title: str
     lines: list[str] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)  # the memories behind the lines
 
 
 def speaker_label(agent: str) -> str:
@@ -71,27 +83,76 @@ def speaker_label(agent: str) -> str:
 
 
 def window(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> list[tuple[int, str, str]]:
-    """The last TRANSCRIPT_LINES of what the agent witnessed, in order: each turn's stage directions
-    (speaker "") before its line."""
+    """What the agent witnessed, in order (each turn's stage directions, speaker "", before its line),
+    from a start that moves only every WINDOW_STEP entries."""
     merged = sorted([*((n, 0, "", f"*{text.strip().rstrip('.')}*") for n, text in stage),
                      *((n, 1, speaker, text) for n, speaker, text in transcript)], key=lambda e: (e[0], e[1]))
-    return [(n, speaker, text) for n, _order, speaker, text in merged][-TRANSCRIPT_LINES:]
+    start = max(0, len(merged) - TRANSCRIPT_LINES) // WINDOW_STEP * WINDOW_STEP
+    return [(n, speaker, text) for n, _order, speaker, text in merged][start:]
+
+
+def _entry(number: int, speaker: str, text: str) -> str:
+    return f"[turn {number}] {speaker}: {text}" if speaker else f"[turn {number}] {text}"
 
 
 def transcript_text(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> str:
     lines = window(transcript, stage)
     if not lines:
         return "(Nobody has spoken yet.)"
-    return "\n".join(f"[turn {number}] {speaker}: {text}" if speaker else f"[turn {number}] {text}"
-                     for number, speaker, text in lines)
+    return "\n".join(_entry(*line) for line in lines)
+
+
+ASK = "It is your turn ({agent}). Say your next line in character: one to three sentences of speech, without your name in front."
 
 
 def user_message(agent: str, transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> str:
-    return (
-        f"Conversation so far:\n{transcript_text(transcript, stage)}\n\n"
-        f"It is your turn ({agent}). Say your next line in character: one to three sentences of speech, "
-        "without your name in front."
-    )
+    """The transcript and the ask in one message (the full-definition baseline's, and a speaker choice's)."""
+    return f"Conversation so far:\n{transcript_text(transcript, stage)}\n\n{ASK.format(agent=agent)}"
+
+
+@dataclass
+class Message:
+    """A message of the conversation an agent is sent, with what it is (the context view's name and kind)."""
+    content: str
+    name: str = "Transcript window (user message)"
+    kind: str = "transcript"
+
+    def as_dict(self) -> dict:
+        return {"role": "user", "content": self.content}
+
+
+def conversation(agent: str, transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = (), *,
+                 notes: dict[int, str] | None = None, note: str = "", once: str = "",
+                 pinned: str = "", now: str = "") -> list[Message]:
+    """The turn's messages after the system message, append-only from one turn to the agent's next:
+    the transcript window, with the memories that came back to the agent before each of its turns
+    (`notes`, by turn number, as they were sent) where they were; then this turn's memories (`note`),
+    the rest of the sheet on a first turn (`once`), what the writer pinned for this turn, who is here
+    and the time (`now`), and the ask. Only what follows the earlier notes changes between calls."""
+    notes = notes or {}
+    messages: list[Message] = []
+    lines = ["Conversation so far:"]
+    entries = window(transcript, stage)
+    for number, speaker, text in entries:
+        if speaker == agent and notes.get(number):
+            if lines:
+                messages.append(Message("\n".join(lines)))
+            messages.append(Message(notes[number], f"Pre-populated memories (turn {number})", "prepopulated"))
+            lines = []
+        lines.append(_entry(number, speaker, text))
+    if lines:
+        messages.append(Message("\n".join(lines)))
+    if not entries:  # said after the note, so the next turn's conversation begins as this one did
+        now = "\n".join(x for x in [now, "Nobody has spoken yet."] if x)
+    if note:
+        messages.append(Message(note, "Pre-populated memories (this turn)", "prepopulated"))
+    if once:
+        messages.append(Message(once, f"Pre-populated memories ({ONCE_SECTION.lower()})", "prepopulated"))
+    if pinned:
+        messages.append(Message(pinned, "Pinned memories", "pinned"))
+    ask = ASK.format(agent=agent)
+    messages.append(Message(f"{now}\n\n{ask}" if now else ask, "Now, and the ask", "header"))
+    return messages
 
 
 # Seed 000, "Prompt Integration": mandatory memory consultation and confidence gating (per simulation).
@@ -118,9 +179,9 @@ you use and never invent one."""
 def system_parts(*, mode: str, agent: str, sections: list[Section] | None = None, consult_memories: bool = False,
                  confidence_gating: bool = False, tools: list[dict] | bool | None = None, budget: int = 6,
                  now: str = "", minimal: bool = False) -> list[Part]:
-    """The system message as named parts, static first (instructions, tools, markup, options, the
-    speaker's label), then what changes (the header, pre-populated memories), so prefix caches reuse
-    the start of every call. minimal: seed 000's prompt, for writers who study discovery."""
+    """The system message as named parts: instructions, tools, markup, options, the speaker's label,
+    who you are and where (the stable pre-populated sections, then the header), all of it the same
+    from one turn to the next. minimal: seed 000's prompt, for writers who study discovery."""
     parts: list[Part] = []
     offered = tools if isinstance(tools, list) else []
     tools = mode in ("tools", "both") if tools is None else bool(tools)
@@ -141,19 +202,25 @@ def system_parts(*, mode: str, agent: str, sections: list[Section] | None = None
         parts.append(Part("Confidence gating", "prompt_options", GATING.format(weak=weak)))
     if minimal or not now:  # the header, when there is one, says who the agent is
         parts.append(Part("Speaker label", "instructions", speaker_label(agent)))
-    # Who you are and where change least from turn to turn: before the header, whose time moves on.
-    sections = sorted(sections or [], key=lambda section: section.title not in STABLE_SECTIONS)
-    for section in sections:
-        if not section.lines:
-            continue  # nothing came back for it: the model need not read an empty heading
-        if now and not minimal and section.title not in STABLE_SECTIONS:
-            parts.append(Part("Header", "header", now))
-            now = ""
-        body = "\n".join(f"- {line}" for line in section.lines)
-        parts.append(Part(f"Pre-populated: {section.title}", "prepopulated", f"## {section.title}\n{body}"))
+    # Who you are and where change least from turn to turn: here; the rest comes in the conversation.
+    for section in sections or []:
+        if section.lines and section.title in STABLE_SECTIONS:
+            parts.append(Part(f"Pre-populated: {section.title}", "prepopulated", section_text(section)))
     if now and not minimal:
         parts.append(Part("Header", "header", now))
     return parts
+
+
+def section_text(section: Section) -> str:
+    body = "\n".join(f"- {line}" for line in section.lines)
+    return f"## {section.title}\n{body}"
+
+
+def note_text(sections: list[Section], number: int) -> str:
+    """The memories that come back before the agent's turn `number` (all but the stable sections and
+    the first turn's whole sheet), kept in the conversation from then on."""
+    body = [section_text(s) for s in sections if s.lines and s.title not in (*STABLE_SECTIONS, ONCE_SECTION)]
+    return f"Before your turn {number}, this comes back to you:\n\n" + "\n\n".join(body) if body else ""
 
 
 def system_prompt(*, mode: str, agent: str, sections: list[Section] | None = None, **options) -> str:

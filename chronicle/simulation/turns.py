@@ -83,6 +83,13 @@ def transcript_for(simulation: Simulation, before: int, agent: str) -> list[tupl
     return lines
 
 
+def notes_for(simulation: Simulation, before: int, agent: str) -> dict[int, dict]:
+    """What came back to `agent` before each of its earlier turns, as it was sent, by turn number."""
+    rows = (simulation.turns.done().filter(index__lt=before, agent=agent)
+            .values_list("index", "context__note"))
+    return {index + 1: note for index, note in rows if isinstance(note, dict) and note.get("text")}
+
+
 def heard_before(simulation: Simulation, turn: Turn) -> str:
     """The last line the turn's speaker heard before it spoke (what a reply answers), or ""."""
     row = (simulation.turns.done().filter(index__lt=turn.index).order_by("-index")
@@ -252,7 +259,7 @@ def turn_input(*, turn: Turn) -> TurnInput:
         present=simulation.present_at(turn.number) if simulation.stage_directions else None,
         clock=simulation.clock, associations=simulation.association_weight,
         distortions=simulation.distortion_filters, minutes_per_turn=simulation.minutes_per_turn,
-        tool_prompt=simulation.tool_prompt,
+        tool_prompt=simulation.tool_prompt, notes=notes_for(simulation, turn.index, turn.agent),
     )
 
 

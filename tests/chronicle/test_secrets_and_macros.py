@@ -17,6 +17,7 @@ from memory.seeding import character_specs
 from memory.services import seed_bank
 from memory.sheets import CharacterSheet
 from memory.tools import SIMULATION_TOOLS, ToolContext, call_tool
+from tests.prompting import given_text
 
 pytestmark = pytest.mark.django_db
 
@@ -105,11 +106,11 @@ def test_a_secret_is_in_its_owners_prompt_and_never_in_anothers(user, harbour, m
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     mira_turn, oren_turn = simulation.turns.get(index=0), simulation.turns.get(index=1)
     assert (mira_turn.agent, oren_turn.agent) == ("Mira", "Oren")
-    assert "wolframite" in mira_turn.prompt_messages[0]["content"]
+    assert "wolframite" in given_text(mira_turn)
     oren_context = "\n".join(m.get("content") or "" for m in oren_turn.prompt_messages)
     assert "cheerful whistling" in oren_context
     # Mira's own line may say it aloud: what matters is that no gifted memory or prompt section gives it.
-    oren_system = oren_turn.prompt_messages[0]["content"]
+    oren_system = given_text(oren_turn)
     for word in PRIVATE_WORDS:
         assert word not in oren_system
     retrieved = [r["content"] for call in oren_turn.retrievals.all() for r in call.results]

@@ -125,11 +125,18 @@ class ScriptedProvider(Provider):
 
     @staticmethod
     def _prepopulated(messages: list[dict]) -> dict[str, list[str]]:
-        """Memories injected in a pre-populated system prompt, by section ("## Who you are" → lines)."""
+        """Memories injected for this turn, by section ("## Who you are" → lines): in the system message
+        and in the messages after the last of the transcript (earlier turns' notes were answered then)."""
         sections: dict[str, list[str]] = {}
         current = None
         system = messages[0].get("content", "") if messages and messages[0].get("role") == "system" else ""
-        for raw in system.splitlines():
+        latest: list[str] = []
+        for message in reversed([m for m in messages[1:] if m.get("role") == "user"]):
+            text = message.get("content") or ""
+            if text.startswith(("Conversation so far", "[turn ")):
+                break
+            latest.insert(0, text)
+        for raw in "\n".join([system, *latest]).splitlines():
             if raw.startswith("## "):
                 current = raw[3:].strip().lower()
                 sections[current] = []

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chronicle import headless
-from chronicle.simulation.engine import SEED_000_TOOLS, compact_schemas
+from chronicle.simulation.tool_calls import SEED_000_TOOLS, compact_schemas
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.prompts import MARKUP, system_prompt
 from chronicle.simulation.services import simulation_start
@@ -17,6 +17,7 @@ from chronicle.simulation.stage import deliver
 from memory.relationships import judge
 from memory.tools import SIMULATION_TOOLS, openai_tool_schemas
 from tests.chronicle.simulation.conftest import wait_status
+from tests.prompting import last_user
 
 EVERY_KIND = Path(__file__).resolve().parents[2] / "fixtures" / "probes" / "every_kind.json"
 
@@ -82,11 +83,12 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
 
     def told(number: int) -> tuple[str, str]:
         messages = turns[number].prompt_messages
-        return messages[0]["content"], next(m["content"] for m in messages if m["role"] == "user")
+        return messages[0]["content"] + "\n" + last_user(turns[number]), \
+            next(m["content"] for m in messages if m["role"] == "user")
 
     system, user_message = told(5)  # Alex, after "4: Sam steps out"
     assert "[turn 4] *Sam steps out*" in user_message
-    assert "## Now\nYou are Alex: Project manager" in system and "Here with you: Jordan\n" in system
+    assert "## You\nYou are Alex: Project manager" in system and "Here with you: Jordan\n" in system
     # With tools alone, what Alex wants is in the header: no round spent asking for it every turn.
     goals = next(c for c in json.loads(EVERY_KIND.read_text())["characters"] if c["name"] == "Alex")["goals"]
     assert f"\nYou want: {'; '.join(goals)}\nScene: " in system

@@ -15,6 +15,7 @@ from chronicle.simulation.score_parts import score_breakdown
 from chronicle.simulation.tasks import run_turn_task
 from tests.chronicle.simulation.fake_openai import FakeOpenAI, ok, tool_call
 from tests.chronicle.simulation.conftest import start_seeded
+from tests.prompting import sent_text
 
 
 @pytest.fixture
@@ -183,7 +184,7 @@ def test_confidence_gating_marks_weak_prepopulated_memories(user, dinner):
     for index in range(2):
         assert run(simulation, index) == "done"
     turn = simulation.turns.get(index=1)
-    system = turn.prompt_messages[0]["content"]
+    system = sent_text(turn)
     weak, strong = [], []
     for retrieval in turn.retrievals.filter(tool="prepopulate"):
         for r in retrieval.results:

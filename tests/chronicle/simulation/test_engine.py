@@ -10,6 +10,7 @@ from chronicle.simulation import services
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
+from tests.prompting import sent_text
 
 
 def start(user, scenario, **settings) -> Simulation:
@@ -71,7 +72,7 @@ def test_tools_mode_prompt_gives_a_one_line_identity_and_leaves_the_rest_to_disc
     run(simulation, 0)
     system = Turn.objects.get(simulation=simulation).prompt_messages[0]["content"]
     assert system.startswith("Your memory tools")
-    assert "## Now\nYou are Alex: a pragmatic project manager" in system  # no tool call to learn its own name
+    assert "## You\nYou are Alex: a pragmatic project manager" in system  # no tool call to learn its own name
     assert "organising family outings" not in system and "fairness" not in system  # the sheet: through query_self
 
 
@@ -92,18 +93,19 @@ def test_prepopulate_mode_injects_memories_and_records_them(user, dinner, monkey
     from chronicle.simulation import prompts
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # so that turn 4 has events before its transcript
+    monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
     simulation = start(user, dinner, retrieval_mode="prepopulate", max_turns=4)
     for index in range(4):
         run(simulation, index)
     turn = simulation.turns.get(index=3)
     system = turn.prompt_messages[0]["content"]
-    assert "## Who you are" in system and "You are Alex, a pragmatic project manager" in system
-    assert "## Where you are" in system and "## Recent events" in system
+    assert "## Who you are" in system and "You are Alex, a pragmatic project manager" in sent_text(turn)
+    assert "## Where you are" in system and "## Recent events" in sent_text(turn)
     assert set(turn.retrievals.values_list("tool", flat=True)) == {"prepopulate"}
     assert not any(m.get("tool_calls") for m in turn.prompt_messages)
     # The dry-run line says, in Alex's own words, a memory it was given just above.
     said = turn.utterance.split(", ", 1)[1].split(" is to ", 1)[-1].rstrip(".")
-    assert turn.utterance.startswith("Sam, ") and said[:30] in system
+    assert turn.utterance.startswith("Sam, ") and said[:30] in sent_text(turn)
 
 
 @pytest.mark.django_db

@@ -14,6 +14,7 @@ from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
 from tests.chronicle.simulation.conftest import start_seeded
+from tests.prompting import sent_text
 
 pytestmark = pytest.mark.django_db
 
@@ -110,6 +111,7 @@ def test_a_clocked_run_ages_what_came_before_a_time_skip(user, dinner, client_fo
     from chronicle.simulation import prompts
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # turn 1 is before the transcript turn 4 reads
+    monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
     simulation = start_seeded(user, dinner, max_turns=4, retrieval_mode="prepopulate", scoring="decayed",
                               minutes_per_turn=2, stage_directions="3: Three hours later")
     assert simulation.clock == [0, 0, 0, 90, 90]
@@ -158,20 +160,20 @@ def test_recent_events_are_what_came_before_the_transcript_in_time_order(user, d
     from chronicle.simulation import prompts
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)
+    monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
     simulation = start_seeded(user, dinner, max_turns=6, retrieval_mode="prepopulate")
     for index in range(6):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     last = simulation.turns.get(index=5)
     recent = last.retrievals.get(arguments__section="Recent events")
     assert recent.results and all(1 <= r["turn"] <= 3 for r in recent.results)
-    system = last.prompt_messages[0]["content"]
-    section = system.split("## Recent events", 1)[1].split("##", 1)[0]
+    section = sent_text(last).split("## Recent events", 1)[1].split("##", 1)[0]
     turns_listed = [int(n) for n in __import__("re").findall(r"\(turn (\d+)\)", section)]
     assert turns_listed and turns_listed == sorted(turns_listed) and max(turns_listed) <= 3
     for earlier in simulation.turns.filter(index__in=[3, 4]):  # the window's lines are not in it
         assert earlier.utterance not in section
     first = simulation.turns.get(index=1)  # turn 2's window holds turn 1: no "Recent events" at all
-    assert "## Recent events" not in first.prompt_messages[0]["content"]
+    assert "## Recent events" not in sent_text(first)
 
 
 def test_a_direction_is_found_by_its_moment_and_by_what_was_said_just_before(user, dinner):

@@ -14,6 +14,7 @@ from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import services as writing
 from memory.models import Memory
 from memory.tools import SIMULATION_TOOLS, ToolContext, call_tool
+from tests.prompting import given_text, sent_text
 
 pytestmark = pytest.mark.django_db
 
@@ -112,7 +113,7 @@ def test_prepopulated_context_holds_the_sheet_scene_lore_and_the_writers_memorie
     simulation = started(user, harbour, retrieval_mode=mode)
     words = writer_memories(simulation, user)
     assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
-    system = simulation.turns.get(index=0).prompt_messages[0]["content"]
+    system = sent_text(simulation.turns.get(index=0))
     for field, marker in SHEET_MARKERS.items():
         assert marker in system, field
     assert SCENE_MARKER in system  # "Where you are" is no longer empty
@@ -203,7 +204,7 @@ def test_authored_card_fields_reach_each_mode_and_the_secret_stays_with_its_owne
     assert "Gorvald" not in mira_seen  # the disabled entry
     oren_retrieved = json.dumps([r.results for r in oren.retrievals.all()])
     assert "tangerine" in context_text(oren) + oren_retrieved  # Mira's public face
-    assert "wolframite" not in oren_retrieved and "wolframite" not in oren.prompt_messages[0]["content"]
+    assert "wolframite" not in oren_retrieved and "wolframite" not in given_text(oren)
 
 
 @pytest.mark.parametrize("mode", ["tools", "prepopulate"])

@@ -8,10 +8,12 @@ import json
 
 import pytest
 
+from chronicle.simulation import prompts
 from chronicle.simulation.models import Turn
 from chronicle.writing import services
 from memory.models import Memory
 from tests.chronicle.writing.conftest import prepare_and_run, run_all, start
+from tests.prompting import sent_text
 
 pytestmark = pytest.mark.django_db
 
@@ -58,13 +60,14 @@ def test_pinned_memory_reaches_the_agent_on_that_turn(user, finished):
 
     branch = prepare_and_run(services.simulation_branch(parent=finished, index=3, actor=user))
     regenerated = branch.turns.get(index=3)
-    assert unread.content in regenerated.prompt_messages[0]["content"]
+    assert unread.content in sent_text(regenerated)
     assert regenerated.retrievals.filter(tool="pinned").exists()
     assert f"I keep thinking: {unread.content[:30]}" in regenerated.utterance
 
 
-def test_regenerating_from_n_keeps_earlier_turns_and_changes_later_ones(user, dinner):
+def test_regenerating_from_n_keeps_earlier_turns_and_changes_later_ones(user, dinner, monkeypatch):
     # Turn 11 (Jordan) recalls Alex's turn-1 line, from before its transcript window (turns 3-10).
+    monkeypatch.setattr(prompts, "WINDOW_STEP", 1)  # the window slides a line a turn: 8 lines
     finished = run_all(start(user, dinner, max_turns=12))
     turn = finished.turns.get(index=10)
     quoted = next(Memory.objects.get(pk=r["memory_id"]) for r in turn.retrievals.get(tool="query_memory").results

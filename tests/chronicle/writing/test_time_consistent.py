@@ -16,6 +16,7 @@ from chronicle.writing import selectors, services
 from memory.models import Memory
 from memory.services import bank_refresh_stale
 from tests.chronicle.writing.conftest import prepare_and_run, run_all, start
+from tests.prompting import sent_text
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -152,7 +153,7 @@ def test_a_good_pin_is_taken_and_reaches_the_branch(user, finished):
     services.override_toggle(turn=turn, kind="pin", memory_id=background.pk, actor=user, on=True)
     branch = prepare_and_run(services.simulation_branch(parent=finished, index=3, actor=user))
     regenerated = branch.turns.get(index=3)
-    assert background.content in regenerated.prompt_messages[0]["content"]
+    assert background.content in sent_text(regenerated)
     assert "was not given" not in regenerated.note
 
 
@@ -167,4 +168,4 @@ def test_a_pin_the_run_cannot_apply_is_said_on_the_turn(user, dinner):
     simulation = run_all(simulation)
     turn = simulation.turns.get(index=1)
     assert f"Pinned memory #{memory.pk} was not given to Jordan: it is archived." in turn.note
-    assert memory.content not in turn.prompt_messages[0]["content"]
+    assert memory.content not in sent_text(turn)

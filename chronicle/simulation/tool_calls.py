@@ -1,0 +1,109 @@
+"""The tools a model is offered in a turn, and each call it makes: run, recorded, answered."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from memory.api import SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
+
+if TYPE_CHECKING:
+    from chronicle.simulation.engine import TurnInput, TurnOutcome
+
+
+# Seed 000's minimal prompt names these six: offered alone with it, so the prompt says what is sent.
+SEED_000_TOOLS = ("query_self", "query_background", "query_communication_style", "query_scene", "query_character",
+                  "query_memory")
+
+
+def offered_tools(turn: TurnInput, mode: str) -> list[dict] | None:
+    """The tool schemas a model is sent this turn (None: no tools in this mode or set)."""
+    wanted = [n for n in SIMULATION_TOOLS if n in set(turn.tool_set)
+              and (turn.tool_prompt != "seed000" or n in SEED_000_TOOLS)]
+    if mode in ("tools", "both") and turn.max_tool_calls > 0 and wanted:
+        return compact_schemas(openai_tool_schemas(wanted))
+    return None
+
+
+def compact_schemas(tools: list[dict]) -> list[dict]:
+    """The tool schemas without what a model does not need: every tool round re-sends all of them
+    (13 tools: 1,150 → 1,040 cl100k tokens a call). Dropped: `additionalProperties: false` and an empty
+    `required` (nothing is strict-mode here; the registry checks arguments itself), and a parameter's
+    description that only lists its enum's values."""
+    compact = []
+    for tool in tools:
+        function = dict(tool["function"])
+        parameters = json.loads(json.dumps(function.get("parameters") or {"type": "object", "properties": {}}))
+        parameters.pop("additionalProperties", None)
+        if not parameters.get("required"):
+            parameters.pop("required", None)
+        for prop in (parameters.get("properties") or {}).values():
+            if prop.get("enum"):
+                prop.pop("description", None)
+        function["parameters"] = parameters
+        compact.append(dict(tool, function=function))
+    return compact
+
+
+def run_tool_call(call: dict, offered: set[str], context: ToolContext, outcome: TurnOutcome, *, over_limit: bool,
+              limit: int, excluded: frozenset[int] = frozenset()) -> dict:
+    function = call.get("function") or {}
+    name = str(function.get("name") or "")
+    raw = function.get("arguments")
+    row = outcome.record(agent=context.agent, tool=name or "(no name)")
+    error = ""
+    arguments: dict = {}
+    if over_limit:
+        error = f"tool call limit reached ({limit} per turn): answer with what you know now"
+    elif name not in offered:
+        error = f"unknown tool {name!r}: use one of {', '.join(sorted(offered))}"
+    else:
+        try:
+            parsed = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
+            if not isinstance(parsed, dict):
+                raise ValueError("arguments must be a JSON object")
+            arguments = parsed
+        except ValueError as exc:
+            row["arguments"] = {"raw": str(raw)[:2000]}
+            error = f"malformed arguments for {name}: {exc}. Send a JSON object, e.g. {{\"query\": \"...\"}}"
+    if error:
+        row.update(error=error, response={"error": error})
+        return row["response"]
+    result = call_tool(name, arguments, context=context)
+    snapshots, response = exclude_results([r.snapshot() for r in result.results], result.response, excluded)
+    row.update(arguments=result.arguments or arguments, query=result.query or "", filter=result.filter or {},
+               results=snapshots, response=response,
+               latency_ms=round(result.latency_ms, 2), error=result.error or "", path=result.path)
+    return response
+
+
+# recall_facts' echo of its topic: the model's call says it (a scripted topic is a whole line). The
+# seeds' formats (query_memory's "query", seed 001's "query_expansion_used") stay as they are.
+ECHOED = ("topic",)
+
+
+def for_model(response: dict) -> dict:
+    """A tool answer as the model reads it: relevance to two places, as the seeds show it."""
+    lean = {key: value for key, value in response.items() if key not in ECHOED}
+    for key in ("memories", "facts"):
+        if isinstance(lean.get(key), list):
+            lean[key] = [dict(item, relevance=round(item["relevance"], 2))
+                         if isinstance(item, dict) and isinstance(item.get("relevance"), float) else item
+                         for item in lean[key]]
+    return lean
+
+
+def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[int]) -> tuple[list[dict], dict]:
+    """Drop excluded memories from what the agent reads; the record keeps them, marked excluded."""
+    if not excluded or not any(s["memory_id"] in excluded for s in snapshots):
+        return snapshots, response
+    key = "facts" if isinstance(response, dict) and "facts" in response else "memories"
+    entries = response.get(key) if isinstance(response, dict) else None
+    if isinstance(entries, list):
+        if len(entries) == len(snapshots):  # seed 000 tools: one entry per result, same order
+            kept = [e for e, s in zip(entries, snapshots) if s["memory_id"] not in excluded]
+        else:
+            kept = [e for e in entries if not (isinstance(e, dict) and e.get("memory_id") in excluded)]
+        response = dict(response, **{key: kept})
+    marked = [dict(s, excluded=True) if s["memory_id"] in excluded else s for s in snapshots]
+    return marked, response

@@ -1,0 +1,73 @@
+"""What an agent is sent, call after call: each call begins with the one before it (what prefix
+caches reuse), and what came back to the agent before an earlier turn stays where it was, once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chronicle.simulation import prompts
+from chronicle.simulation.prompts import conversation, window
+from chronicle.simulation.tasks import run_turn_task
+from tests.chronicle.simulation.conftest import start_seeded
+
+
+def entries(n: int) -> list[tuple[int, str, str]]:
+    return [(i, "Sam" if i % 3 == 0 else "Alex", f"line {i}") for i in range(1, n + 1)]
+
+
+def test_the_window_start_moves_in_steps_and_never_holds_less_than_the_minimum():
+    starts = [window(entries(n))[0][0] for n in range(1, 60)]
+    lengths = [len(window(entries(n))) for n in range(1, 60)]
+    assert all(length >= min(n, prompts.TRANSCRIPT_LINES) for n, length in zip(range(1, 60), lengths))
+    assert max(lengths) < prompts.TRANSCRIPT_LINES + prompts.WINDOW_STEP
+    moves = sum(1 for a, b in zip(starts, starts[1:]) if a != b)
+    assert moves == (59 - prompts.TRANSCRIPT_LINES) // prompts.WINDOW_STEP  # once per step, not once per line
+    assert window(entries(59))[-1] == (59, "Alex", "line 59")
+
+
+def test_an_earlier_note_stays_before_the_line_it_came_before():
+    sent = conversation("Sam", entries(7), notes={3: "Before your turn 3, this comes back to you: the plane"},
+                        note="Before your turn 8, this comes back to you: the will", now="## Now\nTime: turn 8")
+    texts = [m.content for m in sent]
+    assert texts[0] == "Conversation so far:\n[turn 1] Alex: line 1\n[turn 2] Alex: line 2"
+    assert texts[1].endswith("the plane") and texts[2].startswith("[turn 3] Sam: line 3")
+    assert texts[3].endswith("the will") and texts[-1].startswith("## Now") and "It is your turn (Sam)" in texts[-1]
+    assert [m.kind for m in sent] == ["transcript", "prepopulated", "transcript", "prepopulated", "header"]
+
+
+def test_a_first_speaker_begins_as_its_next_turn_will():
+    first = [m.content for m in conversation("Alex", [], note="Before your turn 1, this comes back to you: x")]
+    later = [m.content for m in conversation("Alex", [(1, "Alex", "hi"), (2, "Sam", "hello")],
+                                             notes={1: "Before your turn 1, this comes back to you: x"})]
+    assert first[:2] == later[:2] == ["Conversation so far:", "Before your turn 1, this comes back to you: x"]
+    assert "Nobody has spoken yet." in first[-1]
+
+
+def kept_text(turn) -> str:
+    """The start of the turn's call that the agent's next call must repeat: the system message, the
+    transcript and the notes, as sent (the last transcript message still open: it goes on)."""
+    messages = turn.prompt_messages
+    stop = next(i for i, m in enumerate(messages) if (m.get("content") or "").startswith("## Now"))
+    kept = [m for m in messages[1:stop] if not m["content"].startswith("## All about you")]
+    text = "".join(json.dumps(m) for m in [messages[0], *kept])
+    return text if kept[-1]["content"].startswith("Before your turn") else text[:-2]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["prepopulate", "both"])
+def test_each_call_begins_with_the_agents_last_call_and_no_memory_comes_back_twice(user, dinner, mode):
+    simulation = start_seeded(user, dinner, max_turns=10, retrieval_mode=mode)
+    for index in range(10):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    alex = list(simulation.turns.filter(agent="Alex").order_by("index"))  # turns 1, 4, 7, 10
+    assert len(alex) == 4
+    for earlier, later in zip(alex, alex[1:]):
+        assert "".join(json.dumps(m) for m in later.prompt_messages).startswith(kept_text(earlier))
+    # The first turn's whole sheet was sent once, not kept: later calls carry only the notes.
+    assert any("## All about you" in (m.get("content") or "") for m in alex[0].prompt_messages)
+    assert not any("## All about you" in (m.get("content") or "") for m in alex[-1].prompt_messages)
+    # A memory in a note is not sent again in a later one while the earlier note is in the conversation.
+    noted = [i for turn in alex for i in (turn.context.get("note") or {}).get("ids", [])]
+    assert noted and len(noted) == len(set(noted))
