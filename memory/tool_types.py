@@ -9,6 +9,10 @@ from typing import Any, Callable
 from memory.retrieval import MemoryFilter, Recalled, RecallResult
 from memory.retrieval.enhance import EnhancedQuery, QueryEnhancement
 
+# What the caller's transcript shows as it happened: a line, a stage direction, an action or a whisper
+# seen. Within its window a search leaves them out (the window says them already).
+WITNESSED_KINDS = ("episodic", "observation", "action")
+
 
 @dataclass
 class ToolContext:
@@ -53,13 +57,13 @@ class ToolContext:
         return k + len(self.window_turns)
 
     def outside_window(self, results: list[RecallResult], k: int) -> list[RecallResult]:
-        """The results but the lines the caller reads in its window, and the facts learned from
-        them (a restatement of a line it can read), ranked anew, at most k."""
+        """The results but what the caller reads in its window (lines, stage directions, what it saw),
+        and the facts learned from them (a restatement of a line it can read), ranked anew, at most k."""
         def shown(memory) -> bool:
             if memory.turn not in self.window_turns:
                 return False
             extracted = memory.metadata.get("extracted") if isinstance(memory.metadata, dict) else None
-            return memory.kind == "episodic" or extracted == "fact"
+            return memory.kind in WITNESSED_KINDS or extracted == "fact"
 
         kept = [r for r in results if not shown(r.memory)]
         return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"))

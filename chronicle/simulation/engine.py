@@ -240,8 +240,7 @@ def tool_context(turn: TurnInput, *, deferred: list[dict]) -> ToolContext:
                        deferred=deferred, enhance=enhance_options(turn), clock=turn.clock,
                        associations=turn.associations, distort=retrieval_filter(turn.agent, turn.distortions),
                        present=[turn.agent, *turn.others], confidence=turn.confidence_gating,
-                       window_turns=frozenset(number for number, speaker, _text in window(turn.transcript, turn.stage)
-                                              if speaker))
+                       window_turns=frozenset(number for number, _speaker, _text in window(turn.transcript, turn.stage)))
 
 
 def enhance_options(turn: TurnInput) -> dict:

@@ -108,6 +108,23 @@ def test_recall_facts_leaves_out_what_was_learned_from_a_line_the_caller_still_r
     assert "Bella's mushroom risotto costs sixteen euros." in facts(frozenset({5}))
 
 
+def test_a_stage_direction_the_caller_reads_is_not_handed_back(seeded_bank):
+    """The window shows "[turn 4] *The lights go out*": a search leaves that memory out while the
+    window holds turn 4, and finds it once the window has moved on."""
+    from memory.services import memory_create
+
+    memory_create(bank=seeded_bank, content="The lights go out in the whole street.", agent="Alex", kind="observation",
+                  category="stage", source="earned", turn=4, importance=6.0)
+
+    def found(window):
+        answer = call_tool("query_memory", {"query": "when did the lights go out?"},
+                           context=ToolContext(bank=seeded_bank, agent="Alex", current_turn=6, window_turns=window))
+        return [m["content"] for m in answer.response["memories"]]
+
+    assert "The lights go out in the whole street." not in found(frozenset({4, 5}))
+    assert "The lights go out in the whole street." in found(frozenset({5}))
+
+
 @pytest.mark.parametrize(
     "name, arguments, message",
     [
