@@ -180,7 +180,8 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     outcome.note = {"text": note, "ids": [i for s in kept for i in s.ids]} if note else {}
     once = "\n\n".join(section_text(s) for s in sections if s.title == ONCE_SECTION and s.lines)
     sent = conversation(turn.agent, turn.transcript, turn.stage, notes={n: k["text"] for n, k in turn.kept_notes.items()},
-                        note=note, once=once, pinned=pinned_note(turn, outcome), now="" if minimal else now_text(turn))
+                        note=note, once=once, pinned=pinned_note(turn, outcome), now="" if minimal else now_text(turn),
+                        short_ask=not minimal)
     messages = [{"role": "system", "content": system}, *(m.as_dict() for m in sent)]
     outcome.messages = messages
     recorder = CallRecorder(system_spans=spans, tools=tools, labels=[(m.name, m.kind) for m in sent])

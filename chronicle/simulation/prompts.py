@@ -102,7 +102,10 @@ def transcript_text(transcript: list[tuple[int, str, str]], stage: list[tuple[in
     return "\n".join(_entry(*line) for line in lines)
 
 
-ASK = "It is your turn ({agent}). Say your next line in character: one to three sentences of speech, without your name in front."
+SPEAK = "Say your next line in character: one to three sentences of speech, without your name in front."
+ASK = "It is your turn ({agent}). " + SPEAK
+# Said once in the system message, so the ask at the end of every call is a few tokens.
+HOW_TO_SPEAK = "When it is your turn: " + SPEAK[0].lower() + SPEAK[1:]
 
 
 def user_message(agent: str, transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> str:
@@ -123,12 +126,13 @@ class Message:
 
 def conversation(agent: str, transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = (), *,
                  notes: dict[int, str] | None = None, note: str = "", once: str = "",
-                 pinned: str = "", now: str = "") -> list[Message]:
+                 pinned: str = "", now: str = "", short_ask: bool = False) -> list[Message]:
     """The turn's messages after the system message, append-only from one turn to the agent's next:
     the transcript window, with the memories that came back to the agent before each of its turns
     (`notes`, by turn number, as they were sent) where they were; then this turn's memories (`note`),
     the rest of the sheet on a first turn (`once`), what the writer pinned for this turn, who is here
-    and the time (`now`), and the ask. Only what follows the earlier notes changes between calls."""
+    and the time (`now`), and the ask (`short_ask`: the system message says how to speak). Only what
+    follows the earlier notes changes between calls."""
     notes = notes or {}
     messages: list[Message] = []
     lines = ["Conversation so far:"]
@@ -150,7 +154,7 @@ def conversation(agent: str, transcript: list[tuple[int, str, str]], stage: list
         messages.append(Message(once, f"Pre-populated memories ({ONCE_SECTION.lower()})", "prepopulated"))
     if pinned:
         messages.append(Message(pinned, "Pinned memories", "pinned"))
-    ask = ASK.format(agent=agent)
+    ask = f"It is your turn ({agent})." if short_ask else ASK.format(agent=agent)
     messages.append(Message(f"{now}\n\n{ask}" if now else ask, "Now, and the ask", "header"))
     return messages
 
@@ -194,7 +198,7 @@ def system_parts(*, mode: str, agent: str, sections: list[Section] | None = None
             text = tool_guide(offered, budget)
         parts.append(Part("Tool instructions", "tool_instructions", text))
     if not minimal:
-        parts.append(Part("Markup", "instructions", MARKUP))
+        parts.append(Part("Markup", "instructions", f"{MARKUP} {HOW_TO_SPEAK}"))
     if consult_memories:
         parts.append(Part("Memory consultation", "prompt_options", CONSULT_TOOLS if tools else CONSULT_READ))
     if confidence_gating:
