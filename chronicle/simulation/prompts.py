@@ -88,6 +88,8 @@ def window(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] 
     merged = sorted([*((n, 0, "", f"*{text.strip().rstrip('.')}*") for n, text in stage),
                      *((n, 1, speaker, text) for n, speaker, text in transcript)], key=lambda e: (e[0], e[1]))
     start = max(0, len(merged) - TRANSCRIPT_LINES) // WINDOW_STEP * WINDOW_STEP
+    while 0 < start < len(merged) and merged[start - 1][0] == merged[start][0]:
+        start -= 1  # a turn is not cut: its stage directions come with its line
     return [(n, speaker, text) for n, _order, speaker, text in merged][start:]
 
 

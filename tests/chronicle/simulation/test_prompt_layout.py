@@ -27,6 +27,16 @@ def test_the_window_start_moves_in_steps_and_never_holds_less_than_the_minimum()
     assert window(entries(59))[-1] == (59, "Alex", "line 59")
 
 
+def test_the_window_never_cuts_a_turn_from_its_stage_directions():
+    """A direction and the line after it share a turn number: a window holding the line holds the
+    direction (the tools leave out what the window shows, by turn)."""
+    stage = [(n, f"event {n}") for n in range(1, 40, 2)]
+    for n in range(1, 40):
+        shown = window(entries(n), stage)
+        numbers = {number for number, _speaker, _text in shown}
+        assert all((number, "", f"*event {number}*") in shown for number, _text in stage if number in numbers)
+
+
 def test_an_earlier_note_stays_before_the_line_it_came_before():
     sent = conversation("Sam", entries(7), notes={3: "Before your turn 3, this comes back to you: the plane"},
                         note="Before your turn 8, this comes back to you: the will", now="## Now\nTime: turn 8")
