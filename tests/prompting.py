@@ -14,10 +14,13 @@ def last_user(turn) -> str:
 
 def given_text(turn) -> str:
     """What the agent was given besides the transcript: the system message, the memories that came
-    back before its turn, what the writer pinned, the header and the ask (by the kinds the turn's
+    back before its turns, what the writer pinned, the header and the ask (by the parts the turn's
     context view records for its first call)."""
     messages = turn.prompt_messages or []
     sections = ((turn.context or {}).get("calls") or [{}])[0].get("sections") or []
-    kinds = {s["ref"][0]: s["kind"] for s in sections if isinstance(s.get("ref"), list) and len(s["ref"]) == 1}
-    return "\n\n".join(m.get("content") or "" for i, m in enumerate(messages)
-                       if i == 0 or (m.get("role") == "user" and kinds.get(i) not in (None, "transcript")))
+    pieces = [messages[0].get("content") or ""] if messages else []
+    for section in sections:
+        ref = section.get("ref")
+        if isinstance(ref, list) and len(ref) == 3 and ref[0] > 0 and section.get("kind") != "transcript":
+            pieces.append((messages[ref[0]].get("content") or "")[ref[1]:ref[2]])
+    return "\n\n".join(pieces)

@@ -69,8 +69,10 @@ def _duration(minutes: int) -> str:
 # not kept in the conversation after it), and then, in "More about you", what bears on the last line.
 CORE_SHEET = [("communication", 1), ("traits", 1), ("goals", 1)]
 WHOLE_SHEET = "All about you"
-RELEVANT_SHEET_K = 2
-HEADER_TIME = "time"  # the scene's part the header carries as written (memory.seeding's category)
+RELEVANT_SHEET_K = 1  # a turn's note adds the one that bears most; earlier ones stay in the conversation
+# The scene's parts the header carries (memory.seeding's categories): the place in a line, the time as
+# written. The place in full comes once, on the first turn, with the rest of the sheet.
+HEADER_SCENE = ("location", "time")
 # Tokens a pre-populated section may take beyond its first line, so that long memories (a background's
 # chunks, long lines) cannot crowd the turn: the most relevant come first and the rest wait.
 SECTION_BUDGETS = {"More about you": 200, "What you know": 200, "Recent events": 200}
@@ -118,6 +120,8 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int]) -> list[tuple]:
     ]
     if first:
         queries.append((WHOLE_SHEET, "who am I?", None, WHOLE_SHEET_K))
+        queries.append((WHOLE_SHEET, "where am I?",
+                        MemoryFilter(agent=turn.agent, kinds=["scene"], categories=["location"], shared=True), 1))
     else:
         queries.append(("More about you", situation, MemoryFilter(agent=turn.agent, kinds=["character"]),
                         RELEVANT_SHEET_K))
@@ -175,8 +179,8 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, in_window
     for snap in snapshots:
         if snap.get("excluded") or snap["memory_id"] in shown:
             continue  # a memory already in an earlier section is not sent twice
-        if section.title == "Where you are" and snap.get("category") == HEADER_TIME:
-            continue  # the header says when, as written
+        if section.title == "Where you are" and snap.get("category") in HEADER_SCENE:
+            continue  # the header says where and when
         if snap.get("kind") in WITNESSED_KINDS and snap.get("turn") in in_window:
             continue  # a line or a stage direction the transcript below already shows
         if snap.get("category") == "reaction" and snap.get("speaker") in turn.others:

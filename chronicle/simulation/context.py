@@ -88,23 +88,29 @@ def request_tokens(messages: list[dict], tools: list[dict] | None) -> int:
 
 @dataclass
 class Part:
-    """A named piece of the system message."""
+    """A named piece of a message (the system message, or a user message built of parts)."""
     name: str
     kind: str
     text: str
+    joiner: str = "\n\n"  # what separates it from the part before
 
 
 def join_parts(parts: list[Part]) -> tuple[str, list[dict]]:
-    """The system message from its parts, and each part's span in it (parts are separated by a blank line)."""
+    """A message from its parts, and each part's span in it (a part of the same name and kind as
+    the one before it extends that span)."""
     text, spans = "", []
     for part in parts:
         if not part.text:
             continue
         if text:
-            text += "\n\n"
+            text += part.joiner
         start = len(text)
         text += part.text
-        spans.append({"name": part.name, "kind": part.kind, "span": [start, len(text)]})
+        last = spans[-1] if spans else None
+        if last and (last["name"], last["kind"]) == (part.name, part.kind) and last["span"][1] + len(part.joiner) == start:
+            last["span"][1] = len(text)
+        else:
+            spans.append({"name": part.name, "kind": part.kind, "span": [start, len(text)]})
     return text, spans
 
 
@@ -113,7 +119,7 @@ class CallRecorder:
     """Builds TurnOutcome.context call by call. Each message is counted once, however often it is re-sent."""
     system_spans: list[dict] = field(default_factory=list)
     tools: list[dict] | None = None
-    labels: list[tuple[str, str]] = field(default_factory=list)  # (name, kind) of the messages after the system's
+    user_spans: list[list[dict]] = field(default_factory=list)  # the parts of the user messages after the system's
     _counted: list[list[dict]] = field(default_factory=list)  # per message index: its sections
 
     def context(self) -> dict:
@@ -125,18 +131,18 @@ class CallRecorder:
 
     def _message_sections(self, index: int, message: dict, tool_names: dict[str, str]) -> list[dict]:
         role = message.get("role")
-        if role == "system" and index == 0 and self.system_spans:
+        spans = self.system_spans if role == "system" and index == 0 else \
+            self.user_spans[index - 1] if role == "user" and 0 < index <= len(self.user_spans) else None
+        if spans:
             content = message.get("content") or ""
-            parts = [dict(s, ref=[0, *s["span"]], tokens=count_tokens(content[s["span"][0]:s["span"][1]]))
-                     for s in (dict(x) for x in self.system_spans)]
+            parts = [dict(s, ref=[index, *s["span"]], tokens=count_tokens(content[s["span"][0]:s["span"][1]]))
+                     for s in (dict(x) for x in spans)]
             if parts:
                 # The blank lines between parts tokenise with their neighbours: the whole message's count
                 # is what a server sees, so the last part takes the difference (a token or two).
                 parts[-1]["tokens"] += count_tokens(content) - sum(p["tokens"] for p in parts)
             return parts
-        if role == "user" and 0 < index <= len(self.labels):
-            name, kind = self.labels[index - 1]
-        elif role == "user":
+        if role == "user":
             name, kind = "Transcript window (user message)", "transcript"
         elif role == "tool":
             name, kind = f"Tool result: {tool_names.get(message.get('tool_call_id') or '', 'tool')}", "tool_result"

@@ -183,8 +183,9 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
                         note=note, once=once, pinned=pinned_note(turn, outcome), now="" if minimal else now_text(turn),
                         short_ask=not minimal)
     messages = [{"role": "system", "content": system}, *(m.as_dict() for m in sent)]
+    user_spans = [m.joined()[1] for m in sent]
     outcome.messages = messages
-    recorder = CallRecorder(system_spans=spans, tools=tools, labels=[(m.name, m.kind) for m in sent])
+    recorder = CallRecorder(system_spans=spans, tools=tools, user_spans=user_spans)
     outcome.context = recorder.context()
     outcome.context["note"] = outcome.note  # the next turns' conversation repeats it as it was
     offered = {t["function"]["name"] for t in tools or []}

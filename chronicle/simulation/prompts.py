@@ -34,8 +34,7 @@ Memory:
 
 Use these tools to understand yourself and your situation before acting."""
 
-PREPOPULATED_HEAD = ("You are an agent in a simulation. Who you are and where you are follow; what else comes back to "
-                     "you appears in the conversation, before each of your turns.")
+PREPOPULATED_HEAD = "You are an agent in a simulation. What you remember comes back to you here and before your turns."
 
 # One line on the markup the run reads in a line (chronicle.simulation.stage): a whisper reaches only
 # its addressee, an action is seen by everyone present.
@@ -117,48 +116,48 @@ def user_message(agent: str, transcript: list[tuple[int, str, str]], stage: list
 
 @dataclass
 class Message:
-    """A message of the conversation an agent is sent, with what it is (the context view's name and kind)."""
-    content: str
-    name: str = "Transcript window (user message)"
-    kind: str = "transcript"
+    """A user message of what an agent is sent, built from named parts (the context view's sections)."""
+    parts: list[Part] = field(default_factory=list)
+
+    def add(self, name: str, kind: str, text: str, joiner: str = "\n\n") -> None:
+        if text:
+            self.parts.append(Part(name, kind, text, joiner))
+
+    def joined(self) -> tuple[str, list[dict]]:
+        return join_parts(self.parts)
 
     def as_dict(self) -> dict:
-        return {"role": "user", "content": self.content}
+        return {"role": "user", "content": self.joined()[0]}
 
 
 def conversation(agent: str, transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = (), *,
                  notes: dict[int, str] | None = None, note: str = "", once: str = "",
                  pinned: str = "", now: str = "", short_ask: bool = False) -> list[Message]:
-    """The turn's messages after the system message, append-only from one turn to the agent's next:
-    the transcript window, with the memories that came back to the agent before each of its turns
-    (`notes`, by turn number, as they were sent) where they were; then this turn's memories (`note`),
-    the rest of the sheet on a first turn (`once`), what the writer pinned for this turn, who is here
-    and the time (`now`), and the ask (`short_ask`: the system message says how to speak). Only what
-    follows the earlier notes changes between calls."""
+    """The turn's two user messages. The first grows from one turn of the agent to its next and is
+    never rewritten: the transcript window, with the memories that came back to the agent before
+    each of its turns where they were (`notes`, by turn number, as sent), this turn's (`note`) last.
+    The second is this call's alone: the rest of the sheet on a first turn (`once`), what the writer
+    pinned, who is here and the time (`now`), and the ask (`short_ask`: the system message says how)."""
     notes = notes or {}
-    messages: list[Message] = []
-    lines = ["Conversation so far:"]
+    kept = Message()
+    kept.add("Transcript window", "transcript", "Conversation so far:")
     entries = window(transcript, stage)
+    joiner = "\n"
     for number, speaker, text in entries:
         if speaker == agent and notes.get(number):
-            if lines:
-                messages.append(Message("\n".join(lines)))
-            messages.append(Message(notes[number], f"Pre-populated memories (turn {number})", "prepopulated"))
-            lines = []
-        lines.append(_entry(number, speaker, text))
-    if lines:
-        messages.append(Message("\n".join(lines)))
-    if not entries:  # said after the note, so the next turn's conversation begins as this one did
+            kept.add(f"Pre-populated memories (turn {number})", "prepopulated", notes[number])
+            joiner = "\n\n"
+        kept.add("Transcript window", "transcript", _entry(number, speaker, text), joiner)
+        joiner = "\n"
+    kept.add("Pre-populated memories (this turn)", "prepopulated", note)
+    if not entries:  # said in the second message, so the next turn's first begins as this one did
         now = "\n".join(x for x in [now, "Nobody has spoken yet."] if x)
-    if note:
-        messages.append(Message(note, "Pre-populated memories (this turn)", "prepopulated"))
-    if once:
-        messages.append(Message(once, f"Pre-populated memories ({ONCE_SECTION.lower()})", "prepopulated"))
-    if pinned:
-        messages.append(Message(pinned, "Pinned memories", "pinned"))
-    ask = f"It is your turn ({agent})." if short_ask else ASK.format(agent=agent)
-    messages.append(Message(f"{now}\n\n{ask}" if now else ask, "Now, and the ask", "header"))
-    return messages
+    last = Message()
+    last.add(f"Pre-populated memories ({ONCE_SECTION.lower()})", "prepopulated", once)
+    last.add("Pinned memories", "pinned", pinned)
+    last.add("Now, and the ask", "header", now)
+    last.add("Now, and the ask", "header", f"It is your turn ({agent})." if short_ask else ASK.format(agent=agent))
+    return [kept, last]
 
 
 # Seed 000, "Prompt Integration": mandatory memory consultation and confidence gating (per simulation).
@@ -226,7 +225,7 @@ def note_text(sections: list[Section], number: int) -> str:
     """The memories that come back before the agent's turn `number` (all but the stable sections and
     the first turn's whole sheet), kept in the conversation from then on."""
     body = [section_text(s) for s in sections if s.lines and s.title not in (*STABLE_SECTIONS, ONCE_SECTION)]
-    return f"Before your turn {number}, this comes back to you:\n\n" + "\n\n".join(body) if body else ""
+    return f"Before your turn {number}, you recall:\n" + "\n".join(body) if body else ""
 
 
 def system_prompt(*, mode: str, agent: str, sections: list[Section] | None = None, **options) -> str:

@@ -125,17 +125,20 @@ class ScriptedProvider(Provider):
 
     @staticmethod
     def _prepopulated(messages: list[dict]) -> dict[str, list[str]]:
-        """Memories injected for this turn, by section ("## Who you are" → lines): in the system message
-        and in the messages after the last of the transcript (earlier turns' notes were answered then)."""
+        """Memories injected for this turn, by section ("## Who you are" → lines): in the system message,
+        this turn's note at the end of the conversation, and the last message (earlier turns' notes
+        were answered then)."""
         sections: dict[str, list[str]] = {}
         current = None
         system = messages[0].get("content", "") if messages and messages[0].get("role") == "system" else ""
-        latest: list[str] = []
-        for message in reversed([m for m in messages[1:] if m.get("role") == "user"]):
-            text = message.get("content") or ""
-            if text.startswith(("Conversation so far", "[turn ")):
-                break
-            latest.insert(0, text)
+        users = [m.get("content") or "" for m in messages[1:] if m.get("role") == "user"]
+        latest = users[-1:] if len(users) > 1 else []
+        if users:
+            # This turn's note closes the conversation message (no line after it yet).
+            kept = users[0]
+            at = kept.rfind("Before your turn ")
+            if at >= 0 and "\n[turn " not in kept[at:]:
+                latest.insert(0, kept[at:])
         for raw in "\n".join([system, *latest]).splitlines():
             if raw.startswith("## "):
                 current = raw[3:].strip().lower()

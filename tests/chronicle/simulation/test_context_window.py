@@ -75,7 +75,7 @@ def test_inspector_shows_the_bar_sections_and_usage(user, other_user, dinner, se
     assert run(simulation) == "done"
     page = html.unescape(client_for(user).get(reverse("turn_inspect", args=[simulation.pk, 0])).content.decode())
     assert 'id="context-window"' in page and page.count('class="cw-bar"') == 2  # one bar per call
-    assert "Tool schemas (6 tools)" in page and "Transcript window (user message)" in page  # the default set
+    assert "Tool schemas (6 tools)" in page and "Transcript window" in page  # the default set
     assert "Tool result: query_self" in page and "Tool call: query_self" in page
     assert "scaled to the provider's count" in page
     assert f"{server.counted[1]} prompt / 9 completion" in page  # the provider's real usage of call 2

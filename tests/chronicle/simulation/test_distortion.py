@@ -47,6 +47,7 @@ def test_each_stage_distorts_and_the_writer_sees_what_was_really_said(user, dinn
     from chronicle.simulation import prompts
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 1)  # turn 1 is a memory at turn 3, not in the transcript
+    monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
     simulation = start_seeded(user, dinner, max_turns=6, distortions=FILTERS, retrieval_mode="prepopulate")
     say(simulation, 0, "Alex", "The kitchen fire last year scared everyone.")
     done = say(simulation, 1, "Alex", "You look great tonight, Sam. I booked the table by the fire.")

@@ -99,7 +99,7 @@ def test_prepopulate_mode_injects_memories_and_records_them(user, dinner, monkey
         run(simulation, index)
     turn = simulation.turns.get(index=3)
     system = turn.prompt_messages[0]["content"]
-    assert "## Who you are" in system and "You are Alex, a pragmatic project manager" in sent_text(turn)
+    assert "## Who you are" in system and "## More about you" in sent_text(turn)
     assert "## Where you are" in system and "## Recent events" in sent_text(turn)
     assert set(turn.retrievals.values_list("tool", flat=True)) == {"prepopulate"}
     assert not any(m.get("tool_calls") for m in turn.prompt_messages)

@@ -38,31 +38,32 @@ def test_the_window_never_cuts_a_turn_from_its_stage_directions():
 
 
 def test_an_earlier_note_stays_before_the_line_it_came_before():
-    sent = conversation("Sam", entries(7), notes={3: "Before your turn 3, this comes back to you: the plane"},
-                        note="Before your turn 8, this comes back to you: the will", now="## Now\nTime: turn 8")
-    texts = [m.content for m in sent]
-    assert texts[0] == "Conversation so far:\n[turn 1] Alex: line 1\n[turn 2] Alex: line 2"
-    assert texts[1].endswith("the plane") and texts[2].startswith("[turn 3] Sam: line 3")
-    assert texts[3].endswith("the will") and texts[-1].startswith("## Now") and "It is your turn (Sam)" in texts[-1]
-    assert [m.kind for m in sent] == ["transcript", "prepopulated", "transcript", "prepopulated", "header"]
+    kept, last = conversation("Sam", entries(7), notes={3: "Before your turn 3, you recall: the plane"},
+                              note="Before your turn 8, you recall: the will", now="## Now\nTime: turn 8")
+    text, spans = kept.joined()
+    assert text.startswith("Conversation so far:\n[turn 1] Alex: line 1\n[turn 2] Alex: line 2\n\n"
+                           "Before your turn 3, you recall: the plane\n\n[turn 3] Sam: line 3\n")
+    assert text.endswith("[turn 7] Alex: line 7\n\nBefore your turn 8, you recall: the will")
+    assert [s["kind"] for s in spans] == ["transcript", "prepopulated", "transcript", "prepopulated"]
+    assert text[slice(*spans[1]["span"])] == "Before your turn 3, you recall: the plane"
+    said = last.joined()[0]
+    assert said.startswith("## Now") and said.endswith("It is your turn (Sam). " + prompts.SPEAK)
 
 
 def test_a_first_speaker_begins_as_its_next_turn_will():
-    first = [m.content for m in conversation("Alex", [], note="Before your turn 1, this comes back to you: x")]
-    later = [m.content for m in conversation("Alex", [(1, "Alex", "hi"), (2, "Sam", "hello")],
-                                             notes={1: "Before your turn 1, this comes back to you: x"})]
-    assert first[:2] == later[:2] == ["Conversation so far:", "Before your turn 1, this comes back to you: x"]
+    first = [m.joined()[0] for m in conversation("Alex", [], note="Before your turn 1, you recall: x")]
+    later = [m.joined()[0] for m in conversation("Alex", [(1, "Alex", "hi"), (2, "Sam", "hello")],
+                                                 notes={1: "Before your turn 1, you recall: x"})]
+    assert first[0] == "Conversation so far:\n\nBefore your turn 1, you recall: x"
+    assert later[0].startswith(first[0] + "\n\n[turn 1] Alex: hi")
     assert "Nobody has spoken yet." in first[-1]
 
 
 def kept_text(turn) -> str:
-    """The start of the turn's call that the agent's next call must repeat: the system message, the
-    transcript and the notes, as sent (the last transcript message still open: it goes on)."""
-    messages = turn.prompt_messages
-    stop = next(i for i, m in enumerate(messages) if (m.get("content") or "").startswith("## Now"))
-    kept = [m for m in messages[1:stop] if not m["content"].startswith("## All about you")]
-    text = "".join(json.dumps(m) for m in [messages[0], *kept])
-    return text if kept[-1]["content"].startswith("Before your turn") else text[:-2]
+    """The start of the turn's call that the agent's next call must repeat: the system message and
+    the conversation message, as sent (left open: it goes on)."""
+    system, conversation_message = turn.prompt_messages[:2]
+    return json.dumps(system) + json.dumps(conversation_message)[:-2]
 
 
 @pytest.mark.django_db

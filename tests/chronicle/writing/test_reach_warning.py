@@ -53,6 +53,7 @@ def test_the_prepopulate_table_is_what_the_engine_injects(finished, monkeypatch)
     from chronicle.simulation import prompts
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # so that turn 4 has events before its transcript
+    monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
     turn = finished.turns.get(index=3)
     outcome = engine.TurnOutcome()
     engine.prepopulate(turns.turn_input(turn=turn), outcome)
