@@ -106,7 +106,7 @@ def transcript_text(transcript: list[tuple[int, str, str]], stage: list[tuple[in
 SPEAK = "Say your next line in character: one to three sentences of speech, without your name in front."
 ASK = "It is your turn ({agent}). " + SPEAK
 # Said once in the system message, so the ask at the end of every call is a few tokens.
-HOW_TO_SPEAK = "When it is your turn: " + SPEAK[0].lower() + SPEAK[1:]
+HOW_TO_SPEAK = "When it is your turn, say one to three sentences in character, without your name in front."
 
 
 def user_message(agent: str, transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> str:
