@@ -2,11 +2,11 @@ from django.apps import AppConfig
 from django.db import connection, transaction
 from django.db.models.signals import post_delete
 
-from memory.indexing import index_names
+from memory.recalling.indexing import index_names
 
 
 def _drop_bank_indexes(sender, instance, **kwargs):
-    """A deleted bank's own vector indexes (memory.indexing) are dropped by a worker, concurrently."""
+    """A deleted bank's own vector indexes (memory.recalling.indexing) are dropped by a worker, concurrently."""
     from memory.tasks import drop_bank_index_task  # memory.tasks imports models, not ready while apps.py loads
 
     with connection.cursor() as cursor:

@@ -6,11 +6,12 @@ from celery import shared_task
 from django.db import transaction
 
 from memory.embedding.errors import EmbeddingError
-from memory.indexing import build_bank_index, drop_bank_index
+from memory.recalling.indexing import build_bank_index, drop_bank_index
 from memory.models import Memory, MemoryBank
-from memory.services import bank_hold, memory_reembed, seed_bank
-from memory.services.capture import memory_keys_add
-from memory.sheets import CharacterSheet, ScenarioSheet
+from memory.forming.seeding import seed_bank
+from memory.services import bank_hold, memory_reembed
+from memory.forming.capture import memory_keys_add
+from memory.forming.sheets import CharacterSheet, ScenarioSheet
 
 
 @shared_task(soft_time_limit=1800, time_limit=1900)
@@ -33,7 +34,7 @@ def seed_bank_task(bank_id: int, payload: dict) -> dict:
 
 @shared_task(soft_time_limit=1800, time_limit=1900)
 def build_bank_index_task(bank_id: int) -> None:
-    """A big bank's own HNSW indexes (memory.indexing); nothing happens if the bank is gone."""
+    """A big bank's own HNSW indexes (memory.recalling.indexing); nothing happens if the bank is gone."""
     if MemoryBank.objects.filter(pk=bank_id).exists():
         build_bank_index(bank_id)
 
@@ -64,7 +65,7 @@ def consolidate_bank_task(bank_id: int, agent: str, before_turn: int, budget: in
     """The budget trigger: when the agent holds more than `budget` (default CONSOLIDATION_BUDGET)
     memories, consolidate its old ones (offline summaries: no model call in the worker's turn path).
     Returns the summaries made."""
-    from memory.consolidation import consolidate, consolidation_due
+    from memory.living.consolidation import consolidate, consolidation_due
 
     with transaction.atomic():
         if not bank_hold(bank_id):
@@ -77,8 +78,8 @@ def consolidate_bank_task(bank_id: int, agent: str, before_turn: int, budget: in
 
 @shared_task(soft_time_limit=300, time_limit=330)
 def extract_task(bank_id: int, turn: int, speaker: str, text: str, facts: dict | None = None) -> int:
-    """A turn's feelings, lesson and learned facts (memory.extraction), after its commit."""
-    from memory.extraction import extract_after_turn
+    """A turn's feelings, lesson and learned facts (memory.forming.extraction), after its commit."""
+    from memory.forming.extraction import extract_after_turn
 
     try:
         return len(extract_after_turn(bank_id=bank_id, turn=turn, speaker=speaker, text=text, facts=facts))
@@ -88,8 +89,8 @@ def extract_task(bank_id: int, turn: int, speaker: str, text: str, facts: dict |
 
 @shared_task(soft_time_limit=600, time_limit=660)
 def bank_map_task(bank_id: int) -> int:
-    """A big bank's memory map (memory.projection), asked for by its page. Returns the points."""
-    from memory.projection import project
+    """A big bank's memory map (memory.measuring.projection), asked for by its page. Returns the points."""
+    from memory.measuring.projection import project
 
     if not MemoryBank.objects.filter(pk=bank_id).exists():
         return 0  # deleted meanwhile

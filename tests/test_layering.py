@@ -1,10 +1,12 @@
-"""The layers keep to their lines: `memory` knows nothing of `chronicle`, and `chronicle` reaches memory
-only through its public API (memory.api) and its models (the ORM). Read from the source, not run."""
+"""The layers keep to their lines: `memory` knows nothing of `chronicle`, and `chronicle` and `api` reach
+memory only through its public API (memory.api) and its models (the ORM). Read from the source, not run."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,9 +31,10 @@ def test_memory_knows_nothing_of_chronicle():
     assert leaks == []
 
 
-def test_chronicle_uses_memory_only_through_its_public_api():
+@pytest.mark.parametrize("package", ["chronicle", "api"])
+def test_other_apps_use_memory_only_through_its_public_api(package):
     allowed = {"memory.api", "memory.models"}
-    reaching_in = [f"{f}:{n} imports {m}" for f, n, m in imports("chronicle")
+    reaching_in = [f"{f}:{n} imports {m}" for f, n, m in imports(package)
                    if m.split(".")[0] == "memory" and m not in allowed and m != "memory"]
     assert reaching_in == [], "import these from memory.api (add them there if they are new):\n" + "\n".join(reaching_in)
 

@@ -61,7 +61,7 @@ def _duration(minutes: int) -> str:
 # cost more than the full definition.
 CORE_SHEET = [("communication", 1), ("traits", 1), ("goals", 1)]
 RELEVANT_SHEET_K = 2
-HEADER_SCENE = ("location", "time")  # the scene's parts the header carries (memory.seeding's categories)
+HEADER_SCENE = ("location", "time")  # the scene's parts the header carries (memory.forming.seed_specs's categories)
 # Tokens a pre-populated section may take beyond its first line, so that long memories (a background's
 # chunks, long lines) cannot crowd the turn: the most relevant come first and the rest wait.
 SECTION_BUDGETS = {"More about you": 200, "What you know": 200, "Recent events": 200}
@@ -83,7 +83,7 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
             snapshots = _search(turn, outcome, title, query, memory_filter, k, first)
             _fill(sections.setdefault(title, Section(title)), snapshots, turn, first=first, in_window=in_window,
                   shown=shown)
-    # How the agent stands with those present, as what it heard has moved it (memory.relationships).
+    # How the agent stands with those present, as what it heard has moved it (memory.living.relationships).
     stood = standing(turn.bank, turn.agent, before_turn=turn.number)
     for other in turn.others:
         row = stood.get((turn.agent, other))

@@ -7,7 +7,7 @@ from collections import defaultdict
 from django.db import connection, transaction
 from django.db.models import Q
 
-from memory.indexing import bank_index_wanted
+from memory.recalling.indexing import bank_index_wanted
 from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey, Relationship
 from memory.services.memories import bank_refresh_stale, insert_keys, insert_memories
 

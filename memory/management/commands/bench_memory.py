@@ -13,11 +13,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connection
 
-from memory import bench, cache, embedding
-from memory.indexing import build_bank_index, drop_bank_index
+from memory import embedding
+from memory.embedding import cache
+from memory.measuring import bench
+from memory.recalling.indexing import build_bank_index, drop_bank_index
 from memory.models import MemoryBank
 from memory.services import bank_create
-from memory.tools import ToolContext, call_tool, search_memory
+from memory.recalling.tools import ToolContext, call_tool, search_memory
 
 
 TOOL_BANK_SIZE = 10_000  # query_memory p50 ≤ 25 ms with 10,000 memories in a bank
@@ -94,7 +96,7 @@ class Command(BaseCommand):
         with connection.cursor() as cur:
             cur.execute("VACUUM ANALYZE memory_memory")
             cur.execute("VACUUM ANALYZE memory_memorykey")
-        # What the first big search of a bank asks a worker for (memory.indexing), done here.
+        # What the first big search of a bank asks a worker for (memory.recalling.indexing), done here.
         built: dict[int, float] = {}
         for bank in [conversation] + [b for size, b in banks.items() if size > settings.RETRIEVAL_FUSION_EXACT_LIMIT]:
             indexed_at = time.perf_counter()

@@ -8,7 +8,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from memory.after_turn import PROMPT_OPENING
+from memory.living.after_turn import PROMPT_OPENING
 
 
 def completion(content: str | None = None, tool_calls: list[dict] | None = None, *, prompt_tokens: int = 100,
@@ -77,7 +77,7 @@ class FakeOpenAI:
     """`server.script(reply, ...)` queues answers; `server.requests` holds each JSON body received.
     With `count_usage` on, each reply's usage.prompt_tokens is the request's served_prompt_tokens.
 
-    The judgement after each line (memory.after_turn, one call for every listener) and the per-listener
+    The judgement after each line (memory.living.after_turn, one call for every listener) and the per-listener
     importance prompt (seed 002's "Rate the importance…") are answered apart from the scripted
     conversation and kept in `server.scored`: the judgement with `judgement` when set (a string), else
     with every listener at the first number of `importance`; the other with `importance` as it is.

@@ -177,7 +177,7 @@ def test_run_page_says_why_the_token_figure_is_what_it_is(user, dinner, client_f
 
 @pytest.mark.django_db
 def test_confidence_gating_marks_weak_prepopulated_memories(user, dinner):
-    from memory.retrieval.confidence import calibrated
+    from memory.recalling.confidence import calibrated
 
     simulation = start(user, dinner, retrieval_mode="prepopulate", confidence_gating=True)
     for index in range(2):

@@ -11,7 +11,7 @@ from django.utils.html import escape
 
 from chronicle.simulation.models import Simulation
 from memory.models import Memory
-from memory.services import seed_bank
+from memory.forming.seeding import seed_bank
 from tests.chronicle.simulation.fake_openai import error, ok
 
 pytestmark = pytest.mark.django_db

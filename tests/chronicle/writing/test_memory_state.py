@@ -11,7 +11,8 @@ from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import services
 from memory.models import Memory, MemoryAccess
-from memory.retrieval import MemoryFilter, recall
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
 from memory.services import memory_create
 from memory.tasks import reembed_memory_task
 from tests.chronicle.simulation.fake_openai import FakeOpenAI, error, ok, tool_call

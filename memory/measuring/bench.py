@@ -14,12 +14,15 @@ import time
 import numpy as np
 from django.db import connection
 
-from memory import cache, embedding
+from memory import embedding
+from memory.embedding import cache
 from memory.models import EmbeddingCache
-from memory.retrieval import MemoryFilter, recall
-from memory.seeding import character_specs, scenario_specs
-from memory.services import bank_create, seed_bank
-from memory.sheets import CharacterSheet, ScenarioSheet
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
+from memory.forming.seed_specs import character_specs, scenario_specs
+from memory.forming.seeding import seed_bank
+from memory.services import bank_create
+from memory.forming.sheets import CharacterSheet, ScenarioSheet
 
 FIRST = ["Ada", "Bram", "Cleo", "Dario", "Esme", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Kira", "Lev", "Mina",
          "Nico", "Odile", "Pavel", "Quinn", "Rosa", "Soren", "Tamsin", "Ugo", "Vera", "Wren", "Xavi", "Yara", "Zeno"]
@@ -193,7 +196,7 @@ def fill_conversation(bank_id: int, n: int, first: int, count: int, *, listener:
         # Statistics first: on a fresh database (none yet for memory_memory) the planner joins the
         # lines with themselves by nested loop below, hours at 10,000 lines instead of a second.
         cur.execute("ANALYZE memory_memory")
-        # Capture's reply keys (memory.retrieval.episode_keys): the pair, a key of both lines, and
+        # Capture's reply keys (memory.recalling.episode_keys): the pair, a key of both lines, and
         # the window of three, a key of all three.
         cur.execute(
             """
@@ -283,7 +286,7 @@ def measure_bank(bank, queries: np.ndarray, *, k: int = 10, latency_n: int = 200
 
 def index_mb(bank_id: int) -> float:
     """Disk size of a bank's own vector indexes (memories, keys, and its big agents'), 0 when it has none."""
-    from memory.indexing import agent_index_prefix, index_names
+    from memory.recalling.indexing import agent_index_prefix, index_names
 
     with connection.cursor() as cur:
         cur.execute("SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class c "

@@ -12,15 +12,16 @@ import time
 from django.core.exceptions import ValidationError
 
 from memory.models import Memory
-from memory.relationships import standing
-from memory.retrieval import MemoryFilter, Recalled, RecallResult, recall
-from memory.retrieval.confidence import calibrated, retrieval_confidence
-from memory.retrieval.enhance import EnhancedQuery
-from memory.seeding import CHARACTER_QUERIES
+from memory.living.relationships import standing
+from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.search import recall
+from memory.recalling.confidence import calibrated, retrieval_confidence
+from memory.recalling.enhance import EnhancedQuery
+from memory.forming.seed_specs import CHARACTER_QUERIES
 from memory.services import memory_associate, memory_create, memory_reinforce
-from memory.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
+from memory.recalling.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
 # A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
-from memory.tool_types import Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of, entries
+from memory.recalling.tool_types import Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of, entries
 
 __all__ = ["DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "READ_TOOLS", "REGISTRY", "SIMULATION_TOOLS", "TOOL_NAMES", "WRITE_TOOLS", "Param",
            "Tool", "ToolCallResult", "ToolContext", "ToolError", "call_tool", "openai_tool_schemas", "recall_sheet",
@@ -87,8 +88,8 @@ def _query_character(ctx: ToolContext, args: dict):
 
 def _metadata(results: list[RecallResult], enhanced: EnhancedQuery) -> dict:
     """Seed 001's response metadata, on every search tool's answer: retrieval_confidence (the best
-    memory's calibrated similarity: memory.retrieval.confidence) and query_expansion_used (the
-    enhancements that changed this query: memory.retrieval.enhance)."""
+    memory's calibrated similarity: memory.recalling.confidence) and query_expansion_used (the
+    enhancements that changed this query: memory.recalling.enhance)."""
     return {"retrieval_confidence": retrieval_confidence(results), "query_expansion_used": list(enhanced.used)}
 
 
@@ -161,7 +162,7 @@ def _recall_facts(ctx: ToolContext, args: dict):
     results = ctx.outside_window(recall(ctx.bank, topic, filter=flt, k=ctx.beyond_window(5), **ctx.search_options(),
                                         enhance=enhanced), 5)
     # confidence: the probability that a memory this similar to the topic is one asked for
-    # (memory.retrieval.confidence: a logistic fit on locomo-dev), not the raw cosine.
+    # (memory.recalling.confidence: a logistic fit on locomo-dev), not the raw cosine.
     results = Recalled([r for r in results if calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR],
                        path=getattr(results, "path", "exact"))
     facts = [{"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
@@ -185,7 +186,7 @@ def _recall_interactions(ctx: ToolContext, args: dict):
                                         enhance=enhanced), 10)
     ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
     answer = {"character": name, "memories": entries(ordered, with_turn=True)}
-    # How you stand with them now, and what moved it last (memory.relationships).
+    # How you stand with them now, and what moved it last (memory.living.relationships).
     row = standing(ctx.bank, ctx.agent, before_turn=ctx.current_turn).get((ctx.agent, name))
     if row is not None:
         answer["relationship"] = {"trust": row.trust, "affinity": row.affinity, "since_turn": row.turn,

@@ -27,7 +27,7 @@ import time
 from django.conf import settings
 from django.db import connection, transaction
 
-from memory.lexical import termstat_count
+from memory.recalling.lexical import termstat_count
 
 logger = logging.getLogger(__name__)
 

@@ -2,14 +2,14 @@
 
 Each conversation becomes a fresh bank holding one episodic memory per turn, stored through the
 real capture path (remember_utterance); each question goes through query_memory's own search
-(memory.tools.search_memory). Plain cosine over the same stored vectors is measured alongside.
+(memory.recalling.tools.search_memory). Plain cosine over the same stored vectors is measured alongside.
 
 Query enhancement is measured through the same path: the options a simulation would put in
 ToolContext.enhance. The questions have no scene, so context injection gets what an agent would
 have heard last: the conversation's final line ("<speaker>: <text>", as the engine writes it).
 Where an enhancement applies, the same questions are also asked without it, so its effect on the
 questions it touched is reported beside the overall figure. --calibrate fits the confidence
-scale (memory.retrieval.confidence) on the similarities of every (question, line) pair, evidence
+scale (memory.recalling.confidence) on the similarities of every (question, line) pair, evidence
 lines against the rest.
 """
 
@@ -24,14 +24,15 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from memory.cache import embed_texts
+from memory.embedding.cache import embed_texts
 from memory.embedding import encode
-from memory.indexing import build_bank_index, drop_bank_index
+from memory.recalling.indexing import build_bank_index, drop_bank_index
 from memory.models import Memory, MemoryKey
-from memory.retrieval.filters import EPISODE_WINDOW, episode_keys
-from memory.retrieval.confidence import calibrated, fit_logistic
-from memory.services import bank_create, remember_utterance
-from memory.tools import ToolContext, search_memory
+from memory.recalling.filters import EPISODE_WINDOW, episode_keys
+from memory.recalling.confidence import calibrated, fit_logistic
+from memory.forming.capture import remember_utterance
+from memory.services import bank_create
+from memory.recalling.tools import ToolContext, search_memory
 
 CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}  # LoCoMo's numbering
 LISTENER = "Reader"  # the agent whose episodic memories hold the conversation
@@ -139,7 +140,7 @@ def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity",
         bank, dia_of = build_bank(conv)
         try:
             if len(conv.turns) > settings.RETRIEVAL_FUSION_EXACT_LIMIT:
-                # As a worker would for a live bank this big (memory.indexing): its own vector indexes.
+                # As a worker would for a live bank this big (memory.recalling.indexing): its own vector indexes.
                 build_bank_index(bank.pk)
             options = dict(enhance)
             if options.pop("context", False):

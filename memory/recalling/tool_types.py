@@ -1,13 +1,13 @@
 """What an agent's memory tools are made of: the context a call runs in, a tool and its parameters,
-the result of a call, and how recalled memories are put in a tool's answer (memory.tools)."""
+the result of a call, and how recalled memories are put in a tool's answer (memory.recalling.tools)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from memory.retrieval import MemoryFilter, Recalled, RecallResult
-from memory.retrieval.enhance import EnhancedQuery, QueryEnhancement
+from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.enhance import EnhancedQuery, QueryEnhancement
 
 
 @dataclass
@@ -17,15 +17,15 @@ class ToolContext:
     current_turn: int | None = None
     scoring: str = "similarity"
     weights: dict | None = None
-    clock: list[float] | None = None  # a scenario clock's skips (memory.retrieval.scoring.clock_age)
+    clock: list[float] | None = None  # a scenario clock's skips (memory.recalling.scoring.clock_age)
     associations: float = 0.0  # links followed one hop in every search (recall's spreading activation)
-    distort: Any = None  # the agent's retrieval-stage distortion (memory.distortion.RetrievalDistortion)
+    distort: Any = None  # the agent's retrieval-stage distortion (memory.forming.distortion.RetrievalDistortion)
     known_characters: list[str] | None = None
     # Inside a simulated turn the write tools do not write: they queue here, and the turn's one
     # transaction (chronicle's turn_finish) applies them, so a redone turn never writes twice.
     # None (MCP, the API): writes happen at once.
     deferred: list[dict] | None = None
-    # Query enhancement options for this call (see memory.retrieval): {"context": str, "temporal":
+    # Query enhancement options for this call (see memory.recalling): {"context": str, "temporal":
     # bool, "synonyms": bool}; empty: queries go as the agent wrote them.
     enhance: dict = field(default_factory=dict)
     # The turns whose lines the caller already reads in its transcript: their episodic memories are

@@ -11,9 +11,9 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection
 from psycopg.sql import Literal
 
-from memory.cache import vector_cursor
+from memory.embedding.cache import vector_cursor
 from memory.models import Memory
-from memory.retrieval.scoring import DECAY_COLUMNS, score_sql
+from memory.recalling.scoring import DECAY_COLUMNS, score_sql
 
 HNSW_EF_SEARCH = 64         # candidate list per index probe (recall@10 ≈ 0.98 at 100k, see bench_memory)
 # query_memory's walks feed a pool of 30 + 90 keys re-ranked exactly: its top 5 agreed with the exact

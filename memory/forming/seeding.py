@@ -9,14 +9,14 @@ import numpy as np
 from django.db import transaction
 from django.db.models import Q
 
-from memory.cache import embed_texts
-from memory.indexing import bank_index_wanted
+from memory.embedding.cache import embed_texts
+from memory.recalling.indexing import bank_index_wanted
 from memory.models import Memory, MemoryBank, MemoryKey
-from memory.seeding import MemorySpec, character_specs, scenario_specs
+from memory.forming.seed_specs import MemorySpec, character_specs, scenario_specs
 from memory.services.memories import insert_keys, insert_memories
 from memory.services.validation import validate_content
-from memory.sheets import CharacterSheet, ScenarioSheet
-from memory.retrieval.scoring import initial_decay_rate
+from memory.forming.sheets import CharacterSheet, ScenarioSheet
+from memory.recalling.scoring import initial_decay_rate
 
 SEED_BATCH = 256  # memories written per bulk insert
 SEED_TEXTS_PER_CALL = 512  # texts gathered across characters for one model call

@@ -16,14 +16,14 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from memory.cache import PendingQuery, embed_texts, vector_cursor
+from memory.embedding.cache import PendingQuery, embed_texts, vector_cursor
 from memory.embedding.errors import EmbeddingError
-from memory.indexing import has_bank_index
-from memory.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count_kept
-from memory.retrieval.enhance import CONTEXT_WEIGHT, SYNONYM_IDF_SCALE, SYNONYM_VECTOR_WEIGHT, EnhancedQuery
-from memory.retrieval.filters import MemoryFilter, Recalled, RecallResult
-from memory.retrieval.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
-from memory.retrieval.sql import (
+from memory.recalling.indexing import has_bank_index
+from memory.recalling.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count_kept
+from memory.recalling.enhance import CONTEXT_WEIGHT, SYNONYM_IDF_SCALE, SYNONYM_VECTOR_WEIGHT, EnhancedQuery
+from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
+from memory.recalling.sql import (
     FUSION_EF_SEARCH, PLAN_LITERALS, Ranked, count_candidates, hnsw_settings_sql, index_probes, literal_where, pyformat,
     ranked_sql, run_ranked,
 )
@@ -67,7 +67,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     associations (a weight, 0: off): links (associate_memories, a reflection's evidence) are followed
     one hop, spreading activation: a memory linked to one of the top k gains weight × that one's
     score as its "association" component, so a linked memory the query alone ranks lower may enter.
-    distort (memory.distortion.RetrievalDistortion): the agent's retrieval-stage filter, applied
+    distort (memory.forming.distortion.RetrievalDistortion): the agent's retrieval-stage filter, applied
     last (depression: a positive memory loses half its score, a negative "distortion" component).
     feedback (fusion only; β, settings.RETRIEVAL_FEEDBACK_WEIGHT unless given, 0: off): the query
     vector moves toward its best few candidates and they are ranked again (sql.ranked_sql).
@@ -307,7 +307,7 @@ def _lexical_side(query: str, flt: MemoryFilter, bank_id: int, k: int, exact: bo
         exact = candidates <= settings.RETRIEVAL_FUSION_EXACT_LIMIT
         if not exact:
             # The bank's own HNSW indexes, or an exact scan while a worker builds them (asked for
-            # by the writes that grew the bank: memory.indexing.bank_index_wanted).
+            # by the writes that grew the bank: memory.recalling.indexing.bank_index_wanted).
             bank_index = has_bank_index(bank_id)
             if not bank_index:
                 exact = True
