@@ -146,7 +146,7 @@ class Memory(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    # Lexical search (memory.recalling's BM25 stage): kept by PostgreSQL itself, so every write path
+    # Lexical search (memory.recalling.lexical's BM25 stage): kept by PostgreSQL itself, so every write path
     # (bulk seeding, SQL-filled bench banks, edits) has it without a service remembering to.
     search = models.GeneratedField(
         expression=SearchVector("content", config="english"), output_field=SearchVectorField(), db_persist=True

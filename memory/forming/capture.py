@@ -32,6 +32,7 @@ from memory.recalling.indexing import bank_index_wanted
 from memory.services.banks import bank_hold
 from memory.services.memories import insert_keys, insert_memories
 from memory.models import Memory, MemoryBank
+from memory.queue import queue
 from memory.recalling.filters import EPISODE_WINDOW, episode_keys
 from memory.services.validation import validate_content
 from memory.recalling.scoring import initial_decay_rate
@@ -243,12 +244,8 @@ def memory_keys_add(*, memory_ids: list[int]) -> int:
 
 
 def _queue_keys(memory_ids: list[int]) -> None:
-    from memory.tasks import memory_keys_task  # the tasks module imports these services
-
-    try:
-        memory_keys_task.delay(memory_ids)
-    except Exception:  # no broker: the lines are kept, only found a little less well by what they answer
-        log.exception("could not queue the context keys of memories %s", memory_ids)
+    # No broker: the lines are kept, only found a little less well by what they answer.
+    queue("memory_keys_task", memory_ids, failure=f"could not queue the context keys of memories {memory_ids}")
 
 
 def remember_utterance(**kwargs) -> Captured:

@@ -12,6 +12,7 @@ from django.db.models import Q
 from memory.embedding.cache import embed_texts
 from memory.recalling.indexing import bank_index_wanted
 from memory.models import Memory, MemoryBank, MemoryKey
+from memory.queue import queue_on_commit
 from memory.forming.seed_specs import MemorySpec, character_specs, scenario_specs
 from memory.services.memories import insert_keys, insert_memories
 from memory.services.validation import validate_content
@@ -41,8 +42,6 @@ def _all_specs(characters: list[CharacterSheet], scenario: ScenarioSheet | None)
 @transaction.atomic
 def bank_request_seed(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: ScenarioSheet | None) -> MemoryBank:
     """Mark the bank pending and queue the seeding task (after commit)."""
-    from memory.tasks import seed_bank_task  # memory.tasks calls back into this module
-
     characters, scenario = _coerce_sheets(characters, scenario)
     total = sum(len(specs) for _, specs in _all_specs(characters, scenario))
     MemoryBank.objects.filter(pk=bank.pk).update(seed_status="pending", seed_done=0, seed_total=total, seed_error="")
@@ -51,7 +50,7 @@ def bank_request_seed(*, bank: MemoryBank, characters: list[CharacterSheet], sce
         "characters": [c.to_dict() for c in characters],
         "scenario": scenario.to_dict() if scenario is not None else None,
     }
-    seed_bank_task.delay_on_commit(bank.pk, payload)
+    queue_on_commit("seed_bank_task", bank.pk, payload)
     return bank
 
 

@@ -34,7 +34,7 @@ def _fixed(query: str, k: int, *, kinds: list[str], category: str | None = None,
 
     def run(ctx: ToolContext, args: dict):
         flt = MemoryFilter(agent=ctx.agent if own else None, kinds=kinds, categories=[category] if category else None)
-        results = recall(ctx.bank, query, filter=flt, k=k, **ctx.search_options())
+        results = recall(ctx.bank, query, filter=flt, k=k, options=ctx.recall_options())
         return {"memories": entries(results)}, query, flt, results
 
     return run
@@ -50,7 +50,7 @@ def _query_self(ctx: ToolContext, args: dict):
         return {"memories": entries(results)}, "who am I?", flt, results
     query = CHARACTER_QUERIES[aspect][0]
     flt = MemoryFilter(agent=ctx.agent, kinds=["character"], categories=[aspect])
-    results = recall(ctx.bank, query, filter=flt, k=5, **ctx.search_options())
+    results = recall(ctx.bank, query, filter=flt, k=5, options=ctx.recall_options())
     return {"memories": entries(results)}, query, flt, results
 
 
@@ -82,7 +82,7 @@ def _query_character(ctx: ToolContext, args: dict):
     name = known[name.lower()]
     query = f"who is {name}?"
     flt = MemoryFilter(agent=ctx.agent, kinds=["character_knowledge"], about=name)
-    results = recall(ctx.bank, query, filter=flt, k=3, **ctx.search_options())
+    results = recall(ctx.bank, query, filter=flt, k=3, options=ctx.recall_options())
     return {"memories": entries(results)}, query, flt, results
 
 
@@ -107,13 +107,13 @@ def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | Non
     flt = MemoryFilter(agent=ctx.agent, kinds=QUERY_MEMORY_KINDS, shared=True)
     if enhanced is None:
         enhanced = ctx.enhanced(query)
-    results = recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(k), **ctx.search_options(), fusion=True,
+    results = recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(k), options=ctx.recall_options(), fusion=True,
                      exact=exact, enhance=enhanced)
     if ABOUT_BELIEFS.search(query):
         # "What do I believe about …?": what I hold about it (who told me, who denied it) comes
         # before the lines that mention it.
         held = recall(ctx.bank, query, filter=MemoryFilter(agent=ctx.agent, kinds=["semantic"], categories=["belief"]),
-                      k=BELIEFS_FIRST, **ctx.search_options(), fusion=True, exact=exact, enhance=enhanced)
+                      k=BELIEFS_FIRST, options=ctx.recall_options(), fusion=True, exact=exact, enhance=enhanced)
         ids = {r.memory.pk for r in held}
         results = Recalled([*held, *(r for r in results if r.memory.pk not in ids)], path=getattr(results, "path", "exact"))
     return flt, ctx.outside_window(results, k)
@@ -141,8 +141,8 @@ def _recall_episodes(ctx: ToolContext, args: dict):
             raise ToolError("importance_threshold must be between 0 and 10.")
         flt.min_importance = threshold
     enhanced = ctx.enhanced(query)
-    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(5), **ctx.search_options(),
-                                        enhance=enhanced), 5)
+    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(5),
+                                        options=ctx.recall_options(enhance=enhanced)), 5)
     ordered = sorted(results, key=lambda r: (r.memory.turn is None, r.memory.turn or 0))  # seed 001: in time order
     return ({"query": query, "memories": entries(ordered, with_turn=True, extra=True)} | _metadata(results, enhanced),
             query, flt, results)
@@ -159,8 +159,8 @@ def _recall_facts(ctx: ToolContext, args: dict):
     # not the agent's own profile (query_self).
     flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection"], shared=True)
     enhanced = ctx.enhanced(topic)
-    results = ctx.outside_window(recall(ctx.bank, topic, filter=flt, k=ctx.beyond_window(5), **ctx.search_options(),
-                                        enhance=enhanced), 5)
+    results = ctx.outside_window(recall(ctx.bank, topic, filter=flt, k=ctx.beyond_window(5),
+                                        options=ctx.recall_options(enhance=enhanced)), 5)
     # confidence: the probability that a memory this similar to the topic is one asked for
     # (memory.recalling.confidence: a logistic fit on locomo-dev), not the raw cosine.
     results = Recalled([r for r in results if calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR],
@@ -182,8 +182,8 @@ def _recall_interactions(ctx: ToolContext, args: dict):
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action"], participant=name)
     query = f"my interactions with {name}"
     enhanced = ctx.enhanced(query)
-    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(10), **ctx.search_options(),
-                                        enhance=enhanced), 10)
+    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(10),
+                                        options=ctx.recall_options(enhance=enhanced)), 10)
     ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
     answer = {"character": name, "memories": entries(ordered, with_turn=True)}
     # How you stand with them now, and what moved it last (memory.living.relationships).
@@ -198,9 +198,8 @@ def _check_similar(ctx: ToolContext, args: dict):
     context = args["current_context"].strip()
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action", "reflection", "procedural"])
     enhanced = ctx.enhanced(context)
-    results = ctx.outside_window(recall(ctx.bank, context, filter=flt, k=ctx.beyond_window(5), scoring="similarity",
-                                        current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations,
-                                        distort=ctx.distort, enhance=enhanced), 5)
+    options = ctx.recall_options(scoring="similarity", weights=None, enhance=enhanced)  # likeness alone
+    results = ctx.outside_window(recall(ctx.bank, context, filter=flt, k=ctx.beyond_window(5), options=options), 5)
     return {"memories": entries(results, with_turn=True)} | _metadata(results, enhanced), context, flt, results
 
 
