@@ -9,7 +9,10 @@ from __future__ import annotations
 
 # What a bank holds and how it is seeded: a character's or a scene's sheet.
 from memory.forming.seed_specs import WHOLE_SHEET_K, other_text
-from memory.forming.sheets import CharacterSheet, ExtraMemory, ScenarioSheet
+from memory.forming.sheets import (
+    CHARACTER_FIELDS, CHARACTER_LIST_FIELDS, CHARACTER_LONG_LIST_FIELDS, CHARACTER_TEXT_FIELDS, CharacterSheet,
+    ExtraMemory, ScenarioSheet,
+)
 
 # Writing memories and banks (services: each a transaction, validated).
 from memory.forming.capture import CapturePlan, capture_commit, capture_prepare, earlier_lines, remember_utterance
@@ -17,9 +20,9 @@ from memory.forming.importance import CaptureFilters, Skipped
 from memory.forming.seeding import bank_request_seed
 from memory.living.consolidation import memory_statuses_set, statuses_of
 from memory.services import (
-    accesses_record, bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, memories_supersede,
-    memory_archive, memory_associate, memory_create, memory_reinforce, memory_restore, memory_revise, memory_update,
-    validate_content,
+    accesses_record, bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, banks_delete,
+    memories_supersede, memory_archive, memory_associate, memory_create, memory_reinforce, memory_restore,
+    memory_revise, memory_update, validate_content,
 )
 from memory.services.banks import CARRY_MODES
 from memory.signals import memory_edited
@@ -46,6 +49,7 @@ from memory.recalling.tools import (
 from memory.forming.distortion import DistortionError, retrieval_filter
 from memory.forming.distortion import parse as parse_distortions
 from memory.forming.extraction import lesson_of
+from memory.living.after_turn import PROMPT_OPENING as AFTER_TURN_PROMPT_OPENING
 from memory.living.after_turn import REFLECT_STATEMENTS
 from memory.living.consolidation import (
     RECENT_TURNS, ConsolidationResult, consolidate, consolidation_due, consolidations_due, summarizer,
@@ -77,8 +81,10 @@ def build_server(context: ToolContext | None = None, *, context_for=None):
 
 
 __all__ = [
+    "CHARACTER_FIELDS", "CHARACTER_LIST_FIELDS", "CHARACTER_LONG_LIST_FIELDS", "CHARACTER_TEXT_FIELDS",
     "CharacterSheet", "ExtraMemory", "ScenarioSheet", "WHOLE_SHEET_K", "other_text",
-    "CapturePlan", "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "bank_hold",
+    "CapturePlan", "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "banks_delete",
+    "bank_hold",
     "bank_mark_seeded", "bank_request_seed", "capture_commit", "capture_prepare", "memories_supersede",
     "memory_archive", "memory_associate", "memory_create", "memory_reinforce", "memory_restore", "memory_revise",
     "memory_statuses_set", "memory_update", "validate_content", "CARRY_MODES", "earlier_lines", "statuses_of",
@@ -89,7 +95,7 @@ __all__ = [
     "recall_stable", "stable_snapshot",
     "DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "REGISTRY", "SIMULATION_TOOLS", "WRITE_TOOLS", "ToolContext",
     "call_tool", "openai_tool_schemas", "build_server",
-    "REFLECT_STATEMENTS", "RECENT_TURNS", "consolidate", "consolidation_due", "consolidations_due", "summarizer",
+    "AFTER_TURN_PROMPT_OPENING", "REFLECT_STATEMENTS", "RECENT_TURNS", "consolidate", "consolidation_due", "consolidations_due", "summarizer",
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
     "importance_since_last_reflections", "insights_store", "lifecycle_totals", "recent_memories", "reflect",
     "describe", "relationships_update", "standing",

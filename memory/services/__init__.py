@@ -9,7 +9,9 @@ What a memory goes through has its own writes beside its rules: memory.forming.s
 memory.forming.capture (how memories are made), memory.living.consolidation (summaries and the way back).
 """
 
-from memory.services.banks import bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded
+from memory.services.banks import (
+    bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, banks_delete,
+)
 from memory.services.memories import (
     accesses_record, bank_refresh_stale, memories_supersede, memory_archive, memory_associate, memory_create,
     memory_reembed, memory_reinforce, memory_restore, memory_revise, memory_update,
@@ -17,7 +19,8 @@ from memory.services.memories import (
 from memory.services.validation import clean_int, clean_kinds, clean_text, validate_content
 
 __all__ = [
-    "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "bank_hold", "bank_mark_seeded",
+    "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "banks_delete", "bank_hold",
+    "bank_mark_seeded",
     "bank_refresh_stale", "memories_supersede", "memory_archive", "memory_associate", "memory_create",
     "memory_reembed", "memory_reinforce", "memory_restore", "memory_revise", "memory_update",
     "clean_int", "clean_kinds", "clean_text", "validate_content",

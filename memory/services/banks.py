@@ -40,6 +40,16 @@ def bank_delete(*, bank: MemoryBank) -> None:
     bank.delete()
 
 
+@transaction.atomic
+def banks_delete(*, owner) -> int:
+    """Every bank of `owner`, each as bank_delete deletes one (before the owner goes: the cascade
+    would delete them without the lock). Returns how many went."""
+    banks = list(MemoryBank.objects.filter(owner=owner))
+    for bank in banks:
+        bank_delete(bank=bank)
+    return len(banks)
+
+
 def bank_mark_seeded(*, bank: MemoryBank) -> MemoryBank:
     """The bank holds what it should (a copy or an import filled it): searches may start."""
     MemoryBank.objects.filter(pk=bank.pk).update(seed_status=MemoryBank.SeedStatus.DONE)
