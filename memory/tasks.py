@@ -10,15 +10,15 @@ from celery import shared_task
 from django.db import transaction
 
 from memory.embedding.errors import EmbeddingError
+from memory.forming.capture import memory_keys_add
 from memory.forming.extraction import extract_after_turn
-from memory.recalling.indexing import build_bank_index, drop_bank_index
+from memory.forming.seeding import seed_bank
+from memory.forming.sheets import CharacterSheet, ScenarioSheet
 from memory.living.consolidation import consolidate, consolidation_due
 from memory.measuring.projection import project
 from memory.models import Memory, MemoryBank
-from memory.forming.seeding import seed_bank
+from memory.recalling.indexing import build_bank_index, drop_bank_index
 from memory.services import bank_hold, memory_reembed
-from memory.forming.capture import memory_keys_add
-from memory.forming.sheets import CharacterSheet, ScenarioSheet
 
 
 @shared_task(name="memory.tasks.seed_bank_task", soft_time_limit=1800, time_limit=1900)

@@ -45,3 +45,27 @@ def test_the_public_api_names_what_it_offers():
     assert sorted(memory.api.__all__) == sorted(set(memory.api.__all__))
     missing = [name for name in memory.api.__all__ if not hasattr(memory.api, name)]
     assert missing == []
+
+
+def test_nothing_in_memory_imports_its_tasks_back():
+    """Services queue memory's tasks by name (memory.queue), so the tasks module, which calls them, is
+    loaded only by the app's wiring and the public API: no import cycle to hide inside a function."""
+    importers = {f for f, _n, m in imports("memory") if m == "memory.tasks"}
+    assert importers <= {"memory/apps.py", "memory/api.py"}
+
+
+def test_memory_imports_its_own_modules_at_the_top():
+    """An import of memory's own code inside a function hides a cycle; the two allowed are the app's
+    ready() (the models load first) and the MCP SDK's slow import behind memory.api.build_server."""
+    local = []
+    for path in sorted((ROOT / "memory").rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "memory":
+                        local.append(f"{path.relative_to(ROOT)}:{fn.name}")
+                    elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == "memory" for a in node.names):
+                        local.append(f"{path.relative_to(ROOT)}:{fn.name}")
+    assert sorted(local) == ["memory/api.py:build_server", "memory/apps.py:ready"]

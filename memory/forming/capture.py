@@ -12,10 +12,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
-from memory.living.after_turn import AfterTurn, judge_line
 from memory.embedding.cache import embed_texts
-from memory.forming.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
 from memory.embedding.errors import EmbeddingError
+from memory.forming.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
 from memory.forming.importance import (
     CONCERN_FLOOR,
     CaptureFilters,
@@ -28,14 +27,15 @@ from memory.forming.importance import (
     llm_importance,
     nearest,
 )
-from memory.recalling.indexing import bank_index_wanted
-from memory.services.banks import bank_hold
-from memory.services.memories import insert_keys, insert_memories
+from memory.living.after_turn import AfterTurn, judge_line
 from memory.models import Memory, MemoryBank
 from memory.queue import queue
 from memory.recalling.filters import EPISODE_WINDOW, episode_keys
-from memory.services.validation import validate_content
+from memory.recalling.indexing import bank_index_wanted
 from memory.recalling.scoring import initial_decay_rate
+from memory.services.banks import bank_hold
+from memory.services.memories import insert_keys, insert_memories
+from memory.services.validation import validate_content
 
 
 log = logging.getLogger(__name__)
@@ -102,18 +102,8 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     reflect, with the memories it reflects on; the same call asks for their insights (`plan.reflect`). claims: what those who
     hear it hold (beliefs); the same call says what the line does with each (`plan.after.stances`)."""
     started = time.perf_counter()
-    asked = [0.0]  # seconds spent waiting for the LLM scorer: the model's time, not memory's
-    def timed(model):
-        def call(prompt: str) -> str:
-            before = time.perf_counter()
-            try:
-                return model(prompt)
-            finally:
-                asked[0] += time.perf_counter() - before
-        return call
-
-    ask = timed(ask) if ask is not None else None
-    rewrite = timed(rewrite) if rewrite is not None else None
+    clock = _ModelClock()
+    ask, rewrite = clock.timed(ask), clock.timed(rewrite)
     content = validate_content(f"{speaker} {said}: {text.strip()}" if text and text.strip() else "")
     listeners = list(dict.fromkeys(name for name in listeners if name))
     plan = CapturePlan(bank=bank, speaker=speaker, turn=turn, content=content, listeners=listeners,
@@ -125,33 +115,64 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     if listeners and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:
         earlier = earlier_lines(bank.pk, listeners, turn)
         plan.keys = {agent: episode_keys(content, lines) for agent, lines in earlier.items()}
-    for name in listeners if distortions else ():
-        formed = form(content, agent=name, speaker=speaker, filters=distortions, rewrite=rewrite)
+    if distortions:
+        _distort(plan, distortions, rewrite)
+    _embed(plan)
+    plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors.get(content),
+                                       turn=turn, names=listeners, scorer=scorer, ask=ask,
+                                       filters=filters or CaptureFilters(), batched=batched, plan=plan)
+    plan.prepare_ms = (time.perf_counter() - started - clock.seconds) * 1000
+    return plan
+
+
+class _ModelClock:
+    """Seconds spent waiting for a model (the LLM scorer, a rewrite): the model's time, not memory's."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def timed(self, model: Callable[[str], str] | None) -> Callable[[str], str] | None:
+        if model is None:
+            return None
+
+        def call(prompt: str) -> str:
+            before = time.perf_counter()
+            try:
+                return model(prompt)
+            finally:
+                self.seconds += time.perf_counter() - before
+        return call
+
+
+def _distort(plan: CapturePlan, distortions: list[Distortion], rewrite: Callable[[str], str] | None) -> None:
+    """Each listener's formation filters rewrite its copy; its association filters link the copy to
+    the earlier memories that hold its trauma's words."""
+    for name in plan.listeners:
+        formed = form(plan.content, agent=name, speaker=plan.speaker, filters=distortions, rewrite=rewrite)
         if formed is not None:
             plan.contents[name] = validate_content(formed.content)
             plan.distorted[name] = formed.metadata
         words = triggers_for(name, distortions)
-        held = holds_trigger(plan.contents.get(name, content), words) if words else []
+        held = holds_trigger(plan.contents.get(name, plan.content), words) if words else []
         if held:
             plan.trauma_links[name] = list(
-                Memory.objects.in_bank(bank).active().filter(agent=name, content__iregex=trigger_pattern(words))
-                .exclude(turn=turn).order_by(F("turn").desc(nulls_last=True), "-id")  # the latest lines first, the sheet after
+                Memory.objects.in_bank(plan.bank).active().filter(agent=name, content__iregex=trigger_pattern(words))
+                .exclude(turn=plan.turn).order_by(F("turn").desc(nulls_last=True), "-id")  # the latest lines first, the sheet after
                 .values_list("id", flat=True)[:TRAUMA_LINKS])
             plan.distorted[name] = {**plan.distorted.get(name, {}), "association": {
                 "filter": f"trauma ({', '.join(words)})", "triggers": held, "linked": plan.trauma_links[name]}}
-    texts = list(dict.fromkeys([content, *(text for keys in plan.keys.values() for text, _ids in keys)]))
+
+
+def _embed(plan: CapturePlan) -> None:
+    """The line, its keys and the listeners' own versions, in one model call."""
+    texts = list(dict.fromkeys([plan.content, *(text for keys in plan.keys.values() for text, _ids in keys)]))
     texts += [text for text in dict.fromkeys(plan.contents.values()) if text not in texts]
     try:
-        plan.vectors = dict(zip(texts, embed_texts(texts)))  # one model call for the line and its keys
+        plan.vectors = dict(zip(texts, embed_texts(texts)))
     except EmbeddingError:
         # Degraded mode: the line is still remembered, without its vector (out of vector search, like
         # an edited memory) until memory.tasks.reembed_stale_task runs once the embedder is back.
         plan.keyword_only, plan.keys = True, {}
-    plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors.get(content),
-                                       turn=turn, names=listeners, scorer=scorer, ask=ask,
-                                       filters=filters or CaptureFilters(), batched=batched, plan=plan)
-    plan.prepare_ms = (time.perf_counter() - started - asked[0]) * 1000
-    return plan
 
 
 @transaction.atomic

@@ -18,15 +18,15 @@ from django.db import connection, connections
 
 from memory import embedding
 from memory.embedding import cache
-from memory.models import EmbeddingCache
-from memory.recalling.indexing import agent_index_prefix, index_names
-from memory.recalling.filters import MemoryFilter
-from memory.recalling.search import recall
 from memory.forming.seed_specs import character_specs, scenario_specs
 from memory.forming.seeding import seed_bank
+from memory.forming.sheets import CharacterSheet, ScenarioSheet
+from memory.models import EmbeddingCache
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.indexing import agent_index_prefix, index_names
+from memory.recalling.search import recall
 from memory.services import bank_create
 from wonda_site import embedded
-from memory.forming.sheets import CharacterSheet, ScenarioSheet
 
 FIRST = ["Ada", "Bram", "Cleo", "Dario", "Esme", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Kira", "Lev", "Mina",
          "Nico", "Odile", "Pavel", "Quinn", "Rosa", "Soren", "Tamsin", "Ugo", "Vera", "Wren", "Xavi", "Yara", "Zeno"]

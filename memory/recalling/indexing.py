@@ -27,8 +27,8 @@ import time
 from django.conf import settings
 from django.db import connection
 
-from memory.recalling.lexical import termstat_count
 from memory.queue import queue_on_commit
+from memory.recalling.lexical import termstat_count
 
 logger = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from django.db import connection, transaction
 
 from memory.embedding.cache import vector_cursor
 from memory.embedding.errors import EmbeddingError
-from memory.recalling.indexing import has_bank_index
-from memory.recalling.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count_kept
 from memory.recalling.enhance import SYNONYM_IDF_SCALE, EnhancedQuery
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.indexing import has_bank_index
+from memory.recalling.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count_kept
 from memory.recalling.options import RecallOptions
 from memory.recalling.query import Search, enhanced_vector
 from memory.recalling.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights

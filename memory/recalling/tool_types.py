@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from memory.recalling.enhance import EnhancedQuery, QueryEnhancement
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.options import AgentRecall
-from memory.recalling.enhance import EnhancedQuery, QueryEnhancement
 
 
 @dataclass(frozen=True, kw_only=True)

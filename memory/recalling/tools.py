@@ -11,15 +11,15 @@ import time
 
 from django.core.exceptions import ValidationError
 
-from memory.models import Memory
+from memory.forming.seed_specs import CHARACTER_QUERIES
 from memory.living.relationships import standing
-from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
-from memory.recalling.search import recall
+from memory.models import Memory
 from memory.recalling.confidence import calibrated, retrieval_confidence
 from memory.recalling.enhance import EnhancedQuery
-from memory.forming.seed_specs import CHARACTER_QUERIES
-from memory.services import memory_associate, memory_create, memory_reinforce
+from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.search import recall
 from memory.recalling.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
+from memory.services import memory_associate, memory_create, memory_reinforce
 # A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
 from memory.recalling.tool_types import Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of, entries
 

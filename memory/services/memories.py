@@ -17,11 +17,11 @@ from django.db.models.functions import Least
 from pgvector.django import VectorField
 
 from memory.embedding.cache import embed_one, embed_texts, vector_cursor
-from memory.recalling.indexing import bank_index_wanted
 from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey
 from memory.queue import queue_on_commit
-from memory.services.validation import validate_content
+from memory.recalling.indexing import bank_index_wanted
 from memory.recalling.scoring import initial_decay_rate
+from memory.services.validation import validate_content
 
 
 REINFORCE_RATE_FACTOR = 0.8    # reinforce_memory: decay_rate × 0.8 (seed 004's consolidation: 20% slower)

@@ -13,13 +13,13 @@ from chronicle.simulation.context import context_window
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.score_parts import score_breakdown
 from chronicle.simulation.tasks import run_turn_task
-from tests.chronicle.simulation.fake_openai import FakeOpenAI, ok, tool_call
+from chronicle.simulation.fake_llm import FakeLLM, ok, tool_call
 from tests.chronicle.simulation.conftest import start_seeded
 
 
 @pytest.fixture
 def server():
-    fake = FakeOpenAI(count_usage=True).start()
+    fake = FakeLLM(count_usage=True).start()
     yield fake
     fake.stop()
 
@@ -107,7 +107,7 @@ def system_sent(server) -> str:
 def test_memory_consultation_and_confidence_gating_change_the_prompt(user, dinner, mode):
     sent = {}
     for options in ({}, {"consult_memories": True}, {"confidence_gating": True}):
-        server = FakeOpenAI(count_usage=True).start()
+        server = FakeLLM(count_usage=True).start()
         try:
             server.script(ok("Right."))
             simulation = start(user, dinner, retrieval_mode=mode, **openai(server), **options)

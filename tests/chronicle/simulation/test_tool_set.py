@@ -15,7 +15,7 @@ from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
 from memory.recalling.tools import DEFAULT_SIMULATION_TOOLS, READ_TOOLS, SIMULATION_TOOLS, WRITE_TOOLS
-from tests.chronicle.simulation.fake_openai import error, ok, tool_call
+from chronicle.simulation.fake_llm import error, ok, tool_call
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
 
