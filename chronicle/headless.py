@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Avg, Count, Max, Min
 
-from chronicle.drills import Worker
+from chronicle.drills import start_worker
 from chronicle.models import Character, Scenario
 from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import, renamed_in
 from chronicle.services.characters import character_delete
@@ -41,6 +41,7 @@ from memory.models import Memory
 from memory.api import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, banks_delete, standing
 from wonda_site.celery import app as celery_app
 from wonda_site.pool import pool_status
+from wonda_site.workers import WorkerProcess
 
 # A scenario file's optional top-level "settings" (chronicle.simulation.run_settings.FILE_SETTINGS): the
 # command line's options win over them.
@@ -204,16 +205,16 @@ def worker_running() -> bool:
     return any(hostname in alive for hostname in status["workers"])
 
 
-def worker_for_run(log_dir: Path, concurrency: int = 2) -> Worker | None:
+def worker_for_run(log_dir: Path, concurrency: int = 2) -> WorkerProcess | None:
     """None when a worker is already up (it takes the run's tasks); else one of our own, started and ready.
 
     A worker counts only if its heartbeat names this process's database.
     """
     if worker_running():
         return None
-    worker = Worker("run-simulation", concurrency, log_dir)
+    worker = start_worker("run-simulation", concurrency, log_dir)
     try:
-        worker.wait_ready()
+        worker.wait_ready(timeout=120, pool=True)
     except RuntimeError:
         worker.stop()
         raise
