@@ -26,15 +26,17 @@ from ninja.security import HttpBearer
 
 from api.models import ApiToken
 from api.throttle import TokenRateThrottle
-from memory.consolidation import consolidate as consolidate_memories, summarizer
-from memory.models import Memory, MemoryBank
-from memory.reflection import reflect as reflect_memories
-from memory.retrieval import SCORING_PRESETS, MemoryFilter, recall
-from memory.services import bank_create, memory_archive, memory_create, memory_update, remember_utterance
-from memory.services.validation import (
-    INT_MAX, NAME_LIMIT, OFFSET_MAX, RECALL_K_MAX, RETAIN_LISTENERS_MAX, TEXT_LIMIT, clean_kinds, clean_text,
+from chronicle.simulation.models import Simulation
+from chronicle.simulation.providers import get_provider
+from chronicle.simulation.providers.scripted import ScriptedProvider
+from memory.api import (
+    INT_MAX, NAME_LIMIT, OFFSET_MAX, RECALL_K_MAX, REGISTRY, RETAIN_LISTENERS_MAX, SCORING_PRESETS, TEXT_LIMIT,
+    MemoryFilter, ToolContext, bank_create, call_tool, clean_kinds, clean_text, memory_archive, memory_create,
+    memory_update, recall, remember_utterance, summarizer,
 )
-from memory.tools import REGISTRY, ToolContext, call_tool
+from memory.api import consolidate as consolidate_memories
+from memory.api import reflect as reflect_memories
+from memory.models import Memory, MemoryBank
 from wonda_site.outage import part_of, unavailable
 
 log = logging.getLogger(__name__)
@@ -329,9 +331,6 @@ def _agent_known(bank: MemoryBank, agent: str | None) -> None:
 def _model_of(bank: MemoryBank):
     """The model a bank's agents think with: its run's provider (a simulation's bank), else the
     offline scripted one (a bank made over the API has no model)."""
-    from chronicle.simulation.models import Simulation
-    from chronicle.simulation.providers import get_provider
-    from chronicle.simulation.providers.scripted import ScriptedProvider
 
     run = Simulation.objects.filter(bank=bank).first()
     return get_provider(run) if run is not None else ScriptedProvider()

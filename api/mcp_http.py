@@ -23,10 +23,8 @@ from starlette.types import Receive, Scope, Send
 
 from api.models import ApiToken
 from api.throttle import allowed
-from memory.mcp_server import build_server
+from memory.api import SCORING_PRESETS, ToolContext, build_server
 from memory.models import MemoryBank
-from memory.retrieval import SCORING_PRESETS
-from memory.tools import ToolContext
 
 PATH = "/mcp"
 STATE_KEY = "wonda_tool_context"

@@ -10,6 +10,8 @@ from django.db import transaction
 from chronicle.models import Character, Scenario
 from chronicle.services.characters import character_create, character_request_preview
 from chronicle.services.scenarios import scenario_create
+from chronicle.simulation.models import Simulation
+from chronicle.writing.exports import simulation_import
 
 DEMO_TITLE = "Friends deciding where to eat tonight"
 
@@ -140,8 +142,6 @@ def load_recorded(*, owner) -> list[str]:
     """The shipped recorded runs (lines a model wrote, replayed through the engine with every setting),
     imported once as finished runs, so a newcomer without a model server sees what a model's scene
     looks like in Wonda. Their memory banks are rebuilt by the worker (simulation_import)."""
-    from chronicle.simulation.models import Simulation
-    from chronicle.writing.exports import simulation_import
 
     loaded = []
     for path in sorted(RECORDED_DIR.glob("*.simulation.json")):

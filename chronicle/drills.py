@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import psutil
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.sessions.backends.db import SessionStore
@@ -30,7 +29,7 @@ from chronicle.models import Scenario
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.services import simulation_start
 from memory.models import Memory
-from wonda_site.pool import pool_status
+from wonda_site.workers import WorkerProcess
 
 ROOT = Path(settings.BASE_DIR)
 
@@ -42,45 +41,11 @@ def _env() -> dict:
                          "CELERY_RESULT_BACKEND": settings.CELERY_RESULT_BACKEND}
 
 
-class Worker:
-    """A `celery worker` subprocess; its pool children are what drill_kill kills."""
-
-    def __init__(self, name: str, concurrency: int, log_dir: Path):
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.hostname = f"{name}-{os.getpid()}@{socket.gethostname()}"
-        self.log_path = log_dir / f"{name}.log"
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "wonda_site", "worker", "--loglevel", "INFO", "--concurrency",
-             str(concurrency), "--hostname", self.hostname, "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=_env(), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the worker exited; its log: {self.log_path}")
-            status = pool_status()
-            if status["ok"] and status["per_worker"].get(self.hostname):
-                return
-            time.sleep(0.3)
-        raise RuntimeError(f"the worker did not come up in {timeout:g}s; its log: {self.log_path}")
-
-    def children(self) -> list[int]:
-        try:
-            return [child.pid for child in psutil.Process(self.proc.pid).children()]
-        except psutil.NoSuchProcess:
-            return []
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        self.log.close()
+def start_worker(name: str, concurrency: int, log_dir: Path) -> WorkerProcess:
+    """The drill's own worker (its pool children are what drill_kill kills), on this process's broker;
+    ready once its pool processes beat (wait_ready(pool=True))."""
+    broker = {"CELERY_BROKER_URL": settings.CELERY_BROKER_URL, "CELERY_RESULT_BACKEND": settings.CELERY_RESULT_BACKEND}
+    return WorkerProcess(name, concurrency, log_path=log_dir / f"{name}.log", env=broker)
 
 
 class WebServer:

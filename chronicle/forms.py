@@ -8,8 +8,9 @@ from django import forms
 from django.conf import settings
 
 from chronicle.models import ITEM_LIMIT, TEXT_LIMIT, Character, Scenario
+from memory.api import CHARACTER_FIELDS, CHARACTER_LIST_FIELDS, CHARACTER_TEXT_FIELDS
 
-LIST_FIELDS = ("traits", "skills", "values", "goals")
+LIST_FIELDS = CHARACTER_LIST_FIELDS
 
 
 class ListWidget(forms.Widget):
@@ -193,8 +194,7 @@ class CharacterForm(forms.ModelForm):
 
     class Meta:
         model = Character
-        fields = ["name", "role", "archetype", "description", "public_face", "background", "communication_style",
-                  "decision_style", "traits", "skills", "values", "goals", "secrets", "knowledge"]
+        fields = list(CHARACTER_FIELDS)
         labels = {"public_face": "Public face"}
         help_texts = {
             "name": "How the character is called; unique among your characters.",
@@ -208,8 +208,8 @@ class CharacterForm(forms.ModelForm):
             "communication_style": "How they talk.",
             "decision_style": "How they make choices.",
         }
-        widgets = {f: forms.Textarea(attrs={"rows": 3}) for f in
-                   ("description", "public_face", "background", "communication_style", "decision_style")}
+        widgets = {f: forms.Textarea(attrs={"rows": 3}) for f in CHARACTER_TEXT_FIELDS
+                   if f not in ("role", "archetype")}  # those two are a few words
 
     def __init__(self, *args, owner, **kwargs):
         super().__init__(*args, **kwargs)

@@ -19,28 +19,31 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Avg, Count, Max, Min
 
-from chronicle.drills import Worker
+from chronicle.drills import start_worker
 from chronicle.models import Character, Scenario
 from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import, renamed_in
 from chronicle.services.characters import character_delete
 from chronicle.services.scenarios import scenario_delete
 from chronicle.simulation import probes, replay
 from chronicle.writing.exports import FORMAT as SIMULATION_FORMAT
+from chronicle.writing.exports import scenario_file_from_export
 from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.models import MAX_TIMEOUT_S, Simulation, Turn
 from chronicle.simulation.selectors import token_summary
+from chronicle.simulation.run_settings import FILE_SETTINGS
 from chronicle.simulation.services import (
-    FILE_SETTINGS,
     ControlError,
     simulation_cancel,
+    simulation_delete,
     simulation_settings_errors,
 )
-from memory.models import Memory, MemoryBank
-from memory.api import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, bank_delete, standing
+from memory.models import Memory
+from memory.api import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, banks_delete, standing
 from wonda_site.celery import app as celery_app
 from wonda_site.pool import pool_status
+from wonda_site.workers import WorkerProcess
 
-# A scenario file's optional top-level "settings" (chronicle.simulation.services.FILE_SETTINGS): the
+# A scenario file's optional top-level "settings" (chronicle.simulation.run_settings.FILE_SETTINGS): the
 # command line's options win over them.
 
 
@@ -110,7 +113,7 @@ def scenario_import(*, raw: bytes, username: str | None, run: dict | None = None
         data = None  # not JSON: the importer says what is wrong with it, below
     if isinstance(data, dict) and data.get("format") == SIMULATION_FORMAT:
         # A recorded run (a simulation's export): its scene and cast, replaying its model's lines.
-        data = replay.scenario_file_from_export(data)
+        data = scenario_file_from_export(data)
         raw = json.dumps(data).encode()
     if isinstance(data, dict) and data.get("format") == WONDA_FORMAT and "scenario" not in data:
         raise HeadlessError("this Wonda file holds a character, not a scenario: export a scenario with its cast")
@@ -202,16 +205,16 @@ def worker_running() -> bool:
     return any(hostname in alive for hostname in status["workers"])
 
 
-def worker_for_run(log_dir: Path, concurrency: int = 2) -> Worker | None:
+def worker_for_run(log_dir: Path, concurrency: int = 2) -> WorkerProcess | None:
     """None when a worker is already up (it takes the run's tasks); else one of our own, started and ready.
 
     A worker counts only if its heartbeat names this process's database.
     """
     if worker_running():
         return None
-    worker = Worker("run-simulation", concurrency, log_dir)
+    worker = start_worker("run-simulation", concurrency, log_dir)
     try:
-        worker.wait_ready()
+        worker.wait_ready(timeout=120, pool=True)
     except RuntimeError:
         worker.stop()
         raise
@@ -339,17 +342,13 @@ def run_discard(*, imported: Imported, simulation: Simulation | None) -> None:
     """Remove what the command created: the throw-away writer with all it owns, or (--owner) the run,
     its memory bank, and the imported scenario and characters."""
     if imported.throwaway:
-        # Its banks first, each locked (bank_delete): a worker's task still writing into one (keys,
+        # Its banks first, each locked (banks_delete): a worker's task still writing into one (keys,
         # feelings, an insight) finishes before, or finds it gone; then everything else it owns.
-        for bank in MemoryBank.objects.filter(owner=imported.owner):
-            bank_delete(bank=bank)
+        banks_delete(owner=imported.owner)
         imported.owner.delete()  # characters, scenarios and simulations go with their owner
         return
     if simulation is not None:
-        bank = simulation.bank
-        simulation.delete()
-        if bank is not None:
-            bank_delete(bank=bank)  # the run's bank is the run's alone
+        simulation_delete(simulation=simulation)  # run_stop stopped it: with its bank, as the run page deletes one
     scenario_delete(scenario=imported.scenario)
     for character in imported.characters:
         character_delete(character=character)

@@ -8,7 +8,7 @@ from django.core.validators import MaxLengthValidator
 from django.db import models
 
 from chronicle import macros
-from memory.api import CharacterSheet, ExtraMemory, ScenarioSheet
+from memory.api import CHARACTER_LIST_FIELDS, CHARACTER_TEXT_FIELDS, CharacterSheet, ExtraMemory, ScenarioSheet
 from wonda_site.querysets import OwnedQuerySet
 
 TEXT_LIMIT = 10_000  # the memory store's content limit; longer text could not become one memory
@@ -88,14 +88,11 @@ class Character(models.Model):
             knowledge[other] = f"{knowledge[other]}\n{note}" if knowledge.get(other) else note
         extras = self.card_extras or {}
         return CharacterSheet(
-            name=self.name, role=text(self.role), archetype=text(self.archetype), description=text(self.description),
-            background=text(self.background), communication_style=text(self.communication_style),
-            decision_style=text(self.decision_style), traits=[text(t) for t in self.traits],
-            skills=[text(t) for t in self.skills], values=[text(t) for t in self.values],
-            goals=[text(t) for t in self.goals], knowledge=knowledge,
+            name=self.name, **{name: text(getattr(self, name)) for name in CHARACTER_TEXT_FIELDS},
+            **{name: [text(item) for item in getattr(self, name)] for name in CHARACTER_LIST_FIELDS},
+            secrets=[text(s) for s in self.secrets if s.strip()], knowledge=knowledge,
             extra_memories=[ExtraMemory(content=text(e["content"]), keys=[text(k) for k in e.get("keys") or []])
                             for e in self.lore_entries() if e["enabled"]],
-            public_face=text(self.public_face), secrets=[text(s) for s in self.secrets if s.strip()],
             first_mes=text(extras.get("first_mes", "")), card_scenario=text(extras.get("scenario", "")),
             mes_example=text(extras.get("mes_example", "")),
             # A prose personality (kept in card_extras when it did not split into traits) is the

@@ -8,7 +8,7 @@ from django.db.models import Count
 from django.utils.html import format_html
 
 from memory.models import EmbeddingCache, Memory, MemoryBank, MemoryKey
-from memory.services import memory_archive, memory_reembed, memory_restore, memory_update
+from memory.services import bank_delete, memory_archive, memory_reembed, memory_restore, memory_update
 from memory.signals import memory_edited
 
 
@@ -48,6 +48,15 @@ class MemoryBankAdmin(admin.ModelAdmin):
     @admin.display(description="memories", ordering="n_memories")
     def memory_count(self, obj):
         return obj.n_memories
+
+    # Deleted as everywhere else (bank_delete: the row locked first, so a worker writing into the
+    # bank finishes before the cascade, or finds it gone).
+    def delete_model(self, request, obj):
+        bank_delete(bank=obj)
+
+    def delete_queryset(self, request, queryset):
+        for bank in queryset:
+            bank_delete(bank=bank)
 
 
 @admin.register(Memory)

@@ -1,7 +1,7 @@
 """The agent tools over MCP: one bank, one agent, the same registry the simulation uses.
 
-Every tool in `memory.tools.REGISTRY` is listed with the JSON schema its OpenAI form carries, and
-every call runs through `memory.tools.call_tool`, so an outside agent (Claude Desktop, any MCP
+Every tool in `memory.recalling.tools.REGISTRY` is listed with the JSON schema its OpenAI form carries, and
+every call runs through `memory.recalling.tools.call_tool`, so an outside agent (Claude Desktop, any MCP
 client) sees exactly what a simulated agent sees: the response JSON as text, and a bad call's
 {"error": "..."} object marked `isError` so the model can read it and try again.
 
@@ -22,7 +22,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from memory.services import accesses_record
-from memory.tools import ToolCallResult, ToolContext, call_tool, openai_tool_schemas
+from memory.recalling.tools import ToolCallResult, ToolContext, call_tool, openai_tool_schemas
 
 logger = logging.getLogger(__name__)
 

@@ -146,7 +146,7 @@ class Memory(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    # Lexical search (memory.retrieval's BM25 stage): kept by PostgreSQL itself, so every write path
+    # Lexical search (memory.recalling.lexical's BM25 stage): kept by PostgreSQL itself, so every write path
     # (bulk seeding, SQL-filled bench banks, edits) has it without a service remembering to.
     search = models.GeneratedField(
         expression=SearchVector("content", config="english"), output_field=SearchVectorField(), db_persist=True
@@ -157,7 +157,7 @@ class Memory(models.Model):
     class Meta:
         ordering = ["bank", "turn", "id"]
         verbose_name_plural = "memories"
-        # Vector indexes are per bank, built for big banks only (memory.indexing): a table-wide HNSW
+        # Vector indexes are per bank, built for big banks only (memory.recalling.indexing): a table-wide HNSW
         # index served one bank among many slowly and incompletely, and cost every insert ~80 ms at
         # 400,000 rows (seeding 11 memories/s against 93 without it).
         indexes = [
@@ -190,8 +190,8 @@ class Memory(models.Model):
         """What a record of this memory keeps (a retrieval, a pin), so it reads the same after edits."""
         return {"memory_id": self.pk, "content": self.content, "agent": self.agent, "kind": self.kind,
                 "category": self.category, "turn": self.turn, "speaker": self.speaker,
-                "importance_parts": (self.metadata or {}).get("importance"),  # memory.importance's components
-                "distortion": (self.metadata or {}).get("distortion"),  # memory.distortion: what was really said
+                "importance_parts": (self.metadata or {}).get("importance"),  # memory.forming.importance's components
+                "distortion": (self.metadata or {}).get("distortion"),  # memory.forming.distortion: what was really said
                 "until_turn": (self.metadata or {}).get("superseded_turn")}  # a fact that stopped being true then
 
 
@@ -211,7 +211,7 @@ class MemoryKey(models.Model):
 
 
 class Relationship(models.Model):
-    """How one agent stands with another after a turn (memory.relationships): trust and affinity,
+    """How one agent stands with another after a turn (memory.living.relationships): trust and affinity,
     −1..1, this row's change and why, and the memory of the line it rests on. The latest row per
     (agent, other) is the standing; the rows are its history (the run page charts them)."""
 
@@ -289,7 +289,7 @@ class EmbeddingCache(models.Model):
 
 
 class BankMap(models.Model):
-    """A bank's memory map (memory.projection): each active memory's place on the first two
+    """A bank's memory map (memory.measuring.projection): each active memory's place on the first two
     principal components of its vectors, kept until the memories change (`version`)."""
 
     bank = models.OneToOneField(MemoryBank, on_delete=models.CASCADE, related_name="map")

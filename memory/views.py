@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_http_methods
 
-from memory.integrity import memory_check
+from memory.measuring.integrity import memory_check
 
 
 @staff_member_required

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+
+from wonda_site.workers import WorkerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -87,59 +86,6 @@ def client_for(client):
     return login
 
 
-class WorkerProcess:
-    """A real `celery worker` subprocess on the test database and the test broker."""
-
-    def __init__(self, db_name: str, name: str, concurrency: int = 1, env: dict | None = None):
-        self.name = f"{name}-{os.getpid()}@%h"
-        env = os.environ | {"WONDA_DB_NAME": db_name, "PYTHONUNBUFFERED": "1"} | (env or {})
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.log_path = ARTIFACTS / f"worker-{name}.log"
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "wonda_site", "worker", "--loglevel", "INFO",
-             "--concurrency", str(concurrency), "--hostname", self.name, "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-            start_new_session=True,  # so kill() takes its pool processes with it
-        )
-
-    def wait_ready(self, timeout: float = 90) -> None:
-        from wonda_site.celery import app
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker exited early; log:\n{self.log_path.read_text()[-3000:]}")
-            replies = app.control.ping(timeout=0.5) or []
-            if any(self.name.split("@")[0] in name for reply in replies for name in reply):
-                return
-        raise RuntimeError(f"worker did not answer in {timeout}s; log:\n{self.log_path.read_text()[-3000:]}")
-
-    def children(self) -> list[int]:
-        """The pool's child processes (the ones that run tasks)."""
-        import psutil
-
-        try:
-            return [child.pid for child in psutil.Process(self.proc.pid).children()]
-        except psutil.NoSuchProcess:
-            return []
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.close()
-
-    def kill(self) -> None:
-        """SIGKILL the worker and its pool, as a crash or an OOM kill would."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="session")
 def start_worker(django_db_setup, django_db_blocker):
     """Factory for real workers; every worker it starts is stopped at the end of the session."""
@@ -150,7 +96,7 @@ def start_worker(django_db_setup, django_db_blocker):
     def start(name: str = "worker", concurrency: int = 1, env: dict | None = None) -> WorkerProcess:
         with django_db_blocker.unblock():
             db_name = connection.settings_dict["NAME"]
-        worker = WorkerProcess(db_name, name, concurrency, env)
+        worker = WorkerProcess(name, concurrency, log_path=ARTIFACTS / f"worker-{name}.log", db_name=db_name, env=env)
         started.append(worker)
         worker.wait_ready()
         return worker

@@ -76,12 +76,13 @@ def test_healthz_is_down_while_no_pool_process_can_run_tasks(django_db_setup, cl
     import signal
 
     from tests.chronicle.simulation.conftest import wait_for
-    from tests.conftest import WorkerProcess
+    from tests.conftest import ARTIFACTS
+    from wonda_site.workers import WorkerProcess
     from wonda_site import embedded
 
     # Its own Redis database, so that the suite's other workers do not answer for it.
     db = (int(settings.CELERY_BROKER_URL.rsplit("/", 1)[1] or 0) + 8) % 16
-    worker = WorkerProcess(connection.settings_dict["NAME"], "dark", 2,
+    worker = WorkerProcess("dark", 2, log_path=ARTIFACTS / "worker-dark.log",
                            env={"WONDA_REDIS_DB": str(db), "WONDA_POOL_HEARTBEAT_SECONDS": "1"})
     settings.CELERY_BROKER_URL = embedded.redis_url(db)
     settings.POOL_HEARTBEAT_SECONDS = 1

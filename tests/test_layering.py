@@ -1,10 +1,12 @@
-"""The layers keep to their lines: `memory` knows nothing of `chronicle`, and `chronicle` reaches memory
-only through its public API (memory.api) and its models (the ORM). Read from the source, not run."""
+"""The layers keep to their lines: `memory` knows nothing of `chronicle`, and `chronicle` and `api` reach
+memory only through its public API (memory.api) and its models (the ORM). Read from the source, not run."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,9 +31,10 @@ def test_memory_knows_nothing_of_chronicle():
     assert leaks == []
 
 
-def test_chronicle_uses_memory_only_through_its_public_api():
+@pytest.mark.parametrize("package", ["chronicle", "api"])
+def test_other_apps_use_memory_only_through_its_public_api(package):
     allowed = {"memory.api", "memory.models"}
-    reaching_in = [f"{f}:{n} imports {m}" for f, n, m in imports("chronicle")
+    reaching_in = [f"{f}:{n} imports {m}" for f, n, m in imports(package)
                    if m.split(".")[0] == "memory" and m not in allowed and m != "memory"]
     assert reaching_in == [], "import these from memory.api (add them there if they are new):\n" + "\n".join(reaching_in)
 
@@ -42,3 +45,27 @@ def test_the_public_api_names_what_it_offers():
     assert sorted(memory.api.__all__) == sorted(set(memory.api.__all__))
     missing = [name for name in memory.api.__all__ if not hasattr(memory.api, name)]
     assert missing == []
+
+
+def test_nothing_in_memory_imports_its_tasks_back():
+    """Services queue memory's tasks by name (memory.queue), so the tasks module, which calls them, is
+    loaded only by the app's wiring and the public API: no import cycle to hide inside a function."""
+    importers = {f for f, _n, m in imports("memory") if m == "memory.tasks"}
+    assert importers <= {"memory/apps.py", "memory/api.py"}
+
+
+def test_memory_imports_its_own_modules_at_the_top():
+    """An import of memory's own code inside a function hides a cycle; the two allowed are the app's
+    ready() (the models load first) and the MCP SDK's slow import behind memory.api.build_server."""
+    local = []
+    for path in sorted((ROOT / "memory").rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "memory":
+                        local.append(f"{path.relative_to(ROOT)}:{fn.name}")
+                    elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == "memory" for a in node.names):
+                        local.append(f"{path.relative_to(ROOT)}:{fn.name}")
+    assert sorted(local) == ["memory/api.py:build_server", "memory/apps.py:ready"]

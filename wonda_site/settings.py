@@ -226,13 +226,13 @@ RETRIEVAL_PREPARED = env_bool("WONDA_RETRIEVAL_PREPARED", True)
 INDEX_BUILD_MEMORY = os.environ.get("WONDA_INDEX_BUILD_MEMORY", "512MB")
 # Capture: an episodic line also gets a key embedding "previous line + this line" (found as a reply).
 RETRIEVAL_CONTEXT_KEYS = env_bool("WONDA_RETRIEVAL_CONTEXT_KEYS", True)
-# Consolidation (memory.consolidation): active earned memories per agent before a turn consolidates its old ones.
+# Consolidation (memory.living.consolidation): active earned memories per agent before a turn consolidates its old ones.
 CONSOLIDATION_BUDGET = int(os.environ.get("WONDA_CONSOLIDATION_BUDGET", "400"))
 # Links followed one hop in a simulation's searches (spreading activation; 0: off): new runs' default.
 # Off by default: it changes rankings, and costs a query a search plus a ranking of the neighbours
 # when links exist (~17 ms of a pre-populated turn in the demo, whose insights and beliefs link a lot).
 ASSOCIATION_WEIGHT = float(os.environ.get("WONDA_ASSOCIATION_WEIGHT", "0"))
-# Reflection (memory.reflection): an agent reflects once the importance of what it lived since its
+# Reflection (memory.living.reflection): an agent reflects once the importance of what it lived since its
 # last reflection reaches this (seed 003, Generative Agents: 150). Per simulation later.
 REFLECTION_THRESHOLD = float(os.environ.get("WONDA_REFLECTION_THRESHOLD", "150"))
 

@@ -8,11 +8,9 @@ from django.db import transaction
 
 from chronicle.models import Character, Scenario
 from memory.models import MemoryBank
-from memory.api import bank_create, bank_delete, bank_request_seed
+from memory.api import CHARACTER_FIELDS, bank_create, bank_delete, bank_request_seed
 
-FIELDS = ("name", "role", "archetype", "description", "public_face", "background", "communication_style",
-          "decision_style", "traits", "skills", "values", "goals", "secrets", "knowledge", "extra_memories",
-          "card_extras")
+FIELDS = (*CHARACTER_FIELDS, "extra_memories", "card_extras")
 # SillyTavern card fields the character form edits, by form field → card_extras key (they stay in
 # card_extras so an export gives them back where a card keeps them).
 CARD_FIELDS = {"first_mes": "first_mes", "alternate_greetings": "alternate_greetings",

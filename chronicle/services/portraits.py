@@ -7,6 +7,8 @@ import io
 
 from PIL import Image, UnidentifiedImageError
 
+from chronicle.models import Portrait
+
 PORTRAIT_MAX = 512  # pixels on the longer side: a card's art is often 1–2 MB; shown at 48–160 px
 
 
@@ -32,8 +34,6 @@ def portrait_from_image(raw: bytes) -> bytes:
 
 def portrait_set(*, character, png: bytes | None) -> None:
     """Keep (or, with None, drop) the character's portrait, already made by portrait_from_image."""
-    from chronicle.models import Portrait
-
     if png:
         Portrait.objects.update_or_create(character=character, defaults={"png": png})
     else:
@@ -41,8 +41,6 @@ def portrait_set(*, character, png: bytes | None) -> None:
 
 
 def portrait_png(character) -> bytes | None:
-    from chronicle.models import Portrait
-
     row = Portrait.objects.filter(character=character).only("png").first()
     return bytes(row.png) if row is not None else None
 

@@ -9,7 +9,7 @@ The writer plants a belief in one character, one per line of the run's *Planted 
 
 A line that touches a claim someone present holds takes a *stance* toward it: it asserts it (passes
 it on), questions it (asks whether it is true), denies it (says it is false, corrects it), or none.
-With a model the judgement after the line says which (memory.after_turn); offline, `stance()`:
+With a model the judgement after the line says which (memory.living.after_turn); offline, `stance()`:
 - **asserts**, said by a holder who still believes it: each listener who does not hold it comes to
   ("Sam told me: …"), with the chain it came through (nearest first) and a confidence that falls by
   HOP_CONFIDENCE a hop;
@@ -175,7 +175,7 @@ def _stance(line: str, line_vector, claim_vector, claim: str) -> str:
 def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: int, previous: str = "",
            judged: dict[str, str] | None = None, trust: dict[str, float] | None = None) -> list[Memory]:
     """What the line does to the beliefs of those who heard it (see the module). judged: a model's
-    stance per claim (memory.after_turn, keyed by the claim's text); a claim it left out is judged by
+    stance per claim (memory.living.after_turn, keyed by the claim's text); a claim it left out is judged by
     stance(), with `previous`, the line the speaker heard before it. trust: each listener's trust in
     the speaker. Returns the beliefs made or revised."""
     rows = list(Memory.objects.filter(bank=bank, status=Memory.Status.ACTIVE, category="belief",

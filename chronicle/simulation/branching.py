@@ -12,12 +12,15 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from chronicle import queueing
+from chronicle.simulation.errors import ControlError
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
-from chronicle.simulation.services import ControlError, SETTING_FIELDS, queue_next
+from chronicle.simulation.run_settings import BRANCH_SETTINGS
+from chronicle.simulation.turns import queue_next
 from memory.api import bank_copy, bank_create, bank_mark_seeded
 
 # A branch keeps its parent's settings, and what the parent learned about its model.
-BRANCH_FIELDS = ("scenario", "scenario_snapshot", "cast_snapshot", *SETTING_FIELDS, "tools_unsupported")
+BRANCH_FIELDS = ("scenario", "scenario_snapshot", "cast_snapshot", *BRANCH_SETTINGS, "tools_unsupported")
 
 
 @transaction.atomic
@@ -25,8 +28,6 @@ def simulation_branch(*, parent: Simulation, index: int, changes: dict | None = 
                       label: str = "") -> tuple[Simulation, dict[int, int]]:
     """A new run sharing the turns before `index` (0-based); returns it and {parent turn id: copy id}.
     changes: settings the branch runs with instead of the parent's (a replay without distortions)."""
-    from chronicle.simulation.tasks import start_simulation_task  # tasks import this package's services
-
     if parent.is_live:
         raise ControlError("Pause the run (or let it finish) before regenerating from one of its turns.")
     done = parent.turns.done().filter(index__lt=index).count()
@@ -51,7 +52,7 @@ def simulation_branch(*, parent: Simulation, index: int, changes: dict | None = 
         TurnOverride(simulation=branch, turn_index=o.turn_index, kind=o.kind, memory_id=o.memory_id,
                      content=o.content, created_by=o.created_by)
         for o in TurnOverride.objects.filter(simulation=parent, turn_index__lte=index)])
-    start_simulation_task.delay_on_commit(branch.pk)
+    queueing.send_on_commit(queueing.START_SIMULATION, branch.pk)
     return branch, turn_map
 
 

@@ -70,7 +70,7 @@ def _duration(minutes: int) -> str:
 CORE_SHEET = [("communication", 1), ("traits", 1), ("goals", 1)]
 WHOLE_SHEET = "All about you"
 RELEVANT_SHEET_K = 1  # a turn's note adds the one that bears most; earlier ones stay in the conversation
-# The scene's parts the header carries (memory.seeding's categories): the place in a line, the time as
+# The scene's parts the header carries (memory.forming.seed_specs's categories): the place in a line, the time as
 # written. The place in full comes once, on the first turn, with the rest of the sheet.
 HEADER_SCENE = ("location", "time")
 # Tokens a pre-populated section may take beyond its first line, so that long memories (a background's
@@ -97,7 +97,7 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
             snapshots = _search(turn, outcome, title, query, memory_filter, k)
             _fill(sections.setdefault(title, Section(title)), snapshots, turn, in_window=in_window,
                   shown=shown)
-    # How the agent stands with those present, as what it heard has moved it (memory.relationships).
+    # How the agent stands with those present, as what it heard has moved it (memory.living.relationships).
     stood = standing(turn.bank, turn.agent, before_turn=turn.number)
     for other in turn.others:
         row = stood.get((turn.agent, other))

@@ -101,7 +101,7 @@ class TurnInput:
     present: list[str] | None = None  # who is in the room (stage directions); None: the whole cast
     clock: list[float] | None = None  # the scenario clock's skips (Simulation.clock); None: age in turns
     associations: float = 0.0  # links followed one hop in searches (Simulation.association_weight)
-    distortions: list = field(default_factory=list)  # the run's distortion filters (memory.distortion)
+    distortions: list = field(default_factory=list)  # the run's distortion filters (memory.forming.distortion)
     # The simulation's options: tools offered, query enhancement, prompt integration.
     tool_set: list[str] = field(default_factory=lambda: list(DEFAULT_SIMULATION_TOOLS))
     query_context: bool = False
@@ -246,7 +246,7 @@ def tool_context(turn: TurnInput, *, deferred: list[dict]) -> ToolContext:
 
 
 def enhance_options(turn: TurnInput) -> dict:
-    """The simulation's query enhancement for this turn's tool calls (memory.retrieval applies it)."""
+    """The simulation's query enhancement for this turn's tool calls (memory.recalling applies it)."""
     options: dict = {}
     if turn.query_context:
         last = turn.transcript[-1] if turn.transcript else None

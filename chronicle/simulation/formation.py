@@ -12,10 +12,11 @@ from django.db import transaction
 
 from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.providers import get_provider
 from chronicle.simulation.stage import Delivery, deliver, seen_action
 from memory.api import (
-    CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, earlier_lines, lifecycle_totals,
-    memories_supersede, memory_associate, memory_create, memory_reinforce, recent_memories,
+    CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, earlier_lines, extract_task,
+    lifecycle_totals, memories_supersede, memory_associate, memory_create, memory_reinforce, recent_memories,
 )
 from memory.models import Memory
 
@@ -109,8 +110,6 @@ def capture_options(simulation: Simulation, turn: Turn, outcome: TurnOutcome | N
 
 
 def _model_asker(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None = None):
-    from chronicle.simulation.providers import get_provider  # defers importing openai
-
     provider = get_provider(simulation)
 
     def ask(prompt: str) -> str:
@@ -184,7 +183,7 @@ def capture_note(skipped: list[Skipped]) -> str:
 
 
 def judged_by_model(simulation: Simulation) -> bool:
-    """Whether a model judges each line after it is said (memory.after_turn): importance,
+    """Whether a model judges each line after it is said (memory.living.after_turn): importance,
     relationships, facts, and the reflections of whoever is due. A replay counts the call."""
     return (simulation.importance_scorer == Simulation.ImportanceScorer.LLM
             and simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY))
@@ -216,8 +215,6 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
 
 
 def _queue_extract(*args) -> None:
-    from memory.api import extract_task  # memory.tasks loads the model's services lazily
-
     try:
         extract_task.delay(*args)
     except Exception:  # no broker: the line is kept; its feelings and lesson are not made

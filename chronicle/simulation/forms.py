@@ -11,7 +11,9 @@ from chronicle.models import Character, Scenario
 from chronicle.simulation.beliefs import BeliefError
 from chronicle.simulation.beliefs import parse as parse_beliefs
 from chronicle.simulation.models import Simulation, parse_carry
-from chronicle.simulation.services import LLM_SETTING_FIELDS, SETTING_FIELDS
+from chronicle.simulation.run_settings import (  # noqa: F401 (NOT_INHERITED: read from here too)
+    FORM_SETTINGS, LLM_SETTING_FIELDS, NOT_INHERITED, OPTIONAL_WITH_DEFAULT,
+)
 from chronicle.simulation.stage import StageError
 from chronicle.simulation.stage import parse as parse_stage
 from memory.api import (
@@ -19,13 +21,9 @@ from memory.api import (
     parse_distortions,
 )
 
-# The form's own fields for the run's settings (title first; weights come from three number fields).
-SETTINGS = tuple(name for name in SETTING_FIELDS
-                 if name not in ("title", "weights", "tool_set", "greeting_by", "script", "pause_after", "seats"))
-
-# A parent's settings a sequel does not take over: what is the new run's own (its title, its own
-# carry-over, a replay's script) and the secret.
-NOT_INHERITED = ("title", "script", "pause_after", "sequel_carry", "api_key")
+# The run's settings the form takes as the model defines them, title aside (it comes first); the
+# weights come from three number fields, the tools, greeter and seats from fields of the form's own.
+SETTINGS = tuple(name for name in FORM_SETTINGS if name != "title")
 
 
 def initial_from(values: dict) -> dict:
@@ -59,11 +57,6 @@ def known_models(owner) -> list[str]:
     names = (Simulation.objects.owned_by(owner).filter(provider=Simulation.Provider.OPENAI).exclude(model="")
              .order_by("-created").values_list("model", flat=True)[:50])
     return list(dict.fromkeys(names))[:10]
-
-
-OPTIONAL_WITH_DEFAULT = ("importance_scorer", "capture_importance_floor", "capture_duplicate_threshold",
-                         "reflection_threshold", "consolidation_budget", "minutes_per_turn", "association_weight",
-                         "tool_prompt")
 
 
 def _tool_label(name: str) -> str:
@@ -236,7 +229,7 @@ class LLMSettingsForm(forms.ModelForm):
         labels = {"base_url": "Base URL", "timeout_s": "Time-out (s)", "max_tool_calls": "Maximum tool calls per turn"}
         widgets = {"model": forms.TextInput(attrs={"list": "model-options", "autocomplete": "off"})}
 
-    field_order = ["provider", "base_url", "model", "api_key", "clear_api_key"]
+    field_order = ["provider", "base_url", "model", "api_key", "clear_api_key", "timeout_s"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

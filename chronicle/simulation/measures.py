@@ -22,7 +22,7 @@ from memory.models import Memory
 
 # "Alex said: …", "Sam whispered to Alex: …", "(turn 3) …": what a memory adds to the words it quotes.
 _QUOTE_HEAD = re.compile(r"^(?:\(turn \d+\)\s*)?[^:]{1,80}?\b(?:said|whispered to [^:]{1,60}|asked|told me)\s*:\s*")
-REFLECTION_CALLS = 2  # memory.reflection: one call for the questions, one for the insights
+REFLECTION_CALLS = 2  # memory.living.reflection: one call for the questions, one for the insights
 
 
 def p50(values: list[float]) -> float | None:

@@ -1,6 +1,7 @@
 """Simulations, their turns and every retrieval an agent made (DESIGN.md "Domain model: chronicle").
 
-Simulation is here; what its settings mean is in run_settings.py, Turn, Retrieval and TurnOverride in turn_models.py."""
+Simulation is here; which settings a run has is in run_settings.py, what they mean in run_checks.py;
+Turn, Retrieval and TurnOverride are in turn_models.py."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.functional import cached_property
 
-from chronicle.simulation.run_settings import RunSettingsMixin
+from chronicle.simulation.run_checks import RunSettingsMixin
+from memory.api import CARRY_MODES, DEFAULT_SIMULATION_TOOLS
 from wonda_site.crypto import EncryptedTextField, decryption_error
 from wonda_site.querysets import OwnedQuerySet
 
@@ -28,8 +30,6 @@ MAX_TIMEOUT_S = 600  # the longest a turn waits for one model answer
 
 
 def default_tool_set() -> list[str]:
-    from memory.api import DEFAULT_SIMULATION_TOOLS
-
     return list(DEFAULT_SIMULATION_TOOLS)
 
 
@@ -48,8 +48,6 @@ def default_association_weight() -> float:
 def parse_carry(text: str, *, cast: list[str]) -> dict[str, str]:
     """A sequel's "Alex: all / Jordan: reflections / Sam: none", one per line, as {name: mode} for the
     whole cast (all unless told); a bad line raises ValidationError naming it."""
-    from memory.api import CARRY_MODES  # memory's services load after the models
-
     plan = {name: "all" for name in cast}
     for number, raw in enumerate((text or "").splitlines(), start=1):
         name, _, mode = raw.partition(":")
@@ -128,7 +126,7 @@ class Simulation(RunSettingsMixin, models.Model):
     max_tool_calls = models.PositiveIntegerField(default=6, validators=[MaxValueValidator(20)])
     # Seconds to wait before each line: lets a watcher follow a (fast) dry run as it unfolds.
     pace_s = models.FloatField(default=0, validators=[MinValueValidator(0), MaxValueValidator(30)])
-    # The tools offered to agents (memory.tools.DEFAULT_SIMULATION_TOOLS unless the writer ticks more).
+    # The tools offered to agents (memory.recalling.tools.DEFAULT_SIMULATION_TOOLS unless the writer ticks more).
     tool_set = models.JSONField(default=default_tool_set, blank=True)
     # Query enhancement (seed 000 "Retrieval Enhancements"): each is measured in docs/memory.md.
     query_context = models.BooleanField("Add the scene and the last line to queries", default=False)
@@ -202,7 +200,7 @@ class Simulation(RunSettingsMixin, models.Model):
         "Planted beliefs", blank=True,
         help_text="One per line: “Sam: Bella's is closing down next month. [false]” (no mark: true). Whoever "
                   "hears its holder retell it comes to believe it, with whom they heard it from.")
-    # How characters twist what they hear, recall and link (memory.distortion): "Jordan: paranoia",
+    # How characters twist what they hear, recall and link (memory.forming.distortion): "Jordan: paranoia",
     # "Jordan: depression", "Jordan: trauma (fire, smoke)", or the writer's own words, one per line.
     distortions = models.TextField(
         "Distortion filters", blank=True,

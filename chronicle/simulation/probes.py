@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chronicle.simulation.engine import tool_context
+from chronicle.simulation.models import Turn
 from chronicle.simulation.prompts import transcript_text
+from chronicle.simulation.turns import turn_input
+from memory.api import SIMULATION_TOOLS as TOOLS
+from memory.api import call_tool
 
 
 class ProbeError(ValueError):
@@ -45,8 +50,6 @@ class Probe:
 
 def parse(raw, *, cast: list[str], turns: int) -> list[Probe]:
     """The file's probes, checked against its cast and its script's length (turns)."""
-    from memory.api import SIMULATION_TOOLS as TOOLS
-
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -134,10 +137,6 @@ def items_of(result) -> list[dict]:
 
 def ask(simulation, probe: Probe) -> Answer:
     """The probe's tool call, as the agent's own call at after_turn + 1 would go."""
-    from chronicle.simulation.engine import tool_context
-    from chronicle.simulation.models import Turn
-    from chronicle.simulation.turns import turn_input
-    from memory.api import call_tool
 
     turn = turn_input(turn=Turn(simulation=simulation, index=probe.after_turn, agent=probe.agent))
     window = transcript_text(turn.transcript, turn.stage) if turn.transcript or turn.stage else ""

@@ -172,7 +172,7 @@ CONSULT_READ = f"""Before deciding what to say, you MUST:
 2. Recall your history with the characters present
 3. Consider similar situations you have faced
 4. If none are relevant, start your reply with "{NO_MEMORIES}" on its own line, then speak."""
-# Tool answers' retrieval_confidence (memory/retrieval/confidence.py: a calibrated probability of
+# Tool answers' retrieval_confidence (memory/recalling/confidence.py: a calibrated probability of
 # relevance) below this: the agent is told not to rely on them; pre-populated memories below it are marked weak.
 CONFIDENCE_FLOOR = 0.5
 GATING = f"""Confidence gating: rely only on memories you are sure of. A tool answer's "retrieval_confidence" below \

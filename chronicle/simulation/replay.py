@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 from chronicle.simulation.stage import StageError, deliver, parse, present_at
+from memory.api import SIMULATION_TOOLS
 
 MAX_LINES = 500  # Simulation.max_turns' ceiling
 
@@ -84,8 +85,6 @@ def normalise(raw) -> list[dict]:
 def check_script(script: list[dict], *, cast: list[str], stage_directions: str = "") -> None:
     """Every speaker is in the cast and in the room at its turn (the run's directions, and a line's own
     "*leaves the room*" as the run would apply it); ScriptError names the first line that is not."""
-    from memory.api import SIMULATION_TOOLS
-
     try:
         directions = parse(stage_directions or "", cast=cast)
     except StageError:
@@ -133,27 +132,3 @@ def script_from_simulation(simulation) -> list[dict]:
     """A finished run's lines as a script (what "Replay under other settings" starts from)."""
     turns = simulation.turns.done().order_by("index").values("index", "agent", "utterance", "status", "prompt_messages")
     return script_from_export({"turns": list(turns)})
-
-
-def scenario_file_from_export(export: dict) -> dict:
-    """A simulation's JSON export as a Wonda scenario file whose script replays it: the run's scenario,
-    its cast as it was, its settings (the provider's aside), and each line with its model's replies."""
-    from chronicle.services.cards import WONDA_FORMAT
-    from chronicle.simulation.services import SECRET_SETTINGS
-
-    run = export.get("simulation") if isinstance(export.get("simulation"), dict) else {}
-    cast = [c for c in export.get("cast") or [] if isinstance(c, dict) and c.get("name")]
-    scenario = dict(export.get("scenario") or {})
-    scenario["cast"] = [c["name"] for c in cast]
-    # The model's connection stays behind; what it was told and how memory behaved travel.
-    left_out = {"provider", "base_url", "model", "timeout_s", "script", "pause_after", "title", "tools_unsupported",
-                "sequel_carry", "seats", *SECRET_SETTINGS}  # seats: a replay says every line
-    settings = {k: v for k, v in run.items() if k not in left_out and k != "status" and k != "branch_turn"
-                and k != "sequel_of" and v is not None}
-    script = script_from_export(export)
-    settings["max_turns"] = len(script)
-    characters = [{k: v for k, v in c.items() if k not in ("first_mes",)} for c in cast]
-    return {"format": WONDA_FORMAT, "version": 1, "settings": settings, "scenario": scenario,
-            "characters": characters, "script": script,
-            "recorded": {"title": run.get("title") or scenario.get("title") or "", "model": run.get("model") or "",
-                         "retrieval_mode": run.get("retrieval_mode") or ""}}

@@ -1,157 +1,146 @@
-"""What a run's settings mean, for Simulation (a mixin, kept apart so the model stays readable): the
-checks on them (clean), their parsed forms (stage directions, distortions, the clock) and their labels."""
+"""A run's settings, each listed once with where it goes.
+
+Every other list of them is derived from RUN_SETTINGS: the new-run form's fields, what a scenario
+file may carry, what an export leaves out (the secret), what a branch or a replay keeps, what a
+sequel takes over, the model settings a paused run may change, the turn's input (TurnInput) and the
+run page's header (option_labels). The values themselves are Simulation's fields (models.py);
+tests/chronicle/simulation/test_run_settings.py checks each setting here is one.
+"""
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from memory.api import SIMULATION_TOOLS
 
 
-class RunSettingsMixin:
-    """Simulation's reading of its own settings; every attribute it uses is a Simulation field or choice."""
+def _as_is(value: Any) -> Any:
+    return value
 
-    def clean(self):
-        # Settings also arrive from files (simulation import, run_simulation): checked here, not only in the form.
-        errors = {**self._tool_set_errors(), **self._script_errors(), **self._seat_errors(), **self._cast_text_errors()}
-        if self.sequel_of_id and self.sequel_of.owner_id != self.owner_id:
-            errors["sequel_of"] = "A sequel continues one of your own runs."
-        if errors:
-            raise ValidationError(errors)
 
-    def _tool_set_errors(self) -> dict:
-        from memory.api import SIMULATION_TOOLS
+@dataclass(frozen=True)
+class RunSetting:
+    name: str  # the Simulation field that holds it
+    file: bool = True  # a scenario file's "settings" may carry it (files get shared)
+    secret: bool = False  # never exported nor shown back
+    branch: bool = True  # a branch, and a replay, keep the parent's value
+    sequel: bool = True  # a sequel's form starts from the parent's value
+    form: bool = True  # a field of the new-run form as the model defines it (else a field the form makes itself)
+    optional: bool = False  # the new-run form may leave it out: the model's default then
+    model: bool = False  # how the model is called: changeable while the run is paused
+    turn: str = ""  # the TurnInput attribute that takes it as stored ("": none, or derived in turn_input)
+    for_turn: Callable[[Any], Any] = _as_is  # the value as the turn takes it
+    label: Callable[[Any], str | list[str]] | None = None  # its words in the run page's header ("": none)
 
-        tools = self.tool_set
-        if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
-            return {"tool_set": "A list of tool names."}
-        if unknown := [name for name in tools if name not in SIMULATION_TOOLS]:
-            return {"tool_set": f"Unknown tool {unknown[0]!r}; the tools are: {', '.join(SIMULATION_TOOLS)}."}
-        if not tools and self.retrieval_mode == self.RetrievalMode.TOOLS:
-            return {"tool_set": "The Tools mode needs at least one tool: tick some, or choose Pre-populate."}
-        return {}
 
-    def _script_errors(self) -> dict:
-        if self.provider == self.Provider.REPLAY and not self.script:
-            return {"provider": "Replay plays lines given in advance: import a file with a script, or replay a finished run."}
-        if self.script and self.cast_snapshot:
-            from chronicle.simulation.replay import ScriptError, check_script
+# --- the header's words (option_labels), each reading the run --------------------------------------
 
-            try:
-                check_script(self.script, cast=self.cast_names, stage_directions=self.stage_directions)
-            except ScriptError as exc:
-                return {"script": str(exc)}
-        return {}
+def _tools_label(run) -> str:
+    if run.retrieval_mode == run.RetrievalMode.PREPOPULATE:
+        return ""
+    tools = list(run.tool_set or [])
+    return f"all {len(tools)} tools" if set(tools) >= set(SIMULATION_TOOLS) else f"tools: {', '.join(tools) or 'none'}"
 
-    def _seat_errors(self) -> dict:
-        seats = self.seats
-        if not isinstance(seats, list) or not all(isinstance(name, str) for name in seats):
-            return {"seats": "A list of character names."}
-        if seats and self.cast_snapshot and (outside := [n for n in seats if n not in self.cast_names]):
-            return {"seats": f"{outside[0]} is not in this run's cast."}
-        if seats and self.provider == self.Provider.REPLAY:
-            return {"seats": "A replay says its recorded lines: nobody can take a seat in it."}
-        return {}
 
-    def _cast_text_errors(self) -> dict:
-        """The settings written against the cast (the greeter, directions, carry-over, filters, beliefs)."""
-        if not self.cast_snapshot:
-            return {}
-        from chronicle.simulation.beliefs import BeliefError
-        from chronicle.simulation.beliefs import parse as parse_beliefs
-        from chronicle.simulation.stage import StageError
-        from chronicle.simulation.stage import parse as parse_stage
-        from memory.api import DistortionError, parse_distortions
+def _query_label(run) -> str:
+    enhanced = [name for on, name in ((run.query_context, "scene context"), (run.query_temporal, "turn boost"),
+                                      (run.query_synonyms, "synonyms")) if on]
+    return f"query enhancement: {', '.join(enhanced) or 'off'}"
 
-        cast = self.cast_names
-        checks = {
-            # Past the last turn is allowed here: a file's directions outlive a shorter --turns (the
-            # form, where the writer types them, says so).
-            "stage_directions": (lambda text: parse_stage(text, cast=cast), StageError),
-            "sequel_carry": (lambda _text: self.carry_plan(), ValidationError),
-            "distortions": (lambda text: parse_distortions(text, cast=cast), DistortionError),
-            "planted_beliefs": (lambda text: parse_beliefs(text, cast=cast), BeliefError),
-        }
-        errors = {}
-        if self.greeting_by and self.greeting_by not in cast:
-            errors["greeting_by"] = f"{self.greeting_by} is not in this run's cast."
-        for name, (check, failure) in checks.items():
-            if text := getattr(self, name):
-                try:
-                    check(text)
-                except failure as exc:
-                    errors[name] = exc.messages[0] if isinstance(exc, ValidationError) else str(exc)
-        return errors
 
-    @property
-    def directions(self) -> list:
-        """The stage directions, parsed (chronicle.simulation.stage.Direction); [] when there are none."""
-        from chronicle.simulation.stage import StageError, parse
+def _scorer_label(run) -> str:
+    scorer = "heuristic"
+    if run.importance_scorer == run.ImportanceScorer.LLM and run.provider == run.Provider.OPENAI:
+        scorer = "model"
+    elif run.importance_scorer == run.ImportanceScorer.LLM and run.provider == run.Provider.REPLAY:
+        scorer = "heuristic (the calls a model would get are counted)"
+    return f"importance: {scorer}"
 
-        try:
-            return parse(self.stage_directions, cast=self.cast_names)
-        except StageError:  # clean() refused it on the way in; an old row is read as no directions
-            return []
 
-    @property
-    def distortion_filters(self) -> list:
-        """The run's distortion filters, parsed (memory.distortion.Distortion); [] when there are none."""
-        from memory.api import DistortionError, parse_distortions
+def _kept_label(run) -> str:
+    floor, duplicates = run.capture_importance_floor, run.capture_duplicate_threshold
+    kept = [text for on, text in ((floor, f"importance ≥ {floor:g}"), (duplicates < 1, f"no duplicates ≥ {duplicates:g}"),
+                                  (run.capture_only_concerning, "only what concerns them")) if on]
+    return f"keeps: {', '.join(kept)}" if kept else ""
 
-        try:
-            return parse_distortions(self.distortions, cast=self.cast_names) if self.distortions else []
-        except DistortionError:  # clean() refused it on the way in
-            return []
 
-    @property
-    def clock(self) -> list[float] | None:
-        """The clock's skips per turn as memory's recall takes them (stage.clock_skips); None: no clock."""
-        from chronicle.simulation.stage import clock_skips
+def _distortions_label(run) -> list[str]:
+    return [f"{f.agent}: {f.label()} ({f.stage})" for f in run.distortion_filters]
 
-        return clock_skips(self.directions, self.minutes_per_turn, self.max_turns)
 
-    def present_at(self, number: int) -> list[str]:
-        """Who is in the room at turn `number` (1-based)."""
-        from chronicle.simulation.stage import present_at
+# In the order the header says them (a group of settings is said by its first: query enhancement, keeps).
+RUN_SETTINGS: tuple[RunSetting, ...] = (
+    RunSetting("title", sequel=False),
+    RunSetting("max_turns"),
+    RunSetting("speaking_order"),
+    RunSetting("retrieval_mode"),
+    RunSetting("scoring", turn="scoring"),
+    RunSetting("weights", form=False, turn="weights", for_turn=lambda weights: weights or None),
+    RunSetting("provider", model=True),
+    RunSetting("base_url", model=True),
+    RunSetting("model", model=True),
+    RunSetting("api_key", secret=True, file=False, sequel=False, model=True),
+    RunSetting("temperature", model=True),
+    RunSetting("max_tokens", model=True),
+    RunSetting("seed"),
+    RunSetting("max_tool_calls", model=True, turn="max_tool_calls"),
+    RunSetting("timeout_s", model=True),
+    RunSetting("pace_s"),
+    RunSetting("tool_set", form=False, turn="tool_set", for_turn=lambda tools: list(tools or []), label=_tools_label),
+    RunSetting("query_context", turn="query_context", label=_query_label),
+    RunSetting("query_temporal", turn="query_temporal"),
+    RunSetting("query_synonyms", turn="query_synonyms"),
+    RunSetting("association_weight", optional=True, turn="associations",
+               label=lambda run: f"follows links ×{run.association_weight:g}" if run.association_weight else ""),
+    RunSetting("consult_memories", turn="consult_memories",
+               label=lambda run: "consults memories" if run.consult_memories else ""),
+    RunSetting("confidence_gating", turn="confidence_gating",
+               label=lambda run: "confidence gating" if run.confidence_gating else ""),
+    RunSetting("greeting_by", form=False,
+               label=lambda run: f"opens with {run.greeting_by}'s greeting" if run.greeting_by else ""),
+    RunSetting("importance_scorer", optional=True, label=_scorer_label),
+    RunSetting("capture_importance_floor", optional=True, label=_kept_label),
+    RunSetting("capture_duplicate_threshold", optional=True),
+    RunSetting("capture_only_concerning"),
+    RunSetting("stage_directions"),
+    RunSetting("minutes_per_turn", optional=True, turn="minutes_per_turn",
+               label=lambda run: f"clock: {run.minutes_per_turn:g} min a turn" if run.minutes_per_turn else ""),
+    RunSetting("planted_beliefs"),
+    RunSetting("distortions", label=_distortions_label),
+    RunSetting("reflection_threshold", optional=True, label=lambda run: f"reflects at {run.reflection_threshold:g}"),
+    RunSetting("consolidation_budget", optional=True,
+               label=lambda run: f"consolidates past {run.consolidation_budget} lines" if run.consolidation_budget
+               else "consolidates only on request"),
+    RunSetting("sequel_carry", sequel=False),
+    # A replay's script is the file's own top-level "script"; the writer's seats are nobody's from a
+    # command line (it has nobody to wait for).
+    RunSetting("script", file=False, form=False, sequel=False),
+    RunSetting("pause_after", form=False, sequel=False),
+    RunSetting("tool_prompt", optional=True, turn="tool_prompt"),
+    RunSetting("seats", file=False, form=False),
+)
 
-        return present_at(self.directions, self.cast_names, number)
+SETTING_FIELDS = tuple(s.name for s in RUN_SETTINGS)
+SECRET_SETTINGS = tuple(s.name for s in RUN_SETTINGS if s.secret)
+FILE_SETTINGS = tuple(s.name for s in RUN_SETTINGS if s.file)
+BRANCH_SETTINGS = tuple(s.name for s in RUN_SETTINGS if s.branch)
+NOT_INHERITED = tuple(s.name for s in RUN_SETTINGS if not s.sequel)  # a sequel's own (and the secret)
+FORM_SETTINGS = tuple(s.name for s in RUN_SETTINGS if s.form)
+OPTIONAL_WITH_DEFAULT = tuple(s.name for s in RUN_SETTINGS if s.optional)
+LLM_SETTING_FIELDS = tuple(s.name for s in RUN_SETTINGS if s.model)
+EXPORTED_SETTINGS = tuple(s.name for s in RUN_SETTINGS if not s.secret)
 
-    @property
-    def option_labels(self) -> list[str]:
-        """The run's memory options in words, for the run page's header."""
-        from memory.api import SIMULATION_TOOLS
 
-        labels = []
-        if self.retrieval_mode != self.RetrievalMode.PREPOPULATE:
-            tools = list(self.tool_set or [])
-            labels.append(f"all {len(tools)} tools" if set(tools) >= set(SIMULATION_TOOLS)
-                          else f"tools: {', '.join(tools) or 'none'}")
-        enhanced = [name for on, name in ((self.query_context, "scene context"), (self.query_temporal, "turn boost"),
-                                          (self.query_synonyms, "synonyms")) if on]
-        labels.append(f"query enhancement: {', '.join(enhanced) or 'off'}")
-        if self.association_weight:
-            labels.append(f"follows links ×{self.association_weight:g}")
-        if self.consult_memories:
-            labels.append("consults memories")
-        if self.confidence_gating:
-            labels.append("confidence gating")
-        if self.greeting_by:
-            labels.append(f"opens with {self.greeting_by}'s greeting")
-        # Memory formation: how lines are scored and kept, when agents reflect and consolidate.
-        scorer = "heuristic"
-        if self.importance_scorer == self.ImportanceScorer.LLM and self.provider == self.Provider.OPENAI:
-            scorer = "model"
-        elif self.importance_scorer == self.ImportanceScorer.LLM and self.provider == self.Provider.REPLAY:
-            scorer = "heuristic (the calls a model would get are counted)"
-        labels.append(f"importance: {scorer}")
-        kept = [text for on, text in ((self.capture_importance_floor, f"importance ≥ {self.capture_importance_floor:g}"),
-                                      (self.capture_duplicate_threshold < 1, f"no duplicates ≥ {self.capture_duplicate_threshold:g}"),
-                                      (self.capture_only_concerning, "only what concerns them")) if on]
-        if kept:
-            labels.append(f"keeps: {', '.join(kept)}")
-        if self.minutes_per_turn:
-            labels.append(f"clock: {self.minutes_per_turn:g} min a turn")
-        for f in self.distortion_filters:
-            labels.append(f"{f.agent}: {f.label()} ({f.stage})")
-        labels.append(f"reflects at {self.reflection_threshold:g}")
-        labels.append(f"consolidates past {self.consolidation_budget} lines" if self.consolidation_budget
-                      else "consolidates only on request")
-        return labels
+def turn_values(run) -> dict[str, Any]:
+    """The settings a turn's input takes as stored, by TurnInput attribute (turns.turn_input adds the rest)."""
+    return {s.turn: s.for_turn(getattr(run, s.name)) for s in RUN_SETTINGS if s.turn}
+
+
+def option_labels(run) -> list[str]:
+    """The run's memory options in words, for the run page's header."""
+    labels = []
+    for setting in RUN_SETTINGS:
+        words = setting.label(run) if setting.label is not None else ""
+        labels += [words] if isinstance(words, str) and words else list(words or [])
+    return labels

@@ -40,7 +40,7 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
     """A result's score under the active preset as bars that add up to it: weight × component each.
 
     Plain recall: score = ws·similarity + wr·recency + wi·importance. query_memory's fusion
-    (memory/retrieval/sql.py ranked_sql): the similarity weight applies to a relevance of
+    (memory/recalling/sql.py ranked_sql): the similarity weight applies to a relevance of
     (1 − wl)·similarity rescaled among the candidates + wl·BM25 + wb·[speaker named], so a memory
     whose speaker the question names gets up to ws·wb more, which can take it past 1. The rescaled
     similarity is not stored; its share is what the other parts leave of the score."""
@@ -63,17 +63,17 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
                           ws * wl * components.get("lexical", 0.0))]
     else:
         rest = []
-    # Under `decayed` the recency component is seed 004's decay (memory.retrieval.scoring.decay_component).
+    # Under `decayed` the recency component is seed 004's decay (memory.recalling.scoring.decay_component).
     rest += [ScorePart("recency", "how faded (decay)" if scoring == "decayed" else "recency", f"{wr:g}", components.get("recency", 0.0), wr * components.get("recency", 0.0)),
              ScorePart("importance", "importance", f"{wi:g}", components.get("importance", 0.0),
                        wi * components.get("importance", 0.0))]
-    # Query enhancement's temporal boost (memory/retrieval/enhance.py) comes weighted: added as it is.
+    # Query enhancement's temporal boost (memory/recalling/enhance.py) comes weighted: added as it is.
     temporal = components.get("temporal", 0.0)
     rest.append(ScorePart("temporal", "turn named in the question", "1", temporal, temporal))
     # Spreading activation (recall's associations): the run's weight × the linked result's score, added as it is.
     association = components.get("association", 0.0)
     rest.append(ScorePart("association", "linked to a result", "1", association, association))
-    # A retrieval distortion (memory.distortion: depression) takes part of the score away: negative.
+    # A retrieval distortion (memory.forming.distortion: depression) takes part of the score away: negative.
     distortion = components.get("distortion", 0.0)
     rest.append(ScorePart("distortion", "dampened (depression)", "1", distortion, distortion))
     if fused:

@@ -9,9 +9,10 @@ from django.db.models import Count, Prefetch
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
+from chronicle.models import Character
 from chronicle.simulation.context import tokenizer_name
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
-from memory.models import Memory
+from memory.models import Memory, Relationship
 from wonda_site.pool import pool_status
 
 
@@ -276,8 +277,6 @@ class PairChart:
 def relationship_charts(simulation: Simulation) -> list[PairChart]:
     """Each pair whose standing changed (agent → other): trust and affinity as step lines from 0 at
     the start to the last turn, −1 at the bottom, +1 at the top, and the list of what moved them."""
-    from memory.models import Relationship
-
     if simulation.bank_id is None:
         return []
     rows = list(Relationship.objects.filter(bank_id=simulation.bank_id).order_by("agent", "other", "turn", "id"))
@@ -315,7 +314,5 @@ def relationship_charts(simulation: Simulation) -> list[PairChart]:
 
 def cast_portraits(simulation: Simulation) -> dict[str, int]:
     """{cast member's name: its character's id} for those of the writer's characters with a portrait."""
-    from chronicle.models import Character  # chronicle's models import this package's
-
     return dict(Character.objects.owned_by(simulation.owner).filter(name__in=simulation.cast_names, portrait__isnull=False)
                 .values_list("name", "pk"))

@@ -12,28 +12,18 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from chronicle import demo
+from chronicle import demo, queueing
 from chronicle.models import Scenario
+from chronicle.simulation.branching import branch_prepare
+from chronicle.simulation.errors import ControlError
 from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.replay import script_from_simulation
+from chronicle.simulation.run_settings import BRANCH_SETTINGS, FILE_SETTINGS, LLM_SETTING_FIELDS, SETTING_FIELDS
 from chronicle.simulation.turns import next_index, queue_next, stale_after
 from memory.models import Memory
 from memory.api import bank_carry, bank_create, bank_delete, seed_bank_task
 
 DEMO_PACE_S = 1.0  # the demo is a dry run that would finish in a blink; a second a line can be watched
-
-# A run's settings, one list for the form, a branch and an export (which leaves SECRET_SETTINGS out).
-SETTING_FIELDS = ("title", "max_turns", "speaking_order", "retrieval_mode", "scoring", "weights", "provider",
-                  "base_url", "model", "api_key", "temperature", "max_tokens", "seed", "max_tool_calls", "timeout_s", "pace_s",
-                  "tool_set", "query_context", "query_temporal", "query_synonyms", "association_weight", "consult_memories",
-                  "confidence_gating", "greeting_by", "importance_scorer", "capture_importance_floor",
-                  "capture_duplicate_threshold", "capture_only_concerning", "reflection_threshold",
-                  "consolidation_budget", "stage_directions", "minutes_per_turn", "planted_beliefs", "distortions", "sequel_carry",
-                  "script", "pause_after", "tool_prompt", "seats")
-SECRET_SETTINGS = ("api_key",)
-# What a scenario file may set for its run (its top-level "settings"): never a secret (files get
-# shared), nor the replay's script, which is the file's own top-level "script", nor the writer's
-# seats (a run from the command line has nobody to wait for).
-FILE_SETTINGS = tuple(name for name in SETTING_FIELDS if name not in (*SECRET_SETTINGS, "script", "seats"))
 
 
 def file_settings_errors(values, *, cast_names: list[str]) -> list[str]:
@@ -53,8 +43,6 @@ def file_settings_errors(values, *, cast_names: list[str]) -> list[str]:
 def simulation_start(*, owner, scenario, cast: list, settings: dict, sequel_of: Simulation | None = None) -> Simulation:
     """Snapshot the scenario and cast, create the run's memory bank and queue seeding + turn 0.
     sequel_of: the run whose earned memories the cast carries in (Simulation.sequel_carry)."""
-    from chronicle.simulation.tasks import start_simulation_task  # the tasks call these services
-
     sheets = scenario.cast_sheets(cast)  # pair notes merged, card macros resolved for this cast
     simulation = Simulation(owner=owner, scenario=scenario, scenario_snapshot=scenario.to_sheet().to_dict(),
                             cast_snapshot=[s.to_dict() for s in sheets], status=Simulation.Status.SEEDING)
@@ -68,7 +56,7 @@ def simulation_start(*, owner, scenario, cast: list, settings: dict, sequel_of: 
     simulation.save()
     simulation.bank = bank_create(name=f"Simulation #{simulation.pk}: {simulation.title}"[:200], owner=owner)
     simulation.save(update_fields=["bank", "updated"])
-    start_simulation_task.delay_on_commit(simulation.pk)
+    queueing.send_on_commit(queueing.START_SIMULATION, simulation.pk)
     return simulation
 
 
@@ -92,8 +80,6 @@ def simulation_seed(*, simulation_id: int) -> Simulation | None:
     if simulation is None or simulation.status != Simulation.Status.SEEDING:
         return simulation
     if simulation.parent_id and simulation.branch_turn is not None:
-        from chronicle.simulation.branching import branch_prepare  # branching builds on this module
-
         return branch_prepare(simulation_id=simulation_id)  # a branch copies its parent's bank instead
     payload = {"characters": simulation.cast_snapshot, "scenario": simulation.scenario_snapshot or None}
     try:
@@ -125,13 +111,7 @@ def sequel_carry(simulation: Simulation) -> dict[str, int]:
                       last_turn=(last + 1) if last is not None else 0, source_label=str(source))
 
 
-# --- turns ----------------------------------------------------------------------------------
-
 # --- controls -------------------------------------------------------------------------------
-
-class ControlError(Exception):
-    pass
-
 
 def _locked(simulation: Simulation) -> Simulation:
     return Simulation.objects.select_for_update().get(pk=simulation.pk)
@@ -150,15 +130,13 @@ def simulation_pause(*, simulation: Simulation) -> Simulation:
 @transaction.atomic
 def simulation_resume(*, simulation: Simulation, step_once: bool = False) -> Simulation:
     """Go on from the first turn not done; a failed or stale turn is redone, never duplicated."""
-    from chronicle.simulation.tasks import start_simulation_task
-
     simulation = _locked(simulation)
     if simulation.status not in (Simulation.Status.PAUSED, Simulation.Status.FAILED):
         raise ControlError(f"Only a paused or failed simulation can be resumed (this one is {simulation.status}).")
     simulation.pause_reason, simulation.error, simulation.step_once = "", "", step_once
     if simulation.bank is None or simulation.bank.seed_status != "done":
         simulation.status = Simulation.Status.SEEDING
-        start_simulation_task.delay_on_commit(simulation.pk)
+        queueing.send_on_commit(queueing.START_SIMULATION, simulation.pk)
     elif next_index(simulation) >= simulation.max_turns:
         simulation.status = Simulation.Status.COMPLETED
     else:
@@ -166,10 +144,6 @@ def simulation_resume(*, simulation: Simulation, step_once: bool = False) -> Sim
         queue_next(simulation)
     simulation.save(update_fields=["status", "pause_reason", "error", "step_once", "updated"])
     return simulation
-
-
-LLM_SETTING_FIELDS = ("provider", "base_url", "model", "api_key", "timeout_s", "temperature", "max_tokens",
-                      "max_tool_calls")
 
 
 @transaction.atomic
@@ -193,9 +167,6 @@ def simulation_llm_update(*, simulation: Simulation, settings: dict) -> Simulati
 def simulation_replay(*, source: Simulation, changes: dict) -> Simulation:
     """A new run that replays `source`'s lines from turn 1 (its model's replies and tool calls, or its
     script) with the memory settings in `changes`, seeded afresh from the same snapshots."""
-    from chronicle.simulation.replay import script_from_simulation
-    from chronicle.simulation.tasks import start_simulation_task  # the tasks call these services
-
     if source.is_live:
         raise ControlError("Pause the run (or let it finish) before replaying it.")
     script = source.script if source.provider == Simulation.Provider.REPLAY else script_from_simulation(source)
@@ -203,7 +174,7 @@ def simulation_replay(*, source: Simulation, changes: dict) -> Simulation:
         raise ControlError("This run has no finished lines to replay yet.")
     run = Simulation(owner=source.owner, scenario=source.scenario, scenario_snapshot=source.scenario_snapshot,
                      cast_snapshot=source.cast_snapshot, sequel_of=source.sequel_of, status=Simulation.Status.SEEDING)
-    for name in SETTING_FIELDS:
+    for name in BRANCH_SETTINGS:  # a replay keeps what a branch keeps
         setattr(run, name, getattr(source, name))
     run.provider, run.script, run.max_turns, run.pause_after = Simulation.Provider.REPLAY, script, len(script), None
     run.seats = []  # the writer's lines are in the script, said as they were
@@ -214,7 +185,7 @@ def simulation_replay(*, source: Simulation, changes: dict) -> Simulation:
     run.save()
     run.bank = bank_create(name=f"Simulation #{run.pk}: {run.title}"[:200], owner=run.owner)
     run.save(update_fields=["bank", "updated"])
-    start_simulation_task.delay_on_commit(run.pk)
+    queueing.send_on_commit(queueing.START_SIMULATION, run.pk)
     return run
 
 
@@ -296,8 +267,6 @@ def simulations_recover(*, stuck_only: bool = False) -> list[int]:
     """Re-queue what a dead worker or an outage left (stale turns, runs stuck between turns): at
     worker start every running run (a task re-checks its turn and never runs one twice), and on the
     worker's timer (stuck_only) only the runs nothing has touched for twice the stale window."""
-    from chronicle.simulation.tasks import run_turn_task, start_simulation_task
-
     queued = []
     limit = timezone.now() - timedelta(seconds=stale_after())
     running = Simulation.objects.filter(status=Simulation.Status.RUNNING)
@@ -311,12 +280,12 @@ def simulations_recover(*, stuck_only: bool = False) -> list[int]:
     for simulation in running:
         index = next_index(simulation)
         # Queued even when the turn looks alive: the task re-checks later and never runs a turn twice.
-        run_turn_task.delay(simulation.pk, index)
+        queueing.send(queueing.RUN_TURN, simulation.pk, index)
         queued.append(simulation.pk)
     seeding = Simulation.objects.none() if stuck_only else Simulation.objects.filter(status=Simulation.Status.SEEDING,
                                                                                        updated__lt=limit)
     for simulation in seeding:
-        start_simulation_task.delay(simulation.pk)
+        queueing.send(queueing.START_SIMULATION, simulation.pk)
         queued.append(simulation.pk)
     return queued
 

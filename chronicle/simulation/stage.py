@@ -105,7 +105,7 @@ def skipped_minutes(text: str) -> float:
 
 
 def clock_skips(directions: list[Direction], minutes_per_turn: float, turns: int) -> list[float] | None:
-    """The clock as memory's decay reads it (memory.retrieval.scoring): for each turn 0..turns, the
+    """The clock as memory's decay reads it (memory.recalling.scoring): for each turn 0..turns, the
     turns' worth of time skipped up to it (a skip at turn N is between lines N − 1 and N). None
     without a clock (minutes_per_turn 0): memories age by turns alone."""
     if not minutes_per_turn or minutes_per_turn <= 0:

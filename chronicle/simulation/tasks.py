@@ -21,7 +21,7 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from chronicle.simulation import beliefs, seats, services, turns
+from chronicle.simulation import beliefs, formation, seats, services, speakers, turns
 from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
@@ -72,12 +72,12 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
         return "not running"
     provider = get_provider(simulation)
     existing = Turn.objects.filter(simulation=simulation, index=index).first()
-    agent = existing.agent if existing else turns.choose_speaker(simulation=simulation, index=index, provider=provider)
+    agent = existing.agent if existing else speakers.choose_speaker(simulation=simulation, index=index, provider=provider)
     if agent in (simulation.seats or []) and seats.seat_waits(simulation_id=simulation_id, index=index, agent=agent):
         # The writer plays this one: what happens before the line is made now, so the seat's panel
         # shows it, and the run waits for the line (seats.seat_speak queues this task again).
         beliefs.plant(simulation)
-        turns.stage_apply(simulation=simulation, number=index + 1)
+        formation.stage_apply(simulation=simulation, number=index + 1)
         return "waiting for the writer"
     delivery = self.request.delivery_info or {}
     claim = turns.turn_claim(simulation_id=simulation_id, index=index, agent=agent,
@@ -96,9 +96,9 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
             if simulation.pace_s:
                 time.sleep(simulation.pace_s)
             beliefs.plant(simulation)  # the writer's planted beliefs, once
-            turns.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
+            formation.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
             outcome = run_turn(turns.turn_input(turn=turn), provider)
-            capture = turns.capture_for(turn=turn, outcome=outcome)
+            capture = formation.capture_for(turn=turn, outcome=outcome)
         except TurnFailed as exc:
             turns.turn_fail(turn_id=turn.pk, token=claim.token, reason=exc.reason, outcome=exc.outcome)
             return "failed"
@@ -165,7 +165,7 @@ def queue_reflections(simulation_id: int, turn_number: int, due: list[str] | Non
     if due is None:
         totals = importance_since_last_reflections(simulation.bank, simulation.cast_names)
         due = [name for name in simulation.cast_names if totals.get(name, 0.0) >= simulation.reflection_threshold]
-    batched = turns.judged_by_model(simulation)
+    batched = formation.judged_by_model(simulation)
     if batched and simulation.provider == Simulation.Provider.OPENAI and simulation.status == Simulation.Status.RUNNING:
         return []  # the model's judgement of the next line reflects for them, in the same call
     for name in due:
@@ -241,7 +241,7 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool
 @shared_task(soft_time_limit=600, time_limit=660)
 def consolidate_task(simulation_id: int, agent: str, before_turn: int) -> int:
     """consolidate_bank_task for a run with a model: its summaries are the model's (seed 004's
-    prompt); a failing call falls back to the offline summary (memory.consolidation)."""
+    prompt); a failing call falls back to the offline summary (memory.living.consolidation)."""
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return 0

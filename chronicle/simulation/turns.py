@@ -1,4 +1,4 @@
-"""A turn's bookkeeping: which turn is due, who speaks, claim / heartbeat / finish / fail.
+"""A turn's bookkeeping: which turn is due, claim / heartbeat / finish / fail (who speaks: speakers.py).
 
 Why it cannot duplicate or skip a turn:
 - `(simulation, index)` is unique and every claim runs under `select_for_update` on the Simulation.
@@ -20,17 +20,19 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from chronicle import queueing
 from chronicle.simulation.beliefs import revise
 from chronicle.simulation.engine import TurnInput, TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.simulation.pins import dropped_pins
+from chronicle.simulation.run_settings import turn_values
 from chronicle.simulation.selectors import turn_overrides
-from chronicle.simulation.stage import deliver
+from chronicle.simulation.stage import deliver, present_at
 from memory.api import (
     CapturePlan, CharacterSheet, ScenarioSheet, accesses_record, capture_commit, insights_store, lesson_of,
     lifecycle_totals, relationships_update,
 )
-from chronicle.simulation.formation import (  # noqa: F401 (stage_apply, judged_by_model: for the tasks)
+from chronicle.simulation.formation import (  # noqa: F401 (stage_apply: read from here too)
     _notes,
     _queue_extract,
     apply_writes,
@@ -38,7 +40,6 @@ from chronicle.simulation.formation import (  # noqa: F401 (stage_apply, judged_
     capture_for,
     capture_note,
     distortion_note,
-    judged_by_model,
     stage_apply,
     witness,
 )
@@ -56,16 +57,9 @@ def next_index(simulation: Simulation) -> int:
     return simulation.turns.done().count()
 
 
-def transcript(simulation: Simulation, before: int) -> list[tuple[int, str, str]]:
-    rows = simulation.turns.done().filter(index__lt=before).order_by("index").values_list("index", "agent", "utterance")
-    return [(index + 1, agent, text) for index, agent, text in rows]
-
-
 def queue_next(simulation: Simulation) -> None:
     """Queue the first turn not done, once the current transaction commits."""
-    from chronicle.simulation.tasks import run_turn_task  # the tasks call these services: imported late
-
-    run_turn_task.delay_on_commit(simulation.pk, next_index(simulation))
+    queueing.send_on_commit(queueing.RUN_TURN, simulation.pk, next_index(simulation))
 
 
 def transcript_for(simulation: Simulation, before: int, agent: str) -> list[tuple[int, str, str]]:
@@ -101,60 +95,10 @@ def stage_for(simulation: Simulation, before: int, agent: str) -> list[tuple[int
     """The stage directions `agent` witnessed up to and including this turn's (number before + 1):
     exits, entrances, world events and time skips in the writer's words, each at the turn it comes
     before. A direction is witnessed by those in the room at its turn, and by the one it moves."""
-    from chronicle.simulation.stage import present_at
-
     directions = [d for d in simulation.directions if d.turn <= before + 1]
     cast = simulation.cast_names
     return [(d.turn, d.text) for d in directions
             if agent == d.who or agent in present_at(simulation.directions, cast, d.turn)]
-
-
-def choose_speaker(*, simulation: Simulation, index: int, provider) -> str:
-    names = simulation.cast_names
-    if simulation.provider == Simulation.Provider.REPLAY and index < len(simulation.script or []):
-        return simulation.script[index]["speaker"]  # the script says who speaks (checked present on import)
-    if simulation.greeting_by in names:
-        # The character who opens with its card's greeting speaks first; the rotation starts there.
-        start = names.index(simulation.greeting_by)
-        names = names[start:] + names[:start]
-    if simulation.stage_directions:
-        # Only those in the room speak; nobody there: the whole cast.
-        here = set(simulation.present_at(index + 1)) or set(names)
-        return _next_present(simulation, index, names, here, provider)
-    if simulation.speaking_order == Simulation.SpeakingOrder.MODEL_PICKS and index > 0 and len(names) > 1:
-        lines = transcript(simulation, index)
-        try:
-            picked, _usage = provider.pick_speaker(candidates=names, transcript=lines)
-        except Exception:  # a failed pick is not worth a failed turn: fall back to the rotation
-            picked = None
-        last = lines[-1][1] if lines else None
-        if picked in names and picked != last:
-            return picked
-        # The least recently heard of the others.
-        heard = {name: -1 for name in names}
-        for number, speaker, _text in lines:
-            heard[speaker] = number
-        return min((n for n in names if n != last), key=lambda n: (heard[n], names.index(n)))
-    return names[index % len(names)]
-
-
-def _next_present(simulation: Simulation, index: int, names: list[str], here: set[str], provider) -> str:
-    """The rotation of a run with stage directions: the next one in the room after the last speaker,
-    in cast order, so one who comes back takes its turn (model picks: the model chooses among those
-    present)."""
-    order = [name for name in names if name in here]
-    last = simulation.turns.filter(index=index - 1).values_list("agent", flat=True).first() if index else None
-    if simulation.speaking_order == Simulation.SpeakingOrder.MODEL_PICKS and index > 0 and len(order) > 1:
-        try:
-            picked, _usage = provider.pick_speaker(candidates=order, transcript=transcript(simulation, index))
-        except Exception:
-            picked = None
-        if picked in order and picked != last:
-            return picked
-    if last not in names:
-        return order[0]
-    start = names.index(last)
-    return next(name for name in names[start + 1:] + names[:start + 1] if name in here)
 
 
 def script_end(simulation: Simulation) -> float:
@@ -246,20 +190,16 @@ def turn_input(*, turn: Turn) -> TurnInput:
     if turn.index == 0 and simulation.greeting_by == turn.agent:
         greeting = next((c.first_mes for c in cast if c.name == turn.agent), "")
     return TurnInput(
+        **turn_values(simulation),  # the run's settings a turn takes as stored (run_settings.RUN_SETTINGS)
         excluded=overrides.excluded, pinned=overrides.pinned, line=overrides.line, greeting=greeting,
         bank=simulation.bank, agent=turn.agent, index=turn.index,
         cast=cast,
         scenario=ScenarioSheet.from_dict(simulation.scenario_snapshot) if simulation.scenario_snapshot else None,
         transcript=transcript_for(simulation, turn.index, turn.agent), stage=stage_for(simulation, turn.index, turn.agent),
-        mode=mode, scoring=simulation.scoring,
-        weights=simulation.weights or None, max_tool_calls=simulation.max_tool_calls,
-        tool_set=list(simulation.tool_set or []), query_context=simulation.query_context,
-        query_temporal=simulation.query_temporal, query_synonyms=simulation.query_synonyms,
-        consult_memories=simulation.consult_memories, confidence_gating=simulation.confidence_gating,
+        mode=mode,
         present=simulation.present_at(turn.number) if simulation.stage_directions else None,
-        clock=simulation.clock, associations=simulation.association_weight,
-        distortions=simulation.distortion_filters, minutes_per_turn=simulation.minutes_per_turn,
-        tool_prompt=simulation.tool_prompt, notes=notes_for(simulation, turn.index, turn.agent),
+        clock=simulation.clock, distortions=simulation.distortion_filters,
+        notes=notes_for(simulation, turn.index, turn.agent),
     )
 
 
@@ -278,80 +218,142 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     """Store the line, its retrievals and everyone's episodic memory of it; queue the next turn.
 
     `capture` is capture_for's plan, made before this transaction; without one it is made here."""
-    turn = Turn.objects.select_related("simulation").get(pk=turn_id)
-    simulation = Simulation.objects.select_for_update().get(pk=turn.simulation_id)
-    turn = Turn.objects.select_for_update().get(pk=turn_id)
+    simulation, turn = _locked_turn(turn_id)
     if turn.claim != token or turn.status != Turn.Status.RUNNING:
         return None  # this attempt lost its claim (it was presumed dead and redone)
-    mode_note = ""
+    mode_note = _fallback_note(simulation, outcome)
+    _store_reply(turn, outcome)
+    if capture is None or (capture.turn, capture.speaker) != (turn.number, turn.agent):
+        capture = capture_for(turn=turn, outcome=outcome)
+    started = time.perf_counter()  # the memory system's time from here (_record_memory_time)
+    captured = capture_commit(capture)  # everyone's episodic memory of the line
+    line = _deliver(simulation, turn)
+    believed = _revise_beliefs(simulation, turn, line, capture)
+    moved = _move_relationships(simulation, turn, line, capture, captured)
+    _queue_extraction(simulation, turn, line, capture, moved)
+    not_kept = capture_note(captured.skipped)
+    turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed), distortion_note(captured),
+                       _degraded_note(simulation, outcome, capture))
+    _record_reading_and_writes(simulation, turn, outcome, capture)
+    _mark_due(simulation, turn)
+    _record_memory_time(turn, outcome, capture, captured, started, not_kept)
+    turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
+    turn.save()
+    _advance(simulation, turn, line, outcome)
+    return turn
+
+
+def _locked_turn(turn_id: int) -> tuple[Simulation, Turn]:
+    """The run, then the turn, each locked (in that order, as every claim takes them)."""
+    turn = Turn.objects.select_related("simulation").get(pk=turn_id)
+    simulation = Simulation.objects.select_for_update().get(pk=turn.simulation_id)
+    return simulation, Turn.objects.select_for_update().get(pk=turn_id)
+
+
+def _fallback_note(simulation: Simulation, outcome: TurnOutcome) -> str:
     if simulation.tools_unsupported and simulation.retrieval_mode != Simulation.RetrievalMode.PREPOPULATE \
             and not outcome.tools_unsupported:
-        mode_note = "model has no tool calling: fell back to prepopulate"
-    turn.retrievals.all().delete()  # leftovers of a failed attempt
+        return "model has no tool calling: fell back to prepopulate"
+    return ""
+
+
+def _store_reply(turn: Turn, outcome: TurnOutcome) -> None:
+    """The line, what was sent for it and what it cost, and its retrievals (a failed attempt's dropped)."""
+    turn.retrievals.all().delete()
     Retrieval.objects.bulk_create(_retrieval_rows(turn, outcome))
     turn.utterance = outcome.utterance
     turn.prompt_messages = outcome.messages
     turn.usage = outcome.usage
     turn.full_definition_tokens = outcome.full_definition_tokens
     turn.context = outcome.context
-    if capture is None or (capture.turn, capture.speaker) != (turn.number, turn.agent):
-        capture = capture_for(turn=turn, outcome=outcome)
-    started = time.perf_counter()
-    captured = capture_commit(capture)
+
+
+def _deliver(simulation: Simulation, turn: Turn):
+    """Who hears the line (those in the room; a whisper's one), and what they saw done."""
     line = deliver(turn.utterance, speaker=turn.agent, present=simulation.present_at(turn.number))
     turn.heard_by, turn.whisper_to = line.heard_by, line.whisper_to
     witness(simulation=simulation, turn=turn, line=line)
-    # What the line does to what its listeners believe: the model's stance on each claim, else the rule's.
-    believed = revise(bank=simulation.bank, speaker=turn.agent, line=turn.utterance,
-                      vector=capture.vectors.get(capture.content), heard_by=line.heard_by, turn=turn.number,
-                      previous=heard_before(simulation, turn),
-                      judged=capture.after.stances if capture.after else None)
-    # How each listener now stands with the speaker (memory.relationships): the line's own memory is the evidence.
-    # With a model, its judgement after the line moves them (memory.after_turn); else the word lists.
+    return line
+
+
+def _revise_beliefs(simulation: Simulation, turn: Turn, line, capture: CapturePlan):
+    """What the line does to what its listeners believe: the model's stance on each claim, else the rule's."""
+    return revise(bank=simulation.bank, speaker=turn.agent, line=turn.utterance,
+                  vector=capture.vectors.get(capture.content), heard_by=line.heard_by, turn=turn.number,
+                  previous=heard_before(simulation, turn), judged=capture.after.stances if capture.after else None)
+
+
+def _move_relationships(simulation: Simulation, turn: Turn, line, capture: CapturePlan, captured):
+    """How each listener now stands with the speaker (memory.living.relationships): the line's own memory
+    is the evidence. With a model, its judgement after the line moves them (memory.living.after_turn);
+    else the word lists."""
     after = capture.after
-    moved = relationships_update(bank=simulation.bank, speaker=turn.agent, text=line.text or turn.utterance,
-                                 listeners=line.heard_by, turn=turn.number, whisper_to=line.whisper_to,
-                                 evidence={m.agent: m for m in captured}, judged=after.moves if after else None)
-    # Memories the line leaves besides itself (memory.extraction): how it made each listener feel,
-    # a lesson its speaker drew aloud, the facts the model says each listener learned; made by a
-    # task after the commit, off the turn's path.
+    return relationships_update(bank=simulation.bank, speaker=turn.agent, text=line.text or turn.utterance,
+                                listeners=line.heard_by, turn=turn.number, whisper_to=line.whisper_to,
+                                evidence={m.agent: m for m in captured}, judged=after.moves if after else None)
+
+
+def _queue_extraction(simulation: Simulation, turn: Turn, line, capture: CapturePlan, moved) -> None:
+    """Memories the line leaves besides itself (memory.forming.extraction): how it made each listener
+    feel, a lesson its speaker drew aloud, the facts the model says each listener learned; made by a
+    task after the commit, off the turn's path."""
+    after = capture.after
     facts = {name: listed for name, listed in (after.facts if after else {}).items() if name in line.heard_by}
     if moved or facts or lesson_of(line.text or turn.utterance):
         args = (simulation.bank_id, turn.number, turn.agent, line.text or turn.utterance, facts)
         transaction.on_commit(lambda: _queue_extract(*args))
-    not_kept = capture_note(captured.skipped)
+
+
+def _degraded_note(simulation: Simulation, outcome: TurnOutcome, capture: CapturePlan) -> str:
+    """What ran on a fallback this turn: keyword search without the embedding model, the rules without
+    the model's judgement."""
     degraded = ""
     if capture.keyword_only or any(r.get("path") == "keyword" for r in outcome.retrievals):
         kept = "; this line is kept and gets its vector when the model is back." if capture.keyword_only else "."
         degraded = ("The embedding model was unavailable: memories were found by their words only "
                     f"(keyword search){kept}")
+    after = capture.after
     if after is not None and after.error and simulation.provider != Simulation.Provider.REPLAY:
         degraded = "\n".join(filter(None, [degraded, f"The model's judgement of the line could not be used ({after.error}): "
-                                                  "importance and relationships were decided by the rules."]))
-    turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed), distortion_note(captured), degraded)
-    # What the agent recalled counts now, in this transaction: a failed or redone attempt counted nothing.
+                                                   "importance and relationships were decided by the rules."]))
+    return degraded
+
+
+def _record_reading_and_writes(simulation: Simulation, turn: Turn, outcome: TurnOutcome, capture: CapturePlan) -> None:
+    """What the agent recalled counts now, in this transaction (a failed or redone attempt counted
+    nothing); the memories its tools wrote, and the reflections the model's judgement made."""
     accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
     apply_writes(bank=simulation.bank, agent=turn.agent, turn=turn.number, writes=outcome.writes)
-    for agent, insights in (after.insights if after else {}).items():  # reflections the judgement made
+    for agent, insights in (capture.after.insights if capture.after else {}).items():
         if agent in capture.reflect:
             insights_store(bank=simulation.bank, agent=agent, turn=turn.number, insights=insights,
                            pool=capture.reflect[agent], metadata={"batched": True})
-    # Who is due to reflect or to consolidate, with this line counted (the caller queues them after
-    # the commit: chronicle.simulation.tasks).
+
+
+def _mark_due(simulation: Simulation, turn: Turn) -> None:
+    """Who is due to reflect or to consolidate, with this line counted (the caller queues them after
+    the commit: chronicle.simulation.tasks)."""
     totals = lifecycle_totals(simulation.bank, simulation.cast_names)
     turn.due_reflections = [name for name in simulation.cast_names
                             if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
     turn.due_consolidations = [name for name in simulation.cast_names if simulation.consolidation_budget > 0
                                and totals.get(name, (0.0, 0))[1] > simulation.consolidation_budget]
-    # The memory system's own time this turn (model calls excluded): its searches, then capture
-    # (embedding, importance, filters), access counts, the deferred writes and those checks.
+
+
+def _record_memory_time(turn: Turn, outcome: TurnOutcome, capture: CapturePlan, captured, started: float,
+                        not_kept: str) -> None:
+    """The memory system's own time this turn (model calls excluded): its searches, then capture
+    (embedding, importance, filters), access counts, the deferred writes and those checks."""
     searched = sum(float(r.get("latency_ms") or 0) for r in outcome.retrievals)
     spent = capture.prepare_ms + (time.perf_counter() - started) * 1000
     turn.context = dict(turn.context or {}, memory_ms=round(searched + spent, 2), capture_ms=round(spent, 2),
                         llm_ms=round(outcome.llm_ms, 2), aux_calls=outcome.aux_calls,
                         not_kept=len(captured.skipped), not_kept_notes=not_kept.splitlines())
-    turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
-    turn.save()
+
+
+def _advance(simulation: Simulation, turn: Turn, line, outcome: TurnOutcome) -> None:
+    """The run after the line: a speaker who left is away from the next turn, a model without tool
+    calling is remembered; then it completes, pauses as asked, or queues the next turn."""
     fields = ["updated"]
     if line.leaves and turn.number < simulation.max_turns:
         # "*leaves the room*": from the next turn the speaker is away, as if the writer had said so
@@ -377,15 +379,12 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
         else:
             queue_next(simulation)
     simulation.save(update_fields=fields)
-    return turn
 
 
 @transaction.atomic
 def turn_fail(*, turn_id: int, token: str, reason: str, outcome: TurnOutcome | None) -> Turn | None:
     """Record why the turn failed (and what it retrieved before), and pause the run with that reason."""
-    turn = Turn.objects.select_related("simulation").get(pk=turn_id)
-    simulation = Simulation.objects.select_for_update().get(pk=turn.simulation_id)
-    turn = Turn.objects.select_for_update().get(pk=turn_id)
+    simulation, turn = _locked_turn(turn_id)
     if turn.claim != token or turn.status != Turn.Status.RUNNING:
         return None
     outcome = outcome or TurnOutcome()

@@ -23,8 +23,9 @@ from chronicle.models import Scenario
 from chronicle.simulation import seats, selectors, services
 from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.connection import check_connection
-from chronicle.simulation.forms import NOT_INHERITED, LLMSettingsForm, ReplayForm, SimulationForm, initial_from
+from chronicle.simulation.forms import LLMSettingsForm, ReplayForm, SimulationForm, initial_from
 from chronicle.simulation.models import Simulation
+from chronicle.simulation.run_settings import NOT_INHERITED, SETTING_FIELDS
 
 CONTROLS = {
     "pause": services.simulation_pause,
@@ -60,7 +61,7 @@ def _create_initial(request: HttpRequest) -> dict | None:
     scenario, sequel_of = request.GET.get("scenario", ""), request.GET.get("sequel_of", "")
     if sequel_of.isdigit():
         parent = get_object_or_404(Simulation.objects.owned_by(request.user), pk=sequel_of)
-        settings = {name: getattr(parent, name) for name in services.SETTING_FIELDS if name not in NOT_INHERITED}
+        settings = {name: getattr(parent, name) for name in SETTING_FIELDS if name not in NOT_INHERITED}
         return initial_from(settings) | {"scenario": parent.scenario_id, "sequel_of": parent.pk}
     if scenario.isdigit():
         chosen = Scenario.objects.owned_by(request.user).filter(pk=scenario).first()

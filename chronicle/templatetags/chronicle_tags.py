@@ -6,6 +6,7 @@ from django.utils.html import format_html
 from chronicle.forms import knowledge_rows as _knowledge_rows
 from chronicle.writing.analytics import KIND_COLOURS
 from chronicle.writing.wording import filter_sentence as _filter_sentence
+from urllib.parse import urlencode
 
 register = template.Library()
 
@@ -87,9 +88,6 @@ def kind_icon(kind: str, category: str = "") -> str:
 def memory_link(simulation_pk: int, memory_id: int, agent: str = "") -> str:
     """Where a memory opens on its run's bank page: its agent's memories, its card first (whatever
     page it would fall on), scrolled to."""
-    from urllib.parse import urlencode
-
-    from django.urls import reverse
 
     query = urlencode({"agent": agent or "(shared)", "memory": memory_id})
     return f"{reverse('chronicle_memories', args=[simulation_pk])}?{query}#memory-{memory_id}"

@@ -82,7 +82,7 @@ def simulation_analytics(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def bank_map(request: HttpRequest, pk: int) -> HttpResponse:
-    """The memory map (memory.projection); htmx polls its part while a worker computes a big bank's."""
+    """The memory map (memory.measuring.projection); htmx polls its part while a worker computes a big bank's."""
     simulation = _simulation(request, pk)
     colour = "kind" if request.GET.get("colour") == "kind" else "agent"
     agent = request.GET.get("agent", "") if request.GET.get("agent", "") in simulation.cast_names else ""

@@ -8,8 +8,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
+from chronicle import queueing
+from chronicle.services.card_export import WONDA_FORMAT
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
-from chronicle.simulation.services import SECRET_SETTINGS, SETTING_FIELDS
+from chronicle.simulation.replay import script_from_export
+from chronicle.simulation.run_settings import EXPORTED_SETTINGS, SECRET_SETTINGS
 from chronicle.writing import selectors
 from chronicle.writing.models import ChronicleEntry, Edit
 from memory.models import Memory
@@ -18,7 +21,7 @@ from memory.api import bank_create, bank_mark_seeded, memory_create, validate_co
 FORMAT = "wonda.simulation"
 VERSION = 1
 # The run's settings without its secrets (the API key never leaves the database).
-SETTINGS = (*(f for f in SETTING_FIELDS if f not in SECRET_SETTINGS), "tools_unsupported")
+SETTINGS = (*EXPORTED_SETTINGS, "tools_unsupported")
 TURN_FIELDS = ("index", "agent", "utterance", "status", "error", "prompt_messages", "usage",
                "full_definition_tokens", "context", "note", "attempts", "heard_by", "whisper_to")
 RETRIEVAL_FIELDS = ("agent", "tool", "arguments", "query", "filter", "results", "response", "latency_ms", "path", "error", "order")
@@ -175,6 +178,27 @@ def to_json(simulation: Simulation) -> dict:
     }
 
 
+def scenario_file_from_export(export: dict) -> dict:
+    """A simulation's JSON export as a Wonda scenario file whose script replays it: the run's scenario,
+    its cast as it was, its settings (the provider's aside), and each line with its model's replies."""
+    run = export.get("simulation") if isinstance(export.get("simulation"), dict) else {}
+    cast = [c for c in export.get("cast") or [] if isinstance(c, dict) and c.get("name")]
+    scenario = dict(export.get("scenario") or {})
+    scenario["cast"] = [c["name"] for c in cast]
+    # The model's connection stays behind; what it was told and how memory behaved travel.
+    left_out = {"provider", "base_url", "model", "timeout_s", "script", "pause_after", "title", "tools_unsupported",
+                "sequel_carry", "seats", *SECRET_SETTINGS}  # seats: a replay says every line
+    settings = {k: v for k, v in run.items() if k not in left_out and k != "status" and k != "branch_turn"
+                and k != "sequel_of" and v is not None}
+    script = script_from_export(export)
+    settings["max_turns"] = len(script)
+    characters = [{k: v for k, v in c.items() if k not in ("first_mes",)} for c in cast]
+    return {"format": WONDA_FORMAT, "version": 1, "settings": settings, "scenario": scenario,
+            "characters": characters, "script": script,
+            "recorded": {"title": run.get("title") or scenario.get("title") or "", "model": run.get("model") or "",
+                         "retrieval_mode": run.get("retrieval_mode") or ""}}
+
+
 def _need(data, key, kind):
     value = data.get(key) if isinstance(data, dict) else None
     if not isinstance(value, kind):
@@ -237,8 +261,6 @@ def simulation_import(*, owner, data: dict) -> Simulation:
     records at the new memory ids. Anything malformed raises ValidationError (naming where) and
     nothing is created.
     """
-    from chronicle.writing.tasks import import_bank_task  # chronicle.writing.tasks imports this module
-
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValidationError("Not a Wonda simulation export (format should be 'wonda.simulation').")
     settings = _need(data, "simulation", dict)
@@ -265,7 +287,7 @@ def simulation_import(*, owner, data: dict) -> Simulation:
     simulation.save(update_fields=["bank", "updated"])
     turn_ids = _import_turns(simulation, turns)
     _import_overrides_and_edits(simulation, data, owner, turn_ids)
-    import_bank_task.delay_on_commit(simulation.pk, memories)
+    queueing.send_on_commit(queueing.IMPORT_BANK, simulation.pk, memories)
     return simulation
 
 

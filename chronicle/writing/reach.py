@@ -20,7 +20,7 @@ from memory.api import QUERY_MEMORY_KINDS, SIMULATION_TOOLS
 # (query_background, query_communication_style), `about` (query_character) or participant
 # (recall_interactions) never return one, nor do the write tools. tests/chronicle/writing/
 # test_reach_warning.py runs every tool and the pre-population and checks their filters against
-# these tables, so a change to memory.tools or the engine that they miss fails there.
+# these tables, so a change to memory.recalling.tools or the engine that they miss fails there.
 TOOL_REACH: dict[str, tuple[tuple[str, ...], str]] = {
     "query_self": (("character",), "shared"),
     "query_scene": (("scene",), "any"),

@@ -25,6 +25,7 @@ from memory.api import (
     memory_update, statuses_of, summarizer, validate_content,
 )
 from memory.models import Memory
+from chronicle.simulation.providers import get_provider
 
 MEMORY_FIELDS = ("content", "importance", "tags", "status")
 
@@ -192,7 +193,6 @@ def memory_consolidate_edit(*, simulation: Simulation, agent: str, actor) -> lis
     before_turn = (last + 2 if last is not None else 1) - RECENT_TURNS  # memory turns are index + 1
     summarize = None
     if simulation.provider == Simulation.Provider.OPENAI:  # the run's model writes the summaries
-        from chronicle.simulation.providers import get_provider  # defers importing openai
 
         summarize = summarizer(get_provider(simulation).complete)
     results = consolidate(simulation.bank, agent, before_turn=before_turn, summarize=summarize)

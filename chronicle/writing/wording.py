@@ -1,5 +1,5 @@
 """What a search looked through, in a writer's words (the turn inspector's line under each tool call),
-from the filter a retrieval recorded (memory.retrieval.MemoryFilter.to_dict)."""
+from the filter a retrieval recorded (memory.recalling.filters.MemoryFilter.to_dict)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 ``WONDA_EMBEDDING_BACKEND`` chooses: ``local`` (local: all-MiniLM-L6-v2 through torch, loaded once
 per process, lazily, offline; a search's few texts through query_encoder, ONNX Runtime int8 by
 default) or ``openai``/``ollama`` (http). Stored memories and keys always come from the
-full-precision path; memory.cache keeps int8 query vectors apart (``model_name(query=True)``).
+full-precision path; memory.embedding.cache keeps int8 query vectors apart (``model_name(query=True)``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def model_name(*, query: bool = False, count: int = 1) -> str:
 
 
 def encode(texts: list[str], *, batch_size: int = 64, query: bool = False) -> np.ndarray:
-    """Unit-length float32 vectors, one row per text (no cache: see memory.cache for that).
+    """Unit-length float32 vectors, one row per text (no cache: see memory.embedding.cache for that).
 
     query=True: the texts are a search's query, never stored as a memory; up to SMALL_CALL of them
     go through the query encoder (int8 by default: close to, not equal to, the stored vectors).

@@ -11,7 +11,10 @@ import json
 import logging
 import time
 
+import redis
 from django.conf import settings
+
+from memory.queue import queue
 
 log = logging.getLogger(__name__)
 
@@ -24,10 +27,10 @@ def _key() -> str:
     return f"wonda:{settings.DATABASES['default']['NAME']}:embedder-down"
 
 
-def _client():
-    from wonda_site.pool import _client as redis_client  # Redis, as the pool heartbeats use it
-
-    return redis_client(timeout=0.5)
+def _client() -> redis.Redis:
+    # The broker's Redis, where the worker pool's heartbeats are kept too; short timeouts, so a page
+    # that asks never waits on a Redis that is down.
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=0.5, socket_timeout=0.5)
 
 
 def mark_down(reason: str) -> None:
@@ -63,9 +66,5 @@ def down() -> dict | None:
 
 
 def _queue_catch_up() -> None:
-    from memory.tasks import reembed_stale_task  # memory.tasks imports the services that import this
-
-    try:
-        reembed_stale_task.delay()
-    except Exception:  # no broker: `manage.py memory_check --repair` re-embeds them
-        log.exception("could not queue the re-embedding of memories stored while the embedder was down")
+    # No broker: `manage.py memory_check --repair` re-embeds them.
+    queue("reembed_stale_task", failure="could not queue the re-embedding of memories stored while the embedder was down")

@@ -68,7 +68,7 @@ def encode(texts: list[str], batch_size: int) -> np.ndarray:
 
 
 def _forward(model, texts: list[str]) -> np.ndarray:
-    import torch
+    import torch  # lazy, as in encode
 
     prepare = getattr(model, "preprocess", None) or model.tokenize
     with torch.inference_mode():

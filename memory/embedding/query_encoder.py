@@ -5,7 +5,7 @@ go through a query encoder chosen by ``WONDA_QUERY_ENCODER``: ``int8`` (default:
 weights dynamically quantised per channel, ~4× faster than torch, cosine ≈ 0.99 to the full
 vector), ``onnx`` (ONNX Runtime fp32, the same vectors as torch) or ``torch``. The ONNX files are
 exported once from the torch model into ``var/models/``. Stored memories and keys always come from
-the full-precision path; memory.cache keeps int8 query vectors apart (``model_name(query=True)``).
+the full-precision path; memory.embedding.cache keeps int8 query vectors apart (``model_name(query=True)``).
 
 torch, onnxruntime and tokenizers are imported where they are used: they are optional for a
 process on an HTTP backend or with WONDA_QUERY_ENCODER=torch (a missing one falls back to torch

@@ -7,7 +7,7 @@ from collections import defaultdict
 from django.db import connection, transaction
 from django.db.models import Q
 
-from memory.indexing import bank_index_wanted
+from memory.recalling.indexing import bank_index_wanted
 from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey, Relationship
 from memory.services.memories import bank_refresh_stale, insert_keys, insert_memories
 
@@ -38,6 +38,16 @@ def bank_delete(*, bank: MemoryBank) -> None:
     FOR SHARE, so the cascade never collects the keys and then meets one added in between."""
     MemoryBank.objects.select_for_update().filter(pk=bank.pk).first()
     bank.delete()
+
+
+@transaction.atomic
+def banks_delete(*, owner) -> int:
+    """Every bank of `owner`, each as bank_delete deletes one (before the owner goes: the cascade
+    would delete them without the lock). Returns how many went."""
+    banks = list(MemoryBank.objects.filter(owner=owner))
+    for bank in banks:
+        bank_delete(bank=bank)
+    return len(banks)
 
 
 def bank_mark_seeded(*, bank: MemoryBank) -> MemoryBank:

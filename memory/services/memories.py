@@ -16,11 +16,12 @@ from django.db.models import F, JSONField
 from django.db.models.functions import Least
 from pgvector.django import VectorField
 
-from memory.cache import embed_one, embed_texts, vector_cursor
-from memory.indexing import bank_index_wanted
+from memory.embedding.cache import embed_one, embed_texts, vector_cursor
 from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey
+from memory.queue import queue_on_commit
+from memory.recalling.indexing import bank_index_wanted
+from memory.recalling.scoring import initial_decay_rate
 from memory.services.validation import validate_content
-from memory.retrieval.scoring import initial_decay_rate
 
 
 REINFORCE_RATE_FACTOR = 0.8    # reinforce_memory: decay_rate × 0.8 (seed 004's consolidation: 20% slower)
@@ -141,14 +142,12 @@ def memory_update(*, memory: Memory, content: str | None = None, importance: flo
     (`reembed_memory_task`, about a second): a web request must not load the model. Until then the
     memory is marked `embedding_stale` and recall leaves it out, so it is never found by its old
     meaning. Its keys (canonical queries) still lead to it once refreshed."""
-    from memory.tasks import reembed_memory_task  # memory.tasks calls back into this module
-
     fields = ["updated_at"]
     if content is not None and content != memory.content:
         validate_content(content)
         memory.content, memory.embedding_stale = content, True
         fields += ["content", "embedding_stale"]
-        transaction.on_commit(lambda: reembed_memory_task.delay(memory.pk), robust=True)
+        queue_on_commit("reembed_memory_task", memory.pk, robust=True)
     if importance is not None:
         memory.importance = importance
         fields.append("importance")

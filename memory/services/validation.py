@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 
-from memory.models import MAX_CONTENT_CHARS
+from memory.models import MAX_CONTENT_CHARS, Memory
 
 
 def validate_content(content) -> str:
@@ -56,8 +56,6 @@ def clean_int(value, field: str, *, low: int = -INT_MAX - 1, high: int = INT_MAX
 
 def clean_kinds(kinds, field: str = "kinds") -> list[str]:
     """Memory kinds, each one Wonda knows."""
-    from memory.models import Memory
-
     unknown = [k for k in kinds or [] if k not in Memory.Kind.values]
     if unknown:
         raise ValidationError({field: f"unknown kind(s) {', '.join(map(repr, unknown))}; use {', '.join(Memory.Kind.values)}."})

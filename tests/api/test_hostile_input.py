@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from memory.models import Memory, MemoryBank
-from memory.tools import ToolContext, call_tool
+from memory.recalling.tools import ToolContext, call_tool
 
 pytestmark = pytest.mark.django_db
 

@@ -35,10 +35,10 @@ def make_scenario():
 
 @pytest.fixture
 def server():
-    """A local OpenAI-compatible server (tests/chronicle/simulation/fake_openai.py): real HTTP, scripted replies."""
-    from tests.chronicle.simulation.fake_openai import FakeOpenAI
+    """A local OpenAI-compatible server (chronicle/simulation/fake_llm.py): real HTTP, scripted replies."""
+    from chronicle.simulation.fake_llm import FakeLLM
 
-    fake = FakeOpenAI().start()
+    fake = FakeLLM().start()
     yield fake
     fake.stop()
 

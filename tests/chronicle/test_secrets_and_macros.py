@@ -13,10 +13,10 @@ from chronicle.services.cards import card_import
 from chronicle.simulation import services
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
-from memory.seeding import character_specs
-from memory.services import seed_bank
-from memory.sheets import CharacterSheet
-from memory.tools import SIMULATION_TOOLS, ToolContext, call_tool
+from memory.forming.seed_specs import character_specs
+from memory.forming.seeding import seed_bank
+from memory.forming.sheets import CharacterSheet
+from memory.recalling.tools import SIMULATION_TOOLS, ToolContext, call_tool
 from tests.prompting import given_text
 
 pytestmark = pytest.mark.django_db

@@ -119,7 +119,7 @@ def test_preview_stops_polling_and_shows_failure_with_retry(client_for, user, ma
 
 
 def test_done_preview_groups_memories_by_category_with_keys(client_for, user, make_character):
-    from memory.services import seed_bank
+    from memory.forming.seeding import seed_bank
 
     alex = make_character(user)
     seed_bank(bank=alex.preview_bank, characters=[alex.to_sheet()], scenario=None)
@@ -132,7 +132,7 @@ def test_done_preview_groups_memories_by_category_with_keys(client_for, user, ma
 
 
 def test_ask_as_the_character_ranks_identity_first_with_bars(client_for, user, make_character):
-    from memory.services import seed_bank
+    from memory.forming.seeding import seed_bank
 
     alex = make_character(user)
     seed_bank(bank=alex.preview_bank, characters=[alex.to_sheet()], scenario=None)
@@ -311,7 +311,7 @@ def test_card_fields_are_edited_in_the_form_and_kept_for_export(client_for, user
 
 
 def test_lore_entries_are_edited_disabled_deleted_and_added_then_reseeded(client_for, user, make_character):
-    from memory.services import seed_bank
+    from memory.forming.seeding import seed_bank
 
     lore = [{"content": "The glade is protected by ancient magic.", "keys": ["glade"],
              "card": {"comment": "place", "insertion_order": 3}},

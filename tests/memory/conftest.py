@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.sheets import CharacterSheet, ExtraMemory, ScenarioSheet
+from memory.forming.sheets import CharacterSheet, ExtraMemory, ScenarioSheet
 
 ALEX_BACKGROUND = (
     "Alex grew up in a small coastal town where the ferry schedule ruled everyone's week. "
@@ -70,7 +70,7 @@ def bank(db):
 
 @pytest.fixture
 def seeded_bank(bank, alex, jordan, scenario):
-    from memory.services import seed_bank
+    from memory.forming.seeding import seed_bank
 
     seed_bank(bank=bank, characters=[alex, jordan], scenario=scenario)
     return bank
@@ -79,7 +79,7 @@ def seeded_bank(bank, alex, jordan, scenario):
 @pytest.fixture(autouse=True)
 def _fresh_local_embedding_cache():
     """Each test rolls its database back; the in-process cache layer must not outlive those rows."""
-    from memory import cache
+    from memory.embedding import cache
 
     cache.clear_local()
     yield

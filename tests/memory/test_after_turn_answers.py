@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory.after_turn import MAX_FACTS, parse
+from memory.living.after_turn import MAX_FACTS, parse
 
 ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "judgement"
 CAST = ["Alex", "Jordan", "Sam"]

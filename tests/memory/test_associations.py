@@ -3,9 +3,10 @@ spreading activation, its weight a setting, shown as the "association" component
 
 import pytest
 
-from memory.retrieval import MemoryFilter, recall
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
 from memory.services import memory_associate, memory_create
-from memory.tools import ToolContext, call_tool
+from memory.recalling.tools import ToolContext, call_tool
 
 
 def _episodes(bank):

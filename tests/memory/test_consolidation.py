@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memory.consolidation import consolidate, consolidation_due, unconsolidate
+from memory.living.consolidation import consolidate, consolidation_due, unconsolidate
 from memory.models import Memory
-from memory.retrieval import MemoryFilter, recall
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
 from memory.services import memory_create
 
 RAMEN = ["Jordan said: Let's get ramen tonight.", "Jordan said: We should get ramen tonight.",

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from memory.models import Memory
-from memory.retrieval import MemoryFilter, recall
-from memory.retrieval.scoring import decay_component, decayed_importance
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
+from memory.recalling.scoring import decay_component, decayed_importance
 from memory.services import accesses_record, memory_create, memory_reinforce
 
 
@@ -163,7 +164,8 @@ def test_with_a_clock_memories_age_by_the_time_that_passed(bank):
 
 def test_a_memory_decays_at_its_kinds_pace_slower_when_it_matters_and_a_summary_slower_still(bank):
     """Seeds 000/001: the rate varies by importance (and by kind); seed 004: consolidated, 20 % slower."""
-    from memory.services import memory_consolidate, memory_create
+    from memory.living.consolidation import memory_consolidate
+    from memory.services import memory_create
 
     def made(kind, importance):
         return memory_create(bank=bank, agent="Alex", kind=kind, importance=importance, turn=1, source="earned",

@@ -7,10 +7,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from memory.retrieval import recall
-from memory.retrieval.confidence import calibrated, fit_logistic
-from memory.retrieval.enhance import QueryEnhancement, synonyms_for, time_window
-from memory.tools import ToolContext, call_tool, search_memory
+from memory.recalling.search import recall
+from memory.recalling.confidence import calibrated, fit_logistic
+from memory.recalling.enhance import QueryEnhancement, synonyms_for, time_window
+from memory.recalling.tools import ToolContext, call_tool, search_memory
 
 LINES = [  # (speaker, text): turn = position + 1
     ("Jordan", "The old boat needs a new coat of paint before summer."),
@@ -29,7 +29,8 @@ SEARCH_TOOLS = ["query_memory", "recall_episodes", "recall_facts", "check_simila
 
 @pytest.fixture
 def talk(bank):
-    from memory.services import memory_create, remember_utterance
+    from memory.forming.capture import remember_utterance
+    from memory.services import memory_create
 
     for turn, (speaker, text) in enumerate(LINES, start=1):
         remember_utterance(bank=bank, speaker=speaker, text=text, turn=turn, listeners=["Alex", "Jordan"])

@@ -5,7 +5,7 @@ from io import StringIO
 
 from django.core.management import call_command
 
-from memory.evaluation import parse_sample
+from memory.measuring.evaluation import parse_sample
 from memory.models import Memory, MemoryBank
 
 SAMPLE = {
@@ -68,7 +68,7 @@ def test_evaluation_gives_the_expected_recall(db, tmp_path):
 
 
 def test_the_bank_is_built_through_the_capture_path(db):
-    from memory.evaluation import LISTENER, _drop_bank, build_bank
+    from memory.measuring.evaluation import LISTENER, _drop_bank, build_bank
 
     bank, dia_of = build_bank(parse_sample(SAMPLE))
     memories = list(Memory.objects.in_bank(bank).order_by("turn"))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memory.importance import CaptureFilters, Nearest, emotional_impact, llm_importance, parse_llm_score
+from memory.forming.importance import CaptureFilters, Nearest, emotional_impact, llm_importance, parse_llm_score
 from memory.models import Memory
-from memory.services import remember_utterance
+from memory.forming.capture import remember_utterance
 
 
 def heard(bank, text, turn, *, speaker="Jordan", listeners=("Alex",), **options):
@@ -134,7 +134,7 @@ def test_without_a_scorer_or_filters_capture_is_unchanged(seeded_bank):
 
 
 def test_heuristic_rescales_goal_similarity_and_novelty_as_documented():
-    from memory.importance import heuristic_importance
+    from memory.forming.importance import heuristic_importance
 
     # docs/memory.md: goal cosine 0 → 0, 0.45 → 1; novelty 1 at a best match of 0.35 or less, 0 at 0.95 or more.
     middle = heuristic_importance(text="The table is by the window.", near=Nearest(goals=0.225, episodic=0.65))
@@ -151,8 +151,8 @@ def test_a_simulation_line_is_kept_at_once_and_its_reply_key_follows(seeded_bank
     """defer_keys (a simulation's turn): the line is stored without waiting for its in-reply-to key;
     the key the worker adds afterwards is the one remember_utterance would have made."""
     from memory.models import MemoryKey
-    from memory.services import capture_commit, capture_prepare
-    from memory.services.capture import memory_keys_add
+    from memory.forming.capture import capture_commit, capture_prepare
+    from memory.forming.capture import memory_keys_add
 
     heard(seeded_bank, "Shall we try the Thai place tonight?", 1, speaker="Alex", listeners=("Jordan",))
     plan = capture_prepare(bank=seeded_bank, speaker="Sam", text="Yes, last Sunday it was great!", turn=2,

@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from memory.cache import embed_texts
-from memory.lexical import lexical_query_from_stats
+from memory.embedding.cache import embed_texts
+from memory.recalling.lexical import lexical_query_from_stats
 from memory.models import Memory
-from memory.retrieval import recall
+from memory.recalling.search import recall
 from memory.services.memories import insert_memories
 
 # Columns the two writes may differ in: the ids, and the moment each was written.

@@ -11,9 +11,10 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from memory.integrity import memory_check
+from memory.measuring.integrity import memory_check
 from memory.models import Memory, MemoryBank, MemoryKey
-from memory.retrieval import MemoryFilter, recall
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
 from memory.services import bank_create, memory_archive
 
 
@@ -84,7 +85,7 @@ def test_ordinary_use_leaves_nothing_to_mend(seeded_bank, alex, jordan, scenario
     by hand: the store is as it should be, and memory_check says so."""
     from dataclasses import replace
 
-    from memory.services import seed_bank
+    from memory.forming.seeding import seed_bank
 
     seed_bank(bank=seeded_bank, characters=[replace(alex, background="Alex grew up by the sea."), jordan],
               scenario=scenario)

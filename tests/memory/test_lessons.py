@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.extraction import lesson_of
+from memory.forming.extraction import lesson_of
 
 
 @pytest.mark.parametrize("line", ["I'll come next time.", "See you next time!", "Maybe next time we go Thai.",

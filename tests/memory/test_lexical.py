@@ -6,9 +6,10 @@ from django.db import transaction
 from django.test import override_settings
 
 from memory.models import Memory, MemoryKey
-from memory.retrieval import MemoryFilter, recall
-from memory.retrieval.scoring import FUSION_DEPTH
-from memory.services import remember_utterance
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
+from memory.recalling.scoring import FUSION_DEPTH
+from memory.forming.capture import remember_utterance
 
 EPISODIC = MemoryFilter(kinds=["episodic"])
 
@@ -34,7 +35,7 @@ def _turns(results):
 
 
 def test_lexical_search_finds_a_rare_word_that_vectors_miss(dialogue):
-    from memory.cache import embed_one
+    from memory.embedding.cache import embed_one
 
     query = "Halvorsen plumbing"
     # The vector side as if the model made nothing of the surname (MiniLM does match it here, helped
@@ -132,7 +133,7 @@ def test_a_reply_is_found_through_the_line_it_answers(dialogue):
 
 
 def test_canonical_tools_keep_plain_similarity(seeded_bank):
-    from memory.tools import ToolContext, call_tool
+    from memory.recalling.tools import ToolContext, call_tool
 
     result = call_tool("query_self", {}, context=ToolContext(bank=seeded_bank, agent="Alex"))
     first = result.results[0]
@@ -147,10 +148,10 @@ def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db, monkeypat
 
     from django.db import connection
 
-    from memory.bench import sentences
-    from memory.cache import embed_texts
-    from memory.indexing import build_bank_index, has_bank_index, index_names
-    from memory.retrieval import episode_context_text
+    from memory.measuring.bench import sentences
+    from memory.embedding.cache import embed_texts
+    from memory.recalling.indexing import build_bank_index, has_bank_index, index_names
+    from memory.recalling.filters import episode_context_text
     from memory.services import bank_create
 
     bank = bank_create(name="indexed bank")
@@ -209,7 +210,7 @@ def test_the_index_path_ranks_as_the_exact_scan_does(transactional_db, monkeypat
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_class WHERE relname = ANY(%s)", [list(index_names(bank.pk))])
         assert cursor.fetchone()[0] == 2
-    from memory.indexing import drop_bank_index
+    from memory.recalling.indexing import drop_bank_index
 
     drop_bank_index(bank.pk)
     assert not has_bank_index(bank.pk)
@@ -227,7 +228,7 @@ def test_a_word_every_line_holds_does_not_spread_the_lexical_scores(bank):
 
 def test_deferred_keys_also_lead_to_the_line_before(dialogue):
     """A simulation's turn embeds its keys after the commit (memory_keys_add): the same two keys."""
-    from memory.services.capture import memory_keys_add
+    from memory.forming.capture import memory_keys_add
 
     (question,) = remember_utterance(bank=dialogue, speaker="Sam", text="Who fixed the boiler?", turn=7,
                                      listeners=["Alex"], defer_keys=True)

@@ -15,7 +15,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memory.mcp_server import mcp_tools
-from memory.tools import TOOL_NAMES, openai_tool_schemas
+from memory.recalling.tools import TOOL_NAMES, openai_tool_schemas
 from tests.conftest import ROOT
 
 
@@ -45,7 +45,8 @@ def test_mcp_tools_come_from_the_registry():
 
 @pytest.mark.django_db(transaction=True)
 def test_an_outside_agent_uses_the_memory_tools_over_mcp(alex, jordan, scenario, tmp_path):
-    from memory.services import bank_create, seed_bank
+    from memory.forming.seeding import seed_bank
+    from memory.services import bank_create
 
     bank = bank_create(name="mcp bank")
     seed_bank(bank=bank, characters=[alex, jordan], scenario=scenario)  # committed: the server is another process

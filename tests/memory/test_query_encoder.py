@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from memory import cache, embedding
+from memory import embedding
+from memory.embedding import cache
 from memory.embedding import local, query_encoder
 from memory.models import EmbeddingCache
 

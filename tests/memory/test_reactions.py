@@ -1,10 +1,10 @@
-"""A feeling is kept only for a move of warmth big enough to be one (memory.extraction)."""
+"""A feeling is kept only for a move of warmth big enough to be one (memory.forming.extraction)."""
 
 from __future__ import annotations
 
 import pytest
 
-from memory.extraction import reactions_create
+from memory.forming.extraction import reactions_create
 from memory.models import Memory, Relationship
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,9 @@ import re
 import pytest
 
 from memory.models import Memory, MemoryBank
-from memory.reflection import importance_since_last_reflection, parse_insights, parse_questions, reflect
-from memory.retrieval import MemoryFilter, recall
+from memory.living.reflection import importance_since_last_reflection, parse_insights, parse_questions, reflect
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
 from memory.services.memories import memory_create
 
 pytestmark = pytest.mark.django_db

@@ -3,8 +3,10 @@ import pytest
 from django.db import transaction
 
 from memory.models import Memory
-from memory.retrieval import MemoryFilter, recall
-from memory.services import memory_create, remember_utterance, validate_content
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
+from memory.forming.capture import remember_utterance
+from memory.services import memory_create, validate_content
 
 
 def test_a_paraphrase_still_finds_identity_first(seeded_bank):
@@ -35,7 +37,7 @@ def test_retrieval_writes_nothing_and_its_caller_counts_access_in_one_statement(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from memory.cache import embed_one
+    from memory.embedding.cache import embed_one
     from memory.models import MemoryAccess
     from memory.services import accesses_record
 
@@ -177,9 +179,9 @@ def test_a_big_agent_gets_its_own_index_and_searches_through_it(transactional_db
     index of its own; its searches go through it, find what an exact scan finds, and it goes with the bank."""
     from django.db import connection
 
-    from memory import indexing
-    from memory.cache import vector_cursor
-    from memory.retrieval.sql import hnsw_settings
+    from memory.recalling import indexing
+    from memory.embedding.cache import vector_cursor
+    from memory.recalling.sql import hnsw_settings
     from memory.services import bank_create
 
     monkeypatch.setattr(indexing, "AGENT_INDEX_MIN", 200)

@@ -3,9 +3,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from memory.chunking import chunk_text
+from memory.forming.chunking import chunk_text
 from memory.models import Memory, MemoryKey
-from memory.services import seed_bank
+from memory.forming.seeding import seed_bank
 
 
 def _gifted(bank, **kw):
@@ -82,7 +82,7 @@ def test_seeding_twice_changes_nothing(seeded_bank, alex, jordan, scenario):
 
 
 def test_an_edit_reseeds_only_that_character_and_keeps_earned_memories(seeded_bank, alex, jordan):
-    from memory.services import remember_utterance
+    from memory.forming.capture import remember_utterance
 
     earned = remember_utterance(bank=seeded_bank, speaker="Jordan", text="Pasta tonight?", turn=1, listeners=["Alex", "Jordan"])
     jordan_before = sorted(_gifted(seeded_bank, agent="Jordan").values_list("id", flat=True))
@@ -114,7 +114,8 @@ def test_seed_task_runs_on_a_real_worker_with_progress(celery_worker, alex, jord
     import time
 
     from memory.models import MemoryBank
-    from memory.services import bank_create, bank_request_seed
+    from memory.forming.seeding import bank_request_seed
+    from memory.services import bank_create
 
     bank = bank_create(name="worker bank")
     bank = bank_request_seed(bank=bank, characters=[alex, jordan], scenario=scenario)

@@ -3,10 +3,12 @@
 import pytest
 from django.db import connection
 
-from memory.lexical import lexical_query, lexical_query_from_stats
+from memory.recalling.lexical import lexical_query, lexical_query_from_stats
 from memory.models import Memory, TermStat
-from memory.retrieval import MemoryFilter, recall
-from memory.services import memory_create, remember_utterance
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
+from memory.forming.capture import remember_utterance
+from memory.services import memory_create
 from tests.memory.test_lexical import LINES
 
 QUESTIONS = ["who mentioned the plumber and the pipes?", "Jordan choir Thursday", "towels", "nothing here matches zzz"]

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from memory import cache
-from memory.tools import TOOL_NAMES, ToolContext, call_tool, openai_tool_schemas
+from memory.embedding import cache
+from memory.recalling.tools import TOOL_NAMES, ToolContext, call_tool, openai_tool_schemas
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def test_query_character_finds_what_i_know_about_them(ctx):
 
 
 def test_query_memory_returns_earlier_lines_with_turn_numbers(seeded_bank, ctx):
-    from memory.services import remember_utterance
+    from memory.forming.capture import remember_utterance
 
     remember_utterance(bank=seeded_bank, speaker="Jordan", text="I love Italian food, especially fresh pasta.", turn=1,
                        listeners=["Alex", "Jordan"])
@@ -91,8 +91,8 @@ def test_query_memory_returns_earlier_lines_with_turn_numbers(seeded_bank, ctx):
 def test_recall_facts_leaves_out_what_was_learned_from_a_line_the_caller_still_reads(seeded_bank):
     """A fact drawn from a line is that line again while the line is in the caller's window; once
     the window has moved past it, it is a fact worth handing back."""
-    from memory.extraction import facts_create
-    from memory.services import remember_utterance
+    from memory.forming.extraction import facts_create
+    from memory.forming.capture import remember_utterance
 
     remember_utterance(bank=seeded_bank, speaker="Jordan", text="Bella's does a mushroom risotto for sixteen euros.",
                        turn=4, listeners=["Alex", "Jordan"])
@@ -179,7 +179,7 @@ def test_the_whole_sheet_follows_the_writers_edits_between_turns(ctx):
     a re-embedding or an archive of a sheet memory must show in the very next answer."""
     from memory.models import Memory
     from memory.services import memory_archive, memory_reembed, memory_update
-    from memory.tools import recall_sheet
+    from memory.recalling.tools import recall_sheet
 
     first = [r.memory.content for r in recall_sheet(ctx.bank, "Alex", shared=True)[1]]
     again = recall_sheet(ctx.bank, "Alex", shared=True)[1]

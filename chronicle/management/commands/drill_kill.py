@@ -39,11 +39,11 @@ class Command(BaseCommand):
                keep: bool, **options) -> None:
         rng = random.Random(seed)
         log_dir = Path(settings.VAR_DIR) / "drills" / f"kill-{time.strftime('%Y%m%d-%H%M%S')}"
-        worker = drills.Worker("drill-kill", concurrency, log_dir)
+        worker = drills.start_worker("drill-kill", concurrency, log_dir)
         user = drills.drill_writer()
         try:
-            worker.wait_ready()
-            others = [name for name in pool_status().get("per_worker", {}) if name != worker.hostname]
+            worker.wait_ready(timeout=120, pool=True)
+            others = [name for name in pool_status().get("per_worker", {}) if name != worker.name]
             if others:
                 self.stdout.write(self.style.WARNING(
                     f"Other workers share this broker ({', '.join(others)}): they may run turns no kill reaches."))
@@ -97,7 +97,7 @@ class Command(BaseCommand):
     def turn_pids(worker) -> list[int]:
         """The pool processes running a turn right now (so that a kill lands mid-turn)."""
         try:
-            active = app.control.inspect([worker.hostname], timeout=1).active() or {}
+            active = app.control.inspect([worker.name], timeout=1).active() or {}
         except Exception:
             return []
         return [task.get("worker_pid") for tasks in active.values() for task in tasks

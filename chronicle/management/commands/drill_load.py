@@ -42,12 +42,12 @@ class Command(BaseCommand):
         user = drills.drill_writer()
         try:
             if not no_worker:
-                worker = drills.Worker("drill-load", concurrency, log_dir)
+                worker = drills.start_worker("drill-load", concurrency, log_dir)
             if not url:
                 web = drills.WebServer(log_dir)
                 url = web.url
             if worker:
-                worker.wait_ready()
+                worker.wait_ready(timeout=120, pool=True)
             if web:
                 web.wait_ready()
             self.stdout.write(f"Worker and web server up ({url}); logs in {log_dir}")

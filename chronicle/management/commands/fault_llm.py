@@ -1,4 +1,4 @@
-"""Serve the fault-injecting OpenAI-compatible server (chronicle/simulation/fault_llm.py) until Ctrl-C."""
+"""Serve the fault-injecting OpenAI-compatible server (chronicle/simulation/fake_llm.py) until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 from django.core.management import BaseCommand
 
-from chronicle.simulation.fault_llm import FAULTS, FaultLLM
+from chronicle.simulation.fake_llm import FAULTS, FakeLLM
 
 
 class Command(BaseCommand):
@@ -17,7 +17,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8765)
 
     def handle(self, *args, host: str, port: int, **options) -> None:
-        server = FaultLLM(host, port).start()
+        server = FakeLLM(host, port, faults=True).start()
         self.stdout.write(f"Fault LLM on {server.base_url} — models: {', '.join(f'drill:{f}' for f in FAULTS)}")
         try:
             while True:

@@ -21,8 +21,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import BaseCommand, CommandError
 
 from chronicle import headless
-from chronicle.simulation import replay
-from chronicle.writing.exports import to_json
+from chronicle.writing.exports import scenario_file_from_export, to_json
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.services import simulation_start
 
@@ -53,66 +52,91 @@ class Command(BaseCommand):
 
     def handle(self, *args, file: str, owner: str, turns: int | None, provider: str | None, mode: str | None,
                keep: bool, timeout: float, progress_every: float, save_recording: str = "", **options) -> None:
-        path = Path(file)
+        imported = self.import_file(file, owner=owner, run={"turns": turns, "provider": provider, "mode": mode})
+        self.simulation = self.worker = None
+        finished = False
         try:
-            raw = path.read_bytes()
+            self.worker = self.start_worker()
+            self.simulation = self.start_run(imported, headless.run_settings(imported=imported, turns=turns,
+                                                                             provider=provider, mode=mode))
+            self.wait(self.simulation, timeout=timeout, every=progress_every)
+            finished = True
+            if save_recording:
+                self.save_recording(self.simulation, save_recording)
+            self.report(self.simulation)
+        finally:
+            self.clean_up(imported, finished=finished, keep=keep)
+
+    def import_file(self, file: str, *, owner: str, run: dict) -> headless.Imported:
+        """The scenario and its characters, imported for `owner` (or a throw-away user)."""
+        try:
+            raw = Path(file).read_bytes()
         except OSError as exc:
             raise CommandError(f"{file}: {exc.strerror or exc}") from None
         try:
-            imported = headless.scenario_import(raw=raw, username=owner or None,
-                                                run={"turns": turns, "provider": provider, "mode": mode})
+            imported = headless.scenario_import(raw=raw, username=owner or None, run=run)
         except headless.HeadlessError as exc:
             raise CommandError(f"{file}: {exc}") from None
-        cast = imported.characters
         if imported.renamed:
             self.say(f"{owner} has characters of these names already: imported as copies "
                      f"({', '.join(f'{old} → {new}' for old, new in imported.renamed.items())}).")
-        self.say(f"Imported {imported.scenario.title} with {', '.join(c.name for c in cast)} "
+        self.say(f"Imported {imported.scenario.title} with {', '.join(c.name for c in imported.characters)} "
                  f"as {imported.owner.username}.")
-        simulation = worker = None
-        finished = False
-        try:
-            log_dir = Path(settings.VAR_DIR) / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
-            try:
-                worker = headless.worker_for_run(log_dir)
-            except RuntimeError as exc:
-                raise CommandError(f"no worker was running and one could not be started: {exc}") from None
-            self.say(f"Started a worker for the run (log: {worker.log_path})." if worker
-                     else "Using the worker already running.")
-            values = headless.run_settings(imported=imported, turns=turns, provider=provider, mode=mode)
-            try:
-                simulation = simulation_start(owner=imported.owner, scenario=imported.scenario,
-                                              cast=list(imported.scenario.cast.all()), settings=values)
-            except ValidationError as exc:
-                problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
-                raise CommandError(f"the run's settings are not valid: {problems}") from None
-            self.say(f"Simulation #{simulation.pk}: {simulation.max_turns} turns, {simulation.provider}, "
-                     f"{simulation.retrieval_mode}.")
-            try:
-                headless.wait_for_run(simulation, timeout=timeout, every=progress_every, say=self.say)
-            except headless.HeadlessError as exc:
-                self.stdout.write(json.dumps(headless.run_report(simulation), ensure_ascii=False))
-                raise CommandError(str(exc)) from None
-            finished = True
-            if save_recording:
-                recording = replay.scenario_file_from_export(to_json(simulation))
-                Path(save_recording).write_text(json.dumps(recording, ensure_ascii=False, indent=1))
-                self.say(f"Saved the recording ({len(recording['script'])} lines) to {save_recording}.")
-            self.say(f"turns done: {headless.turns_done(simulation)}/{simulation.max_turns}; "
-                     f"the run is {simulation.status}.")
-            self.stdout.write(json.dumps(headless.run_report(simulation), ensure_ascii=False))
-            if simulation.status != Simulation.Status.COMPLETED:
-                reason = simulation.pause_reason or simulation.error or simulation.status
-                raise CommandError(f"the run is {simulation.status}: {reason}", returncode=1)
-        finally:
-            if simulation is not None and not finished:
-                headless.run_stop(simulation)  # Ctrl-C or a time-out: no worker goes on with it
-            if worker is not None:
-                worker.stop()
-            if keep:
-                if simulation is not None:
-                    self.say(f"Kept: simulation #{simulation.pk} ({simulation.get_absolute_url()}) "
-                             f"of {imported.owner.username}.")
-            else:
-                headless.run_discard(imported=imported, simulation=simulation)
+        return imported
 
+    def start_worker(self):
+        """A worker of the command's own, unless one is running already (then None)."""
+        log_dir = Path(settings.VAR_DIR) / "runs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
+        try:
+            worker = headless.worker_for_run(log_dir)
+        except RuntimeError as exc:
+            raise CommandError(f"no worker was running and one could not be started: {exc}") from None
+        self.say(f"Started a worker for the run (log: {worker.log_path})." if worker else "Using the worker already running.")
+        return worker
+
+    def start_run(self, imported: headless.Imported, values: dict) -> Simulation:
+        try:
+            simulation = simulation_start(owner=imported.owner, scenario=imported.scenario,
+                                          cast=list(imported.scenario.cast.all()), settings=values)
+        except ValidationError as exc:
+            problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+            raise CommandError(f"the run's settings are not valid: {problems}") from None
+        self.say(f"Simulation #{simulation.pk}: {simulation.max_turns} turns, {simulation.provider}, "
+                 f"{simulation.retrieval_mode}.")
+        return simulation
+
+    def wait(self, simulation: Simulation, *, timeout: float, every: float) -> None:
+        """Until the run stops; a run that never does prints what it did and fails the command."""
+        try:
+            headless.wait_for_run(simulation, timeout=timeout, every=every, say=self.say)
+        except headless.HeadlessError as exc:
+            self.stdout.write(json.dumps(headless.run_report(simulation), ensure_ascii=False))
+            raise CommandError(str(exc)) from None
+
+    def save_recording(self, simulation: Simulation, path: str) -> None:
+        recording = scenario_file_from_export(to_json(simulation))
+        Path(path).write_text(json.dumps(recording, ensure_ascii=False, indent=1))
+        self.say(f"Saved the recording ({len(recording['script'])} lines) to {path}.")
+
+    def report(self, simulation: Simulation) -> None:
+        """The run as JSON on stdout; a run that did not complete fails the command, saying why."""
+        self.say(f"turns done: {headless.turns_done(simulation)}/{simulation.max_turns}; "
+                 f"the run is {simulation.status}.")
+        self.stdout.write(json.dumps(headless.run_report(simulation), ensure_ascii=False))
+        if simulation.status != Simulation.Status.COMPLETED:
+            reason = simulation.pause_reason or simulation.error or simulation.status
+            raise CommandError(f"the run is {simulation.status}: {reason}", returncode=1)
+
+    def clean_up(self, imported: headless.Imported, *, finished: bool, keep: bool) -> None:
+        """Stop what the command started; keep the run, or discard it with its throw-away user."""
+        simulation = self.simulation
+        if simulation is not None and not finished:
+            headless.run_stop(simulation)  # Ctrl-C or a time-out: no worker goes on with it
+        if self.worker is not None:
+            self.worker.stop()
+        if keep:
+            if simulation is not None:
+                self.say(f"Kept: simulation #{simulation.pk} ({simulation.get_absolute_url()}) "
+                         f"of {imported.owner.username}.")
+        else:
+            headless.run_discard(imported=imported, simulation=simulation)

@@ -24,7 +24,7 @@ def _short(text: str, width: int = 110) -> str:
     return textwrap.shorten(" ".join((text or "").split()), width=width, placeholder="…")
 
 
-# A sheet memory's label → how the character says it of itself (memory.seeding's wording).
+# A sheet memory's label → how the character says it of itself (memory.forming.seed_specs's wording).
 FIRST_PERSON = (("My goals: ", "what I want is to {}."), ("My traits: ", "I'm {}."), ("I value ", "what matters to me is {}."),
                 ("My skills: ", "I'm good at {}."), ("My secret: ", "between us: {}"), ("My situation: ", "{}"),
                 ("My personality: ", "{}"))
@@ -228,7 +228,7 @@ class ScriptedProvider(Provider):
         secret = fact.startswith("My secret") or (fact in believed and " told me: " not in fact)
         return f"*whispers to {addressee}* {line}" if secret else line
 
-    # ---- reflection (memory.reflection's prompts) ------------------------------------------------
+    # ---- reflection (memory.living.reflection's prompts) ------------------------------------------------
     def complete(self, prompt: str) -> str:
         """Offline answers built from the prompt's numbered statements: questions about the topics
         they keep coming back to, and one insight per topic in the words of the statements that raise

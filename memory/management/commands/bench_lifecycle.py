@@ -19,15 +19,17 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connection
 
-from memory import bench
+from memory.measuring import bench
 from memory import embedding
-from memory.cache import clear_local, embed_texts, text_sha
-from memory.importance import CaptureFilters
+from memory.embedding.cache import clear_local, embed_texts, text_sha
+from memory.forming.importance import CaptureFilters
 from memory.models import EmbeddingCache, MemoryBank
-from memory.retrieval import episode_keys
-from memory.reflection import lifecycle_totals
-from memory.services import bank_create, bank_delete, capture_commit, capture_prepare, seed_bank
-from memory.services.capture import memory_keys_add
+from memory.recalling.filters import episode_keys
+from memory.living.reflection import lifecycle_totals
+from memory.forming.capture import capture_commit, capture_prepare
+from memory.forming.seeding import seed_bank
+from memory.services import bank_create, bank_delete
+from memory.forming.capture import memory_keys_add
 
 PARTS = ("prepare", "commit", "checks", "total", "keys")
 

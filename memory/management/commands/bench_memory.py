@@ -13,11 +13,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connection
 
-from memory import bench, cache, embedding
-from memory.indexing import build_bank_index, drop_bank_index
+from memory import embedding
+from memory.embedding import cache
+from memory.measuring import bench
 from memory.models import MemoryBank
+from memory.recalling.indexing import build_bank_index, drop_bank_index
+from memory.recalling.tools import ToolContext, call_tool, search_memory
 from memory.services import bank_create
-from memory.tools import ToolContext, call_tool, search_memory
 
 
 TOOL_BANK_SIZE = 10_000  # query_memory p50 ≤ 25 ms with 10,000 memories in a bank
@@ -69,6 +71,36 @@ class Command(BaseCommand):
     def run_bench(self, sizes: list[int], opts, dedicated: bool) -> dict:
         seeding = bench.measure_seeding(self.log, casts=opts["casts"], cast_size=opts["cast_size"])
         base = seeding["base_vectors"]
+        banks, conversation, load_s, filler = self.load(sizes, seeding)
+        built, table_rows, index_s = self.index(banks, conversation)
+        self.log(f"loaded {table_rows} rows in {load_s:.1f}s (filler {filler}); index + analyze {index_s:.1f}s")
+        per_size = self.measure_banks(banks, base)
+        tool_ms, agree = self.measure_query_memory(conversation)
+        canonical_ms = self.measure_query_self(seeding)
+        return {
+            "encode_rate": round(seeding["encode_rate"], 1),
+            "seed_rate": round(seeding["seed_rate"], 1),
+            "seed_ratio": round(seeding["seed_rate"] / seeding["encode_rate"], 3),
+            "recall_p50_ms": {str(s): round(v["p50"], 2) for s, v in per_size.items()},
+            "recall_p95_ms": {str(s): round(v["p95"], 2) for s, v in per_size.items()},
+            "tool_p50_ms": round(statistics.median(tool_ms), 2),
+            "tool_p95_ms": round(bench.pct(tool_ms, 95), 2),
+            "tool_vs_exact": round(statistics.fmean(agree), 4),
+            "canonical_p50_ms": round(statistics.median(canonical_ms), 2),
+            "recall_vs_exact": {str(s): round(v["recall"], 4) for s, v in per_size.items()},
+            "short": sum(v["short"] for v in per_size.values()),
+            "hnsw_only_recall": {str(s): round(v["hnsw_recall"], 4) for s, v in per_size.items()},
+            "table_rows": table_rows,
+            "index_build_s": {str(s): round(built.get(b.pk, 0.0), 1) for s, b in banks.items()},
+            "index_mb": {str(s): bench.index_mb(b.pk) for s, b in banks.items()},
+            "table_mb": bench.table_mb(),
+            "process_rss_mb": bench.process_rss_mb(),
+        }
+
+    def load(self, sizes: list[int], seeding: dict) -> tuple[dict, MemoryBank, float, int]:
+        """The banks of each size, query_memory's conversation and the filler around them, in SQL;
+        with the seconds it took and the filler's rows."""
+        base = seeding["base_vectors"]
         lines = bench.conversation_lines(random.Random(7))
         started = time.perf_counter()
         line_vectors = embedding.encode(lines, batch_size=cache.ENCODE_BATCH)
@@ -89,12 +121,16 @@ class Command(BaseCommand):
         filler -= TOOL_BANK_SIZE
         if filler > 0:
             bench.fill_bank(bank_create(name="bench filler").pk, filler, len(base), seed=97)
-        load_s = time.perf_counter() - started
+        return banks, conversation, time.perf_counter() - started, filler
+
+    def index(self, banks: dict, conversation: MemoryBank) -> tuple[dict[int, float], int, float]:
+        """Statistics, the big banks' own indexes and a checkpoint: the seconds each index took, the
+        table's rows, and the seconds for statistics and indexes together."""
         started = time.perf_counter()
         with connection.cursor() as cur:
             cur.execute("VACUUM ANALYZE memory_memory")
             cur.execute("VACUUM ANALYZE memory_memorykey")
-        # What the first big search of a bank asks a worker for (memory.indexing), done here.
+        # What the first big search of a bank asks a worker for (memory.recalling.indexing), done here.
         built: dict[int, float] = {}
         for bank in [conversation] + [b for size, b in banks.items() if size > settings.RETRIEVAL_FUSION_EXACT_LIMIT]:
             indexed_at = time.perf_counter()
@@ -111,8 +147,10 @@ class Command(BaseCommand):
             # searches that follow (after the default sizes it takes ~0.2 s: little is left by then).
             cur.execute("CHECKPOINT")
         self.log(f"checkpoint {time.perf_counter() - started:.1f}s")
-        self.log(f"loaded {table_rows} rows in {load_s:.1f}s (filler {filler}); index + analyze {index_s:.1f}s")
+        return built, table_rows, index_s
 
+    def measure_banks(self, banks: dict, base: np.ndarray) -> dict:
+        """recall() over each bank size: latency, and the top 10 against the exact scan."""
         rng = np.random.default_rng(5)
         picks = base[rng.integers(0, len(base), size=(300, 2))]
         queries = picks[:, 0] + 0.7 * picks[:, 1] + 0.05 * rng.normal(size=(300, base.shape[1]))
@@ -122,7 +160,10 @@ class Command(BaseCommand):
             started = time.perf_counter()
             per_size[size] = bench.measure_bank(bank, queries)
             self.log(f"size {size}: {per_size[size]} ({time.perf_counter() - started:.1f}s)")
+        return per_size
 
+    def measure_query_memory(self, conversation: MemoryBank) -> tuple[list[float], list[float]]:
+        """query_memory over the conversation: each call's milliseconds, and its top 5 against the exact scan's."""
         rng = random.Random(99)
         texts = [line for name in bench.FIRST[:4] for line in bench.sentences(rng, name, 30)]
         rng.shuffle(texts)
@@ -146,7 +187,10 @@ class Command(BaseCommand):
             agree.append(len(set(got) & {r.memory.pk for r in exact}) / max(len(exact), 1))
         self.log(f"query_memory at {TOOL_BANK_SIZE}: p50 {statistics.median(tool_ms):.1f} ms, "
                  f"p95 {bench.pct(tool_ms, 95):.1f} ms, top 5 vs exact scan {statistics.fmean(agree):.3f}")
+        return tool_ms, agree
 
+    def measure_query_self(self, seeding: dict) -> list[float]:
+        """query_self's milliseconds on a seeded character: canonical queries, answered without the model."""
         seed_bank = seeding["seed_banks"][0]
         hero = seeding["casts"][0][0][0].name
         ctx = ToolContext(bank=seed_bank, agent=hero, current_turn=1)
@@ -158,26 +202,7 @@ class Command(BaseCommand):
             assert result.response["memories"], result.response
             canonical_ms.append(result.latency_ms)
         assert cache.stats["model_calls"] == calls_before, "query_self called the model"
-
-        return {
-            "encode_rate": round(seeding["encode_rate"], 1),
-            "seed_rate": round(seeding["seed_rate"], 1),
-            "seed_ratio": round(seeding["seed_rate"] / seeding["encode_rate"], 3),
-            "recall_p50_ms": {str(s): round(v["p50"], 2) for s, v in per_size.items()},
-            "recall_p95_ms": {str(s): round(v["p95"], 2) for s, v in per_size.items()},
-            "tool_p50_ms": round(statistics.median(tool_ms), 2),
-            "tool_p95_ms": round(bench.pct(tool_ms, 95), 2),
-            "tool_vs_exact": round(statistics.fmean(agree), 4),
-            "canonical_p50_ms": round(statistics.median(canonical_ms), 2),
-            "recall_vs_exact": {str(s): round(v["recall"], 4) for s, v in per_size.items()},
-            "short": sum(v["short"] for v in per_size.values()),
-            "hnsw_only_recall": {str(s): round(v["hnsw_recall"], 4) for s, v in per_size.items()},
-            "table_rows": table_rows,
-            "index_build_s": {str(s): round(built.get(b.pk, 0.0), 1) for s, b in banks.items()},
-            "index_mb": {str(s): bench.index_mb(b.pk) for s, b in banks.items()},
-            "table_mb": bench.table_mb(),
-            "process_rss_mb": bench.process_rss_mb(),
-        }
+        return canonical_ms
 
     def print_table(self, f: dict) -> None:
         out = self.stdout.write

@@ -17,8 +17,8 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 from django.test.utils import override_settings
 
-from memory.evaluation import CATEGORIES, evaluate
-from memory.retrieval import SCORING_PRESETS
+from memory.measuring.evaluation import CATEGORIES, evaluate
+from memory.recalling.scoring import SCORING_PRESETS
 
 
 class Command(BaseCommand):

@@ -13,8 +13,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from memory.mcp_server import serve_stdio
 from memory.models import Memory, MemoryBank
-from memory.retrieval import SCORING_PRESETS
-from memory.tools import ToolContext
+from memory.recalling.scoring import SCORING_PRESETS
+from memory.recalling.tools import ToolContext
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
-"""`manage.py memory_check [--repair]`: the memory store's integrity (memory.integrity), as a report."""
+"""`manage.py memory_check [--repair]`: the memory store's integrity (memory.measuring.integrity), as a report."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from memory.integrity import memory_check
+from memory.measuring.integrity import memory_check
 
 
 class Command(BaseCommand):

@@ -7,7 +7,9 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from memory.models import MemoryBank
-from memory.retrieval import SCORING_PRESETS, MemoryFilter, recall
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.scoring import SCORING_PRESETS
+from memory.recalling.search import recall
 
 
 class Command(BaseCommand):

@@ -14,8 +14,8 @@ from chronicle.simulation.models import Simulation
 from chronicle.simulation.prompts import MARKUP, system_prompt
 from chronicle.simulation.services import simulation_start
 from chronicle.simulation.stage import deliver
-from memory.relationships import judge
-from memory.tools import SIMULATION_TOOLS, openai_tool_schemas
+from memory.living.relationships import judge
+from memory.recalling.tools import SIMULATION_TOOLS, openai_tool_schemas
 from tests.chronicle.simulation.conftest import wait_status
 from tests.prompting import last_user
 
@@ -103,7 +103,7 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
     from chronicle.simulation.engine import tool_context
     from chronicle.simulation.models import Turn
     from chronicle.simulation.turns import turn_input
-    from memory.tools import call_tool
+    from memory.recalling.tools import call_tool
 
     at_six = turn_input(turn=Turn(simulation=simulation, index=5, agent="Alex"))
     scene = call_tool("query_scene", {}, context=tool_context(at_six, deferred=[]))
@@ -113,7 +113,7 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
 def test_the_header_clock_moves_with_the_writers_time_skips():
     from chronicle.simulation.briefing import now_header
     from chronicle.simulation.engine import TurnInput
-    from memory.sheets import CharacterSheet, ScenarioSheet
+    from memory.forming.sheets import CharacterSheet, ScenarioSheet
 
     def header_at(index, stage, minutes_per_turn=0.0, clock=None):
         turn = TurnInput(bank=None, agent="Alex", index=index, cast=[CharacterSheet(name="Alex"), CharacterSheet(name="Sam")],

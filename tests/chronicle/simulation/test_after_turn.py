@@ -1,4 +1,4 @@
-"""One model call after each line (memory.after_turn): every listener's importance, how the line
+"""One model call after each line (memory.living.after_turn): every listener's importance, how the line
 moved each listener's standing, and the facts each learned — over real HTTP to the fake server."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import json
 import pytest
 
 from chronicle.simulation.tasks import run_turn_task
-from memory.after_turn import parse
-from memory.cache import embed_one
+from memory.living.after_turn import parse
+from memory.embedding.cache import embed_one
 from memory.models import Memory, Relationship
-from memory.tools import ToolContext, call_tool
+from memory.recalling.tools import ToolContext, call_tool
 from tests.chronicle.simulation.conftest import start_with_model, wait_for, wait_status
-from tests.chronicle.simulation.fake_openai import ok
+from chronicle.simulation.fake_llm import ok
 
 pytestmark = pytest.mark.usefixtures("quick_backoff")
 

@@ -17,7 +17,7 @@ from chronicle.simulation.models import Simulation
 from chronicle.simulation.providers.openai_provider import OpenAIProvider
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import exports
-from tests.chronicle.simulation.fake_openai import ok
+from chronicle.simulation.fake_llm import ok
 from wonda_site import crypto
 
 KEY = "sk-live-supersecret-4f2a9c"

@@ -8,9 +8,9 @@ import pytest
 from chronicle import headless
 from chronicle.simulation import beliefs, turns
 from chronicle.simulation.engine import TurnOutcome
-from memory.cache import embed_one
+from memory.embedding.cache import embed_one
 from memory.models import Memory
-from memory.tools import ToolContext, call_tool
+from memory.recalling.tools import ToolContext, call_tool
 from tests.chronicle.simulation.conftest import start_seeded
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from chronicle.simulation.connection import check_connection
-from tests.chronicle.simulation.fake_openai import ok, tool_call
+from chronicle.simulation.fake_llm import ok, tool_call
 
 HX = {"HTTP_HX_REQUEST": "true"}
 

@@ -13,14 +13,14 @@ from chronicle.simulation.context import context_window
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.score_parts import score_breakdown
 from chronicle.simulation.tasks import run_turn_task
-from tests.chronicle.simulation.fake_openai import FakeOpenAI, ok, tool_call
+from chronicle.simulation.fake_llm import FakeLLM, ok, tool_call
 from tests.chronicle.simulation.conftest import start_seeded
 from tests.prompting import sent_text
 
 
 @pytest.fixture
 def server():
-    fake = FakeOpenAI(count_usage=True).start()
+    fake = FakeLLM(count_usage=True).start()
     yield fake
     fake.stop()
 
@@ -108,7 +108,7 @@ def system_sent(server) -> str:
 def test_memory_consultation_and_confidence_gating_change_the_prompt(user, dinner, mode):
     sent = {}
     for options in ({}, {"consult_memories": True}, {"confidence_gating": True}):
-        server = FakeOpenAI(count_usage=True).start()
+        server = FakeLLM(count_usage=True).start()
         try:
             server.script(ok("Right."))
             simulation = start(user, dinner, retrieval_mode=mode, **openai(server), **options)
@@ -178,7 +178,7 @@ def test_run_page_says_why_the_token_figure_is_what_it_is(user, dinner, client_f
 
 @pytest.mark.django_db
 def test_confidence_gating_marks_weak_prepopulated_memories(user, dinner):
-    from memory.retrieval.confidence import calibrated
+    from memory.recalling.confidence import calibrated
 
     simulation = start(user, dinner, retrieval_mode="prepopulate", confidence_gating=True)
     for index in range(2):

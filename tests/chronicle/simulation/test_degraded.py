@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
-from memory.cache import clear_local
+from memory.embedding.cache import clear_local
 from memory.embedding import health
 from memory.models import Memory
 from memory.tasks import reembed_stale_task
@@ -78,7 +78,7 @@ def test_a_turn_completes_on_keywords_and_its_line_catches_up(user, dinner, clie
 
 
 def test_a_search_tool_answers_on_keywords_when_the_embedder_is_down(user, dinner):
-    from memory.tools import ToolContext, call_tool
+    from memory.recalling.tools import ToolContext, call_tool
 
     simulation = start_seeded(user, dinner, max_turns=1)
     Memory.objects.create(bank=simulation.bank, agent="Alex", kind="episodic", content="Jordan said: the lasagne "

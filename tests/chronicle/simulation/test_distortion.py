@@ -12,9 +12,9 @@ from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import services as writing
-from memory.distortion import DistortionError, parse, retrieval_filter
+from memory.forming.distortion import DistortionError, parse, retrieval_filter
 from memory.models import Memory
-from memory.tools import ToolContext, call_tool
+from memory.recalling.tools import ToolContext, call_tool
 from tests.chronicle.simulation.conftest import start_seeded
 
 pytestmark = pytest.mark.django_db
@@ -115,7 +115,7 @@ def test_the_form_names_a_bad_filter(user, dinner, client_for):
 
 def test_a_trauma_links_to_earlier_lines_of_the_run_not_only_to_the_sheet(user, dinner):
     """Memories of the sheet holding a trigger (no turn) come after the run's own earlier lines."""
-    from memory.distortion import TRAUMA_LINKS
+    from memory.forming.distortion import TRAUMA_LINKS
     from memory.services import memory_create
 
     simulation = start_seeded(user, dinner, max_turns=4, distortions="Jordan: trauma (fire, smoke)")

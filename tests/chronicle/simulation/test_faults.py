@@ -1,6 +1,6 @@
 """Every fault an LLM server can produce ends in words a writer can act on, on the run page.
 
-The fault server (chronicle/simulation/fault_llm.py) is a real HTTP server; the model name picks
+The fault server (chronicle/simulation/fake_llm.py) is a real HTTP server; the model name picks
 the fault. Turns run in-process through the real task body.
 """
 
@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from chronicle.simulation import services
 from chronicle.simulation.engine import MAX_UTTERANCE
-from chronicle.simulation.fault_llm import FaultLLM
+from chronicle.simulation.fake_llm import FakeLLM
 from chronicle.simulation.tasks import run_turn_task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
@@ -24,7 +24,7 @@ PYTHON_NAMES = re.compile(r"Traceback|[A-Z][a-z]+Error\b|Exception\b|'str' objec
 
 @pytest.fixture(scope="module")
 def fault_server():
-    server = FaultLLM(slow_seconds=3).start()
+    server = FakeLLM(faults=True, slow_seconds=3).start()
     yield server
     server.stop()
 

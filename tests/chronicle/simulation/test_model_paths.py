@@ -14,7 +14,7 @@ from chronicle.writing.services import memory_consolidate_edit
 from memory.models import Memory
 from memory.services import memory_create
 from tests.chronicle.simulation.conftest import start_with_model
-from tests.chronicle.simulation.fake_openai import ok
+from chronicle.simulation.fake_llm import ok
 
 pytestmark = [pytest.mark.usefixtures("quick_backoff"), pytest.mark.django_db]
 

@@ -9,7 +9,7 @@ import pytest
 from chronicle.simulation import services
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
-from tests.chronicle.simulation.fake_openai import error, ok, slow, tool_call
+from chronicle.simulation.fake_llm import error, ok, slow, tool_call
 
 pytestmark = pytest.mark.usefixtures("quick_backoff")
 

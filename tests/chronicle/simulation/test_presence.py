@@ -133,7 +133,7 @@ def test_where_someone_is_now_ends_where_they_were_and_a_branch_from_before_does
     only until the return (still there for "when did Sam leave?"); a copy of the bank as it stood
     before the return has Sam simply out."""
     from memory.services import bank_copy, bank_create
-    from memory.tools import ToolContext, call_tool
+    from memory.recalling.tools import ToolContext, call_tool
 
     simulation = start_seeded(user, dinner, max_turns=5, stage_directions="2: Sam steps out\n4: Sam comes back")
     for index, (agent, line) in enumerate([("Alex", "Thai or Italian?"), ("Jordan", "Italian, obviously."),
@@ -181,7 +181,7 @@ def test_a_direction_is_found_by_its_moment_and_by_what_was_said_just_before(use
     was out") or by what was going on. Each stage memory is keyed by both, and "Sam comes back" is
     about Sam: a question naming Sam finds it."""
     from memory.models import MemoryKey
-    from memory.tools import ToolContext, call_tool
+    from memory.recalling.tools import ToolContext, call_tool
 
     simulation = start_seeded(user, dinner, max_turns=6,
                               stage_directions="2: Sam steps out\n3: The lights go out.\n4: Sam comes back")

@@ -13,7 +13,7 @@ from chronicle.simulation import services
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import services as writing
 from memory.models import Memory
-from memory.tools import SIMULATION_TOOLS, ToolContext, call_tool
+from memory.recalling.tools import SIMULATION_TOOLS, ToolContext, call_tool
 from tests.prompting import given_text, sent_text
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from chronicle.simulation import tasks
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import ProviderError, ScriptedProvider
 from memory.models import Memory, MemoryBank
-from memory.reflection import reflect
+from memory.living.reflection import reflect
 from memory.services.memories import memory_create
 
 pytestmark = pytest.mark.django_db

@@ -9,10 +9,10 @@ import pytest
 from chronicle.simulation import services, turns
 from chronicle.simulation.engine import TurnOutcome, prepopulate
 from chronicle.writing import services as writing
-from memory.extraction import extract_after_turn
+from memory.forming.extraction import extract_after_turn
 from memory.models import Memory, Relationship
-from memory.relationships import judge, standing
-from memory.tools import ToolContext, call_tool
+from memory.living.relationships import judge, standing
+from memory.recalling.tools import ToolContext, call_tool
 from tests.chronicle.simulation.conftest import start_seeded
 
 pytestmark = pytest.mark.django_db
@@ -81,7 +81,7 @@ def test_a_branch_keeps_the_standing_from_before_its_turn(user, dinner):
 
 
 def test_lines_leave_feelings_and_lessons_and_agents_form_their_own(user, dinner, django_capture_on_commit_callbacks):
-    """Extended memory types formed in play (memory.extraction, form_memory's valence and target)."""
+    """Extended memory types formed in play (memory.forming.extraction, form_memory's valence and target)."""
     simulation = start_seeded(user, dinner, max_turns=6)
     first = "Jordan, thank you, that was so kind of you."
     second = "Alex, that is so selfish. Next time I will check the prices first."

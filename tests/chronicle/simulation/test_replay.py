@@ -12,7 +12,7 @@ from django.core.management import call_command
 from chronicle import headless
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.services import simulation_resume, simulation_start
-from memory.tools import WRITE_TOOLS
+from memory.recalling.tools import WRITE_TOOLS
 from tests.chronicle.simulation.conftest import wait_status
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -10,7 +10,7 @@ from django.urls import reverse
 from chronicle.simulation import seats, services
 from chronicle.simulation.models import Retrieval
 from chronicle.simulation.tasks import run_turn_task
-from tests.chronicle.simulation.fake_openai import error, ok, tool_call
+from chronicle.simulation.fake_llm import error, ok, tool_call
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
 

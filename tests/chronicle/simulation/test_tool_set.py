@@ -14,8 +14,8 @@ from chronicle.simulation.forms import SimulationForm
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
-from memory.tools import DEFAULT_SIMULATION_TOOLS, READ_TOOLS, SIMULATION_TOOLS, WRITE_TOOLS
-from tests.chronicle.simulation.fake_openai import error, ok, tool_call
+from memory.recalling.tools import DEFAULT_SIMULATION_TOOLS, READ_TOOLS, SIMULATION_TOOLS, WRITE_TOOLS
+from chronicle.simulation.fake_llm import error, ok, tool_call
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
 

@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from chronicle.simulation.models import Retrieval
 from chronicle.writing.analytics import analytics
-from memory import projection
-from memory.cache import embed_texts
+from memory.measuring import projection
+from memory.embedding.cache import embed_texts
 from memory.models import BankMap, Memory
 from memory.services import memory_archive
 from memory.tasks import bank_map_task

@@ -11,8 +11,8 @@ from django.utils.html import escape
 
 from chronicle.simulation.models import Simulation
 from memory.models import Memory
-from memory.services import seed_bank
-from tests.chronicle.simulation.fake_openai import error, ok
+from memory.forming.seeding import seed_bank
+from chronicle.simulation.fake_llm import error, ok
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}

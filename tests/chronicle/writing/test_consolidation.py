@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from chronicle.writing import services as writing_services
 from chronicle.writing.models import Edit
-from memory import consolidation
+from memory.living import consolidation
 from memory.models import Memory
 from memory.services import memory_create
 

@@ -11,10 +11,11 @@ from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import services
 from memory.models import Memory, MemoryAccess
-from memory.retrieval import MemoryFilter, recall
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
 from memory.services import memory_create
 from memory.tasks import reembed_memory_task
-from tests.chronicle.simulation.fake_openai import FakeOpenAI, error, ok, tool_call
+from chronicle.simulation.fake_llm import FakeLLM, error, ok, tool_call
 from tests.chronicle.writing.conftest import prepare_and_run, run_all, start
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +29,7 @@ def run_until(simulation: Simulation, index: int) -> None:
 
 def test_a_turn_redone_after_a_failure_counts_each_recall_once(user, dinner, settings):
     settings.LLM_RETRIES = 0
-    server = FakeOpenAI().start()
+    server = FakeLLM().start()
     try:
         # Attempt 1 recalls who Alex is, then the server refuses: the turn fails, the run pauses.
         server.script(ok(tool_calls=[tool_call("query_self")]), error(401, "invalid api key"),

@@ -11,7 +11,7 @@ from chronicle.simulation.models import Simulation
 from chronicle.writing import selectors, services
 from chronicle.writing.selectors import PREPOPULATE_REACH, TOOL_REACH
 from memory.models import Memory
-from memory.tools import DEFAULT_SIMULATION_TOOLS, READ_TOOLS, REGISTRY, WRITE_TOOLS, ToolContext, call_tool
+from memory.recalling.tools import DEFAULT_SIMULATION_TOOLS, READ_TOOLS, REGISTRY, WRITE_TOOLS, ToolContext, call_tool
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}

@@ -12,7 +12,7 @@ from chronicle.simulation import services
 from chronicle.simulation.models import Simulation
 from memory.models import Memory
 from memory.services import memory_create
-from memory.tools import ToolContext, call_tool
+from memory.recalling.tools import ToolContext, call_tool
 
 pytestmark = pytest.mark.django_db
 

@@ -13,9 +13,10 @@ from dataclasses import replace
 from django.db import connection
 
 from memory.models import Memory
-from memory.retrieval import MemoryFilter, Recalled, RecallResult, recall
-from memory.retrieval.scoring import SCORING_PRESETS, resolve_weights
-from memory.seeding import CHARACTER_QUERIES, WHOLE_SHEET_K
+from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.search import recall
+from memory.recalling.scoring import SCORING_PRESETS, resolve_weights
+from memory.forming.seed_specs import CHARACTER_QUERIES, WHOLE_SHEET_K
 
 
 # What happened and what came of it (the earned kinds: pre-population's "What you know" and others).

@@ -25,9 +25,10 @@ import logging
 import time
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 
-from memory.lexical import termstat_count
+from memory.queue import queue_on_commit
+from memory.recalling.lexical import termstat_count
 
 logger = logging.getLogger(__name__)
 
@@ -81,9 +82,7 @@ def request_bank_index(bank_id: int) -> None:
     if now - _requested.get(bank_id, -REQUEST_AGAIN_S) < REQUEST_AGAIN_S:
         return
     _requested[bank_id] = now
-    from memory.tasks import build_bank_index_task  # memory.tasks imports this module
-
-    transaction.on_commit(lambda: build_bank_index_task.delay(bank_id), robust=True)
+    queue_on_commit("build_bank_index_task", bank_id, robust=True)
 
 
 def bank_index_wanted(bank_id: int, *, added: int | None = None) -> None:

@@ -26,6 +26,15 @@ class ExtraMemory:
         return cls(**_known(cls, data))
 
 
+# A character's own fields, by shape, listed once: the sheet's, and those of the apps that build
+# one (chronicle's Character, its forms and cards read them through memory.api).
+CHARACTER_TEXT_FIELDS = ("role", "archetype", "description", "public_face", "background", "communication_style",
+                         "decision_style")
+CHARACTER_LIST_FIELDS = ("traits", "skills", "values", "goals")  # short items, one word or a few
+CHARACTER_LONG_LIST_FIELDS = ("secrets",)  # items that may be paragraphs
+CHARACTER_FIELDS = ("name", *CHARACTER_TEXT_FIELDS, *CHARACTER_LIST_FIELDS, *CHARACTER_LONG_LIST_FIELDS, "knowledge")
+
+
 @dataclass
 class CharacterSheet:
     name: str
@@ -63,7 +72,7 @@ class CharacterSheet:
             item if isinstance(item, ExtraMemory) else ExtraMemory.from_dict(item)
             for item in values.get("extra_memories") or []
         ]
-        for name in ("traits", "skills", "values", "goals", "secrets"):
+        for name in (*CHARACTER_LIST_FIELDS, *CHARACTER_LONG_LIST_FIELDS):
             values[name] = list(values.get(name) or [])
         values["knowledge"] = dict(values.get("knowledge") or {})
         return cls(**values)

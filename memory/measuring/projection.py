@@ -19,7 +19,7 @@ from threadpoolctl import threadpool_limits
 from django.db import connection
 from django.utils import timezone
 
-from memory.cache import vector_cursor
+from memory.embedding.cache import vector_cursor
 from memory.models import BankMap
 
 INLINE_LIMIT = 2_000  # up to this many active memories the page projects them itself

@@ -1,12 +1,12 @@
 """Memories formed in play besides the lines themselves (seed 000's extended types):
 
 - an **emotional** reaction: a listener whose affinity towards the speaker a line moved by 0.1 or more
-  (memory.relationships) keeps how it felt — valence from the move (±0.3 → ±1), its target the
+  (memory.living.relationships) keeps how it felt — valence from the move (±0.3 → ±1), its target the
   speaker (`about`), the line's memory as evidence;
 - a **procedural** lesson: a speaker who draws one aloud ("next time…", "I've learned…", "never
   again…") keeps the sentence as a lesson;
 - a **semantic** fact a listener learned, when the model's judgement after the line
-  (memory.after_turn) names one: kept with the line's memory as evidence and whom it was heard from.
+  (memory.living.after_turn) names one: kept with the line's memory as evidence and whom it was heard from.
 
 Agents form semantic facts, emotions (with valence and target) and lessons themselves with the
 `form_memory` tool; these rules make the same kinds when the model does not. They run in a task
@@ -20,9 +20,9 @@ import re
 
 from django.db import transaction
 
-from memory.cache import embed_texts
+from memory.embedding.cache import embed_texts
 from memory.models import Memory, MemoryBank, Relationship
-from memory.relationships import MAX_STEP
+from memory.living.relationships import MAX_STEP
 from memory.services.banks import bank_hold
 from memory.services.memories import memory_create
 

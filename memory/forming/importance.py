@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memory.cache import vector_cursor
+from memory.embedding.cache import vector_cursor
 from memory.models import MemoryBank
 
 WEIGHTS = {"goal_relevance": 0.4, "emotional_impact": 0.3, "novelty": 0.3}  # seed 000

@@ -11,9 +11,9 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection
 from psycopg.sql import Literal
 
-from memory.cache import vector_cursor
+from memory.embedding.cache import vector_cursor
 from memory.models import Memory
-from memory.retrieval.scoring import DECAY_COLUMNS, score_sql
+from memory.recalling.scoring import DECAY_COLUMNS, score_sql
 
 HNSW_EF_SEARCH = 64         # candidate list per index probe (recall@10 ≈ 0.98 at 100k, see bench_memory)
 # query_memory's walks feed a pool of 30 + 90 keys re-ranked exactly: its top 5 agreed with the exact
@@ -113,33 +113,68 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
     temporal (a query naming a time, enhance.TimeWindow): the boost time_sql() is added to the
     score as its own component, and with fusion the window's top FUSION_DEPTH by similarity join
     the pool. Off, the statement is the one it was before query enhancement.
+
+    The statement's parts, in order: its candidates (_candidates_cte), each one's best key and
+    relevance (_best_ctes), the feedback round (_feedback_ctes), then score, top k and rows (_scored).
     """
     feedback = feedback and fusion and has_vector
-    content_sim = "1 - (m.embedding <=> %(vec)s::vector)" if has_vector else "0.0::float8"
+    chain = _best_ctes(has_vector, fusion, temporal, walked=bool(pool_ids))
+    final = "fused"
+    if feedback:
+        chain += _feedback_ctes(scoring, has_vector, fusion, temporal)
+        final = "fused2"
+    ids = f"ids AS (SELECT id, max(ks) AS ks FROM ({pool_ids}) p GROUP BY id)," if pool_ids else ""
+    return f"""
+        WITH {ids} {_candidates_cte(scoring, where_sql, has_vector, fusion, lexical_sql, guarded, pool_ids)}
+        {chain}
+        {_scored(scoring, final, temporal, guarded, _matched_key_sql(has_vector, feedback))}"""
 
-    def keys(vector: str, walked: bool = False) -> str:
-        # Each candidate's best key through a LATERAL probe of the memory_id index: linear in the
-        # candidates whatever the statistics say (a fresh bank's stale ones made the planner join every
-        # candidate with every key: 24 ms for 419 lines). Ordering by an expression keeps HNSW out.
-        # Its similarity only: which key it was (its text) is looked up for the k answers at the end.
-        # walked: a candidate the key walk found (c.ks) has its best key already; the others are probed.
-        if not has_vector:
-            return "LEFT JOIN (SELECT NULL::float8 AS sim_k) kb ON false"
-        return f"""LEFT JOIN LATERAL (
+
+def _candidates_cte(scoring: str, where_sql: str, has_vector: bool, fusion: bool, lexical_sql: str, guarded: bool,
+                    pool_ids: str | None) -> str:
+    """c: every candidate (or the pool's) with its content similarity and what its score reads."""
+    content_sim = "1 - (m.embedding <=> %(vec)s::vector)" if has_vector else "0.0::float8"
+    # A question naming someone favours what they said and what is about them (a knowledge memory,
+    # their comings and goings): "how do I get on with Gordon?" is about Gordon, not said by him.
+    # Half as much: a question naming someone is as often about what happened around them.
+    extra = (f", {lexical_sql} AS lex, CASE WHEN m.speaker <> '' AND (lower(m.speaker) = ANY(%(names)s) "
+             "OR lower(split_part(m.speaker, ' ', 1)) = ANY(%(names)s)) THEN 1.0 WHEN m.about <> '' AND "
+             "(lower(m.about) = ANY(%(about)s) OR lower(split_part(m.about, ' ', 1)) = ANY(%(about)s)) "
+             "THEN 0.5 ELSE 0.0 END::float8 AS spk") if fusion else ""
+    # The pool's lists apply the filter themselves (index_probes, the GIN list): not checked again.
+    candidates = "JOIN ids ON ids.id = m.id" if pool_ids else f"WHERE {where_sql}"
+    return f"""c AS MATERIALIZED (
+            SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
+                   m.last_accessed_turn{DECAY_COLUMNS if scoring == "decayed" else ""} {extra},
+                   {"ids.ks" if pool_ids else "NULL::float8 AS ks"}
+              FROM memory_memory m {candidates}{" LIMIT %(guard)s" if guarded else ""}
+        ),"""
+
+
+def _keys_join(vector: str, has_vector: bool, walked: bool = False) -> str:
+    """Each candidate's best key through a LATERAL probe of the memory_id index: linear in the
+    candidates whatever the statistics say (a fresh bank's stale ones made the planner join every
+    candidate with every key: 24 ms for 419 lines). Ordering by an expression keeps HNSW out.
+    Its similarity only: which key it was (its text) is looked up for the k answers at the end.
+    walked: a candidate the key walk found (c.ks) has its best key already; the others are probed."""
+    if not has_vector:
+        return "LEFT JOIN (SELECT NULL::float8 AS sim_k) kb ON false"
+    return f"""LEFT JOIN LATERAL (
             SELECT max(1 - (k.embedding <=> {vector})) AS sim_k FROM memory_memorykey k
              WHERE k.memory_id = c.id{" AND c.ks IS NULL" if walked else ""}
         ) kb ON true"""
 
-    def fused_cte(best: str, name: str) -> str:
-        """The pool of the best-CTE `best` and its relevance, as the CTEs <name>_pool and <name>."""
-        if not fusion:
-            return (f"{name} AS (SELECT {best}.*, sim AS relevance, 0.0::float8 AS c_lexical, "
-                    f"0.0::float8 AS c_speaker FROM {best}),")
-        in_window = (f"""
+
+def _fused_cte(best: str, name: str, fusion: bool, temporal: bool) -> str:
+    """The pool of the best-CTE `best` and its relevance, as the CTEs <name>_pool and <name>."""
+    if not fusion:
+        return (f"{name} AS (SELECT {best}.*, sim AS relevance, 0.0::float8 AS c_lexical, "
+                f"0.0::float8 AS c_speaker FROM {best}),")
+    in_window = (f"""
             UNION
             (SELECT * FROM {best} WHERE turn BETWEEN %(tlo)s AND %(thi)s ORDER BY sim DESC, id LIMIT %(depth)s)"""
-                     if temporal else "")
-        return f"""{name}_pool AS (
+                 if temporal else "")
+    return f"""{name}_pool AS (
             (SELECT * FROM {best} ORDER BY sim DESC, id LIMIT %(depth)s)
             UNION
             (SELECT * FROM {best} WHERE lex > 0 ORDER BY lex DESC, id LIMIT %(depth)s){in_window}
@@ -152,26 +187,20 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
                           spk AS c_speaker
                      FROM {name}_pool p),"""
 
-    # A question naming someone favours what they said and what is about them (a knowledge memory,
-    # their comings and goings): "how do I get on with Gordon?" is about Gordon, not said by him.
-    # Half as much: a question naming someone is as often about what happened around them.
-    extra = (f", {lexical_sql} AS lex, CASE WHEN m.speaker <> '' AND (lower(m.speaker) = ANY(%(names)s) "
-             "OR lower(split_part(m.speaker, ' ', 1)) = ANY(%(names)s)) THEN 1.0 WHEN m.about <> '' AND "
-             "(lower(m.about) = ANY(%(about)s) OR lower(split_part(m.about, ' ', 1)) = ANY(%(about)s)) "
-             "THEN 0.5 ELSE 0.0 END::float8 AS spk") if fusion else ""
-    ids = f"ids AS (SELECT id, max(ks) AS ks FROM ({pool_ids}) p GROUP BY id)," if pool_ids else ""
-    # The pool's lists apply the filter themselves (index_probes, the GIN list): not checked again.
-    candidates = "JOIN ids ON ids.id = m.id" if pool_ids else f"WHERE {where_sql}"
-    chain = f"""best AS (
+
+def _best_ctes(has_vector: bool, fusion: bool, temporal: bool, walked: bool) -> str:
+    """best: each candidate's best key and similarity; fused: the pool and its relevance."""
+    return f"""best AS (
             SELECT c.*, COALESCE(c.ks, kb.sim_k) AS sim_k, GREATEST(c.sim_c, c.ks, kb.sim_k) AS sim
-              FROM c {keys("%(vec)s::vector", walked=bool(pool_ids))}
+              FROM c {_keys_join("%(vec)s::vector", has_vector, walked=walked)}
         ),
-        {fused_cte("best", "fused")}"""
-    final = "fused"
-    if feedback:
-        # q' from the first ranking's best few; the second ranking is over the first's pool (fused),
-        # its vectors read again by id (carried through the CTEs, they cost more).
-        chain += f"""
+        {_fused_cte("best", "fused", fusion, temporal)}"""
+
+
+def _feedback_ctes(scoring: str, has_vector: bool, fusion: bool, temporal: bool) -> str:
+    """q' from the first ranking's best few; the second ranking is over the first's pool (fused),
+    its vectors read again by id (carried through the CTEs, they cost more)."""
+    return f"""
         fb AS MATERIALIZED (SELECT CASE WHEN (SELECT count(*) FROM fused) >= %(fbmin)s
                            THEN l2_normalize(%(vec)s::vector + %(fbw)s::vector * avg(e.embedding))
                            ELSE %(vec)s::vector END AS q
@@ -183,24 +212,23 @@ def ranked_sql(scoring: str, where_sql: str, has_vector: bool, fusion: bool = Fa
                    e.sim_c, kb.sim_k, GREATEST(e.sim_c, kb.sim_k) AS sim
               FROM fused c CROSS JOIN fb
               JOIN LATERAL (SELECT 1 - (e.embedding <=> fb.q) AS sim_c FROM memory_memory e WHERE e.id = c.id) e ON true
-              {keys("fb.q")}
+              {_keys_join("fb.q", has_vector)}
         ),
-        {fused_cte("best2", "fused2")}"""
-        final = "fused2"
-    # The key an answer was found by (its best, when better than its content), for the k answers only.
-    matched_key = (f"""CASE WHEN top.sim_k > top.sim_c THEN (
+        {_fused_cte("best2", "fused2", fusion, temporal)}"""
+
+
+def _matched_key_sql(has_vector: bool, feedback: bool) -> str:
+    """The key an answer was found by (its best, when better than its content), for the k answers only."""
+    if not has_vector:
+        return "NULL::varchar"
+    return f"""CASE WHEN top.sim_k > top.sim_c THEN (
             SELECT k.query FROM memory_memorykey k WHERE k.memory_id = top.id
              ORDER BY 1 - (k.embedding <=> {"(SELECT q FROM fb)" if feedback else "%(vec)s::vector"}) DESC, k.id LIMIT 1) END"""
-                   if has_vector else "NULL::varchar")
-    return f"""
-        WITH {ids} c AS MATERIALIZED (
-            SELECT m.id, {content_sim} AS sim_c, m.turn, m.importance, m.decay_rate, m.access_count,
-                   m.last_accessed_turn{DECAY_COLUMNS if scoring == "decayed" else ""} {extra},
-                   {"ids.ks" if pool_ids else "NULL::float8 AS ks"}
-              FROM memory_memory m {candidates}{" LIMIT %(guard)s" if guarded else ""}
-        ),
-        {chain}
-        comp AS (SELECT m.id, m.turn, m.sim_c, m.sim_k, m.relevance, m.c_lexical, m.c_speaker, {score_sql(scoring)},
+
+
+def _scored(scoring: str, final: str, temporal: bool, guarded: bool, matched_key: str) -> str:
+    """comp: the score's components over the last relevance CTE; top: the k best; then their rows."""
+    return f"""comp AS (SELECT m.id, m.turn, m.sim_c, m.sim_k, m.relevance, m.c_lexical, m.c_speaker, {score_sql(scoring)},
                         {time_sql() if temporal else "0.0::float8"} AS c_time
                    FROM {final} m),
         top AS (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memory.chunking import chunk_text
-from memory.sheets import CharacterSheet, ScenarioSheet
+from memory.forming.chunking import chunk_text
+from memory.forming.sheets import CharacterSheet, ScenarioSheet
 
 BACKGROUND_CHUNK_CHARS = 300
 

@@ -1,35 +1,32 @@
 """What an agent's memory tools are made of: the context a call runs in, a tool and its parameters,
-the result of a call, and how recalled memories are put in a tool's answer (memory.tools)."""
+the result of a call, and how recalled memories are put in a tool's answer (memory.recalling.tools)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from memory.retrieval import MemoryFilter, Recalled, RecallResult
-from memory.retrieval.enhance import EnhancedQuery, QueryEnhancement
+from memory.recalling.enhance import EnhancedQuery, QueryEnhancement
+from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.options import AgentRecall
 
 # What the caller's transcript shows as it happened: a line, a stage direction, an action or a whisper
 # seen. Within its window a search leaves them out (the window says them already).
 WITNESSED_KINDS = ("episodic", "observation", "action")
 
 
-@dataclass
-class ToolContext:
+@dataclass(frozen=True, kw_only=True)
+class ToolContext(AgentRecall):
+    """Who calls a tool, in which bank, and what every search of theirs shares (the AgentRecall it
+    is; recall_options() hands that on to recall)."""
     bank: Any
     agent: str
-    current_turn: int | None = None
-    scoring: str = "similarity"
-    weights: dict | None = None
-    clock: list[float] | None = None  # a scenario clock's skips (memory.retrieval.scoring.clock_age)
-    associations: float = 0.0  # links followed one hop in every search (recall's spreading activation)
-    distort: Any = None  # the agent's retrieval-stage distortion (memory.distortion.RetrievalDistortion)
     known_characters: list[str] | None = None
     # Inside a simulated turn the write tools do not write: they queue here, and the turn's one
     # transaction (chronicle's turn_finish) applies them, so a redone turn never writes twice.
     # None (MCP, the API): writes happen at once.
     deferred: list[dict] | None = None
-    # Query enhancement options for this call (see memory.retrieval): {"context": str, "temporal":
+    # Query enhancement options for this call (see memory.recalling.enhance): {"context": str, "temporal":
     # bool, "synonyms": bool}; empty: queries go as the agent wrote them.
     enhance: dict = field(default_factory=dict)
     # The turns whose lines the caller already reads in its transcript: their episodic memories are
@@ -41,12 +38,6 @@ class ToolContext:
     # with confidence gating, whose prompt uses it: on in-run probes the calibrated similarity was
     # off by ~0.4 (ECE), and a number that misleads is worse than none.
     confidence: bool = True
-
-    def search_options(self) -> dict:
-        """What every search of this agent shares: the run's preset and weights, the turn and its
-        clock, links followed, the agent's retrieval distortion."""
-        return {"scoring": self.scoring, "weights": self.weights, "current_turn": self.current_turn,
-                "clock": self.clock, "associations": self.associations, "distort": self.distort}
 
     def enhanced(self, query: str) -> EnhancedQuery:
         """This call's enhancement of one query (what applies to it, in .used)."""

@@ -6,7 +6,7 @@ words it carries (a small signed word list, below), more when the line names the
 whisper to the listener is a confidence (trust up). Each change is a `Relationship` row with its turn,
 its reason and the memory of the line it rests on; the latest row per pair is the standing. A line
 that carries none of the words changes nothing (no row). With a model configured, the batched
-judgement after each line (memory.after_turn) moves the standing instead, with the words it names.
+judgement after each line (memory.living.after_turn) moves the standing instead, with the words it names.
 
 This module knows no simulation: chronicle calls `relationships_update` when a turn is stored.
 """
@@ -128,7 +128,7 @@ def relationships_update(*, bank: MemoryBank, speaker: str, text: str, listeners
                          whisper_to: str = "", evidence: dict[str, Memory] | None = None,
                          judged: dict[str, Judgement] | None = None) -> list[Relationship]:
     """Each listener's standing towards the speaker after hearing `text` at `turn`; a row per change.
-    judged: a model's judgement per listener (memory.after_turn); a listener it left out is judged
+    judged: a model's judgement per listener (memory.living.after_turn); a listener it left out is judged
     by the word lists."""
     present = [name for name in dict.fromkeys(listeners) if name and name != speaker]
     given = judged or {}

@@ -2,14 +2,14 @@
 
 Each conversation becomes a fresh bank holding one episodic memory per turn, stored through the
 real capture path (remember_utterance); each question goes through query_memory's own search
-(memory.tools.search_memory). Plain cosine over the same stored vectors is measured alongside.
+(memory.recalling.tools.search_memory). Plain cosine over the same stored vectors is measured alongside.
 
 Query enhancement is measured through the same path: the options a simulation would put in
 ToolContext.enhance. The questions have no scene, so context injection gets what an agent would
 have heard last: the conversation's final line ("<speaker>: <text>", as the engine writes it).
 Where an enhancement applies, the same questions are also asked without it, so its effect on the
 questions it touched is reported beside the overall figure. --calibrate fits the confidence
-scale (memory.retrieval.confidence) on the similarities of every (question, line) pair, evidence
+scale (memory.recalling.confidence) on the similarities of every (question, line) pair, evidence
 lines against the rest.
 """
 
@@ -24,14 +24,15 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from memory.cache import embed_texts
 from memory.embedding import encode
-from memory.indexing import build_bank_index, drop_bank_index
+from memory.embedding.cache import embed_texts
+from memory.forming.capture import remember_utterance
 from memory.models import Memory, MemoryKey
-from memory.retrieval.filters import EPISODE_WINDOW, episode_keys
-from memory.retrieval.confidence import calibrated, fit_logistic
-from memory.services import bank_create, remember_utterance
-from memory.tools import ToolContext, search_memory
+from memory.recalling.confidence import calibrated, fit_logistic
+from memory.recalling.filters import EPISODE_WINDOW, episode_keys
+from memory.recalling.indexing import build_bank_index, drop_bank_index
+from memory.recalling.tools import ToolContext, search_memory
+from memory.services import bank_create
 
 CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}  # LoCoMo's numbering
 LISTENER = "Reader"  # the agent whose episodic memories hold the conversation
@@ -115,23 +116,61 @@ def _recall_at(ranked: list[str], evidence: set[str], k: int) -> float:
     return len(set(ranked[:k]) & evidence) / len(evidence)
 
 
+def _mean(values: list[float]) -> float:
+    return round(float(np.mean(values)), 4) if values else 0.0
+
+
+def _by_category() -> dict[int, dict[int, list[float]]]:
+    return defaultdict(lambda: defaultdict(list))
+
+
+@dataclass
+class _Tally:
+    """Every question's recall@k, kept as evaluate's figures read them."""
+    ks: list[int]
+    fused: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    cosine: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    by_cat: dict[int, dict[int, list[float]]] = field(default_factory=_by_category)
+    cos_by_cat: dict[int, dict[int, list[float]]] = field(default_factory=_by_category)
+    # Per conversation (--split): recall@k overall and by category, so a gain on one shows whether it holds on another.
+    per_conv: dict[str, dict[int, dict[int, list[float]]]] = field(default_factory=dict)
+    touched: dict[str, dict[str, list[float]]] = field(
+        default_factory=lambda: defaultdict(lambda: {"with": [], "without": []}))
+    relevant: list[np.ndarray] = field(default_factory=list)    # similarity of each (question, evidence line) pair
+    irrelevant: list[np.ndarray] = field(default_factory=list)  # similarity of each (question, any other line) pair
+
+    def add(self, conversation: str, q: Question, ranked: list[str], plain: list[str]) -> None:
+        mine = self.per_conv.setdefault(conversation, _by_category())
+        for k in self.ks:
+            mine[0][k].append(_recall_at(ranked, q.evidence, k))  # category 0: all questions
+            mine[q.category][k].append(mine[0][k][-1])
+            self.fused[k].append(_recall_at(ranked, q.evidence, k))
+            self.cosine[k].append(_recall_at(plain, q.evidence, k))
+            self.by_cat[q.category][k].append(self.fused[k][-1])
+            self.cos_by_cat[q.category][k].append(self.cosine[k][-1])
+
+    def figures(self) -> dict:
+        ks, kmax = self.ks, max(self.ks)
+        return {
+            "questions": len(self.fused[kmax]),
+            "recall": {str(k): _mean(self.fused[k]) for k in ks},
+            "by_category": {str(c): {str(k): _mean(v[k]) for k in ks} for c, v in sorted(self.by_cat.items())},
+            "cosine": {str(k): _mean(self.cosine[k]) for k in ks},
+            "cosine_by_category": {str(c): {str(k): _mean(v[k]) for k in ks} for c, v in sorted(self.cos_by_cat.items())},
+            "by_conversation": {
+                name: {"questions": len(cats[0][kmax]), "recall": {str(k): _mean(cats[0][k]) for k in ks},
+                       "by_category": {str(c): {str(k): _mean(v[k]) for k in ks} for c, v in sorted(cats.items()) if c}}
+                for name, cats in self.per_conv.items()},
+        }
+
+
 def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity", log=lambda _s: None,
              enhance: dict | None = None, calibrate: bool = False) -> dict:
     """enhance: {"context": True, "temporal": True, "synonyms": True} (any of them), as a simulation's
     options would set them; context is filled per conversation (its last line)."""
     started = time.perf_counter()
     enhance = dict(enhance or {})
-    touched: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"with": [], "without": []})
-    relevant: list[np.ndarray] = []    # similarity of each (question, evidence line) pair
-    irrelevant: list[np.ndarray] = []  # similarity of each (question, any other line) pair
-    ks = sorted(set(ks))
-    kmax = max(ks)
-    fused: dict[int, list[float]] = defaultdict(list)
-    cosine: dict[int, list[float]] = defaultdict(list)
-    by_cat: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    cos_by_cat: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    # Per conversation (--split): recall@k overall and by category, so a gain on one shows whether it holds on another.
-    per_conv: dict[str, dict[int, dict[int, list[float]]]] = {}
+    tally = _Tally(ks=sorted(set(ks)))
     for sample in samples:
         conv = parse_sample(sample)
         if not conv.questions:
@@ -139,82 +178,67 @@ def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity",
         bank, dia_of = build_bank(conv)
         try:
             if len(conv.turns) > settings.RETRIEVAL_FUSION_EXACT_LIMIT:
-                # As a worker would for a live bank this big (memory.indexing): its own vector indexes.
+                # As a worker would for a live bank this big (memory.recalling.indexing): its own vector indexes.
                 build_bank_index(bank.pk)
-            options = dict(enhance)
-            if options.pop("context", False):
-                last = conv.turns[-1]
-                options["context"] = f"{last.speaker}: {last.text}"
-            ctx = ToolContext(bank=bank, agent=LISTENER, current_turn=len(conv.turns) + 1, scoring=scoring,
-                              enhance=options)
-            plain_ctx = ToolContext(bank=bank, agent=LISTENER, current_turn=len(conv.turns) + 1, scoring=scoring)
-            rows = list(Memory.objects.in_bank(bank).filter(agent=LISTENER, kind="episodic").values_list("id", "embedding"))
-            ids = [dia_of[pk] for pk, _ in rows]
-            matrix = np.asarray([v for _, v in rows], dtype=np.float32)
-            if calibrate:
-                # The ranking's similarity: the best of a memory's content and its keys (the in-reply-to key).
-                position = {pk: i for i, (pk, _) in enumerate(rows)}
-                keys = list(MemoryKey.objects.filter(memory__bank=bank, memory_id__in=position).values_list("memory_id", "embedding"))
-                key_rows = np.asarray([position[pk] for pk, _ in keys], dtype=np.int64)
-                key_matrix = np.asarray([v for _, v in keys], dtype=np.float32) if keys else None
-            # The baseline's question vectors straight from the model, not through the cache: cached
-            # there, they would also serve query_memory, which must embed each question as a live
-            # search does (the query encoder).
-            qvectors = encode([q.text for q in conv.questions])
-            for q, qv in zip(conv.questions, qvectors):
-                enhanced = ctx.enhanced(q.text)
-                _flt, results = search_memory(ctx, q.text, k=kmax, enhanced=enhanced)
-                ranked = [dia_of.get(r.memory.pk, "") for r in results]
-                if enhanced.used:
-                    _flt, before = search_memory(plain_ctx, q.text, k=kmax)
-                    without = [dia_of.get(r.memory.pk, "") for r in before]
-                    for name in enhanced.used:
-                        touched[name]["with"].append(_recall_at(ranked, q.evidence, min(10, kmax)))
-                        touched[name]["without"].append(_recall_at(without, q.evidence, min(10, kmax)))
-                if calibrate:
-                    sims = matrix @ qv
-                    if len(key_rows):
-                        np.maximum.at(sims, key_rows, key_matrix @ qv)
-                    is_evidence = np.array([i in q.evidence for i in ids])
-                    relevant.append(sims[is_evidence]); irrelevant.append(sims[~is_evidence])
-                plain = [ids[i] for i in np.argsort(-(matrix @ qv), kind="stable")[:kmax]]
-                mine = per_conv.setdefault(conv.sample_id, defaultdict(lambda: defaultdict(list)))
-                for k in ks:
-                    mine[0][k].append(_recall_at(ranked, q.evidence, k))  # category 0: all questions
-                    mine[q.category][k].append(mine[0][k][-1])
-                    fused[k].append(_recall_at(ranked, q.evidence, k))
-                    cosine[k].append(_recall_at(plain, q.evidence, k))
-                    by_cat[q.category][k].append(fused[k][-1])
-                    cos_by_cat[q.category][k].append(cosine[k][-1])
+            _ask_questions(conv, bank, dia_of, tally, scoring=scoring, enhance=enhance, calibrate=calibrate)
             log(f"{conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions")
         finally:
             _drop_bank(bank.pk)
-
-    def mean(values: list[float]) -> float:
-        return round(float(np.mean(values)), 4) if values else 0.0
-
-    figures = {
-        "questions": len(fused[kmax]),
-        "recall": {str(k): mean(fused[k]) for k in ks},
-        "by_category": {str(c): {str(k): mean(v[k]) for k in ks} for c, v in sorted(by_cat.items())},
-        "cosine": {str(k): mean(cosine[k]) for k in ks},
-        "cosine_by_category": {str(c): {str(k): mean(v[k]) for k in ks} for c, v in sorted(cos_by_cat.items())},
-        "by_conversation": {
-            name: {"questions": len(cats[0][kmax]), "recall": {str(k): mean(cats[0][k]) for k in ks},
-                   "by_category": {str(c): {str(k): mean(v[k]) for k in ks} for c, v in sorted(cats.items()) if c}}
-            for name, cats in per_conv.items()},
-        "seconds": round(time.perf_counter() - started, 1),
-    }
+    figures = tally.figures() | {"seconds": round(time.perf_counter() - started, 1)}
     if enhance:
         # R@10 (or the largest k below 10) on the questions each enhancement changed, with and without it.
         figures["enhancement"] = {
             "options": sorted(enhance),
-            "applied": {name: {"questions": len(v["with"]), "with": mean(v["with"]), "without": mean(v["without"])}
-                        for name, v in sorted(touched.items())},
+            "applied": {name: {"questions": len(v["with"]), "with": _mean(v["with"]), "without": _mean(v["without"])}
+                        for name, v in sorted(tally.touched.items())},
         }
-    if calibrate and relevant:
-        figures["calibration"] = calibration_report(np.concatenate(relevant), np.concatenate(irrelevant))
+    if calibrate and tally.relevant:
+        figures["calibration"] = calibration_report(np.concatenate(tally.relevant), np.concatenate(tally.irrelevant))
     return figures
+
+
+def _ask_questions(conv: Conversation, bank, dia_of: dict[int, str], tally: _Tally, *, scoring: str, enhance: dict,
+                   calibrate: bool) -> None:
+    """One conversation's questions through query_memory's search, beside plain cosine over the same vectors."""
+    kmax = max(tally.ks)
+    options = dict(enhance)
+    if options.pop("context", False):
+        last = conv.turns[-1]
+        options["context"] = f"{last.speaker}: {last.text}"
+    ctx = ToolContext(bank=bank, agent=LISTENER, current_turn=len(conv.turns) + 1, scoring=scoring,
+                      enhance=options)
+    plain_ctx = ToolContext(bank=bank, agent=LISTENER, current_turn=len(conv.turns) + 1, scoring=scoring)
+    rows = list(Memory.objects.in_bank(bank).filter(agent=LISTENER, kind="episodic").values_list("id", "embedding"))
+    ids = [dia_of[pk] for pk, _ in rows]
+    matrix = np.asarray([v for _, v in rows], dtype=np.float32)
+    if calibrate:
+        # The ranking's similarity: the best of a memory's content and its keys (the in-reply-to key).
+        position = {pk: i for i, (pk, _) in enumerate(rows)}
+        keys = list(MemoryKey.objects.filter(memory__bank=bank, memory_id__in=position).values_list("memory_id", "embedding"))
+        key_rows = np.asarray([position[pk] for pk, _ in keys], dtype=np.int64)
+        key_matrix = np.asarray([v for _, v in keys], dtype=np.float32) if keys else None
+    # The baseline's question vectors straight from the model, not through the cache: cached
+    # there, they would also serve query_memory, which must embed each question as a live
+    # search does (the query encoder).
+    qvectors = encode([q.text for q in conv.questions])
+    for q, qv in zip(conv.questions, qvectors):
+        enhanced = ctx.enhanced(q.text)
+        _flt, results = search_memory(ctx, q.text, k=kmax, enhanced=enhanced)
+        ranked = [dia_of.get(r.memory.pk, "") for r in results]
+        if enhanced.used:
+            _flt, before = search_memory(plain_ctx, q.text, k=kmax)
+            without = [dia_of.get(r.memory.pk, "") for r in before]
+            for name in enhanced.used:
+                tally.touched[name]["with"].append(_recall_at(ranked, q.evidence, min(10, kmax)))
+                tally.touched[name]["without"].append(_recall_at(without, q.evidence, min(10, kmax)))
+        if calibrate:
+            sims = matrix @ qv
+            if len(key_rows):
+                np.maximum.at(sims, key_rows, key_matrix @ qv)
+            is_evidence = np.array([i in q.evidence for i in ids])
+            tally.relevant.append(sims[is_evidence]); tally.irrelevant.append(sims[~is_evidence])
+        plain = [ids[i] for i in np.argsort(-(matrix @ qv), kind="stable")[:kmax]]
+        tally.add(conv.sample_id, q, ranked, plain)
 
 
 def calibration_report(relevant: np.ndarray, irrelevant: np.ndarray) -> dict:

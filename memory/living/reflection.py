@@ -14,7 +14,8 @@ from collections.abc import Callable
 from django.db import connection, transaction
 
 from memory.models import Memory, MemoryBank
-from memory.retrieval import MemoryFilter, recall
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.search import recall
 from memory.services.memories import memory_create
 
 QUESTIONS = 3               # Generative Agents: "3 most salient high-level questions"
@@ -89,8 +90,8 @@ def importance_since_last_reflections(bank: MemoryBank, agents: list[str]) -> di
 def lifecycle_totals(bank: MemoryBank, agents: list[str]) -> dict[str, tuple[float, int]]:
     """Per agent, what the checks after each turn need, in one statement: the importance of its
     earned memories since its latest reflection (the reflection threshold's measure) and how many
-    earned memories it has active (the consolidation budget's, memory.consolidation). A feeling or
-    lesson drawn from a line (memory.extraction) adds nothing to the first: the line it comes from
+    earned memories it has active (the consolidation budget's, memory.living.consolidation). A feeling or
+    lesson drawn from a line (memory.forming.extraction) adds nothing to the first: the line it comes from
     was scored already, its emotion included."""
     if not agents:
         return {}

@@ -8,18 +8,25 @@ model time; the seeding rate is measured separately on real text through the rea
 from __future__ import annotations
 
 import random
+import resource
 import statistics
 import time
 
 import numpy as np
-from django.db import connection
+from django.core.management import call_command
+from django.db import connection, connections
 
-from memory import cache, embedding
+from memory import embedding
+from memory.embedding import cache
+from memory.forming.seed_specs import character_specs, scenario_specs
+from memory.forming.seeding import seed_bank
+from memory.forming.sheets import CharacterSheet, ScenarioSheet
 from memory.models import EmbeddingCache
-from memory.retrieval import MemoryFilter, recall
-from memory.seeding import character_specs, scenario_specs
-from memory.services import bank_create, seed_bank
-from memory.sheets import CharacterSheet, ScenarioSheet
+from memory.recalling.filters import MemoryFilter
+from memory.recalling.indexing import agent_index_prefix, index_names
+from memory.recalling.search import recall
+from memory.services import bank_create
+from wonda_site import embedded
 
 FIRST = ["Ada", "Bram", "Cleo", "Dario", "Esme", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Kira", "Lev", "Mina",
          "Nico", "Odile", "Pavel", "Quinn", "Rosa", "Soren", "Tamsin", "Ugo", "Vera", "Wren", "Xavi", "Yara", "Zeno"]
@@ -74,11 +81,6 @@ def make_cast(rng: random.Random, index: int, size: int) -> tuple[list[Character
 
 def use_database(name: str) -> None:
     """Point this process at a benchmark's own embedded database (created and migrated when missing)."""
-    from django.core.management import call_command
-    from django.db import connections
-
-    from wonda_site import embedded
-
     embedded.postgres_settings(name)
     connections["default"].close()
     connections["default"].settings_dict["NAME"] = name
@@ -193,7 +195,7 @@ def fill_conversation(bank_id: int, n: int, first: int, count: int, *, listener:
         # Statistics first: on a fresh database (none yet for memory_memory) the planner joins the
         # lines with themselves by nested loop below, hours at 10,000 lines instead of a second.
         cur.execute("ANALYZE memory_memory")
-        # Capture's reply keys (memory.retrieval.episode_keys): the pair, a key of both lines, and
+        # Capture's reply keys (memory.recalling.episode_keys): the pair, a key of both lines, and
         # the window of three, a key of all three.
         cur.execute(
             """
@@ -283,8 +285,6 @@ def measure_bank(bank, queries: np.ndarray, *, k: int = 10, latency_n: int = 200
 
 def index_mb(bank_id: int) -> float:
     """Disk size of a bank's own vector indexes (memories, keys, and its big agents'), 0 when it has none."""
-    from memory.indexing import agent_index_prefix, index_names
-
     with connection.cursor() as cur:
         cur.execute("SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class c "
                     "WHERE c.relname = ANY(%s) OR c.relname LIKE %s",
@@ -301,6 +301,4 @@ def table_mb() -> float:
 
 def process_rss_mb() -> float:
     """The most memory this process held (the model, the query vectors, the result rows)."""
-    import resource
-
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

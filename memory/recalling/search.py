@@ -1,7 +1,8 @@
 """recall(): exact below EXACT_LIMIT candidates, HNSW above, and the choice between them.
 
-The plain ranking (_plain_rows) scores similarity with the preset's recency and importance; the
-fused one (_fused_rows, query_memory) adds BM25 and the speaker boost. Either scans every candidate
+The query is read first (memory.recalling.query: its vector, fusion, enhancement). The plain ranking
+(_plain_rows) scores similarity with the preset's recency and importance; the fused one
+(_fused_rows, query_memory) adds BM25 and the speaker boost. Either scans every candidate
 exactly or takes the indexes' top lists, whichever answers the filter faster without coming back short.
 """
 
@@ -10,20 +11,22 @@ from __future__ import annotations
 import re
 from contextlib import nullcontext
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from memory.cache import PendingQuery, embed_texts, vector_cursor
+from memory.embedding.cache import vector_cursor
 from memory.embedding.errors import EmbeddingError
-from memory.indexing import has_bank_index
-from memory.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count_kept
-from memory.retrieval.enhance import CONTEXT_WEIGHT, SYNONYM_IDF_SCALE, SYNONYM_VECTOR_WEIGHT, EnhancedQuery
-from memory.retrieval.filters import MemoryFilter, Recalled, RecallResult
-from memory.retrieval.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
-from memory.retrieval.sql import (
+from memory.recalling.enhance import SYNONYM_IDF_SCALE, EnhancedQuery
+from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.indexing import has_bank_index
+from memory.recalling.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count_kept
+from memory.recalling.options import RecallOptions
+from memory.recalling.query import Search, enhanced_vector
+from memory.recalling.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
+from memory.recalling.sql import (
     FUSION_EF_SEARCH, PLAN_LITERALS, Ranked, count_candidates, hnsw_settings_sql, index_probes, literal_where, pyformat,
     ranked_sql, run_ranked,
 )
@@ -47,13 +50,11 @@ ASKS_WHAT_WAS_SAID = re.compile(r"\b(?:say|says|said|saying|tell|tells|told|ask|
 
 
 def recall(bank, query: str | None = None, *, agent: str | None = None, filter: MemoryFilter | None = None,
-           k: int = 5, scoring: str = "similarity", weights: dict | None = None, current_turn: int | None = None,
-           query_vector=None, exact: bool | None = None, fusion: bool = False,
-           lexical_weight: float | None = None, speaker_boost: float | None = None,
-           enhance: EnhancedQuery | None = None, clock: list[float] | None = None,
-           associations: float = 0.0, distort=None, feedback: float | None = None) -> list[RecallResult]:
+           k: int = 5, query_vector=None, options: RecallOptions | None = None, **chosen) -> list[RecallResult]:
     """Top k memories of a bank for a query, honouring the filter exactly.
 
+    How it ranks is RecallOptions (memory.recalling.options): `options`, with any of its fields
+    given here as keywords on top (recall(bank, q, scoring="decayed", exact=True)).
     exact=None chooses: an exact scan while at most EXACT_LIMIT memories match, else the HNSW
     indexes (iterative scan, over-fetch, exact re-rank). A pure read: the caller records what was
     recalled (memory.services.accesses_record) in its own transaction, so a redone turn counts once.
@@ -67,41 +68,35 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     associations (a weight, 0: off): links (associate_memories, a reflection's evidence) are followed
     one hop, spreading activation: a memory linked to one of the top k gains weight × that one's
     score as its "association" component, so a linked memory the query alone ranks lower may enter.
-    distort (memory.distortion.RetrievalDistortion): the agent's retrieval-stage filter, applied
+    distort (memory.forming.distortion.RetrievalDistortion): the agent's retrieval-stage filter, applied
     last (depression: a positive memory loses half its score, a negative "distortion" component).
     feedback (fusion only; β, settings.RETRIEVAL_FEEDBACK_WEIGHT unless given, 0: off): the query
     vector moves toward its best few candidates and they are ranked again (sql.ranked_sql).
     """
+    opts = replace(options, **chosen) if options is not None else RecallOptions(**chosen)
     flt = MemoryFilter(**(filter.to_dict() if filter else {}))
     if agent is not None:
         flt.agent = agent
-    w = resolve_weights(scoring, weights)
+    weights = resolve_weights(opts.scoring, opts.weights)
     k = int(k)
     if k <= 0:
         return []
-    fused = None
-    if fusion and query and settings.RETRIEVAL_FUSION:
-        fused = Fusion.from_settings(lexical_weight, speaker_boost, feedback)
-    if enhance is not None and not enhance.used:
-        enhance = None
-    keyword_only = False
     bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
-    pending, extra_vectors = None, None
-    if query_vector is None and query:
-        # A query's vector stays in this process: canonical queries were cached in the table at
-        # seeding (still read from it), a free-text one is not worth an INSERT per request.
-        if fused is not None:
-            pending = PendingQuery(query)  # encoded while the keyword side is read (_lexical_side)
-        else:
-            try:
-                # The query and what enhancement mixes into it, in one call of the model (two calls
-                # of a long query were ~36 ms of a ~40 ms recall_facts).
-                extra_texts = _enhancement_texts(enhance, lexical=False) if enhance is not None else []
-                vectors = embed_texts([query, *extra_texts], store=False, query=True)
-                query_vector, extra_vectors = vectors[0], list(vectors[1:])
-            except EmbeddingError:
-                keyword_only = True
+    search = Search.start(query, query_vector, opts)
+    rows = _ranked_rows(search, flt, bank_id, k, opts, weights)
+    results = search.results(rows, _path.get())
+    path = results.path
+    if opts.associations and results and flt.ids is None and not search.keyword_only:
+        results = _spread(bank, results, flt, k=k, weight=float(opts.associations), query_vector=search.qvec,
+                          options=opts)
+    if opts.distort is not None and results:
+        results = opts.distort.apply(results)
+    return results if isinstance(results, Recalled) else Recalled(results, path=path)
 
+
+def _ranked_rows(search: Search, flt: MemoryFilter, bank_id: int, k: int, opts: RecallOptions,
+                 w: dict) -> list[Ranked]:
+    """The ranking's rows: plain or fused, exact or through the indexes (see recall)."""
     outermost = not connection.in_atomic_block
     # Outside a transaction no block is opened (BEGIN and COMMIT were two round trips of a ~10 ms
     # search): the reads need no common snapshot, and run_ranked sends the planner settings and the
@@ -110,55 +105,37 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     # spoiling it.
     with (transaction.atomic() if not outermost else nullcontext()):
         side = None
-        if pending is not None:
-            side = _lexical_side(query, flt, bank_id, k, exact, fused, enhance)
+        if search.pending is not None:
+            side = _lexical_side(search.query, flt, bank_id, k, search.exact, search.fused, search.enhance)
             try:
-                query_vector = pending.result()
+                search.vector = search.pending.result()
             except EmbeddingError:
-                keyword_only, side = True, None
-        if keyword_only:
-            # Degraded mode (memory.embedding.health): rank by the query's words alone (BM25 and the
-            # speaker boost), exactly, rather than fail the agent's search; the answer says so.
-            enhance = None
-            fused = Fusion.from_settings(1.0, speaker_boost, 0.0)
-            exact = True
-        if enhance is not None and query_vector is not None:
-            query_vector = _enhanced_vector(query_vector, enhance, lexical=bool(fused and fused.lexical_weight),
-                                            extra=extra_vectors)
-        has_vector = query_vector is not None
-        qvec = np.asarray(query_vector, dtype=np.float32) if has_vector else None
-        base = {"vec": qvec, "turn": int(current_turn or 0), "skips": [float(x) for x in clock] if clock else None,
+                side = None
+                search.degrade(opts.speaker_boost)
+        if search.keyword_only and search.pending is None:
+            search.degrade(opts.speaker_boost)
+        if search.enhance is not None and search.vector is not None:
+            search.vector = enhanced_vector(search.vector, search.enhance, extra=search.extra_vectors,
+                                             lexical=bool(search.fused and search.fused.lexical_weight))
+        has_vector = search.vector is not None
+        search.qvec = qvec = np.asarray(search.vector, dtype=np.float32) if has_vector else None
+        base = {"vec": qvec, "turn": int(opts.current_turn or 0),
+                "skips": [float(x) for x in opts.clock] if opts.clock else None,
                 "ws": w["similarity"], "wr": w["recency"],
                 "wi": w["importance"], "k": k}
-        window = enhance.window if enhance is not None else None
+        window = search.enhance.window if search.enhance is not None else None
         if window is not None:
             base |= {"tlo": window.lo, "thi": window.hi, "tw": window.weight, "twidth": window.width}
-        if fused and (has_vector or keyword_only):
-            rows = _fused_rows(query, flt, bank_id, qvec, base, k, scoring, exact, fused, enhance, side)
+        if search.fused and (has_vector or search.keyword_only):
+            rows = _fused_rows(search.query, flt, bank_id, qvec, base, k, opts.scoring, search.exact, search.fused,
+                               search.enhance, side)
         else:
-            rows = _plain_rows(flt, bank_id, qvec, base, k, scoring, exact, window)
+            rows = _plain_rows(flt, bank_id, qvec, base, k, opts.scoring, search.exact, window)
         if not outermost:
             # hnsw_settings' planner settings would outlive this search in the caller's transaction.
             with connection.cursor() as cursor:
                 cursor.execute("SELECT set_config('enable_sort', 'on', true); SET LOCAL plan_cache_mode TO DEFAULT")
-    results = Recalled([
-        RecallResult(
-            memory=row.memory, rank=i + 1, score=float(row.score),
-            components={"similarity": float(row.c_similarity), "recency": float(row.c_recency),
-                        "importance": float(row.c_importance)}
-            | ({"lexical": float(row.c_lexical), "speaker": float(row.c_speaker)} if fused else {})
-            | ({"temporal": float(row.c_time)} if window is not None else {}),
-            matched_key=row.matched_key,
-        )
-        for i, row in enumerate(rows)
-    ], path="keyword" if keyword_only else _path.get())
-    path = results.path
-    if associations and results and flt.ids is None and not keyword_only:
-        results = _spread(bank, results, flt, k=k, weight=float(associations), query_vector=qvec, scoring=scoring,
-                          weights=weights, current_turn=current_turn, clock=clock)
-    if distort is not None and results:
-        results = distort.apply(results)
-    return results if isinstance(results, Recalled) else Recalled(results, path=path)
+    return rows
 
 
 def linked_ids(memory_ids: list[int]) -> dict[int, set[int]]:
@@ -174,8 +151,8 @@ def linked_ids(memory_ids: list[int]) -> dict[int, set[int]]:
     return links
 
 
-def _spread(bank, results: list[RecallResult], flt: MemoryFilter, *, k: int, weight: float, query_vector, scoring: str,
-            weights, current_turn, clock) -> list[RecallResult]:
+def _spread(bank, results: list[RecallResult], flt: MemoryFilter, *, k: int, weight: float, query_vector,
+            options: RecallOptions) -> list[RecallResult]:
     """One hop of spreading activation over the top k (see recall): the neighbours the filter allows
     are ranked as the query ranks them, then every memory linked to a top-k one gains weight × the
     best such score; the top k of all of them is the answer."""
@@ -187,8 +164,10 @@ def _spread(bank, results: list[RecallResult], flt: MemoryFilter, *, k: int, wei
     pool = dict(top)
     if new:
         narrowed = MemoryFilter(**{**flt.to_dict(), "ids": new})
-        for r in recall(bank, filter=narrowed, k=len(new), scoring=scoring, weights=weights,
-                        current_turn=current_turn, clock=clock, query_vector=query_vector):
+        # Ranked as the query ranks them, without spreading again or distorting (recall does that once).
+        ranking = RecallOptions(scoring=options.scoring, weights=options.weights, current_turn=options.current_turn,
+                                clock=options.clock)
+        for r in recall(bank, filter=narrowed, k=len(new), query_vector=query_vector, options=ranking):
             pool[r.memory.pk] = r
     for pk, r in pool.items():
         sources = [top[n].score for n in links.get(pk, ()) if n in top and n != pk]
@@ -200,29 +179,6 @@ def _spread(bank, results: list[RecallResult], flt: MemoryFilter, *, k: int, wei
     for i, r in enumerate(ranked, start=1):
         r.rank = i
     return ranked
-
-
-def _enhancement_texts(enhance: EnhancedQuery, *, lexical: bool) -> list[str]:
-    """What enhancement embeds besides the query: the context, and (without a BM25 side to carry
-    them) the query with its synonyms."""
-    return ([enhance.context] if enhance.context else []) + \
-        ([enhance.expanded_text] if enhance.expansions and not lexical else [])
-
-
-def _enhanced_vector(query_vector, enhance: EnhancedQuery, *, lexical: bool, extra: list | None = None) -> np.ndarray:
-    """The query vector with the context's mixed in (context injection) and, for a ranking without
-    a BM25 side to carry them, the synonyms' (the query re-embedded with its expansions); unit length.
-    extra: those texts' vectors, when they were encoded with the query."""
-    vector = np.asarray(query_vector, dtype=np.float32)
-    texts = _enhancement_texts(enhance, lexical=lexical)
-    if not texts:
-        return vector
-    extra = iter(extra if extra is not None and len(extra) == len(texts) else embed_texts(texts, store=False, query=True))
-    if enhance.context:
-        vector = (1 - CONTEXT_WEIGHT) * vector + CONTEXT_WEIGHT * next(extra)
-    if enhance.expansions and not lexical:
-        vector = (1 - SYNONYM_VECTOR_WEIGHT) * vector + SYNONYM_VECTOR_WEIGHT * next(extra)
-    return (vector / (np.linalg.norm(vector) or 1.0)).astype(np.float32)
 
 
 def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
@@ -307,7 +263,7 @@ def _lexical_side(query: str, flt: MemoryFilter, bank_id: int, k: int, exact: bo
         exact = candidates <= settings.RETRIEVAL_FUSION_EXACT_LIMIT
         if not exact:
             # The bank's own HNSW indexes, or an exact scan while a worker builds them (asked for
-            # by the writes that grew the bank: memory.indexing.bank_index_wanted).
+            # by the writes that grew the bank: memory.recalling.indexing.bank_index_wanted).
             bank_index = has_bank_index(bank_id)
             if not bank_index:
                 exact = True

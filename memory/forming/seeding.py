@@ -9,14 +9,15 @@ import numpy as np
 from django.db import transaction
 from django.db.models import Q
 
-from memory.cache import embed_texts
-from memory.indexing import bank_index_wanted
+from memory.embedding.cache import embed_texts
+from memory.forming.seed_specs import MemorySpec, character_specs, scenario_specs
+from memory.forming.sheets import CharacterSheet, ScenarioSheet
 from memory.models import Memory, MemoryBank, MemoryKey
-from memory.seeding import MemorySpec, character_specs, scenario_specs
+from memory.queue import queue_on_commit
+from memory.recalling.indexing import bank_index_wanted
+from memory.recalling.scoring import initial_decay_rate
 from memory.services.memories import insert_keys, insert_memories
 from memory.services.validation import validate_content
-from memory.sheets import CharacterSheet, ScenarioSheet
-from memory.retrieval.scoring import initial_decay_rate
 
 SEED_BATCH = 256  # memories written per bulk insert
 SEED_TEXTS_PER_CALL = 512  # texts gathered across characters for one model call
@@ -41,8 +42,6 @@ def _all_specs(characters: list[CharacterSheet], scenario: ScenarioSheet | None)
 @transaction.atomic
 def bank_request_seed(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: ScenarioSheet | None) -> MemoryBank:
     """Mark the bank pending and queue the seeding task (after commit)."""
-    from memory.tasks import seed_bank_task  # memory.tasks calls back into this module
-
     characters, scenario = _coerce_sheets(characters, scenario)
     total = sum(len(specs) for _, specs in _all_specs(characters, scenario))
     MemoryBank.objects.filter(pk=bank.pk).update(seed_status="pending", seed_done=0, seed_total=total, seed_error="")
@@ -51,7 +50,7 @@ def bank_request_seed(*, bank: MemoryBank, characters: list[CharacterSheet], sce
         "characters": [c.to_dict() for c in characters],
         "scenario": scenario.to_dict() if scenario is not None else None,
     }
-    seed_bank_task.delay_on_commit(bank.pk, payload)
+    queue_on_commit("seed_bank_task", bank.pk, payload)
     return bank
 
 
@@ -147,40 +146,11 @@ def seed_bank(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: S
     groups = _all_specs(characters, scenario)
     total = sum(len(specs) for _, specs in groups)
     MemoryBank.objects.filter(pk=bank.pk).update(seed_status="running", seed_done=0, seed_total=total, seed_error="")
-    done = 0
-    created = archived = 0
-
-    # Groups are taken a few at a time: their new texts go to the model in one call (it sorts them
-    # by length, so one call pads less than several), then the chunk is written in one short
-    # transaction and progress shows between chunks.
-    start = 0
-    while start < len(groups):
-        chunk, texts = [], []
-        existing = _existing_gifted(bank, groups[start:start + 64])
-        while start < len(groups) and len(chunk) < 64 and (not chunk or len(texts) < SEED_TEXTS_PER_CALL):
-            group, specs = groups[start]
-            texts += _spec_texts(_diff(existing.get(group, []), specs)[1])
-            chunk.append(groups[start])
-            start += 1
-        embed_texts(texts)  # fills the cache; the writes below read it back without a model call
-        with transaction.atomic():
-            MemoryBank.objects.select_for_update().filter(pk=bank.pk).first()  # one seeder per bank at a time
-            existing = _existing_gifted(bank, chunk)  # again under the lock: another seeder may have written
-            stale, missing = [], []
-            for group, specs in chunk:
-                group_stale, group_missing = _diff(existing.get(group, []), specs)
-                stale += group_stale
-                missing += group_missing
-            if stale:
-                archived += Memory.objects.filter(pk__in=stale).update(status=Memory.Status.ARCHIVED)
-            if missing:
-                vectors = embed_texts(_spec_texts(missing))
-                for i in range(0, len(missing), SEED_BATCH):
-                    batch = missing[i:i + SEED_BATCH]
-                    n, _ = _create_from_specs(bank, batch, _batch_vectors(missing, vectors, i, len(batch)))
-                    created += n
-            done += sum(len(specs) for _, specs in chunk)
-            MemoryBank.objects.filter(pk=bank.pk).update(seed_done=min(done, total))
+    done = created = archived = 0
+    for chunk in _chunks(bank, groups):
+        done += sum(len(specs) for _, specs in chunk)
+        chunk_created, chunk_archived = _seed_chunk(bank, chunk, seed_done=min(done, total))
+        created, archived = created + chunk_created, archived + chunk_archived
         if progress:
             progress(done, total)
 
@@ -198,6 +168,45 @@ def seed_bank(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: S
     if created:
         bank_index_wanted(bank.pk)
     return result
+
+
+def _chunks(bank: MemoryBank, groups: list):
+    """Groups a few at a time: their new texts go to the model in one call (it sorts them by length,
+    so one call pads less than several) before the chunk is written, and progress shows between chunks."""
+    start = 0
+    while start < len(groups):
+        chunk, texts = [], []
+        existing = _existing_gifted(bank, groups[start:start + 64])
+        while start < len(groups) and len(chunk) < 64 and (not chunk or len(texts) < SEED_TEXTS_PER_CALL):
+            group, specs = groups[start]
+            texts += _spec_texts(_diff(existing.get(group, []), specs)[1])
+            chunk.append(groups[start])
+            start += 1
+        embed_texts(texts)  # fills the cache; the writes read it back without a model call
+        yield chunk
+
+
+@transaction.atomic
+def _seed_chunk(bank: MemoryBank, chunk: list, *, seed_done: int) -> tuple[int, int]:
+    """One chunk's writes in one short transaction: changed memories archived, new ones created, and
+    the bank's progress with them. Returns (created, archived)."""
+    MemoryBank.objects.select_for_update().filter(pk=bank.pk).first()  # one seeder per bank at a time
+    existing = _existing_gifted(bank, chunk)  # again under the lock: another seeder may have written
+    stale, missing = [], []
+    for group, specs in chunk:
+        group_stale, group_missing = _diff(existing.get(group, []), specs)
+        stale += group_stale
+        missing += group_missing
+    archived = Memory.objects.filter(pk__in=stale).update(status=Memory.Status.ARCHIVED) if stale else 0
+    created = 0
+    if missing:
+        vectors = embed_texts(_spec_texts(missing))
+        for i in range(0, len(missing), SEED_BATCH):
+            batch = missing[i:i + SEED_BATCH]
+            n, _ = _create_from_specs(bank, batch, _batch_vectors(missing, vectors, i, len(batch)))
+            created += n
+    MemoryBank.objects.filter(pk=bank.pk).update(seed_done=seed_done)
+    return created, archived
 
 
 def _batch_vectors(specs: list[MemorySpec], vectors, offset: int, n: int):

@@ -12,11 +12,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
-from memory.after_turn import AfterTurn, judge_line
-from memory.cache import embed_texts
-from memory.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
+from memory.embedding.cache import embed_texts
 from memory.embedding.errors import EmbeddingError
-from memory.importance import (
+from memory.forming.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
+from memory.forming.importance import (
     CONCERN_FLOOR,
     CaptureFilters,
     Captured,
@@ -28,13 +27,15 @@ from memory.importance import (
     llm_importance,
     nearest,
 )
-from memory.indexing import bank_index_wanted
+from memory.living.after_turn import AfterTurn, judge_line
+from memory.models import Memory, MemoryBank
+from memory.queue import queue
+from memory.recalling.filters import EPISODE_WINDOW, episode_keys
+from memory.recalling.indexing import bank_index_wanted
+from memory.recalling.scoring import initial_decay_rate
 from memory.services.banks import bank_hold
 from memory.services.memories import insert_keys, insert_memories
-from memory.models import Memory, MemoryBank
-from memory.retrieval.filters import EPISODE_WINDOW, episode_keys
 from memory.services.validation import validate_content
-from memory.retrieval.scoring import initial_decay_rate
 
 
 log = logging.getLogger(__name__)
@@ -59,13 +60,13 @@ class CapturePlan:
     listeners: list[str]
     participants: list[str]
     vectors: dict[str, list[float]] = field(default_factory=dict)
-    # Each listener's reply keys (memory.retrieval.episode_keys): (text, the earlier lines it also keys).
+    # Each listener's reply keys (memory.recalling.episode_keys): (text, the earlier lines it also keys).
     keys: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
     scores: dict[str, Importance] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
     prepare_ms: float = 0.0  # capture_prepare's own time, the LLM scorer's calls excluded
-    # Distortion filters (memory.distortion): a listener's own version of the line, with what it was,
+    # Distortion filters (memory.forming.distortion): a listener's own version of the line, with what it was,
     # and the earlier memories a trauma links the new one to.
     contents: dict[str, str] = field(default_factory=dict)
     distorted: dict[str, dict] = field(default_factory=dict)
@@ -93,26 +94,16 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     after the commit instead of now, so a simulation's turn does not wait for them. `said` is the
     verb of the stored line: "{speaker} {said}: {text}" ("whispered to Sam" for a whisper). once: the
     caller stores this line at most once (a simulation's turn commits with its line, under its claim),
-    so capture_commit need not look for the copies of an earlier attempt. distortions (memory.distortion):
+    so capture_commit need not look for the copies of an earlier attempt. distortions (memory.forming.distortion):
     each listener's formation filters rewrite its copy (`rewrite`, a prompt → answer callable, asks a
     model; else the offline rule), its association filters link the copy to earlier trigger memories.
-    batched: the LLM scorer asks once for every listener (memory.after_turn), relationships and facts
+    batched: the LLM scorer asks once for every listener (memory.living.after_turn), relationships and facts
     included, instead of once per listener; its answer is `plan.after`. reflect: who is due to
     reflect, with the memories it reflects on; the same call asks for their insights (`plan.reflect`). claims: what those who
     hear it hold (beliefs); the same call says what the line does with each (`plan.after.stances`)."""
     started = time.perf_counter()
-    asked = [0.0]  # seconds spent waiting for the LLM scorer: the model's time, not memory's
-    def timed(model):
-        def call(prompt: str) -> str:
-            before = time.perf_counter()
-            try:
-                return model(prompt)
-            finally:
-                asked[0] += time.perf_counter() - before
-        return call
-
-    ask = timed(ask) if ask is not None else None
-    rewrite = timed(rewrite) if rewrite is not None else None
+    clock = _ModelClock()
+    ask, rewrite = clock.timed(ask), clock.timed(rewrite)
     content = validate_content(f"{speaker} {said}: {text.strip()}" if text and text.strip() else "")
     listeners = list(dict.fromkeys(name for name in listeners if name))
     plan = CapturePlan(bank=bank, speaker=speaker, turn=turn, content=content, listeners=listeners,
@@ -124,33 +115,64 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     if listeners and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:
         earlier = earlier_lines(bank.pk, listeners, turn)
         plan.keys = {agent: episode_keys(content, lines) for agent, lines in earlier.items()}
-    for name in listeners if distortions else ():
-        formed = form(content, agent=name, speaker=speaker, filters=distortions, rewrite=rewrite)
+    if distortions:
+        _distort(plan, distortions, rewrite)
+    _embed(plan)
+    plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors.get(content),
+                                       turn=turn, names=listeners, scorer=scorer, ask=ask,
+                                       filters=filters or CaptureFilters(), batched=batched, plan=plan)
+    plan.prepare_ms = (time.perf_counter() - started - clock.seconds) * 1000
+    return plan
+
+
+class _ModelClock:
+    """Seconds spent waiting for a model (the LLM scorer, a rewrite): the model's time, not memory's."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def timed(self, model: Callable[[str], str] | None) -> Callable[[str], str] | None:
+        if model is None:
+            return None
+
+        def call(prompt: str) -> str:
+            before = time.perf_counter()
+            try:
+                return model(prompt)
+            finally:
+                self.seconds += time.perf_counter() - before
+        return call
+
+
+def _distort(plan: CapturePlan, distortions: list[Distortion], rewrite: Callable[[str], str] | None) -> None:
+    """Each listener's formation filters rewrite its copy; its association filters link the copy to
+    the earlier memories that hold its trauma's words."""
+    for name in plan.listeners:
+        formed = form(plan.content, agent=name, speaker=plan.speaker, filters=distortions, rewrite=rewrite)
         if formed is not None:
             plan.contents[name] = validate_content(formed.content)
             plan.distorted[name] = formed.metadata
         words = triggers_for(name, distortions)
-        held = holds_trigger(plan.contents.get(name, content), words) if words else []
+        held = holds_trigger(plan.contents.get(name, plan.content), words) if words else []
         if held:
             plan.trauma_links[name] = list(
-                Memory.objects.in_bank(bank).active().filter(agent=name, content__iregex=trigger_pattern(words))
-                .exclude(turn=turn).order_by(F("turn").desc(nulls_last=True), "-id")  # the latest lines first, the sheet after
+                Memory.objects.in_bank(plan.bank).active().filter(agent=name, content__iregex=trigger_pattern(words))
+                .exclude(turn=plan.turn).order_by(F("turn").desc(nulls_last=True), "-id")  # the latest lines first, the sheet after
                 .values_list("id", flat=True)[:TRAUMA_LINKS])
             plan.distorted[name] = {**plan.distorted.get(name, {}), "association": {
                 "filter": f"trauma ({', '.join(words)})", "triggers": held, "linked": plan.trauma_links[name]}}
-    texts = list(dict.fromkeys([content, *(text for keys in plan.keys.values() for text, _ids in keys)]))
+
+
+def _embed(plan: CapturePlan) -> None:
+    """The line, its keys and the listeners' own versions, in one model call."""
+    texts = list(dict.fromkeys([plan.content, *(text for keys in plan.keys.values() for text, _ids in keys)]))
     texts += [text for text in dict.fromkeys(plan.contents.values()) if text not in texts]
     try:
-        plan.vectors = dict(zip(texts, embed_texts(texts)))  # one model call for the line and its keys
+        plan.vectors = dict(zip(texts, embed_texts(texts)))
     except EmbeddingError:
         # Degraded mode: the line is still remembered, without its vector (out of vector search, like
         # an edited memory) until memory.tasks.reembed_stale_task runs once the embedder is back.
         plan.keyword_only, plan.keys = True, {}
-    plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors.get(content),
-                                       turn=turn, names=listeners, scorer=scorer, ask=ask,
-                                       filters=filters or CaptureFilters(), batched=batched, plan=plan)
-    plan.prepare_ms = (time.perf_counter() - started - asked[0]) * 1000
-    return plan
 
 
 @transaction.atomic
@@ -214,7 +236,7 @@ def earlier_lines(bank_id: int, agents: list[str], turn: int) -> dict[str, list[
 
 def memory_keys_add(*, memory_ids: list[int]) -> int:
     """The reply keys of these episodic memories, made after the fact (defer_keys), as
-    capture_prepare would have (memory.retrieval.episode_keys): the pair of the listener's line
+    capture_prepare would have (memory.recalling.episode_keys): the pair of the listener's line
     before and this one, the window of its last three lines; each also a key of the earlier lines
     in it (found by what they were answered with). Returns the lines keyed."""
     memories = list(Memory.objects.filter(pk__in=memory_ids, kind=Memory.Kind.EPISODIC, turn__isnull=False))
@@ -243,24 +265,20 @@ def memory_keys_add(*, memory_ids: list[int]) -> int:
 
 
 def _queue_keys(memory_ids: list[int]) -> None:
-    from memory.tasks import memory_keys_task  # the tasks module imports these services
-
-    try:
-        memory_keys_task.delay(memory_ids)
-    except Exception:  # no broker: the lines are kept, only found a little less well by what they answer
-        log.exception("could not queue the context keys of memories %s", memory_ids)
+    # No broker: the lines are kept, only found a little less well by what they answer.
+    queue("memory_keys_task", memory_ids, failure=f"could not queue the context keys of memories {memory_ids}")
 
 
 def remember_utterance(**kwargs) -> Captured:
     """Seed 000's episodic capture: "{speaker} said: {text}", once per listener, with turn and speaker.
 
     Takes capture_prepare's arguments. scorer "heuristic" or "llm" (with `ask`, a prompt → answer
-    callable) scores each copy (memory.importance; stored in importance and metadata["importance"]);
+    callable) scores each copy (memory.forming.importance; stored in importance and metadata["importance"]);
     None keeps the flat 5.0 (evaluation and benchmarks compare retrieval, not scoring). `filters`
     (seed 003) may leave a listener without the line: the answer lists the kept memories and, in
     `.skipped`, who did not keep it and why.
 
-    With RETRIEVAL_CONTEXT_KEYS each new copy also gets reply keys (memory.retrieval.episode_keys):
+    With RETRIEVAL_CONTEXT_KEYS each new copy also gets reply keys (memory.recalling.episode_keys):
     the listener's previous line and this one, embedded together, and its last three lines, so a
     line that only makes sense as a reply ("Yes, last Sunday!") is found by what it answers, and by
     what answered it (evaluate_retrieval: docs/memory.md).
@@ -283,7 +301,7 @@ def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, n
            scorer: str | None, ask, filters: CaptureFilters, batched: bool = False,
            plan: CapturePlan | None = None) -> tuple[dict[str, Importance], list[Skipped]]:
     """Each listener's importance and the filters' verdicts; the cheap filters run before any LLM call.
-    Batched, one call judges every listener (memory.after_turn); a line nobody else heard is scored
+    Batched, one call judges every listener (memory.living.after_turn); a line nobody else heard is scored
     by the rule, with no call."""
     if not names or (scorer is None and not filters.importance_floor and filters.duplicate_threshold is None
                      and not filters.only_concerning):

@@ -11,16 +11,17 @@ import time
 
 from django.core.exceptions import ValidationError
 
+from memory.forming.seed_specs import CHARACTER_QUERIES
+from memory.living.relationships import standing
 from memory.models import Memory
-from memory.relationships import standing
-from memory.retrieval import MemoryFilter, Recalled, RecallResult, recall
-from memory.retrieval.confidence import calibrated, retrieval_confidence
-from memory.retrieval.enhance import EnhancedQuery
-from memory.seeding import CHARACTER_QUERIES
+from memory.recalling.confidence import calibrated, retrieval_confidence
+from memory.recalling.enhance import EnhancedQuery
+from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.search import recall
+from memory.recalling.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
 from memory.services import memory_associate, memory_create, memory_reinforce
-from memory.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
 # A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
-from memory.tool_types import Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of, entries
+from memory.recalling.tool_types import Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of, entries
 
 __all__ = ["DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "READ_TOOLS", "REGISTRY", "SIMULATION_TOOLS", "TOOL_NAMES", "WRITE_TOOLS", "Param",
            "Tool", "ToolCallResult", "ToolContext", "ToolError", "call_tool", "openai_tool_schemas", "recall_sheet",
@@ -33,7 +34,7 @@ def _fixed(query: str, k: int, *, kinds: list[str], category: str | None = None,
 
     def run(ctx: ToolContext, args: dict):
         flt = MemoryFilter(agent=ctx.agent if own else None, kinds=kinds, categories=[category] if category else None)
-        results = recall(ctx.bank, query, filter=flt, k=k, **ctx.search_options())
+        results = recall(ctx.bank, query, filter=flt, k=k, options=ctx.recall_options())
         return {"memories": entries(results)}, query, flt, results
 
     return run
@@ -49,7 +50,7 @@ def _query_self(ctx: ToolContext, args: dict):
         return {"memories": entries(results)}, "who am I?", flt, results
     query = CHARACTER_QUERIES[aspect][0]
     flt = MemoryFilter(agent=ctx.agent, kinds=["character"], categories=[aspect])
-    results = recall(ctx.bank, query, filter=flt, k=5, **ctx.search_options())
+    results = recall(ctx.bank, query, filter=flt, k=5, options=ctx.recall_options())
     return {"memories": entries(results)}, query, flt, results
 
 
@@ -81,14 +82,14 @@ def _query_character(ctx: ToolContext, args: dict):
     name = known[name.lower()]
     query = f"who is {name}?"
     flt = MemoryFilter(agent=ctx.agent, kinds=["character_knowledge"], about=name)
-    results = recall(ctx.bank, query, filter=flt, k=3, **ctx.search_options())
+    results = recall(ctx.bank, query, filter=flt, k=3, options=ctx.recall_options())
     return {"memories": entries(results)}, query, flt, results
 
 
 def _metadata(results: list[RecallResult], enhanced: EnhancedQuery) -> dict:
     """Seed 001's response metadata, on every search tool's answer: retrieval_confidence (the best
-    memory's calibrated similarity: memory.retrieval.confidence) and query_expansion_used (the
-    enhancements that changed this query: memory.retrieval.enhance)."""
+    memory's calibrated similarity: memory.recalling.confidence) and query_expansion_used (the
+    enhancements that changed this query: memory.recalling.enhance)."""
     return {"retrieval_confidence": retrieval_confidence(results), "query_expansion_used": list(enhanced.used)}
 
 
@@ -106,13 +107,13 @@ def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | Non
     flt = MemoryFilter(agent=ctx.agent, kinds=QUERY_MEMORY_KINDS, shared=True)
     if enhanced is None:
         enhanced = ctx.enhanced(query)
-    results = recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(k), **ctx.search_options(), fusion=True,
+    results = recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(k), options=ctx.recall_options(), fusion=True,
                      exact=exact, enhance=enhanced)
     if ABOUT_BELIEFS.search(query):
         # "What do I believe about …?": what I hold about it (who told me, who denied it) comes
         # before the lines that mention it.
         held = recall(ctx.bank, query, filter=MemoryFilter(agent=ctx.agent, kinds=["semantic"], categories=["belief"]),
-                      k=BELIEFS_FIRST, **ctx.search_options(), fusion=True, exact=exact, enhance=enhanced)
+                      k=BELIEFS_FIRST, options=ctx.recall_options(), fusion=True, exact=exact, enhance=enhanced)
         ids = {r.memory.pk for r in held}
         results = Recalled([*held, *(r for r in results if r.memory.pk not in ids)], path=getattr(results, "path", "exact"))
     return flt, ctx.outside_window(results, k)
@@ -140,8 +141,8 @@ def _recall_episodes(ctx: ToolContext, args: dict):
             raise ToolError("importance_threshold must be between 0 and 10.")
         flt.min_importance = threshold
     enhanced = ctx.enhanced(query)
-    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(5), **ctx.search_options(),
-                                        enhance=enhanced), 5)
+    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(5),
+                                        options=ctx.recall_options(enhance=enhanced)), 5)
     ordered = sorted(results, key=lambda r: (r.memory.turn is None, r.memory.turn or 0))  # seed 001: in time order
     return ({"query": query, "memories": entries(ordered, with_turn=True, extra=True)} | _metadata(results, enhanced),
             query, flt, results)
@@ -158,10 +159,10 @@ def _recall_facts(ctx: ToolContext, args: dict):
     # not the agent's own profile (query_self).
     flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection"], shared=True)
     enhanced = ctx.enhanced(topic)
-    results = ctx.outside_window(recall(ctx.bank, topic, filter=flt, k=ctx.beyond_window(5), **ctx.search_options(),
-                                        enhance=enhanced), 5)
+    results = ctx.outside_window(recall(ctx.bank, topic, filter=flt, k=ctx.beyond_window(5),
+                                        options=ctx.recall_options(enhance=enhanced)), 5)
     # confidence: the probability that a memory this similar to the topic is one asked for
-    # (memory.retrieval.confidence: a logistic fit on locomo-dev), not the raw cosine.
+    # (memory.recalling.confidence: a logistic fit on locomo-dev), not the raw cosine.
     results = Recalled([r for r in results if calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR],
                        path=getattr(results, "path", "exact"))
     facts = [{"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
@@ -181,11 +182,11 @@ def _recall_interactions(ctx: ToolContext, args: dict):
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action"], participant=name)
     query = f"my interactions with {name}"
     enhanced = ctx.enhanced(query)
-    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(10), **ctx.search_options(),
-                                        enhance=enhanced), 10)
+    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(10),
+                                        options=ctx.recall_options(enhance=enhanced)), 10)
     ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
     answer = {"character": name, "memories": entries(ordered, with_turn=True)}
-    # How you stand with them now, and what moved it last (memory.relationships).
+    # How you stand with them now, and what moved it last (memory.living.relationships).
     row = standing(ctx.bank, ctx.agent, before_turn=ctx.current_turn).get((ctx.agent, name))
     if row is not None:
         answer["relationship"] = {"trust": row.trust, "affinity": row.affinity, "since_turn": row.turn,
@@ -197,9 +198,8 @@ def _check_similar(ctx: ToolContext, args: dict):
     context = args["current_context"].strip()
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action", "reflection", "procedural"])
     enhanced = ctx.enhanced(context)
-    results = ctx.outside_window(recall(ctx.bank, context, filter=flt, k=ctx.beyond_window(5), scoring="similarity",
-                                        current_turn=ctx.current_turn, clock=ctx.clock, associations=ctx.associations,
-                                        distort=ctx.distort, enhance=enhanced), 5)
+    options = ctx.recall_options(scoring="similarity", weights=None, enhance=enhanced)  # likeness alone
+    results = ctx.outside_window(recall(ctx.bank, context, filter=flt, k=ctx.beyond_window(5), options=options), 5)
     return {"memories": entries(results, with_turn=True)} | _metadata(results, enhanced), context, flt, results
 
 

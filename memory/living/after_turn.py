@@ -3,7 +3,7 @@ each listener's importance, how the line moved each listener's standing towards 
 the words that did it), and the facts a listener learned from it.
 
 Asked once per line however many listen, instead of one importance call per listener. What the
-answer lacks or gets wrong falls back to the offline rules (memory.importance, memory.relationships)
+answer lacks or gets wrong falls back to the offline rules (memory.forming.importance, memory.living.relationships)
 listener by listener, and the fallback is said in each memory's importance metadata.
 
 memory knows no provider: the caller passes `ask` (prompt → answer).
@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memory.relationships import MAX_STEP, Judgement
+from memory.living.relationships import MAX_STEP, Judgement
 
 PROMPT_OPENING = "Judge one line of a conversation for each character who heard it."
 PROMPT = PROMPT_OPENING + """
@@ -42,7 +42,7 @@ For each listener give:
 {reflections}{claims}Answer with JSON only, one entry per listener, in this shape:
 {{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}{shape}}}"""
 
-# Seed 003's reflection, asked in the same call for whoever is due (memory.reflection's threshold):
+# Seed 003's reflection, asked in the same call for whoever is due (memory.living.reflection's threshold):
 # what the agent remembers since it last reflected, and insights citing it.
 REFLECT = """{agent} has not reflected for a while. What {agent} remembers, numbered:
 {statements}
