@@ -154,22 +154,20 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
         outcome.notes.append(f"{turn.agent}'s greeting from the character card (no model call).")
         return outcome
     try:
-        _converse(turn, provider, outcome, mode=turn.mode, user=user, heartbeat=heartbeat, sleep=sleep)
+        _converse(turn, provider, outcome, mode=turn.mode, heartbeat=heartbeat, sleep=sleep)
     except ToolsUnsupported as exc:
         # A model without function calling still gets its memories: injected before the turn.
         outcome.tools_unsupported = True
         outcome.notes.append(f"model has no tool calling ({exc}): fell back to prepopulate")
         outcome.messages, outcome.retrievals, outcome.context, outcome.note = [], [], {}, {}
-        _converse(turn, provider, outcome, mode="prepopulate", user=user, heartbeat=heartbeat, sleep=sleep)
+        _converse(turn, provider, outcome, mode="prepopulate", heartbeat=heartbeat, sleep=sleep)
     return outcome
 
 
-def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode: str, user: str,
-              heartbeat: Callable[[], None], sleep: Callable[[float], None]) -> None:
+def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str, tools: list[dict] | None) -> CallRecorder:
+    """The turn's messages (outcome.messages): the system message, the conversation and the call's
+    own part; this turn's note is kept on the outcome for the agent's next turns."""
     sections = prepopulate(turn, outcome) if mode in ("prepopulate", "both") else []
-    # The simulation's tool set; the writes among them queue in context.deferred and are applied by
-    # the turn's one transaction (turns.turn_finish), so a redone turn never writes twice.
-    tools = offered_tools(turn, mode)
     minimal = turn.tool_prompt == "seed000"
     parts = system_parts(mode=mode, agent=turn.agent, sections=sections, consult_memories=turn.consult_memories,
                          confidence_gating=turn.confidence_gating, tools=tools or False, budget=turn.max_tool_calls,
@@ -182,12 +180,20 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     sent = conversation(turn.agent, turn.transcript, turn.stage, notes={n: k["text"] for n, k in turn.kept_notes.items()},
                         note=note, once=once, pinned=pinned_note(turn, outcome), now="" if minimal else now_text(turn),
                         short_ask=not minimal)
-    messages = [{"role": "system", "content": system}, *(m.as_dict() for m in sent)]
-    user_spans = [m.joined()[1] for m in sent]
-    outcome.messages = messages
-    recorder = CallRecorder(system_spans=spans, tools=tools, user_spans=user_spans)
+    outcome.messages = [{"role": "system", "content": system}, *(m.as_dict() for m in sent)]
+    recorder = CallRecorder(system_spans=spans, tools=tools, user_spans=[m.joined()[1] for m in sent])
     outcome.context = recorder.context()
     outcome.context["note"] = outcome.note  # the next turns' conversation repeats it as it was
+    return recorder
+
+
+def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode: str,
+              heartbeat: Callable[[], None], sleep: Callable[[float], None]) -> None:
+    # The simulation's tool set; the writes among them queue in context.deferred and are applied by
+    # the turn's one transaction (turns.turn_finish), so a redone turn never writes twice.
+    tools = offered_tools(turn, mode)
+    recorder = _briefed(turn, outcome, mode, tools)
+    messages = outcome.messages
     offered = {t["function"]["name"] for t in tools or []}
     context = tool_context(turn, deferred=outcome.writes)
     calls_left = turn.max_tool_calls

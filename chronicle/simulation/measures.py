@@ -65,7 +65,7 @@ def _common_prefix(a: str, b: str) -> int:
 def prefix_shares(simulation: Simulation, turns: list) -> list[float]:
     """For every call but each agent's first: the share of its tokens in a prefix identical to that
     agent's previous call."""
-    from chronicle.simulation.turns import turn_input
+    from chronicle.simulation.turn_inputs import turn_input
 
     last: dict[str, str] = {}
     shares = []

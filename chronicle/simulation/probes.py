@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from chronicle.simulation.engine import tool_context
 from chronicle.simulation.models import Turn
 from chronicle.simulation.prompts import transcript_text
-from chronicle.simulation.turns import turn_input
+from chronicle.simulation.turn_inputs import turn_input
 from memory.api import SIMULATION_TOOLS as TOOLS
 from memory.api import call_tool
 

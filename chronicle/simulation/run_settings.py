@@ -133,7 +133,7 @@ EXPORTED_SETTINGS = tuple(s.name for s in RUN_SETTINGS if not s.secret)
 
 
 def turn_values(run) -> dict[str, Any]:
-    """The settings a turn's input takes as stored, by TurnInput attribute (turns.turn_input adds the rest)."""
+    """The settings a turn's input takes as stored, by TurnInput attribute (turn_inputs.turn_input adds the rest)."""
     return {s.turn: s.for_turn(getattr(run, s.name)) for s in RUN_SETTINGS if s.turn}
 
 

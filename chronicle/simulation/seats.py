@@ -20,7 +20,8 @@ from chronicle.simulation.engine import TurnFailed, TurnOutcome, run_turn, tool_
 from chronicle.simulation.models import Simulation, Turn, TurnOverride
 from chronicle.simulation.prompts import MARKUP, Section, transcript_text
 from chronicle.simulation.providers import get_provider
-from chronicle.simulation.turns import next_index, queue_next, script_end, turn_input
+from chronicle.simulation.turn_inputs import turn_input
+from chronicle.simulation.turns import next_index, queue_next, script_end
 from memory.api import DEFAULT_SIMULATION_TOOLS, REGISTRY, WRITE_TOOLS, call_tool
 
 

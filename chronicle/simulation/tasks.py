@@ -21,7 +21,7 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from chronicle.simulation import beliefs, formation, seats, services, speakers, turns
+from chronicle.simulation import beliefs, formation, seats, services, speakers, turn_inputs, turns
 from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
@@ -97,7 +97,7 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
                 time.sleep(simulation.pace_s)
             beliefs.plant(simulation)  # the writer's planted beliefs, once
             formation.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
-            outcome = run_turn(turns.turn_input(turn=turn), provider)
+            outcome = run_turn(turn_inputs.turn_input(turn=turn), provider)
             capture = formation.capture_for(turn=turn, outcome=outcome)
         except TurnFailed as exc:
             turns.turn_fail(turn_id=turn.pk, token=claim.token, reason=exc.reason, outcome=exc.outcome)

@@ -22,14 +22,13 @@ from django.utils import timezone
 
 from chronicle import queueing
 from chronicle.simulation.beliefs import revise
-from chronicle.simulation.engine import TurnInput, TurnOutcome
+from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.simulation.pins import dropped_pins
-from chronicle.simulation.run_settings import turn_values
-from chronicle.simulation.selectors import turn_overrides
-from chronicle.simulation.stage import deliver, present_at
+from chronicle.simulation.stage import deliver
+from chronicle.simulation.turn_inputs import heard_before
 from memory.api import (
-    CapturePlan, CharacterSheet, ScenarioSheet, accesses_record, capture_commit, insights_store, lesson_of,
+    CapturePlan, accesses_record, capture_commit, insights_store, lesson_of,
     lifecycle_totals, relationships_update,
 )
 from chronicle.simulation.formation import (  # noqa: F401 (stage_apply: read from here too)
@@ -60,45 +59,6 @@ def next_index(simulation: Simulation) -> int:
 def queue_next(simulation: Simulation) -> None:
     """Queue the first turn not done, once the current transaction commits."""
     queueing.send_on_commit(queueing.RUN_TURN, simulation.pk, next_index(simulation))
-
-
-def transcript_for(simulation: Simulation, before: int, agent: str) -> list[tuple[int, str, str]]:
-    """The lines `agent` heard before this turn: nothing said while it was away, and of a whisper
-    between others only that it happened."""
-    rows = (simulation.turns.done().filter(index__lt=before).order_by("index")
-            .values_list("index", "agent", "utterance", "heard_by", "whisper_to"))
-    lines = []
-    for index, speaker, text, heard_by, whisper_to in rows:
-        number = index + 1
-        if not heard_by or agent in heard_by:
-            lines.append((number, speaker, text))
-        elif whisper_to and agent in simulation.present_at(number):
-            lines.append((number, speaker, f"(whispers something to {whisper_to})"))
-    return lines
-
-
-def notes_for(simulation: Simulation, before: int, agent: str) -> dict[int, dict]:
-    """What came back to `agent` before each of its earlier turns, as it was sent, by turn number."""
-    rows = (simulation.turns.done().filter(index__lt=before, agent=agent)
-            .values_list("index", "context__note"))
-    return {index + 1: note for index, note in rows if isinstance(note, dict) and note.get("text")}
-
-
-def heard_before(simulation: Simulation, turn: Turn) -> str:
-    """The last line the turn's speaker heard before it spoke (what a reply answers), or ""."""
-    row = (simulation.turns.done().filter(index__lt=turn.index).order_by("-index")
-           .values_list("utterance", "heard_by").first())
-    return row[0] if row and (not row[1] or turn.agent in row[1]) else ""
-
-
-def stage_for(simulation: Simulation, before: int, agent: str) -> list[tuple[int, str]]:
-    """The stage directions `agent` witnessed up to and including this turn's (number before + 1):
-    exits, entrances, world events and time skips in the writer's words, each at the turn it comes
-    before. A direction is witnessed by those in the room at its turn, and by the one it moves."""
-    directions = [d for d in simulation.directions if d.turn <= before + 1]
-    cast = simulation.cast_names
-    return [(d.turn, d.text) for d in directions
-            if agent == d.who or agent in present_at(simulation.directions, cast, d.turn)]
 
 
 def script_end(simulation: Simulation) -> float:
@@ -177,30 +137,6 @@ def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", 
 
 def turn_heartbeat(*, turn_id: int, token: str) -> None:
     Turn.objects.filter(pk=turn_id, claim=token, status=Turn.Status.RUNNING).update(heartbeat=timezone.now())
-
-
-def turn_input(*, turn: Turn) -> TurnInput:
-    simulation = turn.simulation
-    mode = simulation.retrieval_mode
-    if simulation.tools_unsupported and mode != Simulation.RetrievalMode.PREPOPULATE:
-        mode = Simulation.RetrievalMode.PREPOPULATE
-    overrides = turn_overrides(simulation=simulation, index=turn.index)
-    cast = [CharacterSheet.from_dict(c) for c in simulation.cast_snapshot]
-    greeting = ""
-    if turn.index == 0 and simulation.greeting_by == turn.agent:
-        greeting = next((c.first_mes for c in cast if c.name == turn.agent), "")
-    return TurnInput(
-        **turn_values(simulation),  # the run's settings a turn takes as stored (run_settings.RUN_SETTINGS)
-        excluded=overrides.excluded, pinned=overrides.pinned, line=overrides.line, greeting=greeting,
-        bank=simulation.bank, agent=turn.agent, index=turn.index,
-        cast=cast,
-        scenario=ScenarioSheet.from_dict(simulation.scenario_snapshot) if simulation.scenario_snapshot else None,
-        transcript=transcript_for(simulation, turn.index, turn.agent), stage=stage_for(simulation, turn.index, turn.agent),
-        mode=mode,
-        present=simulation.present_at(turn.number) if simulation.stage_directions else None,
-        clock=simulation.clock, distortions=simulation.distortion_filters,
-        notes=notes_for(simulation, turn.index, turn.agent),
-    )
 
 
 def recalled_ids(outcome: TurnOutcome) -> list[int]:

@@ -78,7 +78,7 @@ class Reach:
 
 def reach(simulation: Simulation) -> Reach:
     """Which kinds of writer-formed memory the run's agents can get, with its tool set and mode,
-    as the engine offers them (turns.turn_input and engine._converse)."""
+    as the engine offers them (turn_inputs.turn_input and engine._converse)."""
     mode = simulation.retrieval_mode
     if simulation.tools_unsupported and mode != Simulation.RetrievalMode.PREPOPULATE:
         mode = Simulation.RetrievalMode.PREPOPULATE  # the model refused tools: the engine fell back

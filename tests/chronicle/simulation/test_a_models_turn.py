@@ -102,7 +102,7 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
     # query_scene says who is here: at turn 6, with Sam out, Alex is with Jordan.
     from chronicle.simulation.engine import tool_context
     from chronicle.simulation.models import Turn
-    from chronicle.simulation.turns import turn_input
+    from chronicle.simulation.turn_inputs import turn_input
     from memory.recalling.tools import call_tool
 
     at_six = turn_input(turn=Turn(simulation=simulation, index=5, agent="Alex"))

@@ -8,7 +8,7 @@ import math
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import turns
+from chronicle.simulation import turn_inputs, turns
 from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
@@ -64,9 +64,9 @@ def test_a_whisper_reaches_only_its_addressee_and_the_others_see_it_happen(user,
     (seen,) = Memory.objects.in_bank(simulation.bank).filter(agent="Jordan", kind="observation", category="witnessed")
     assert seen.content == "Alex whispered something to Sam." and seen.turn == 2
     # Jordan's next turn is told that a whisper happened, not what it said.
-    assert turns.transcript_for(simulation, 2, "Jordan") == [
+    assert turn_inputs.transcript_for(simulation, 2, "Jordan") == [
         (1, "Alex", "Shall we decide on dinner?"), (2, "Alex", "(whispers something to Sam)")]
-    assert "deposit" in turns.transcript_for(simulation, 2, "Sam")[1][2]
+    assert "deposit" in turn_inputs.transcript_for(simulation, 2, "Sam")[1][2]
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert "whispered to Sam: only Sam heard the words" in page
 

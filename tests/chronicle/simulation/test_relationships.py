@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from chronicle.simulation import services, turns
+from chronicle.simulation import services, turn_inputs, turns
 from chronicle.simulation.engine import TurnOutcome, prepopulate
 from chronicle.writing import services as writing
 from memory.forming.extraction import extract_after_turn
@@ -51,7 +51,7 @@ def test_what_is_heard_moves_the_standing_and_the_agent_reads_it(user, dinner, c
 
     # Alex's next turn: the pre-populated context says how Alex stands with Jordan, and why.
     turn = turns.turn_claim(simulation_id=simulation.pk, index=3, agent="Alex").turn
-    sections = prepopulate(turns.turn_input(turn=turn), TurnOutcome())
+    sections = prepopulate(turn_inputs.turn_input(turn=turn), TurnOutcome())
     others = next(s for s in sections if s.title == "The others present")
     assert any(line.startswith("How you stand with Jordan: trust −0.30, affinity −0.30 (last changed at turn 2")
                for line in others.lines)
@@ -89,7 +89,7 @@ def test_lines_leave_feelings_and_lessons_and_agents_form_their_own(user, dinner
         say(simulation, 0, "Alex", first)
         say(simulation, 1, "Sam", second)
     # Each line's feelings and lesson are made by a task after its commit (with the keys, the next turn).
-    assert sum("turn_finish.<locals>" in repr(callback) for callback in queued) == 2
+    assert sum("_queue_extraction.<locals>" in repr(callback) for callback in queued) == 2
     # What extract_task does with them (a worker, in a run):
     extract_after_turn(bank_id=simulation.bank_id, turn=1, speaker="Alex", text=first)
     extract_after_turn(bank_id=simulation.bank_id, turn=2, speaker="Sam", text=second)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import engine, turns
+from chronicle.simulation import engine, turn_inputs
 from chronicle.simulation.models import Simulation
 from chronicle.writing import selectors, services
 from chronicle.writing.selectors import PREPOPULATE_REACH, TOOL_REACH
@@ -56,7 +56,7 @@ def test_the_prepopulate_table_is_what_the_engine_injects(finished, monkeypatch)
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
     turn = finished.turns.get(index=3)
     outcome = engine.TurnOutcome()
-    engine.prepopulate(turns.turn_input(turn=turn), outcome)
+    engine.prepopulate(turn_inputs.turn_input(turn=turn), outcome)
     sections = {row["arguments"]["section"]: row["filter"] for row in outcome.retrievals}
     for title, flt in sections.items():
         narrower = any(flt.get(key) for key in ("categories", "about", "participant", "tags", "sources"))
