@@ -67,7 +67,9 @@ def _duration(minutes: int) -> str:
 # "Who you are" is the sheet's core (the header says who it is in a line), the same every turn so the
 # system message is; the rest of the sheet comes once, on the agent's first turn ("All about you",
 # not kept in the conversation after it), and then, in "More about you", what bears on the last line.
-CORE_SHEET = [("communication", 1), ("traits", 1), ("goals", 1)]
+# Its secrets too: what a character hides shapes every line (a model in the loop lost a secret it
+# had been given once, and spoke as if it had none).
+CORE_SHEET = [("communication", 1), ("traits", 1), ("goals", 1), ("secrets", 2)]
 WHOLE_SHEET = "All about you"
 RELEVANT_SHEET_K = 1  # a turn's note adds the one that bears most; earlier ones stay in the conversation
 # The scene's parts the header carries (memory.forming.seed_specs's categories): the place in a line, the time as

@@ -47,6 +47,12 @@ _path: ContextVar[str] = ContextVar("recall_path", default="exact")
 # their comings and goings) is favoured for any other question naming them.
 ASKS_WHAT_WAS_SAID = re.compile(r"\b(?:say|says|said|saying|tell|tells|told|ask|asks|asked|mention(?:s|ed)?|whisper(?:s|ed)?)\b",
                                 re.IGNORECASE)
+# "What happened…?", "What disturbed…?", "What did the weather do…?" ask for an event: what the
+# writer's directions made happen (a stage memory) is favoured, as a question naming someone
+# favours what is about them.
+ASKS_WHAT_HAPPENED = re.compile(
+    r"\bwhat (?:\w+ )?(?:happened|happens|went on|was going on|went wrong|disturbed|interrupted|changed|broke)\b"
+    r"|\bwhat did the \w+ do\b|\b(?:did|has) (?:anything|something) (?:\w+ )?happen", re.IGNORECASE)
 
 
 def recall(bank, query: str | None = None, *, agent: str | None = None, filter: MemoryFilter | None = None,
@@ -308,7 +314,8 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
         named_where, named = pyformat(side.where, side.params)
     named |= base | {"wl": fusion.lexical_weight, "wb": fusion.speaker_boost, "depth": depth,
                      "names": name_grams(query) if fusion.speaker_boost else [],
-                     "about": name_grams(query) if fusion.speaker_boost and not ASKS_WHAT_WAS_SAID.search(query) else []}
+                     "about": name_grams(query) if fusion.speaker_boost and not ASKS_WHAT_WAS_SAID.search(query) else [],
+                     "events": bool(fusion.speaker_boost and ASKS_WHAT_HAPPENED.search(query))}
     feedback = bool(fusion.feedback) and qvec is not None
     if feedback:
         named |= {"fbm": FEEDBACK_LINES, "fbmin": FEEDBACK_MIN_POOL,
