@@ -20,9 +20,10 @@ from memory.forming.importance import CaptureFilters, Skipped
 from memory.forming.seeding import bank_request_seed
 from memory.living.consolidation import memory_statuses_set, statuses_of
 from memory.services import (
-    accesses_record, bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, banks_delete,
-    memories_supersede, memory_archive, memory_associate, memory_create, memory_reinforce, memory_restore,
-    memory_revise, memory_update, validate_content,
+    accesses_record, bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, bank_rename,
+    banks_delete,
+    memories_supersede, memory_archive, memory_associate, memory_create, memory_mark, memory_reinforce,
+    memory_restore, memory_revise, memory_update, validate_content,
 )
 from memory.services.banks import CARRY_MODES
 from memory.signals import memory_edited
@@ -84,9 +85,10 @@ __all__ = [
     "CHARACTER_FIELDS", "CHARACTER_LIST_FIELDS", "CHARACTER_LONG_LIST_FIELDS", "CHARACTER_TEXT_FIELDS",
     "CharacterSheet", "ExtraMemory", "ScenarioSheet", "WHOLE_SHEET_K", "other_text",
     "CapturePlan", "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "banks_delete",
-    "bank_hold",
+    "bank_hold", "bank_rename",
     "bank_mark_seeded", "bank_request_seed", "capture_commit", "capture_prepare", "memories_supersede",
-    "memory_archive", "memory_associate", "memory_create", "memory_reinforce", "memory_restore", "memory_revise",
+    "memory_archive", "memory_associate", "memory_create", "memory_mark", "memory_reinforce", "memory_restore",
+    "memory_revise",
     "memory_statuses_set", "memory_update", "validate_content", "CARRY_MODES", "earlier_lines", "statuses_of",
     "CaptureFilters", "Skipped", "memory_edited", "remember_utterance",
     "INT_MAX", "NAME_LIMIT", "OFFSET_MAX", "RECALL_K_MAX", "RETAIN_LISTENERS_MAX", "TEXT_LIMIT", "clean_kinds",
@@ -95,7 +97,8 @@ __all__ = [
     "recall_stable", "stable_snapshot",
     "DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "REGISTRY", "SIMULATION_TOOLS", "WRITE_TOOLS", "ToolContext",
     "call_tool", "openai_tool_schemas", "build_server",
-    "AFTER_TURN_PROMPT_OPENING", "REFLECT_STATEMENTS", "RECENT_TURNS", "consolidate", "consolidation_due", "consolidations_due", "summarizer",
+    "AFTER_TURN_PROMPT_OPENING", "REFLECT_STATEMENTS", "RECENT_TURNS", "consolidate", "consolidation_due",
+    "consolidations_due", "summarizer",
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
     "importance_since_last_reflections", "insights_store", "lifecycle_totals", "recent_memories", "reflect",
     "describe", "relationships_update", "standing",

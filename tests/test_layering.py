@@ -69,3 +69,41 @@ def test_memory_imports_its_own_modules_at_the_top():
                     elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == "memory" for a in node.names):
                         local.append(f"{path.relative_to(ROOT)}:{fn.name}")
     assert sorted(local) == ["memory/api.py:build_server", "memory/apps.py:ready"]
+
+
+MEMORY_MODELS = {"MemoryBank", "Memory", "MemoryKey", "Relationship", "MemoryAccess", "TermStat", "EmbeddingCache",
+                 "BankMap"}
+WRITES = {"create", "bulk_create", "get_or_create", "update_or_create", "update", "delete", "bulk_update"}
+
+
+def _writes_memory(node: ast.Call) -> bool:
+    """`Memory.objects….update(…)` and the like, or `memory.save()` / `bank.delete()` on a name that
+    holds one of memory's rows."""
+    func = node.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr in ("save", "delete") and isinstance(func.value, (ast.Name, ast.Attribute)):
+        name = func.value.id if isinstance(func.value, ast.Name) else func.value.attr
+        if name in ("memory", "bank", "memory_bank", "relationship"):
+            return True
+    if func.attr in WRITES:
+        inner = func.value
+        while isinstance(inner, (ast.Attribute, ast.Call)):
+            inner = inner.func if isinstance(inner, ast.Call) else inner.value
+            if isinstance(inner, ast.Attribute) and inner.attr == "objects" and isinstance(inner.value, ast.Name):
+                return inner.value.id in MEMORY_MODELS
+    return False
+
+
+@pytest.mark.parametrize("package", ["chronicle", "api"])
+def test_no_memory_table_is_written_outside_memory(package):
+    """chronicle and api change memory's rows only through memory.api's services (memory_update,
+    memory_mark, bank_rename, bank_delete…), which keep vectors, keys and signals in step."""
+    writes = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and _writes_memory(node):
+                writes.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert writes == [], "write through a memory.api service:\n" + "\n".join(writes)

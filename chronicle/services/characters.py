@@ -7,8 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from chronicle.models import Character, Scenario
-from memory.models import MemoryBank
-from memory.api import CHARACTER_FIELDS, bank_create, bank_delete, bank_request_seed
+from memory.api import CHARACTER_FIELDS, bank_create, bank_delete, bank_rename, bank_request_seed
 
 FIELDS = (*CHARACTER_FIELDS, "extra_memories", "card_extras")
 # SillyTavern card fields the character form edits, by form field → card_extras key (they stay in
@@ -83,7 +82,7 @@ def _renamed(character: Character, old: str) -> None:
     """A new name reaches everything that named the character: its preview bank, the pair notes of
     the writer's scenarios, and what the writer's other characters know about it."""
     if character.preview_bank_id is not None:
-        MemoryBank.objects.filter(pk=character.preview_bank_id).update(name=f"Preview: {character.name}"[:200])
+        bank_rename(bank_id=character.preview_bank_id, name=f"Preview: {character.name}")
     new = character.name
     for scenario in Scenario.objects.owned_by(character.owner).select_for_update():
         notes = scenario.pair_notes or {}

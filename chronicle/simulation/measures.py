@@ -16,6 +16,7 @@ import statistics
 
 from chronicle.simulation.context import count_tokens, tools_text
 from chronicle.simulation.tool_calls import offered_tools
+from chronicle.simulation.turn_inputs import turn_input
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.prompts import transcript_text
 from memory.models import Memory
@@ -65,8 +66,6 @@ def _common_prefix(a: str, b: str) -> int:
 def prefix_shares(simulation: Simulation, turns: list) -> list[float]:
     """For every call but each agent's first: the share of its tokens in a prefix identical to that
     agent's previous call."""
-    from chronicle.simulation.turn_inputs import turn_input
-
     last: dict[str, str] = {}
     shares = []
     for turn in turns:

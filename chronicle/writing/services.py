@@ -21,8 +21,8 @@ from chronicle.simulation.stage import deliver
 from chronicle.writing.models import ChronicleEntry, Edit
 from chronicle.writing.selectors import inspector_overrides
 from memory.api import (
-    RECENT_TURNS, ConsolidationResult, consolidate, memory_archive, memory_create, memory_restore, memory_statuses_set,
-    memory_update, statuses_of, summarizer, validate_content,
+    RECENT_TURNS, ConsolidationResult, consolidate, memory_archive, memory_create, memory_mark, memory_restore,
+    memory_statuses_set, memory_update, statuses_of, summarizer, validate_content,
 )
 from memory.models import Memory
 from chronicle.simulation.providers import get_provider
@@ -175,8 +175,7 @@ def memory_promote(*, simulation: Simulation, memory: Memory, actor) -> Characte
         extras.append({"content": memory.content, "keys": []})
         character.extra_memories = extras
         character.save(update_fields=["extra_memories", "updated"])
-    memory.metadata = dict(memory.metadata or {}, promoted={"character": character.pk, "by": actor.get_username()})
-    memory.save(update_fields=["metadata", "updated_at"])
+    memory_mark(memory=memory, promoted={"character": character.pk, "by": actor.get_username()})
     return character
 
 

@@ -20,6 +20,11 @@ def bank_create(*, name: str, owner=None) -> MemoryBank:
     return bank
 
 
+def bank_rename(*, bank_id: int, name: str) -> None:
+    """A bank's name as its owner sees it (a character's preview bank follows the character's name)."""
+    MemoryBank.objects.filter(pk=bank_id).update(name=name[:200])
+
+
 def bank_hold(bank_id: int) -> bool:
     """Inside a transaction, hold the bank's row FOR SHARE until it ends, so that a deletion
     (bank_delete, its owner's) waits for what a background task writes into it, or has already

@@ -174,6 +174,14 @@ def memory_revise(*, memory: Memory, content: str, metadata: dict, importance: f
 
 
 @transaction.atomic
+def memory_mark(*, memory: Memory, **marks) -> Memory:
+    """Note on a memory what was done with it outside memory (made a character's permanent memory:
+    promoted={...}); its content and vectors stay as they are."""
+    memory.metadata = dict(memory.metadata or {}, **marks)
+    memory.save(update_fields=["metadata", "updated_at"])
+    return memory
+
+
 def memory_archive(*, memory: Memory) -> Memory:
     """Out of every search, kept (nothing is ever deleted); memory_restore brings it back."""
     memory.status = Memory.Status.ARCHIVED
