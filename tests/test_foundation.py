@@ -64,7 +64,7 @@ def test_healthz_all_up(celery_worker, client):
     assert parts["worker"]["processes"] >= 1
     assert parts["embedding"]["dimension"] == 384
     assert parts["embedding"]["model"] == "all-MiniLM-L6-v2"
-    # Read from heartbeats, no task round trip: it used to wait out a 1.5 s ping every time.
+    # Read from heartbeats, no task round trip: a ping would wait up to 1.5 s every time.
     # (A loose bound that catches that regression; the figure itself is in docs/benchmarks.md.)
     assert body["seconds"] < 0.5, body["seconds"]
 

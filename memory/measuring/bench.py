@@ -100,8 +100,8 @@ def measure_seeding(log, *, casts: int, cast_size: int) -> dict:
         texts += [s.content for s in specs] + [k for s in specs for k in s.keys]
     unique = list(dict.fromkeys(texts))
     model = embedding.local.load_model()
-    # Same sentences and the same batch size as the pipeline's model calls (it was 64 against the
-    # pipeline's 32: not the same work), warm model for both.
+    # Same sentences and the same batch size as the pipeline's model calls (so both time the same
+    # work), warm model for both.
     model.encode(unique[:64], batch_size=cache.ENCODE_BATCH, normalize_embeddings=True, show_progress_bar=False)  # warm
     started = time.perf_counter()
     vectors = model.encode(unique, batch_size=cache.ENCODE_BATCH, normalize_embeddings=True, show_progress_bar=False)

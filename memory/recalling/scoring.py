@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 RECENCY_DECAY = 0.1         # per turn: recency = exp(-0.1 · turns ago), a half-life of ~7 turns
 FUSION_DEPTH = 30           # fusion ranks the top 30 by similarity ∪ the top 30 by BM25 (at least k each);
-# 50 before: 30 ranks as well on both LoCoMo dev conversations (docs/memory.md: Retrieval quality) with ~40 % fewer candidates
+# 30 ranks as well as 50 on both LoCoMo dev conversations (docs/memory.md: Retrieval quality) with ~40 % fewer candidates
 FEEDBACK_LINES = 3          # pseudo-relevance feedback: the query moves toward its 3 most relevant candidates,
 # ... when the pool holds at least one full top list: among fewer candidates (a young bank) every
 # one is in view anyway, and their best 3 only pull the query toward the loudest (tests: test_enhance).
