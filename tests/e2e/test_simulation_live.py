@@ -44,5 +44,5 @@ def test_demo_run_grows_live_to_its_end_and_a_turn_shows_what_was_retrieved(logg
     panel.get_by_text("Context: the exact messages sent").click()
     expect(panel.locator(".message-box.role-system")).to_contain_text("Your memory tools")
     expect(panel.locator(".message-box.role-user").last).to_contain_text("Here with you: Jordan, Sam")
-    expect(panel.locator(".message-box.role-user")).to_contain_text("[turn 3] Sam:")
+    expect(panel.locator(".message-box.role-user").first).to_contain_text("[turn 3] Sam:")
     shot(page, "sim-04-recall-and-context")

@@ -145,6 +145,15 @@ class ScriptedProvider(Provider):
                 sections[current] = []
             elif current and raw.startswith("- "):
                 sections[current].append(raw[2:].strip())
+        # A belief is held from the note that gave it on (a note does not repeat what is still above).
+        held, current = [], None
+        for raw in (users[0] if users else "").splitlines():
+            if raw.startswith("## "):
+                current = raw[3:].strip().lower()
+            elif current == "what you believe" and raw.startswith("- "):
+                held.append(raw[2:].strip())
+        if held:
+            sections["what you believe"] = list(dict.fromkeys([*held, *sections.get("what you believe", [])]))
         return sections
 
     def compose(self, hints: TurnHints, results: dict[str, list[dict]], injected: dict[str, list[str]]) -> str:

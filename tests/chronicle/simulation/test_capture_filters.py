@@ -81,7 +81,10 @@ def test_the_form_offers_memory_formation_and_stores_it(user, dinner, client_for
 
 
 @pytest.mark.django_db
-def test_importance_shows_in_the_inspector_and_the_bank(user, dinner, client_for):
+def test_importance_shows_in_the_inspector_and_the_bank(user, dinner, client_for, monkeypatch):
+    from chronicle.simulation import prompts
+
+    monkeypatch.setattr(prompts, "WINDOW_STEP", 1)  # the last 8 lines: turn 10 recalls the ones before
     simulation = start(user, dinner, max_turns=10)
     for index in range(10):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
