@@ -57,7 +57,6 @@ class TurnOutcome:
     context: dict = field(default_factory=dict)
     aux_calls: int = 0  # model calls besides the speaker's own (importance, distortion) made for this line
     llm_ms: float = 0.0  # waiting for the model, every call and attempt of the turn (the analytics page)
-    note: dict = field(default_factory=dict)  # this turn's pre-populated memories as sent: {"text", "ids"}
 
     @property
     def usage(self) -> dict:
@@ -159,7 +158,7 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
         # A model without function calling still gets its memories: injected before the turn.
         outcome.tools_unsupported = True
         outcome.notes.append(f"model has no tool calling ({exc}): fell back to prepopulate")
-        outcome.messages, outcome.retrievals, outcome.context, outcome.note = [], [], {}, {}
+        outcome.messages, outcome.retrievals, outcome.context = [], [], {}
         _converse(turn, provider, outcome, mode="prepopulate", heartbeat=heartbeat, sleep=sleep)
     return outcome
 
@@ -175,7 +174,6 @@ def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str, tools: list[dict]
     system, spans = join_parts(parts)
     note = note_text(sections, turn.number)
     kept = [s for s in sections if s.title not in (*STABLE_SECTIONS, ONCE_SECTION)]
-    outcome.note = {"text": note, "ids": [i for s in kept for i in s.ids]} if note else {}
     once = "\n\n".join(section_text(s) for s in sections if s.title == ONCE_SECTION and s.lines)
     sent = conversation(turn.agent, turn.transcript, turn.stage, notes={n: k["text"] for n, k in turn.kept_notes.items()},
                         note=note, once=once, pinned=pinned_note(turn, outcome), now="" if minimal else now_text(turn),
@@ -183,7 +181,8 @@ def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str, tools: list[dict]
     outcome.messages = [{"role": "system", "content": system}, *(m.as_dict() for m in sent)]
     recorder = CallRecorder(system_spans=spans, tools=tools, user_spans=[m.joined()[1] for m in sent])
     outcome.context = recorder.context()
-    outcome.context["note"] = outcome.note  # the next turns' conversation repeats it as it was
+    # The next turns' conversation repeats it as it was (turn_inputs.notes_for reads it back).
+    outcome.context["note"] = {"text": note, "ids": [i for s in kept for i in s.ids]} if note else {}
     return recorder
 
 

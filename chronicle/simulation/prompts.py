@@ -14,6 +14,7 @@ TRANSCRIPT_LINES = 8
 WINDOW_STEP = 16
 # Pre-populated sections that stay the same from turn to turn (the sheet, the place): sent first.
 STABLE_SECTIONS = ("Who you are", "Where you are")
+NOTE_OPENING = "Before your turn "  # how a note opens (the scripted agent finds this turn's by it)
 # Sent on the agent's first turn only, after what is kept (the rest of its sheet): not kept after it.
 ONCE_SECTION = "All about you"
 
@@ -225,7 +226,7 @@ def note_text(sections: list[Section], number: int) -> str:
     """The memories that come back before the agent's turn `number` (all but the stable sections and
     the first turn's whole sheet), kept in the conversation from then on."""
     body = [section_text(s) for s in sections if s.lines and s.title not in (*STABLE_SECTIONS, ONCE_SECTION)]
-    return f"Before your turn {number}, you recall:\n" + "\n".join(body) if body else ""
+    return f"{NOTE_OPENING}{number}, you recall:\n" + "\n".join(body) if body else ""
 
 
 def system_prompt(*, mode: str, agent: str, sections: list[Section] | None = None, **options) -> str:

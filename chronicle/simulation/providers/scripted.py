@@ -14,6 +14,7 @@ import json
 import re
 import textwrap
 
+from chronicle.simulation.prompts import NOTE_OPENING
 from chronicle.simulation.providers.topics import insight, topics
 from chronicle.simulation.providers.base import ChatResult, Provider, TurnHints, estimate_messages_tokens
 
@@ -136,7 +137,7 @@ class ScriptedProvider(Provider):
         if users:
             # This turn's note closes the conversation message (no line after it yet).
             kept = users[0]
-            at = kept.rfind("Before your turn ")
+            at = kept.rfind(NOTE_OPENING)
             if at >= 0 and "\n[turn " not in kept[at:]:
                 latest.insert(0, kept[at:])
         for raw in "\n".join([system, *latest]).splitlines():
