@@ -45,6 +45,7 @@ from memory.recalling.tools import (
     DEFAULT_SIMULATION_TOOLS, QUERY_MEMORY_KINDS, REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS, ToolContext, call_tool,
     openai_tool_schemas,
 )
+from memory.recalling.tool_types import WITNESSED_KINDS, restates_window
 
 # What a line leaves behind: relationships, lessons, distortions; reflection and consolidation.
 from memory.forming.distortion import DistortionError, retrieval_filter
@@ -96,7 +97,7 @@ __all__ = [
     "MemoryFilter", "recall", "calibrated", "SCORING_PRESETS", "resolve_weights", "MEMORY_KINDS", "recall_sheet",
     "recall_stable", "stable_snapshot",
     "DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "REGISTRY", "SIMULATION_TOOLS", "WRITE_TOOLS", "ToolContext",
-    "call_tool", "openai_tool_schemas", "build_server",
+    "call_tool", "openai_tool_schemas", "build_server", "WITNESSED_KINDS", "restates_window",
     "AFTER_TURN_PROMPT_OPENING", "REFLECT_STATEMENTS", "RECENT_TURNS", "consolidate", "consolidation_due",
     "consolidations_due", "summarizer",
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",

@@ -11,8 +11,8 @@ from chronicle.simulation.context import count_tokens
 from chronicle.simulation.stage import skipped_minutes
 from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, now_line, window
 from memory.api import (
-    CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, calibrated, describe, recall_sheet, recall_stable,
-    retrieval_filter, stable_snapshot, standing,
+    CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, WITNESSED_KINDS, calibrated, describe, recall_sheet,
+    recall_stable, restates_window, retrieval_filter, stable_snapshot, standing,
 )
 
 if TYPE_CHECKING:
@@ -44,7 +44,14 @@ def now_text(turn: TurnInput) -> str:
         minutes = round(sum(skipped_minutes(text) for _n, text in turn.stage))
     if minutes:
         clock += f", {_duration(minutes)} since the scene began"
-    return now_line(present=turn.others, clock=clock)
+    present = turn.others
+    if turn.mode != "tools" and turn.bank is not None:
+        # How the agent stands with each, as what it heard has moved it (memory.living.relationships):
+        # the line that moved it last is in the transcript at that turn.
+        stood = standing(turn.bank, turn.agent, before_turn=turn.number)
+        present = [f"{other} ({describe(stood[(turn.agent, other)], why=False)})" if (turn.agent, other) in stood
+                   else other for other in present]
+    return now_line(present=present, clock=clock)
 
 
 def now_header(turn: TurnInput) -> str:
@@ -71,14 +78,17 @@ def _duration(minutes: int) -> str:
 # had been given once, and spoke as if it had none).
 CORE_SHEET = [("communication", 1), ("traits", 1), ("goals", 1), ("secrets", 2)]
 WHOLE_SHEET = "All about you"
-RELEVANT_SHEET_K = 1  # a turn's note adds the one that bears most; earlier ones stay in the conversation
+# A turn's note adds the sheet memory that bears most on the last line, unless the agent has it in
+# front of it already: one of the core (in the system message) or who it is (the header says it in a
+# line, the first turn in full). Earlier ones stay in the conversation.
+RELEVANT_SHEET_K = 1
+IN_FRONT_OF_IT = ("identity", *(category for category, _n in CORE_SHEET))
 # The scene's parts the header carries (memory.forming.seed_specs's categories): the place in a line, the time as
 # written. The place in full comes once, on the first turn, with the rest of the sheet.
 HEADER_SCENE = ("location", "time")
 # Tokens a pre-populated section may take beyond its first line, so that long memories (a background's
 # chunks, long lines) cannot crowd the turn: the most relevant come first and the rest wait.
 SECTION_BUDGETS = {"More about you": 200, "What you know": 200, "Recent events": 200}
-WITNESSED_KINDS = ("episodic", "observation", "action")  # what the transcript shows as it happened
 RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the agent's transcript begins
 
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
@@ -93,19 +103,10 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     sections: dict[str, Section] = {}
     # What came back before the agent's earlier turns is still in its conversation: not sent twice.
     shown: set[int] = {memory_id for note in kept.values() for memory_id in note.get("ids") or []}
-    kept_text = "\n".join(note.get("text") or "" for note in kept.values())
     with stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
         for title, query, memory_filter, k in _queries(turn, first, in_window):
-            snapshots = _search(turn, outcome, title, query, memory_filter, k)
-            _fill(sections.setdefault(title, Section(title)), snapshots, turn, in_window=in_window,
-                  shown=shown)
-    # How the agent stands with those present, as what it heard has moved it (memory.living.relationships).
-    stood = standing(turn.bank, turn.agent, before_turn=turn.number)
-    for other in turn.others:
-        row = stood.get((turn.agent, other))
-        if row is not None and f"How you stand with {other}: {describe(row)}" not in kept_text:
-            sections.setdefault("The others present", Section("The others present")).lines.append(
-                f"How you stand with {other}: {describe(row)}")
+            snapshots = _search(turn, outcome, title, query, memory_filter, k, in_window=in_window, shown=shown)
+            _fill(sections.setdefault(title, Section(title)), snapshots, turn, shown=shown)
     return list(sections.values())
 
 
@@ -148,8 +149,10 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int]) -> list[tuple]:
     return queries
 
 
-def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memory_filter, k: int) -> list[dict]:
-    """One section's search, recorded as a retrieval; its results as snapshots (excluded ones marked)."""
+def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memory_filter, k: int, *,
+            in_window: list[int], shown: set[int]) -> list[dict]:
+    """One section's search, recorded as a retrieval; its results as snapshots (excluded ones marked).
+    What the transcript below already shows (memory.api.restates_window) joins `shown`."""
     started = time.perf_counter()
     error, results = "", []
     try:
@@ -166,27 +169,27 @@ def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memor
     except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
         error = f"{type(exc).__name__}: {exc}"
     snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot() for r in results]
+    shown.update(r.memory.pk for r in results if restates_window(r.memory, in_window))
     outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
                    filter=memory_filter.to_dict() if memory_filter else {}, results=snapshots, error=error,
                    latency_ms=round((time.perf_counter() - started) * 1000, 2), path=getattr(results, "path", ""))
     return snapshots
 
 
-def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, in_window: list[int],
-          shown: set[int]) -> None:
+def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: set[int]) -> None:
     """A section's lines from its search: each memory once across sections, never what the transcript
     already shows, within the section's token budget."""
     if section.title == "Recent events":
         snapshots = sorted(snapshots, key=lambda snap: (snap.get("turn") or 0, snap["memory_id"]))
     for snap in snapshots:
         if snap.get("excluded") or snap["memory_id"] in shown:
-            continue  # a memory already in an earlier section is not sent twice
+            continue  # a memory already in an earlier section, or in the transcript below, is not sent twice
         if section.title == "Where you are" and snap.get("category") in HEADER_SCENE:
             continue  # the header says where and when
-        if snap.get("kind") in WITNESSED_KINDS and snap.get("turn") in in_window:
-            continue  # a line or a stage direction the transcript below already shows
+        if section.title == "More about you" and snap.get("category") in IN_FRONT_OF_IT:
+            continue
         if snap.get("category") == "reaction" and snap.get("speaker") in turn.others:
-            continue  # how a line moved me towards someone present: "How you stand with" says it
+            continue  # how a line moved me towards someone present: the header's "Here with you" says it
         shown.add(snap["memory_id"])
         turn_label = snap.get("turn")
         until = f", until turn {snap['until_turn']}" if snap.get("until_turn") else ""

@@ -10,8 +10,10 @@ from memory.api import CharacterSheet, ScenarioSheet, other_text
 # The transcript an agent reads: at least TRANSCRIPT_LINES entries, starting at a multiple of
 # WINDOW_STEP, so the start stays put for WINDOW_STEP entries and every call until then begins with
 # the one before it (what prefix caches reuse); a start that slid one line a turn changed every call.
+# Each move costs every agent one call with nothing cached. Over 64 scripted turns of four agents a
+# call sent, uncached, 335 tokens with a step of 16, 313 with 24, 257 with 32 and 268 with 48.
 TRANSCRIPT_LINES = 8
-WINDOW_STEP = 16
+WINDOW_STEP = 32
 # Pre-populated sections that stay the same from turn to turn (the sheet, the place): sent first.
 STABLE_SECTIONS = ("Who you are", "Where you are")
 NOTE_OPENING = "Before your turn "  # how a note opens (the scripted agent finds this turn's by it)

@@ -11,7 +11,8 @@ BACKGROUND_CHUNK_CHARS = 300
 
 # Seed 000, "Character Memory Seeding" (goals added: the sheet has them and agents pursue them).
 CHARACTER_QUERIES: dict[str, list[str]] = {
-    "identity": ["who am I?", "what is my identity?", "describe myself"],
+    # Seed 000's three, and the identity's role and archetype asked for in so many words.
+    "identity": ["who am I?", "what is my identity?", "describe myself", "what is my role here?", "what part do I play?"],
     "background": ["what is my background?", "what is my history?"],
     "communication": ["how do I communicate?", "how do I speak?", "what is my communication style?"],
     "decision_style": ["how do I make decisions?", "what is my decision style?"],

@@ -53,6 +53,11 @@ ASKS_WHAT_WAS_SAID = re.compile(r"\b(?:say|says|said|saying|tell|tells|told|ask|
 ASKS_WHAT_HAPPENED = re.compile(
     r"\bwhat (?:\w+ )?(?:happened|happens|went on|was going on|went wrong|disturbed|interrupted|changed|broke)\b"
     r"|\bwhat did the \w+ do\b|\b(?:did|has) (?:anything|something) (?:\w+ )?happen", re.IGNORECASE)
+# "What keeps coming up…?", "What has everyone argued about all day?", "…judging by tonight?" ask for
+# a pattern across many lines: what the agent concluded from them (a reflection) is favoured as much.
+ASKS_FOR_A_PATTERN = re.compile(
+    r"\b(?:keeps?|kept) (?:on )?\w+ing\b|\ball (?:day|night|evening|morning|afternoon|week)\b"
+    r"|\b(?:again and again|over and over|time and again|every time)\b|\bjudging by\b", re.IGNORECASE)
 
 
 def recall(bank, query: str | None = None, *, agent: str | None = None, filter: MemoryFilter | None = None,
@@ -315,7 +320,8 @@ def _fused_rows(query: str, flt: MemoryFilter, bank_id: int, qvec, base: dict, k
     named |= base | {"wl": fusion.lexical_weight, "wb": fusion.speaker_boost, "depth": depth,
                      "names": name_grams(query) if fusion.speaker_boost else [],
                      "about": name_grams(query) if fusion.speaker_boost and not ASKS_WHAT_WAS_SAID.search(query) else [],
-                     "events": bool(fusion.speaker_boost and ASKS_WHAT_HAPPENED.search(query))}
+                     "events": bool(fusion.speaker_boost and ASKS_WHAT_HAPPENED.search(query)),
+                     "insights": bool(fusion.speaker_boost and ASKS_FOR_A_PATTERN.search(query))}
     feedback = bool(fusion.feedback) and qvec is not None
     if feedback:
         named |= {"fbm": FEEDBACK_LINES, "fbmin": FEEDBACK_MIN_POOL,

@@ -137,11 +137,13 @@ def _candidates_cte(scoring: str, where_sql: str, has_vector: bool, fusion: bool
     # A question naming someone favours what they said and what is about them (a knowledge memory,
     # their comings and goings): "how do I get on with Gordon?" is about Gordon, not said by him.
     # Half as much: a question naming someone is as often about what happened around them. A question
-    # asking what happened favours the writer's events (stage memories) as much.
+    # asking what happened favours the writer's events (stage memories) as much, and one asking for a
+    # pattern ("what keeps coming up") the agent's reflections.
     extra = (f", {lexical_sql} AS lex, CASE WHEN m.speaker <> '' AND (lower(m.speaker) = ANY(%(names)s) "
              "OR lower(split_part(m.speaker, ' ', 1)) = ANY(%(names)s)) THEN 1.0 WHEN m.about <> '' AND "
              "(lower(m.about) = ANY(%(about)s) OR lower(split_part(m.about, ' ', 1)) = ANY(%(about)s)) "
-             "THEN 0.5 WHEN %(events)s AND m.category = 'stage' THEN 0.5 ELSE 0.0 END::float8 AS spk") if fusion else ""
+             "THEN 0.5 WHEN %(events)s AND m.category = 'stage' THEN 0.5 "
+             "WHEN %(insights)s AND m.kind = 'reflection' THEN 0.5 ELSE 0.0 END::float8 AS spk") if fusion else ""
     # The pool's lists apply the filter themselves (index_probes, the GIN list): not checked again.
     candidates = "JOIN ids ON ids.id = m.id" if pool_ids else f"WHERE {where_sql}"
     return f"""c AS MATERIALIZED (

@@ -15,6 +15,20 @@ from memory.recalling.options import AgentRecall
 WITNESSED_KINDS = ("episodic", "observation", "action")
 
 
+def restates_window(memory, turns) -> bool:
+    """Whether a memory only says what the caller reads in its window (the turns it holds): a line, a
+    stage direction or what was seen there, a fact drawn from such a line or how it moved me (the line
+    quoted again), or a belief heard there and not changed since ("Gordon told me: …" beside Gordon's
+    line saying it)."""
+    if memory.turn not in turns:
+        return False
+    metadata = memory.metadata if isinstance(memory.metadata, dict) else {}
+    belief = metadata.get("belief")
+    if isinstance(belief, dict) and belief.get("hops"):
+        return all(isinstance(step, dict) and step.get("turn") in turns for step in belief.get("history") or [{}])
+    return memory.kind in WITNESSED_KINDS or metadata.get("extracted") in ("fact", "reaction")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolContext(AgentRecall):
     """Who calls a tool, in which bank, and what every search of theirs shares (the AgentRecall it
@@ -47,16 +61,10 @@ class ToolContext(AgentRecall):
         """How many to ask a search for, so that k remain once the window's lines are left out."""
         return k + len(self.window_turns)
 
-    def outside_window(self, results: list[RecallResult], k: int) -> list[RecallResult]:
-        """The results but what the caller reads in its window (lines, stage directions, what it saw),
-        and the facts learned from them (a restatement of a line it can read), ranked anew, at most k."""
-        def shown(memory) -> bool:
-            if memory.turn not in self.window_turns:
-                return False
-            extracted = memory.metadata.get("extracted") if isinstance(memory.metadata, dict) else None
-            return memory.kind in WITNESSED_KINDS or extracted == "fact"
-
-        kept = [r for r in results if not shown(r.memory)]
+    def outside_window(self, results: list[RecallResult], k: int, *, asked=()) -> list[RecallResult]:
+        """The results but what the caller reads in its window (restates_window), ranked anew, at most k;
+        `asked` (what the question asked for by name) first, window or not."""
+        kept = [*asked, *(r for r in results if not restates_window(r.memory, self.window_turns))]
         return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"))
 
 

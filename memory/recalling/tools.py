@@ -109,14 +109,15 @@ def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | Non
         enhanced = ctx.enhanced(query)
     results = recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(k), options=ctx.recall_options(), fusion=True,
                      exact=exact, enhance=enhanced)
+    held = []
     if ABOUT_BELIEFS.search(query):
         # "What do I believe about …?": what I hold about it (who told me, who denied it) comes
-        # before the lines that mention it.
+        # before the lines that mention it, even where the window shows the line I heard it in.
         held = recall(ctx.bank, query, filter=MemoryFilter(agent=ctx.agent, kinds=["semantic"], categories=["belief"]),
                       k=BELIEFS_FIRST, options=ctx.recall_options(), fusion=True, exact=exact, enhance=enhanced)
         ids = {r.memory.pk for r in held}
-        results = Recalled([*held, *(r for r in results if r.memory.pk not in ids)], path=getattr(results, "path", "exact"))
-    return flt, ctx.outside_window(results, k)
+        results = Recalled([r for r in results if r.memory.pk not in ids], path=getattr(results, "path", "exact"))
+    return flt, ctx.outside_window(results, k, asked=held)
 
 
 def _query_memory(ctx: ToolContext, args: dict):

@@ -39,7 +39,7 @@ def test_seeding_a_full_character_yields_each_category_with_its_canonical_querie
     assert identity.content.startswith("You are Alex, project manager.")
     assert "pragmatic, organised planner" in identity.content
     assert sorted(identity.keys.values_list("query", flat=True)) == sorted(
-        ["who am I?", "what is my identity?", "describe myself"]
+        ["who am I?", "what is my identity?", "describe myself", "what is my role here?", "what part do I play?"]
     )
     for chunk in alex_memories.filter(category="background"):
         assert len(chunk.content) <= 300

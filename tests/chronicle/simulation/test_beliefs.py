@@ -137,3 +137,23 @@ def test_a_question_plants_nothing_and_a_denial_revises_every_listener(user, din
     report = {b["holder"]: b for b in headless.run_report(simulation)["beliefs"]}
     assert report["Jordan"]["confidence"] == held(simulation, "Jordan")[0]["confidence"]
     assert report["Jordan"]["disputed"]["by"] == "Sam" and len(report["Jordan"]["history"]) == 3
+
+
+def test_a_belief_heard_in_a_line_the_agent_still_reads_is_not_handed_back_unless_asked_for(user, dinner):
+    """Alex heard the rumour in Jordan's line at turn 3: while Alex's window holds that line, a search
+    leaves "Jordan told me: …" out (the line says it); asked what it believes, Alex gets it all the same;
+    once the window has moved past turn 3, any search finds it."""
+    simulation = start_seeded(user, dinner, max_turns=4, planted_beliefs=f"Jordan: {CLAIM} [false]")
+    say(simulation, 0, "Alex", "Shall we decide on dinner tonight?")
+    say(simulation, 1, "Sam", "I'm easy, as long as it's cheap.")
+    say(simulation, 2, "Jordan", f"Everyone, listen: {CLAIM} We should go while we can!")
+    told = f"Jordan told me: {CLAIM}"
+
+    def found(question, window):
+        answer = call_tool("query_memory", {"query": question},
+                           context=ToolContext(bank=simulation.bank, agent="Alex", current_turn=4, window_turns=window))
+        return [m["content"] for m in answer.response["memories"]]
+
+    assert told not in found("What is happening to Bella's trattoria?", frozenset({1, 2, 3}))
+    assert told in found("What do I believe about Bella's trattoria?", frozenset({1, 2, 3}))
+    assert told in found("What is happening to Bella's trattoria?", frozenset())

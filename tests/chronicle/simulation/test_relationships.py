@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from chronicle.simulation import services, turn_inputs, turns
+from chronicle.simulation.briefing import now_text
 from chronicle.simulation.engine import TurnOutcome, prepopulate
 from chronicle.writing import services as writing
 from memory.forming.extraction import extract_after_turn
@@ -49,12 +50,13 @@ def test_what_is_heard_moves_the_standing_and_the_agent_reads_it(user, dinner, c
     assert alex.evidence.content.startswith("Jordan said: Alex, you lied")  # the line Alex keeps
     assert "lied" in alex.reason and "selfish" in alex.reason
 
-    # Alex's next turn: the pre-populated context says how Alex stands with Jordan, and why.
+    # Alex's next turn: who is here says how Alex stands with each, and since which turn (whose line,
+    # in the transcript, says why).
     turn = turns.turn_claim(simulation_id=simulation.pk, index=3, agent="Alex").turn
-    sections = prepopulate(turn_inputs.turn_input(turn=turn), TurnOutcome())
-    others = next(s for s in sections if s.title == "The others present")
-    assert any(line.startswith("How you stand with Jordan: trust −0.30, affinity −0.30 (last changed at turn 2")
-               for line in others.lines)
+    given = turn_inputs.turn_input(turn=turn)
+    assert "Here with you: Jordan (trust −0.30, affinity −0.30 since turn 2), Sam\n" in now_text(given)
+    assert not any("Jordan" in line for s in prepopulate(given, TurnOutcome()) if s.title == "The others present"
+                   for line in s.lines if "trust" in line)  # said once, in the header
     # recall_interactions answers with it too.
     answer = call_tool("recall_interactions", {"character_name": "Jordan"},
                        context=ToolContext(bank=simulation.bank, agent="Alex", current_turn=4)).response
