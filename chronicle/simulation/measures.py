@@ -1,6 +1,8 @@
 """What a run cost and how its memory served it, read off its turns (evaluate_agents' figures).
 
-- tokens: each turn's prompt tokens (every call of the turn) against the full definition's, p50;
+- tokens: each turn's prompt tokens (every call of the turn) against the full definition's, p50, both
+  counted here the same way (a server's own count, or the relay's four characters a token, would not
+  compare with the baseline's);
 - prefix_share: of each model call's prompt, the share in a prefix byte-identical to the same agent's
   previous call (what prefix caches reuse); a call is the tool schemas, then its messages, in order;
 - redundancy: of the memories the tools handed back, the share already in that call's transcript window;
@@ -14,7 +16,7 @@ import json
 import re
 import statistics
 
-from chronicle.simulation.context import count_tokens, tools_text
+from chronicle.simulation.context import count_tokens, request_tokens, tools_text
 from chronicle.simulation.tool_calls import offered_tools
 from chronicle.simulation.turn_inputs import turn_input
 from chronicle.simulation.models import Simulation
@@ -53,6 +55,17 @@ def call_texts(messages: list[dict], tools: list[dict] | None) -> list[str]:
         sent.append(json.dumps({k: message.get(k) for k in ("role", "content", "tool_calls", "tool_call_id")
                                 if message.get(k) is not None}, ensure_ascii=False))
     return calls
+
+
+def counted_prompt(messages: list[dict], tools: list[dict] | None) -> int:
+    """A turn's prompt tokens, every call of it (the messages up to each reply), counted as the full
+    definition's are."""
+    total, sent = 0, []
+    for message in messages or []:
+        if message.get("role") == "assistant":
+            total += request_tokens(sent, tools)
+        sent.append(message)
+    return total
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -124,7 +137,8 @@ def run_figures(simulation: Simulation) -> dict:
     redundant, returned = script_redundancy(turns)
     return {
         "turns": len(turns),
-        "prompt_per_turn": [t.prompt_tokens for t in spoken],
+        "prompt_per_turn": [counted_prompt(t.prompt_messages, offered_tools(turn_input(turn=t), mode_of(simulation)))
+                            for t in spoken],
         "full_definition_per_turn": [t.full_definition_tokens for t in spoken],
         "prefix_shares": prefix_shares(simulation, turns),
         "redundant": redundant, "returned": returned,

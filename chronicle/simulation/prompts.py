@@ -42,7 +42,7 @@ PREPOPULATED_HEAD = "You are an agent in a simulation. What you remember comes b
 # One line on the markup the run reads in a line (chronicle.simulation.stage): a whisper reaches only
 # its addressee, an action is seen by everyone present.
 MARKUP = ("To whisper to one person, begin your line with *whispers to NAME*; put what you do between "
-          "asterisks, like *pours the wine*. Everything else you say, everyone present hears.")
+          "asterisks, like *pours the wine*. Everyone present hears everything else you say and sees what you do.")
 
 
 def tool_guide(tools: list[dict], budget: int) -> str:

@@ -163,11 +163,12 @@ _REASON = re.compile(r"^[^:]{1,100}: “.*?”(?: \((?P<why>.*)\))?$", re.DOTALL
 def describe(row: Relationship, *, why: bool = True) -> str:
     """"trust +0.30, affinity −0.10 (since turn 12: cold: stupid)", as an agent reads it: a measure
     still at zero left out; the line itself is dated by its turn (in the transcript, or a memory of
-    it), not quoted again. why=False: "trust +0.30, affinity −0.10 since turn 12"."""
+    it), not quoted again. why=False: "trust +0.30, affinity −0.10, last moved at turn 12" (a model
+    read "since turn 12" as the change since then, not where the standing is)."""
     measures = ", ".join(f"{name} {_signed(value)}" for name, value in (("trust", row.trust), ("affinity", row.affinity))
                          if round(value, 2)) or "trust and affinity 0"
     if not why:
-        return f"{measures} since turn {row.turn}"
+        return f"{measures}, last moved at turn {row.turn}"
     match = _REASON.match(row.reason or "")
     reason = (match.group("why") or "") if match else row.reason
     return f"{measures} (since turn {row.turn}{': ' + reason if reason else ''})"

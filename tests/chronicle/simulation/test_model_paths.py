@@ -81,3 +81,20 @@ def test_the_api_reflects_and_consolidates_with_the_model_of_the_run_a_bank_belo
                        content_type="application/json", **auth)
     assert summaries.status_code == 200 and [s["content"] for s in summaries.json()] == [SUMMARY]
     assert "consolidating" in asked(server)[-1]
+
+
+def test_a_runs_token_figures_count_what_was_sent_not_what_the_server_reported(user, dinner, server):
+    """A server's own prompt_tokens (another tokenizer, or a relay's four characters a token) would not
+    compare with the full definition, which is counted here: the run's figures count each call the
+    same way. The fake server reports 100 whatever it is sent."""
+    from chronicle.simulation.context import request_tokens
+    from chronicle.simulation.measures import run_figures
+
+    server.script(ok("Where shall we eat?"))
+    simulation = start(user, dinner, server, max_turns=1)
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    turn = simulation.turns.get(index=0)
+    assert turn.prompt_tokens == 100  # what the server said
+    sent = turn.prompt_messages[:-1]  # the call: everything before the reply
+    assert run_figures(simulation)["prompt_per_turn"] == [request_tokens(sent, None)]
+    assert request_tokens(sent, None) > 300  # the sheet, the scene and the ask: not the server's 100

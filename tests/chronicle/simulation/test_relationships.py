@@ -50,11 +50,11 @@ def test_what_is_heard_moves_the_standing_and_the_agent_reads_it(user, dinner, c
     assert alex.evidence.content.startswith("Jordan said: Alex, you lied")  # the line Alex keeps
     assert "lied" in alex.reason and "selfish" in alex.reason
 
-    # Alex's next turn: who is here says how Alex stands with each, and since which turn (whose line,
-    # in the transcript, says why).
+    # Alex's next turn: who is here says how Alex stands with each, and the turn that moved it last
+    # (whose line, in the transcript, says why).
     turn = turns.turn_claim(simulation_id=simulation.pk, index=3, agent="Alex").turn
     given = turn_inputs.turn_input(turn=turn)
-    assert "Here with you: Jordan (trust −0.30, affinity −0.30 since turn 2), Sam\n" in now_text(given)
+    assert "Here with you: Jordan (trust −0.30, affinity −0.30, last moved at turn 2), Sam\n" in now_text(given)
     assert not any("Jordan" in line for s in prepopulate(given, TurnOutcome()) if s.title == "The others present"
                    for line in s.lines if "trust" in line)  # said once, in the header
     # recall_interactions answers with it too.
