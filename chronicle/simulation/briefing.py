@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from chronicle.simulation.context import count_tokens
 from chronicle.simulation.stage import skipped_minutes
 from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, now_line, window
+from memory.models import Memory
 from memory.api import (
     CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, WITNESSED_KINDS, calibrated, describe, recall_sheet,
     recall_stable, restates_window, retrieval_filter, stable_snapshot, standing,
@@ -103,14 +104,17 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     sections: dict[str, Section] = {}
     # What came back before the agent's earlier turns is still in its conversation: not sent twice.
     shown: set[int] = {memory_id for note in kept.values() for memory_id in note.get("ids") or []}
+    # Whom the conversation already says something about: not searched for again.
+    known = set(Memory.objects.filter(pk__in=shown, kind="character_knowledge").values_list("about", flat=True)) \
+        if shown else set()
     with stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
-        for title, query, memory_filter, k in _queries(turn, first, in_window):
+        for title, query, memory_filter, k in _queries(turn, first, in_window, known):
             snapshots = _search(turn, outcome, title, query, memory_filter, k, in_window=in_window, shown=shown)
             _fill(sections.setdefault(title, Section(title)), snapshots, turn, shown=shown)
     return list(sections.values())
 
 
-def _queries(turn: TurnInput, first: bool, in_window: list[int]) -> list[tuple]:
+def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]) -> list[tuple]:
     """(section title, query, filter, k) in the order the sections are sent. Every section takes the
     agent's own memories and the shared ones (the writer's "for everyone")."""
     last = turn.transcript[-1] if turn.transcript else None
@@ -128,7 +132,7 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int]) -> list[tuple]:
     else:
         queries.append(("More about you", situation, MemoryFilter(agent=turn.agent, kinds=["character"]),
                         RELEVANT_SHEET_K))
-    for other in turn.others:
+    for other in (o for o in turn.others if o not in known):
         queries.append(("The others present", f"who is {other}?",
                         MemoryFilter(agent=turn.agent, kinds=["character_knowledge"], about=other), 1))
     # What the agent believes (planted by the writer, or heard): news it may pass on.
@@ -152,7 +156,8 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int]) -> list[tuple]:
 def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memory_filter, k: int, *,
             in_window: list[int], shown: set[int]) -> list[dict]:
     """One section's search, recorded as a retrieval; its results as snapshots (excluded ones marked).
-    What the transcript below already shows (memory.api.restates_window) joins `shown`."""
+    What the transcript below already shows (memory.api.restates_window) joins `shown`, but for the
+    agent's beliefs (as query_memory keeps them when asked what it believes)."""
     started = time.perf_counter()
     error, results = "", []
     try:
@@ -169,7 +174,8 @@ def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memor
     except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
         error = f"{type(exc).__name__}: {exc}"
     snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot() for r in results]
-    shown.update(r.memory.pk for r in results if restates_window(r.memory, in_window))
+    if title != "What you believe":  # what the agent holds, and from whom, is asked for by name
+        shown.update(r.memory.pk for r in results if restates_window(r.memory, in_window))
     outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
                    filter=memory_filter.to_dict() if memory_filter else {}, results=snapshots, error=error,
                    latency_ms=round((time.perf_counter() - started) * 1000, 2), path=getattr(results, "path", ""))

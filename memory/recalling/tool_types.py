@@ -15,17 +15,18 @@ from memory.recalling.options import AgentRecall
 WITNESSED_KINDS = ("episodic", "observation", "action")
 
 
-def restates_window(memory, turns) -> bool:
+def restates_window(memory, turns, *, beliefs: bool = True) -> bool:
     """Whether a memory only says what the caller reads in its window (the turns it holds): a line, a
     stage direction or what was seen there, a fact drawn from such a line or how it moved me (the line
     quoted again), or a belief heard there and not changed since ("Gordon told me: …" beside Gordon's
-    line saying it)."""
+    line saying it). beliefs=False: a belief is what the agent holds, and from whom, never a restatement."""
     if memory.turn not in turns:
         return False
     metadata = memory.metadata if isinstance(memory.metadata, dict) else {}
     belief = metadata.get("belief")
     if isinstance(belief, dict) and belief.get("hops"):
-        return all(isinstance(step, dict) and step.get("turn") in turns for step in belief.get("history") or [{}])
+        return beliefs and all(isinstance(step, dict) and step.get("turn") in turns
+                               for step in belief.get("history") or [{}])
     return memory.kind in WITNESSED_KINDS or metadata.get("extracted") in ("fact", "reaction")
 
 
@@ -61,10 +62,11 @@ class ToolContext(AgentRecall):
         """How many to ask a search for, so that k remain once the window's lines are left out."""
         return k + len(self.window_turns)
 
-    def outside_window(self, results: list[RecallResult], k: int, *, asked=()) -> list[RecallResult]:
+    def outside_window(self, results: list[RecallResult], k: int, *, asked=(), beliefs: bool = True) -> list[RecallResult]:
         """The results but what the caller reads in its window (restates_window), ranked anew, at most k;
-        `asked` (what the question asked for by name) first, window or not."""
-        kept = [*asked, *(r for r in results if not restates_window(r.memory, self.window_turns))]
+        `asked` (what the question asked for by name) first, window or not; beliefs=False: the agent's
+        beliefs stay (a tool asked for what it holds)."""
+        kept = [*asked, *(r for r in results if not restates_window(r.memory, self.window_turns, beliefs=beliefs))]
         return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"))
 
 

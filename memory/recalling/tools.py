@@ -160,8 +160,9 @@ def _recall_facts(ctx: ToolContext, args: dict):
     # not the agent's own profile (query_self).
     flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection"], shared=True)
     enhanced = ctx.enhanced(topic)
+    # What the agent holds on the topic: its beliefs too, with whom it heard them from.
     results = ctx.outside_window(recall(ctx.bank, topic, filter=flt, k=ctx.beyond_window(5),
-                                        options=ctx.recall_options(enhance=enhanced)), 5)
+                                        options=ctx.recall_options(enhance=enhanced)), 5, beliefs=False)
     # confidence: the probability that a memory this similar to the topic is one asked for
     # (memory.recalling.confidence: a logistic fit on locomo-dev), not the raw cosine.
     results = Recalled([r for r in results if calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR],
