@@ -174,8 +174,9 @@ def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memor
     except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
         error = f"{type(exc).__name__}: {exc}"
     snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot() for r in results]
-    if title != "What you believe":  # what the agent holds, and from whom, is asked for by name
-        shown.update(r.memory.pk for r in results if restates_window(r.memory, in_window))
+    # What the agent holds, and from whom, is asked for by name in "What you believe": kept there.
+    beliefs = title != "What you believe"
+    shown.update(r.memory.pk for r in results if restates_window(r.memory, in_window, beliefs=beliefs))
     outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
                    filter=memory_filter.to_dict() if memory_filter else {}, results=snapshots, error=error,
                    latency_ms=round((time.perf_counter() - started) * 1000, 2), path=getattr(results, "path", ""))
