@@ -198,6 +198,7 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     calls_left = turn.max_tool_calls
     hints = turn.hints
     empty_answers = 0
+    handed: set[int] = set()  # memories this turn's tool calls gave the model
     for _round in range(turn.max_tool_calls + 3):
         result = _call(provider, messages, tools, calls_left > 0, hints, outcome, heartbeat, sleep)
         outcome.add_usage(result)
@@ -212,7 +213,7 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
             messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": tool_calls})
             for call in tool_calls:
                 response = run_tool_call(call, offered, context, outcome, over_limit=calls_left <= 0, limit=turn.max_tool_calls,
-                                     excluded=turn.excluded)
+                                     excluded=turn.excluded, handed=handed)
                 calls_left -= 1
                 # As written (no \u escapes): a quotation mark or a dash is one token, not three.
                 messages.append({"role": "tool", "tool_call_id": call.get("id") or "",

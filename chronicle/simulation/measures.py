@@ -110,7 +110,7 @@ def script_redundancy(turns: list) -> tuple[int, int]:
             if retrieval.tool in ("prepopulate", "pinned") or retrieval.error:
                 continue
             for snap in retrieval.results or []:
-                if snap.get("excluded"):
+                if snap.get("excluded") or snap.get("repeated"):
                     continue
                 total += 1
                 redundant += in_window(snap.get("content") or "", user)

@@ -46,7 +46,9 @@ def compact_schemas(tools: list[dict]) -> list[dict]:
 
 
 def run_tool_call(call: dict, offered: set[str], context: ToolContext, outcome: TurnOutcome, *, over_limit: bool,
-              limit: int, excluded: frozenset[int] = frozenset()) -> dict:
+              limit: int, excluded: frozenset[int] = frozenset(), handed: set[int] | None = None) -> dict:
+    """Run one tool call of a turn and record it. `handed`: the memories earlier calls of this turn
+    gave the model; they are not given again (it reads them above), and this call's are added."""
     function = call.get("function") or {}
     name = str(function.get("name") or "")
     raw = function.get("arguments")
@@ -71,15 +73,19 @@ def run_tool_call(call: dict, offered: set[str], context: ToolContext, outcome: 
         return row["response"]
     result = call_tool(name, arguments, context=context)
     snapshots, response = exclude_results([r.snapshot() for r in result.results], result.response, excluded)
+    if handed is not None:
+        snapshots, response = leave_out_repeats(snapshots, response, handed)
+        handed.update(s["memory_id"] for s in snapshots if not s.get("excluded") and not s.get("repeated"))
     row.update(arguments=result.arguments or arguments, query=result.query or "", filter=result.filter or {},
                results=snapshots, response=response,
                latency_ms=round(result.latency_ms, 2), error=result.error or "", path=result.path)
     return response
 
 
-# recall_facts' echo of its topic: the model's call says it (a scripted topic is a whole line). The
-# seeds' formats (query_memory's "query", seed 001's "query_expansion_used") stay as they are.
-ECHOED = ("topic",)
+# What a model reads above its answer or cannot act on: the query or topic its own call says (a
+# scripted topic is a whole line), and which query enhancements ran. The tools keep them (MCP, the
+# API, the writer's record); only the model's copy leaves them out.
+ECHOED = ("topic", "query", "query_expansion_used")
 
 
 def for_model(response: dict) -> dict:
@@ -93,9 +99,10 @@ def for_model(response: dict) -> dict:
     return lean
 
 
-def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[int]) -> tuple[list[dict], dict]:
-    """Drop excluded memories from what the agent reads; the record keeps them, marked excluded."""
-    if not excluded or not any(s["memory_id"] in excluded for s in snapshots):
+def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[int] | set[int], *,
+                    mark: str = "excluded") -> tuple[list[dict], dict]:
+    """Drop excluded memories from what the agent reads; the record keeps them, marked (`mark`)."""
+    if not excluded or not any(s["memory_id"] in excluded and not s.get("excluded") for s in snapshots):
         return snapshots, response
     key = "facts" if isinstance(response, dict) and "facts" in response else "memories"
     entries = response.get(key) if isinstance(response, dict) else None
@@ -105,5 +112,15 @@ def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[i
         else:
             kept = [e for e in entries if not (isinstance(e, dict) and e.get("memory_id") in excluded)]
         response = dict(response, **{key: kept})
-    marked = [dict(s, excluded=True) if s["memory_id"] in excluded else s for s in snapshots]
+    marked = [dict(s, **{mark: True}) if s["memory_id"] in excluded and not s.get("excluded") else s for s in snapshots]
     return marked, response
+
+
+def leave_out_repeats(snapshots: list[dict], response: dict, handed: set[int]) -> tuple[list[dict], dict]:
+    """What an earlier call of the turn already gave the model is left out (marked repeated); an answer
+    left with nothing says so, so that it does not read as nothing found."""
+    snapshots, response = exclude_results(snapshots, response, handed, mark="repeated")
+    found = [s for s in snapshots if not s.get("excluded")]
+    if found and all(s.get("repeated") for s in found) and isinstance(response, dict):
+        response = dict(response, note="What this found is in your earlier tool results this turn.")
+    return snapshots, response

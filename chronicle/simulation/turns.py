@@ -140,9 +140,9 @@ def turn_heartbeat(*, turn_id: int, token: str) -> None:
 
 
 def recalled_ids(outcome: TurnOutcome) -> list[int]:
-    """Each memory the agent read this turn, once per time it came back (pins and exclusions aside)."""
+    """Each memory the agent read this turn, once per time it came back (pins, exclusions and repeats aside)."""
     return [snap["memory_id"] for row in outcome.retrievals if row["tool"] != "pinned" and not row.get("error")
-            for snap in row["results"] if not snap.get("excluded") and snap.get("memory_id")]
+            for snap in row["results"] if not snap.get("excluded") and not snap.get("repeated") and snap.get("memory_id")]
 
 
 def _retrieval_rows(turn: Turn, outcome: TurnOutcome) -> list[Retrieval]:

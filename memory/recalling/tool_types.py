@@ -114,7 +114,9 @@ class Tool:
     def schema(self) -> dict:
         props = {}
         for pname, p in self.params.items():
-            prop: dict = {"type": p.type, "description": p.description}
+            # A parameter whose name says it all ("topic") goes without a description: every model
+            # call re-sends the schemas.
+            prop: dict = {"type": p.type, "description": p.description} if p.description else {"type": p.type}
             if p.type == "array":
                 prop["items"] = {"type": p.items or "integer"}
             if p.enum:

@@ -3,6 +3,7 @@ memories with the turn (never twice, never from a failed attempt); a card greeti
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -205,3 +206,22 @@ def test_the_run_page_says_which_tools_and_options_the_run_has(user, dinner, cli
     run_page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert "tools: query_self, recall_facts" in run_page
     assert "query enhancement: turn boost ·" in run_page and "consults memories" in run_page
+
+
+def test_what_one_tool_gave_this_turn_another_does_not_give_again(user, dinner, server):
+    server.script(ok(tool_calls=[tool_call("query_character", {"name": "Sam"}), tool_call("recall_facts", {"topic": "Sam"})]),
+                  ok("Sam, you pick."))
+    simulation = start(user, dinner, server)
+    assert run(simulation) == "done"
+    first, second = [json.loads(m["content"]) for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    known = {m["memory_id"] for m in first["memories"]}
+    assert known
+    # The facts leave out what the model already read above, and say why when nothing else is left.
+    assert not known & {f["memory_id"] for f in second["facts"]}
+    if not second["facts"]:
+        assert "earlier tool results" in second["note"]
+    rows = {r.tool: r for r in simulation.turns.get(index=0).retrievals.all()}
+    repeated = [s for s in rows["recall_facts"].results if s.get("repeated")]
+    assert repeated and {s["memory_id"] for s in repeated} <= known
+    # Only the model's copy drops what its call already says; the record keeps the topic.
+    assert "topic" not in second and rows["recall_facts"].response["topic"] == "Sam"
