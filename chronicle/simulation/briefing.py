@@ -35,6 +35,14 @@ def identity_header(turn: TurnInput) -> str:
     return header(agent=turn.agent, identity=identity, scene=scene, wants=wants)
 
 
+def header_shows(turn: TurnInput) -> frozenset[tuple[str, str]]:
+    """The memories identity_header states in full, as (kind, category): a search leaves them out."""
+    shown = {("scene", "time")} if turn.scenario and turn.scenario.time_of_day else set()
+    if turn.mode == "tools":
+        shown.add(("character", "goals"))
+    return frozenset(shown)
+
+
 def now_text(turn: TurnInput) -> str:
     """Who is here with the agent, and the time: sent last, with the ask."""
     clock = f"turn {turn.number}"

@@ -10,14 +10,15 @@ In Wonda JSON, beside a script:
 After turn N a probe calls the agent's tool (default `query_memory` with the question) exactly as
 the agent's call at turn N + 1 would: the same bank, presence, witnesses, distortions and presets.
 An `expect` probe hits at k when its text (any case) is in what the agent already sees at N + 1
-(its transcript window) or in one of the first k memories returned; a `forbid` probe leaks when its
-text is in the window or in anything returned.
+(its header and transcript window, which the tools leave out) or in one of the first k memories
+returned; a `forbid` probe leaks when its text is in those or in anything returned.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chronicle.simulation.briefing import identity_header
 from chronicle.simulation.engine import tool_context
 from chronicle.simulation.models import Turn
 from chronicle.simulation.prompts import transcript_text
@@ -94,7 +95,7 @@ def parse(raw, *, cast: list[str], turns: int) -> list[Probe]:
 @dataclass
 class Answer:
     probe: Probe
-    window: str  # the transcript window the agent sees at after_turn + 1
+    window: str  # the header and transcript window the agent sees at after_turn + 1
     items: list[dict]  # the memories returned: {"content", "confidence" (None: none reported), "memory_id"}
     error: str = ""
     latency_ms: float = 0.0
@@ -139,7 +140,7 @@ def ask(simulation, probe: Probe) -> Answer:
     """The probe's tool call, as the agent's own call at after_turn + 1 would go."""
 
     turn = turn_input(turn=Turn(simulation=simulation, index=probe.after_turn, agent=probe.agent))
-    window = transcript_text(turn.transcript, turn.stage) if turn.transcript or turn.stage else ""
+    window = identity_header(turn) + "\n" + (transcript_text(turn.transcript, turn.stage) if turn.transcript or turn.stage else "")
     name, arguments = probe.call()
     result = call_tool(name, dict(arguments), context=tool_context(turn, deferred=[]))
     return Answer(probe=probe, window=window, items=items_of(result), error=result.error or "",

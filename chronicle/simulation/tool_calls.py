@@ -82,10 +82,9 @@ def run_tool_call(call: dict, offered: set[str], context: ToolContext, outcome: 
     return response
 
 
-# What a model reads above its answer or cannot act on: the query or topic its own call says (a
-# scripted topic is a whole line), and which query enhancements ran. The tools keep them (MCP, the
-# API, the writer's record); only the model's copy leaves them out.
-ECHOED = ("topic", "query", "query_expansion_used")
+# recall_facts' echo of its topic: the model's call says it (a scripted topic is a whole line). The
+# seeds' formats (query_memory's "query", seed 001's "query_expansion_used") stay as they are.
+ECHOED = ("topic",)
 
 
 def for_model(response: dict) -> dict:
@@ -118,9 +117,9 @@ def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[i
 
 def leave_out_repeats(snapshots: list[dict], response: dict, handed: set[int]) -> tuple[list[dict], dict]:
     """What an earlier call of the turn already gave the model is left out (marked repeated); an answer
-    left with nothing says so, so that it does not read as nothing found."""
+    left with nothing says so (not that those were on its topic: a model read that as a claim they were)."""
     snapshots, response = exclude_results(snapshots, response, handed, mark="repeated")
     found = [s for s in snapshots if not s.get("excluded")]
     if found and all(s.get("repeated") for s in found) and isinstance(response, dict):
-        response = dict(response, note="What this found is in your earlier tool results this turn.")
+        response = dict(response, note="Nothing besides what your earlier tool calls this turn returned.")
     return snapshots, response

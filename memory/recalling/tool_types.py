@@ -47,6 +47,9 @@ class ToolContext(AgentRecall):
     # The turns whose lines the caller already reads in its transcript: their episodic memories are
     # not handed back (a tool adds what the window lacks; it does not echo it).
     window_turns: frozenset = frozenset()
+    # What the caller's prompt states in full, as (kind, category) of its own or shared memories (a
+    # simulation's header: the goals, the time of day): the searches do not hand those back either.
+    shown: frozenset = frozenset()
     # Who is in the room now, the caller included (query_scene says so); None: not known (MCP, the API).
     present: list[str] | None = None
     # Whether answers carry their retrieval confidence (seed 001's metadata). A simulation shows it only
@@ -63,10 +66,12 @@ class ToolContext(AgentRecall):
         return k + len(self.window_turns)
 
     def outside_window(self, results: list[RecallResult], k: int, *, asked=(), beliefs: bool = True) -> list[RecallResult]:
-        """The results but what the caller reads in its window (restates_window), ranked anew, at most k;
+        """The results but what the caller reads in its window (restates_window) or prompt (shown), ranked
+        anew, at most k;
         `asked` (what the question asked for by name) first, window or not; beliefs=False: the agent's
         beliefs stay (a tool asked for what it holds)."""
-        kept = [*asked, *(r for r in results if not restates_window(r.memory, self.window_turns, beliefs=beliefs))]
+        kept = [*asked, *(r for r in results if not restates_window(r.memory, self.window_turns, beliefs=beliefs)
+                          and (r.memory.kind, r.memory.category) not in self.shown)]
         return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"))
 
 

@@ -138,3 +138,25 @@ def test_a_slow_servers_long_timeout_still_starts_a_run_at_the_longest_wait_a_tu
     assert values["timeout_s"] == 600
     simulation = Simulation(owner=user, **{k: v for k, v in values.items() if k not in ("script",)})
     simulation.full_clean(exclude=["scenario", "bank"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode, header_has_goals", [("tools", True), ("prepopulate", False)])
+def test_a_search_leaves_out_the_goals_the_header_already_states(user, dinner, mode, header_has_goals):
+    from chronicle.simulation.briefing import identity_header
+    from chronicle.simulation.engine import tool_context
+    from chronicle.simulation.models import Turn
+    from chronicle.simulation.turn_inputs import turn_input
+    from memory.api import call_tool
+    from tests.chronicle.simulation.conftest import start_seeded
+
+    simulation = start_seeded(user, dinner, retrieval_mode=mode)
+    turn = turn_input(turn=Turn(simulation=simulation, index=0, agent="Alex"))
+    context = tool_context(turn, deferred=[])
+    found = call_tool("query_memory", {"query": "What are my goals tonight?"}, context=context)
+    categories = [r.memory.category for r in found.results]
+    assert ("goals" in categories) is not header_has_goals
+    assert ("get everyone fed by eight" in identity_header(turn)) is header_has_goals
+    # Asked for by name, they still come back.
+    asked = call_tool("query_self", {"aspect": "goals"}, context=context)
+    assert any("fed by eight" in r.memory.content for r in asked.results)

@@ -219,7 +219,7 @@ def test_what_one_tool_gave_this_turn_another_does_not_give_again(user, dinner, 
     # The facts leave out what the model already read above, and say why when nothing else is left.
     assert not known & {f["memory_id"] for f in second["facts"]}
     if not second["facts"]:
-        assert "earlier tool results" in second["note"]
+        assert "earlier tool calls" in second["note"]
     rows = {r.tool: r for r in simulation.turns.get(index=0).retrievals.all()}
     repeated = [s for s in rows["recall_facts"].results if s.get("repeated")]
     assert repeated and {s["memory_id"] for s in repeated} <= known
