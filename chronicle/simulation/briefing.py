@@ -43,16 +43,20 @@ def header_shows(turn: TurnInput) -> frozenset[tuple[str, str]]:
     return frozenset(shown)
 
 
-def now_text(turn: TurnInput) -> str:
-    """Who is here with the agent, and the time: sent last, with the ask."""
+def clock_text(turn: TurnInput) -> str:
+    """The turn, and how long since the scene began ("turn 14, 2 hours 26 minutes since the scene began")."""
     clock = f"turn {turn.number}"
     if turn.minutes_per_turn:
         skipped = turn.clock[turn.number] if turn.clock and turn.number < len(turn.clock) else 0.0
         minutes = round((turn.index + skipped) * turn.minutes_per_turn)
     else:  # no clock per turn: time moves only by the writer's skips ("Three hours later")
         minutes = round(sum(skipped_minutes(text) for _n, text in turn.stage))
-    if minutes:
-        clock += f", {_duration(minutes)} since the scene began"
+    return clock + (f", {_duration(minutes)} since the scene began" if minutes else "")
+
+
+def now_text(turn: TurnInput) -> str:
+    """Who is here with the agent, and the time: sent last, with the ask."""
+    clock = clock_text(turn)
     present = turn.others
     if turn.mode != "tools" and turn.bank is not None:
         # How the agent stands with each, as what it heard has moved it (memory.living.relationships):

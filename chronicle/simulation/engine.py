@@ -19,7 +19,7 @@ from chronicle.simulation.prompts import (
     ONCE_SECTION, STABLE_SECTIONS, conversation, full_definition_text, note_text, section_text, system_parts,
     user_message, window,
 )
-from chronicle.simulation.briefing import header_shows, identity_header, now_text, pinned_note, prepopulate
+from chronicle.simulation.briefing import clock_text, header_shows, identity_header, now_text, pinned_note, prepopulate
 from chronicle.simulation.replies import is_refusal, text_tool_calls
 from chronicle.simulation.tool_calls import for_model, offered_tools, run_tool_call
 from chronicle.simulation.turn_models import WRITER_LINE_NOTE
@@ -249,7 +249,7 @@ def tool_context(turn: TurnInput, *, deferred: list[dict]) -> ToolContext:
                        associations=turn.associations, distort=retrieval_filter(turn.agent, turn.distortions),
                        present=[turn.agent, *turn.others], confidence=turn.confidence_gating,
                        window_turns=frozenset(number for number, _speaker, _text in window(turn.transcript, turn.stage)),
-                       shown=header_shows(turn))
+                       shown=header_shows(turn), now=clock_text(turn))
 
 
 def enhance_options(turn: TurnInput) -> dict:

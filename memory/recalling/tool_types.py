@@ -52,6 +52,9 @@ class ToolContext(AgentRecall):
     shown: frozenset = frozenset()
     # Who is in the room now, the caller included (query_scene says so); None: not known (MCP, the API).
     present: list[str] | None = None
+    # The time now, as the caller's clock tells it (query_scene says it beside the scene's own time of
+    # day, which is when the scene began); "": not known.
+    now: str = ""
     # Whether answers carry their retrieval confidence (seed 001's metadata). A simulation shows it only
     # with confidence gating, whose prompt uses it: on in-run probes the calibrated similarity was
     # off by ~0.4 (ECE), and a number that misleads is worse than none.
@@ -152,7 +155,9 @@ def belief_fields(belief: dict) -> dict:
     if belief.get("source_chain"):
         fields["heard_from"] = " ← ".join(belief["source_chain"])
     if belief.get("disputed"):
-        fields["disputed"] = f"denied by {belief['disputed']['by']} at turn {belief['disputed']['turn']}"
+        # Not "disputed": to a holder who says it is not so too, the last denial is no dispute (a model
+        # read it as one).
+        fields["last_denied_by"] = f"{belief['disputed']['by']} at turn {belief['disputed']['turn']}"
     return fields
 
 

@@ -70,6 +70,8 @@ def _query_scene(ctx: ToolContext, args: dict):
     answer, query, flt, results = _scene(ctx, args)
     if ctx.present is not None:
         answer["who_is_here"] = [name for name in ctx.present if name != ctx.agent]
+    if ctx.now:
+        answer["time_now"] = ctx.now
     return answer, query, flt, results
 
 

@@ -108,6 +108,12 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
     at_six = turn_input(turn=Turn(simulation=simulation, index=5, agent="Alex"))
     scene = call_tool("query_scene", {}, context=tool_context(at_six, deferred=[]))
     assert scene.response["who_is_here"] == ["Jordan"] and scene.response["memories"]
+    # And the time now, as the header's clock tells it (the scene's own time is when it began).
+    assert scene.response["time_now"] == "turn 6"
+    skipped = turn_input(turn=Turn(simulation=simulation, index=5, agent="Alex"))
+    skipped.stage = [*skipped.stage, (6, "Two hours later")]
+    later = call_tool("query_scene", {}, context=tool_context(skipped, deferred=[]))
+    assert later.response["time_now"] == "turn 6, 2 hours since the scene began"
 
 
 def test_the_header_clock_moves_with_the_writers_time_skips():

@@ -124,10 +124,10 @@ def test_a_question_plants_nothing_and_a_denial_revises_every_listener(user, din
                        context=ToolContext(bank=simulation.bank, agent="Jordan", current_turn=4))
     first = answer.response["memories"][0]
     assert first["content"].startswith(f"Sam told me: {CLAIM}") and "then Alex said (turn 3) it is not so" in first["content"]
-    assert first["belief_confidence"] == jordan["confidence"] and first["disputed"] == "denied by Alex at turn 3"
+    assert first["belief_confidence"] == jordan["confidence"] and first["last_denied_by"] == "Alex at turn 3"
     facts = call_tool("recall_facts", {"topic": "Bella's closing"},
                       context=ToolContext(bank=simulation.bank, agent="Jordan", current_turn=4)).response["facts"]
-    assert any(f.get("disputed") == "denied by Alex at turn 3" for f in facts)
+    assert any(f.get("last_denied_by") == "Alex at turn 3" for f in facts)
     # Sam takes it back: almost nothing left of it, and Sam no longer passes it on as true.
     say(simulation, 3, "Sam", "I had it wrong, Bella's is not closing.")
     assert held(simulation, "Sam")[0]["confidence"] == beliefs.RETRACTED
