@@ -24,6 +24,7 @@ Every belief keeps its history: [{turn, confidence, source_chain, stance}].
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,16 +143,17 @@ def retells(line: str, line_vector, belief_vector, claim: str) -> bool:
     return bool(words) and len(words & _words(line)) / len(words) >= RETELL_WORDS
 
 
-def stance(line: str, line_vector, claim_vector, claim: str, previous: str = "") -> str:
+def stance(line: str, line_vector, claim_vector, claim: str, previous: str | Callable[[], str] = "") -> str:
     """The offline rule for what a line does with a claim: the sentences that share the claim's
     words decide — one ending in "?" questions it, one with an explicit negation (or a line opening
     with "No") denies it; a line that retells it (retells()) asserts it; anything else: none. A line
     that opens by contradicting the one before it ("No, that isn't true.") denies what that one
-    asked or said (previous: the line the speaker heard just before)."""
+    asked or said (previous: the line the speaker heard just before, or what reads it when needed)."""
     own = _stance(line, line_vector, claim_vector, claim)
-    if own == "none" and previous and _CONTRADICTS.match(line) \
-            and _stance(previous, None, claim_vector, claim) in ("asserts", "questions"):
-        return "denies"
+    if own == "none" and _CONTRADICTS.match(line):
+        before = previous() if callable(previous) else previous
+        if before and _stance(before, None, claim_vector, claim) in ("asserts", "questions"):
+            return "denies"
     return own
 
 
@@ -172,15 +174,18 @@ def _stance(line: str, line_vector, claim_vector, claim: str) -> str:
     return "asserts" if retells(line, line_vector, claim_vector, claim) else "none"
 
 
-def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: int, previous: str = "",
+def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: int,
+           previous: str | Callable[[], str] = "",
            judged: dict[str, str] | None = None, trust: dict[str, float] | None = None) -> list[Memory]:
     """What the line does to the beliefs of those who heard it (see the module). judged: a model's
     stance per claim (memory.living.after_turn, keyed by the claim's text); a claim it left out is judged by
     stance(), with `previous`, the line the speaker heard before it. trust: each listener's trust in
     the speaker. Returns the beliefs made or revised."""
-    rows = list(Memory.objects.filter(bank=bank, status=Memory.Status.ACTIVE, category="belief",
+    # A belief is a semantic memory (kind first: the bank/agent/kind/category index then finds only
+    # beliefs, not every memory of those agents); its vector is read for the one a claim is judged by.
+    rows = list(Memory.objects.filter(bank=bank, status=Memory.Status.ACTIVE, kind="semantic", category="belief",
                                       agent__in=[speaker, *heard_by], metadata__has_key="belief")
-                .order_by("turn", "id"))
+                .defer("embedding").order_by("turn", "id"))
     by_claim: dict[int, dict[str, Memory]] = {}
     for memory in rows:
         by_claim.setdefault(memory.metadata["belief"]["id"], {})[memory.agent] = memory

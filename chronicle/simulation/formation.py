@@ -145,8 +145,8 @@ def belief_note(believed: list[Memory]) -> str:
 
 def held_claims(bank, agents: list[str]) -> list[str]:
     """The claims any of them holds a belief about (the judgement says what a line does with each)."""
-    rows = (Memory.objects.in_bank(bank).filter(status=Memory.Status.ACTIVE, category="belief", agent__in=agents,
-                                                metadata__has_key="belief")
+    rows = (Memory.objects.in_bank(bank).filter(status=Memory.Status.ACTIVE, kind="semantic", category="belief",
+                                                agent__in=agents, metadata__has_key="belief")
             .order_by("turn", "id").values_list("metadata__belief__claim", flat=True))
     return list(dict.fromkeys(rows))
 

@@ -216,7 +216,7 @@ def _revise_beliefs(simulation: Simulation, turn: Turn, line, capture: CapturePl
     """What the line does to what its listeners believe: the model's stance on each claim, else the rule's."""
     return revise(bank=simulation.bank, speaker=turn.agent, line=turn.utterance,
                   vector=capture.vectors.get(capture.content), heard_by=line.heard_by, turn=turn.number,
-                  previous=heard_before(simulation, turn), judged=capture.after.stances if capture.after else None)
+                  previous=lambda: heard_before(simulation, turn), judged=capture.after.stances if capture.after else None)
 
 
 def _move_relationships(simulation: Simulation, turn: Turn, line, capture: CapturePlan, captured):
