@@ -163,9 +163,10 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
     return outcome
 
 
-def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str, tools: list[dict] | None) -> CallRecorder:
+def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str, tools: list[dict] | None) -> tuple[CallRecorder, set[int]]:
     """The turn's messages (outcome.messages): the system message, the conversation and the call's
-    own part; this turn's note is kept on the outcome for the agent's next turns."""
+    own part; this turn's note is kept on the outcome for the agent's next turns. Also the memories
+    those messages show (this turn's sections, the notes kept from earlier turns)."""
     sections = prepopulate(turn, outcome) if mode in ("prepopulate", "both") else []
     minimal = turn.tool_prompt == "seed000"
     parts = system_parts(mode=mode, agent=turn.agent, sections=sections, consult_memories=turn.consult_memories,
@@ -183,7 +184,8 @@ def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str, tools: list[dict]
     outcome.context = recorder.context()
     # The next turns' conversation repeats it as it was (turn_inputs.notes_for reads it back).
     outcome.context["note"] = {"text": note, "ids": [i for s in kept for i in s.ids]} if note else {}
-    return recorder
+    shown = {i for s in sections for i in s.ids} | {i for k in turn.kept_notes.values() for i in k.get("ids") or []}
+    return recorder, shown
 
 
 def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode: str,
@@ -191,14 +193,14 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     # The simulation's tool set; the writes among them queue in context.deferred and are applied by
     # the turn's one transaction (turns.turn_finish), so a redone turn never writes twice.
     tools = offered_tools(turn, mode)
-    recorder = _briefed(turn, outcome, mode, tools)
+    recorder, shown = _briefed(turn, outcome, mode, tools)
     messages = outcome.messages
     offered = {t["function"]["name"] for t in tools or []}
     context = tool_context(turn, deferred=outcome.writes)
     calls_left = turn.max_tool_calls
     hints = turn.hints
     empty_answers = 0
-    handed: set[int] = set()  # memories this turn's tool calls gave the model
+    handed = shown  # memories the model has in front of it: its notes, then what this turn's tools gave
     for _round in range(turn.max_tool_calls + 3):
         result = _call(provider, messages, tools, calls_left > 0, hints, outcome, heartbeat, sleep)
         outcome.add_usage(result)

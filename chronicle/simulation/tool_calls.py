@@ -47,8 +47,9 @@ def compact_schemas(tools: list[dict]) -> list[dict]:
 
 def run_tool_call(call: dict, offered: set[str], context: ToolContext, outcome: TurnOutcome, *, over_limit: bool,
               limit: int, excluded: frozenset[int] = frozenset(), handed: set[int] | None = None) -> dict:
-    """Run one tool call of a turn and record it. `handed`: the memories earlier calls of this turn
-    gave the model; they are not given again (it reads them above), and this call's are added."""
+    """Run one tool call of a turn and record it. `handed`: the memories the model already has in
+    front of it (its notes, what earlier calls of this turn gave); they are not given again, and this
+    call's are added."""
     function = call.get("function") or {}
     name = str(function.get("name") or "")
     raw = function.get("arguments")
@@ -116,10 +117,10 @@ def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[i
 
 
 def leave_out_repeats(snapshots: list[dict], response: dict, handed: set[int]) -> tuple[list[dict], dict]:
-    """What an earlier call of the turn already gave the model is left out (marked repeated); an answer
-    left with nothing says so (not that those were on its topic: a model read that as a claim they were)."""
+    """What the model already has in front of it is left out (marked repeated); an answer left with
+    nothing says so (not that those were on its topic: a model read that as a claim they were)."""
     snapshots, response = exclude_results(snapshots, response, handed, mark="repeated")
     found = [s for s in snapshots if not s.get("excluded")]
     if found and all(s.get("repeated") for s in found) and isinstance(response, dict):
-        response = dict(response, note="Nothing besides what your earlier tool calls this turn returned.")
+        response = dict(response, note="Nothing besides what you already have in front of you this turn.")
     return snapshots, response

@@ -219,9 +219,23 @@ def test_what_one_tool_gave_this_turn_another_does_not_give_again(user, dinner, 
     # The facts leave out what the model already read above, and say why when nothing else is left.
     assert not known & {f["memory_id"] for f in second["facts"]}
     if not second["facts"]:
-        assert "earlier tool calls" in second["note"]
+        assert "already have in front of you" in second["note"]
     rows = {r.tool: r for r in simulation.turns.get(index=0).retrievals.all()}
     repeated = [s for s in rows["recall_facts"].results if s.get("repeated")]
     assert repeated and {s["memory_id"] for s in repeated} <= known
     # Only the model's copy drops what its call already says; the record keeps the topic.
     assert "topic" not in second and rows["recall_facts"].response["topic"] == "Sam"
+
+
+def test_in_both_modes_a_tool_does_not_give_back_what_the_notes_show(user, dinner, server):
+    server.script(ok(tool_calls=[tool_call("query_self", {})]), ok("Let's decide."))
+    simulation = start(user, dinner, server, retrieval_mode="both")
+    assert run(simulation) == "done"
+    turn = simulation.turns.get(index=0)
+    noted = {s["memory_id"] for r in turn.retrievals.filter(tool="prepopulate") for s in r.results}
+    (asked,) = turn.retrievals.filter(tool="query_self")
+    answer = json.loads(next(m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"))
+    # The sheet is in the notes on the first turn: query_self gives none of it again, and says so.
+    assert noted and {s["memory_id"] for s in asked.results} <= noted
+    assert all(s.get("repeated") for s in asked.results) and not answer["memories"]
+    assert "already have in front of you" in answer["note"]
