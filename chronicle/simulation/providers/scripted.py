@@ -177,10 +177,11 @@ class ScriptedProvider(Provider):
                 episodes.insert(0, {"content": match.group(2), "turn": match.group(1)})
             else:
                 pinned_plain.insert(0, line)
-        # What it knows: the facts it asked for, then whatever else its search brought back that is not
-        # a line (what a tool gave once this turn, another does not give again: a model uses both).
         facts = [m["content"] for m in results.get("recall_facts", [])] + injected.get("what you know", []) \
-            + [m["content"] for m in results.get("query_memory", [])] + identity[1:]
+            + identity[1:]
+        # With no fact asked for, what else its search brought back (what one tool gave this turn, another
+        # does not give again: a model speaks from either).
+        facts = facts or [m["content"] for m in results.get("query_memory", [])]
         facts = list(dict.fromkeys(f for f in facts if " said: " not in f and not f.startswith(("You are ", "("))))
         # Beliefs are news: every other turn a character passes on one it holds (chronicle.simulation.beliefs).
         # A belief heard in the run comes as "(turn 9) Oren told me: …": passed on without its turn.

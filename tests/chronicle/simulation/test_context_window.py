@@ -65,7 +65,10 @@ def test_sections_add_up_to_the_providers_prompt_tokens(user, dinner, server, mo
     result = next(s for s in window.calls[-1].sections if s.name == "Tool result: query_scene")
     assert result.first_call == 2  # sent again: shown under the call that first sent it
     first = next(s for c in window.calls for s in c.sections if s.name == "Tool result: query_scene" and s.text)
-    assert "Alex's apartment" in first.text
+    notes = "\n".join(s.text for c in window.calls for s in c.sections if s.kind == "prepopulated")
+    # The place's memory comes once: from the tool, or (both) in the notes, which the tool then does not repeat.
+    assert ("Location: Alex's apartment" in first.text) == (mode == "tools")
+    assert ("Location: Alex's apartment" in notes) == (mode == "both")
 
 
 @pytest.mark.django_db
