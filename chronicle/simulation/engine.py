@@ -163,7 +163,8 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
     return outcome
 
 
-def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str, tools: list[dict] | None) -> tuple[CallRecorder, set[int]]:
+def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str,
+             tools: list[dict] | None) -> tuple[CallRecorder, set[int]]:
     """The turn's messages (outcome.messages): the system message, the conversation and the call's
     own part; this turn's note is kept on the outcome for the agent's next turns. Also the memories
     those messages show (this turn's sections, the notes kept from earlier turns)."""

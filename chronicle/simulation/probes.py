@@ -140,7 +140,8 @@ def ask(simulation, probe: Probe) -> Answer:
     """The probe's tool call, as the agent's own call at after_turn + 1 would go."""
 
     turn = turn_input(turn=Turn(simulation=simulation, index=probe.after_turn, agent=probe.agent))
-    window = identity_header(turn) + "\n" + (transcript_text(turn.transcript, turn.stage) if turn.transcript or turn.stage else "")
+    transcript = transcript_text(turn.transcript, turn.stage) if turn.transcript or turn.stage else ""
+    window = f"{identity_header(turn)}\n{transcript}"
     name, arguments = probe.call()
     result = call_tool(name, dict(arguments), context=tool_context(turn, deferred=[]))
     return Answer(probe=probe, window=window, items=items_of(result), error=result.error or "",
