@@ -71,9 +71,11 @@ def parse_insights(answer: str, count: int, limit: int = INSIGHTS) -> list[tuple
 
 
 def recent_memories(bank: MemoryBank, agent: str, recent: int = 100) -> list[Memory]:
-    """What the agent lived (not what the writer gave it): its latest earned memories and reflections."""
+    """What the agent lived (not what the writer gave it): its latest earned memories and reflections.
+    Read as statements to reflect on (their text, cited by id), and read each turn a model judges
+    the line while the agent is due: a hundred whole rows, vectors parsed, cost that turn ~10 ms."""
     rows = (Memory.objects.in_bank(bank).for_agent(agent).active().exclude(source=Memory.Source.GIFTED)
-            .order_by("-turn", "-id")[:recent])
+            .only("id", "agent", "content", "turn").order_by("-turn", "-id")[:recent])
     return list(reversed(rows))
 
 

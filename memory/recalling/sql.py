@@ -288,7 +288,11 @@ def run_ranked(sql: str, named: dict, prelude: tuple[str, list] | None = None,
                 first.execute(*prelude, prepare=False)
                 cur.execute(statement, params, prepare=prepare)
         else:
-            cur.execute(statement, params, prepare=False)
+            # A small bank's exact ranking: planning it (~1.3 ms) took longer than running it (~0.5).
+            prepare = settings.RETRIEVAL_PREPARED
+            if prepare:
+                _allow_prepare(cur.connection)
+            cur.execute(statement, params, prepare=prepare)
         rows = cur.fetchall()
     ranked = []
     for row in rows:
