@@ -3,7 +3,9 @@ import os
 import threading
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
+from celery.signals import (
+    task_postrun, task_prerun, worker_init, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown,
+)
 
 from wonda_site.pool import PoolHeartbeat
 
@@ -75,3 +77,17 @@ def _stop_beating(**_kwargs) -> None:
     heartbeat = _worker.pop("heartbeat", None)
     if heartbeat is not None:
         heartbeat.finish()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _tidy_connections(task=None, **_kwargs) -> None:
+    # What Django does around each request: drop a connection that errored, is broken or is older
+    # than CONN_MAX_AGE; keep the rest (CELERY_DB_REUSE_MAX stops Celery closing every one). Not
+    # around a task run in place (eager): it shares its caller's connection and transaction.
+    if task is not None and getattr(task.request, "is_eager", False):
+        return
+    from django.db import close_old_connections
+
+    close_old_connections()
+

@@ -180,6 +180,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Celery's Django fixup closes every database connection before and after each task unless this is
+# set: each turn then paid a new PostgreSQL backend (its cold catalog caches made every search's
+# planning slower) and lost its prepared rankings. Past this many tasks it still closes them;
+# between, wonda_site.celery drops one that is broken or older than CONN_MAX_AGE, as Django does.
+CELERY_DB_REUSE_MAX = int(os.environ.get("WONDA_DB_REUSE_MAX", "1000"))
 # A pool child must say "up" within this many seconds or Celery kills it and starts another.
 # Children now start in ~0.1 s (the parent loads the model before forking); the default of 4 s
 # was below the 4.4–4.9 s a child took when it loaded the model itself, so every replacement was
