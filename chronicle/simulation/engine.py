@@ -167,7 +167,7 @@ def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str,
              tools: list[dict] | None) -> tuple[CallRecorder, set[int]]:
     """The turn's messages (outcome.messages): the system message, the conversation and the call's
     own part; this turn's note is kept on the outcome for the agent's next turns. Also the memories
-    those messages show (this turn's sections, the notes kept from earlier turns)."""
+    those messages show (this turn's sections, the notes kept from earlier turns, what the writer pinned)."""
     sections = prepopulate(turn, outcome) if mode in ("prepopulate", "both") else []
     minimal = turn.tool_prompt == "seed000"
     parts = system_parts(mode=mode, agent=turn.agent, sections=sections, consult_memories=turn.consult_memories,
@@ -185,7 +185,8 @@ def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str,
     outcome.context = recorder.context()
     # The next turns' conversation repeats it as it was (turn_inputs.notes_for reads it back).
     outcome.context["note"] = {"text": note, "ids": [i for s in kept for i in s.ids]} if note else {}
-    shown = {i for s in sections for i in s.ids} | {i for k in turn.kept_notes.values() for i in k.get("ids") or []}
+    shown = {i for s in sections for i in s.ids} | {i for k in turn.kept_notes.values() for i in k.get("ids") or []} \
+        | {snap["memory_id"] for snap in turn.pinned or [] if snap.get("memory_id")}
     return recorder, shown
 
 

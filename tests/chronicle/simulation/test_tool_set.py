@@ -239,3 +239,21 @@ def test_in_both_modes_a_tool_does_not_give_back_what_the_notes_show(user, dinne
     assert noted and {s["memory_id"] for s in asked.results} <= noted
     assert all(s.get("repeated") for s in asked.results) and not answer["memories"]
     assert "already have in front of you" in answer["note"]
+
+
+def test_a_tool_does_not_give_back_what_the_writer_pinned_onto_the_turn(user, dinner, server):
+    from chronicle.simulation.turn_models import TurnOverride
+
+    server.script(ok(tool_calls=[tool_call("query_self", {})]), ok("Let's decide."))
+    simulation = start(user, dinner, server)  # tools mode: no notes, only the pinned memory in front of it
+    speaker = simulation.cast_names[0]
+    pinned = Memory.objects.in_bank(simulation.bank).filter(agent=speaker, kind="character").order_by("pk").first()
+    TurnOverride.objects.create(simulation=simulation, turn_index=0, kind=TurnOverride.Kind.PIN, memory_id=pinned.pk)
+    assert run(simulation) == "done"
+    turn = simulation.turns.get(index=0)
+    assert turn.agent == speaker and any(pinned.content in (m["content"] or "") for m in server.requests[0]["messages"])
+    (asked,) = turn.retrievals.filter(tool="query_self")
+    answer = json.loads(next(m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"))
+    # query_self finds the pinned memory, but the model already reads it: it is not handed over twice.
+    assert pinned.pk not in {m["memory_id"] for m in answer["memories"]}
+    assert any(s["memory_id"] == pinned.pk and s.get("repeated") for s in asked.results)
