@@ -90,4 +90,3 @@ def _tidy_connections(task=None, **_kwargs) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
-
