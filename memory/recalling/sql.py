@@ -269,29 +269,26 @@ def run_ranked(sql: str, named: dict, prelude: tuple[str, list] | None = None,
     format and parse); its rows carry the k memories' columns (embedding and search deferred), so
     no second query fetches them. prelude (hnsw_settings_sql) goes ahead of it in one round trip
     (pipeline mode); its settings are local to the transaction: the caller's, or outside one the
-    implicit transaction PostgreSQL runs a pipeline's statements in (up to its Sync). With a prelude
-    (a big bank's search) the statement is prepared on this connection (settings.RETRIEVAL_PREPARED:
-    parsed once, not on every search) and, by the prelude's plan_cache_mode, planned for its values
-    or, with literals (the names of integer parameters: depth, k, bank…, written into the text with
-    the filter's values, literal_where), planned once: those are all its plan depends on, and
-    planning the ~40 nodes was ~1.3 ms of a ~6 ms statement."""
+    implicit transaction PostgreSQL runs a pipeline's statements in (up to its Sync). The statement
+    is prepared on this connection (settings.RETRIEVAL_PREPARED: parsed once, not on every search; a
+    small bank's exact ranking took longer to plan, ~1.3 ms, than to run, ~0.5). With a prelude (a
+    big bank's search) it is, by the prelude's plan_cache_mode, planned for its values or, with
+    literals (the names of integer parameters: depth, k, bank…, written into the text with the
+    filter's values, literal_where), planned once: those are all its plan depends on, and planning
+    the ~40 nodes was ~1.3 ms of a ~6 ms statement."""
     if literals:
         sql = _with_literals(sql, tuple((name, int(named[name])) for name in literals if name in named))
     statement, order = positional(sql)
     params = [named[name] for name in order]
+    prepare = settings.RETRIEVAL_PREPARED
     with vector_cursor(raw=True) as cur:
+        if prepare:
+            _allow_prepare(cur.connection)
         if prelude is not None:
-            prepare = settings.RETRIEVAL_PREPARED
-            if prepare:
-                _allow_prepare(cur.connection)
             with cur.connection.pipeline(), cur.connection.cursor() as first:
                 first.execute(*prelude, prepare=False)
                 cur.execute(statement, params, prepare=prepare)
         else:
-            # A small bank's exact ranking: planning it (~1.3 ms) took longer than running it (~0.5).
-            prepare = settings.RETRIEVAL_PREPARED
-            if prepare:
-                _allow_prepare(cur.connection)
             cur.execute(statement, params, prepare=prepare)
         rows = cur.fetchall()
     ranked = []
