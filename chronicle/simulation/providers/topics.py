@@ -3,7 +3,8 @@ several statements share, and says each in the words of the lines that raised it
 
 A topic is a word that at least two statements use, found by how many different people raised it
 and then how many statements. A name that only opens a statement ("Sam said: …") is who spoke, not
-what it was about; a word every sentence has ("think", "there") is no topic.
+what it was about, nor is the one it is said to ("No, Inspector."); a word every sentence has
+("think", "there") is no topic.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ SPEAKER = re.compile(r"^([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?) (?:said|whispered
 WORD = re.compile(r"[A-Za-z][a-z'’-]{3,}")
 ACTION = re.compile(r"\*[^*]*\*")
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_NAME = r"(?:(?:Mr|Mrs|Ms|Miss|Dr)\.?\s+)?[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?"
+# Whom a sentence is said to: a name or title set off at its end ("…, Inspector." "No, Mr Finlay?").
+# Not at its start: "Hail, same as Tuesday." opens with what it is about.
+VOCATIVE = re.compile(rf",\s+{_NAME}(?=\s*[.!?…]|\s*$)")
 QUOTE_CHARS = 180
 
 
@@ -47,8 +52,7 @@ def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> lis
         match = SPEAKER.match(text)
         speaker = match.group(1) if match else ""
         names.add(_stem(speaker.split(" ")[0])) if speaker else None
-        body = ACTION.sub(" ", text[match.end():] if match else text)  # what was said, not done
-        for word in WORD.findall(body):
+        for word in WORD.findall(_said(text[match.end():] if match else text)):
             stem = _stem(word)
             if stem in COMMON:
                 continue
@@ -78,13 +82,18 @@ def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> lis
     return chosen
 
 
+def _said(body: str) -> str:
+    """What a statement says: its stage business (between asterisks) and whom it is said to left out."""
+    return VOCATIVE.sub(" ", " ".join(ACTION.sub(" ", body).split()))
+
+
 def sentence_about(text: str, topic: str) -> tuple[str, str]:
     """(who said it, the sentence of the statement that raises the topic), stage business left out."""
     match = SPEAKER.match(text)
     body = ACTION.sub(" ", text[match.end():] if match else text)
     stem = _stem(topic.removeprefix("the "))
     for sentence in SENTENCE.split(" ".join(body.split())):
-        if stem in {_stem(w) for w in WORD.findall(sentence)}:
+        if stem in {_stem(w) for w in WORD.findall(_said(sentence))}:
             return (match.group(1) if match else "", _clip(sentence))
     return (match.group(1) if match else "", _clip(" ".join(body.split())))
 

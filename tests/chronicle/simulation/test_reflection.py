@@ -11,6 +11,7 @@ from django.urls import reverse
 from chronicle.simulation import tasks
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import ProviderError, ScriptedProvider
+from chronicle.simulation.providers.topics import topics
 from memory.models import Memory, MemoryBank
 from memory.living.reflection import reflect
 from memory.services.memories import memory_create
@@ -104,6 +105,16 @@ def test_the_scripted_provider_reflects_the_same_way_every_time(user):
         "Bella keeps coming up", "The euro keeps coming up"]
     assert answers[0][1][0] == ("The euro keeps coming up: Sam said “I cannot spend more than fifteen euros tonight, "
                                 "Jordan.”; Sam said “a kebab costs five euros and nobody leaves hungry.”")
+
+
+def test_whom_the_lines_are_said_to_is_not_what_keeps_coming_up():
+    """Three people answer the Inspector: that is whom they speak to, not what about (the offline
+    reflection once made "Inspector keeps coming up" of it)."""
+    statements = [(1, "Callum said: I'll not be long, Inspector."),
+                  (2, "Tait said: Nobody but me and the lad, Inspector. The log lives in the watch room."),
+                  (3, "Donal said: Every one of them, Inspector. Hail, same as Tuesday."),
+                  (4, "Isla said: *pours the tea* The hail is just like Tuesday's, Mr Finlay?")]
+    assert topics(statements, "Ashby") == [("the hail", [3, 4])]
 
 
 def test_a_failing_model_records_nothing(user, monkeypatch):
