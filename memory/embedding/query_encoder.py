@@ -181,7 +181,8 @@ class _OnnxQueryEncoder:
         # every operator, which on a virtual machine costs what the second thread gives; spinning
         # as long as the default costs a busy neighbour core. Measured, a 41-token line after 0.3 s
         # idle: 24 ms sleeping, 15–18 ms with this, 15 ms spinning freely; beside a busy core 25, 28
-        # and 49 ms. The vectors are the same to the bit.
+        # and 49 ms. After 2 s idle this machine is slow to wake whatever the setting (one thread 25,
+        # two 26–28). The vectors are the same to the bit.
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         if threads > 1:
