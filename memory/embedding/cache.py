@@ -7,10 +7,12 @@ fixed canonical queries of the tools ("who am I?") cost no model call.
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 import threading
 import weakref
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import psycopg
@@ -140,6 +142,62 @@ def _table_vectors(model: str, shas: list[str]) -> dict[str, np.ndarray]:
     return found
 
 
+# Texts being encoded ahead of their embed_texts call (embed_soon): (model, sha) → that encode's
+# future and the text's row in it. One thread per process, started after any fork (none crosses one).
+_soon: dict[tuple[str, str], tuple[Future, int]] = {}
+_soon_lock = threading.Lock()
+_SOON_MAX = 64
+_soon_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _soon_executor() -> ThreadPoolExecutor:
+    global _soon_pool
+    if _soon_pool is None or _soon_pool[0] != os.getpid():
+        _soon_pool = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-soon"))
+    return _soon_pool[1]
+
+
+def embed_soon(texts: list[str]) -> None:
+    """Start encoding the texts that neither this process nor the table holds, on a thread of its
+    own, for a caller about to wait on something else (a model's answer); embed_texts then waits for
+    that encode instead of starting one. Only the model runs on the thread, never the database."""
+    model = embedding.model_name()
+    with _soon_lock:
+        wanted = {sha: text for text in dict.fromkeys(texts) if (sha := text_sha(text))
+                  and (model, sha) not in _soon and _local_vector(sha, model, model) is None}
+        # Encodes nobody asked for (their caller failed first): a failed one is tried again, a few
+        # finished ones are kept for a later ask, and past that they are dropped.
+        for key in [key for key, (future, _row) in _soon.items()
+                    if future.done() and (future.exception() or len(_soon) > _SOON_MAX)]:
+            del _soon[key]
+    if wanted:
+        wanted = {sha: text for sha, text in wanted.items() if sha not in _table_vectors(model, list(wanted))}
+    if not wanted:
+        return
+    order = list(wanted)
+    future = _soon_executor().submit(embedding.encode, [wanted[sha] for sha in order], batch_size=ENCODE_BATCH)
+    stats["model_calls"] += 1
+    stats["texts_encoded"] += len(order)
+    with _soon_lock:
+        _soon.update({(model, sha): (future, row) for row, sha in enumerate(order)})
+
+
+def _take_soon(model: str, missing: dict[str, list[int]], out: np.ndarray, store: bool) -> None:
+    """The missing texts embed_soon is encoding: wait for them (raising its EmbeddingError, as an
+    encode here would), then keep them as embed_texts keeps what it encodes."""
+    with _soon_lock:
+        taken = {sha: _soon.pop((model, sha)) for sha in list(missing) if (model, sha) in _soon}
+    if not taken:
+        return
+    vectors = {sha: np.asarray(future.result()[row], dtype=np.float32) for sha, (future, row) in taken.items()}
+    for sha, vector in vectors.items():
+        for i in missing.pop(sha):
+            out[i] = vector
+        _remember((model, sha), vector)
+    if store:
+        store_vectors(model, list(vectors), list(vectors.values()))
+
+
 def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH, store: bool = True, query: bool = False) -> np.ndarray:
     """Unit vectors for texts, one row each; only texts never seen by this model reach the model.
 
@@ -171,6 +229,8 @@ def embed_texts(texts: list[str], *, batch_size: int = ENCODE_BATCH, store: bool
             out[i] = hit
         else:
             missing.setdefault(sha, []).append(i)
+    if missing and _soon:
+        _take_soon(model, missing, out, store)
     if missing:
         for sha, vector in _table_vectors(model, list(missing)).items():
             for i in missing.pop(sha):

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
-from memory.embedding.cache import embed_texts
+from memory.embedding.cache import embed_soon, embed_texts
 from memory.embedding.errors import EmbeddingError
 from memory.forming.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
 from memory.forming.importance import (
@@ -26,6 +26,7 @@ from memory.forming.importance import (
     heuristic_importance,
     llm_importance,
     nearest,
+    profiles,
 )
 from memory.living.after_turn import AfterTurn, judge_line
 from memory.models import Memory, MemoryBank
@@ -115,12 +116,17 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     if listeners and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:
         earlier = earlier_lines(bank.pk, listeners, turn)
         plan.keys = {agent: episode_keys(content, lines) for agent, lines in earlier.items()}
+    judged = batched and scorer == "llm" and ask is not None and any(name != speaker for name in listeners)
+    if judged and content:
+        embed_soon([content])  # the line is encoded on its own thread while the model judges it
     if distortions:
         _distort(plan, distortions, rewrite)
+    if judged:
+        plan.after = _judge_batched(plan, ask)  # needs no vector: the listeners' identity and goals
     _embed(plan)
     plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors.get(content),
                                        turn=turn, names=listeners, scorer=scorer, ask=ask,
-                                       filters=filters or CaptureFilters(), batched=batched, plan=plan)
+                                       filters=filters or CaptureFilters(), batched=batched, after=plan.after)
     plan.prepare_ms = (time.perf_counter() - started - clock.seconds) * 1000
     return plan
 
@@ -297,12 +303,21 @@ def _existing(plan: CapturePlan) -> dict[str, Memory]:
     }
 
 
+def _judge_batched(plan: CapturePlan, ask) -> AfterTurn:
+    """The model's one call after the line (memory.living.after_turn): every listener's importance,
+    relationships and facts, the due agents' insights, the line's stance on the claims held."""
+    known = profiles(bank=plan.bank, agents=plan.listeners)
+    return judge_line(speaker=plan.speaker, content=plan.content, turn=plan.turn,
+                      profiles={name: known.get(name, "") for name in plan.listeners}, ask=ask,
+                      reflect={agent: [m.content for m in pool] for agent, pool in plan.reflect.items()},
+                      claims=plan.claims)
+
+
 def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, names: list[str],
            scorer: str | None, ask, filters: CaptureFilters, batched: bool = False,
-           plan: CapturePlan | None = None) -> tuple[dict[str, Importance], list[Skipped]]:
-    """Each listener's importance and the filters' verdicts; the cheap filters run before any LLM call.
-    Batched, one call judges every listener (memory.living.after_turn); a line nobody else heard is scored
-    by the rule, with no call."""
+           after: AfterTurn | None = None) -> tuple[dict[str, Importance], list[Skipped]]:
+    """Each listener's importance and the filters' verdicts. Batched, `after` is the model's one call
+    for every listener (_judge_batched); without it (a line nobody else heard) the rule scores it."""
     if not names or (scorer is None and not filters.importance_floor and filters.duplicate_threshold is None
                      and not filters.only_concerning):
         return {}, []
@@ -311,14 +326,6 @@ def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, n
     scores: dict[str, Importance] = {}
     skipped: list[Skipped] = []
     started = time.monotonic()
-    after = None
-    if batched and scorer == "llm" and ask is not None and any(name != speaker for name in names):
-        profiles = {name: (near.get(name) or Nearest()).profile for name in names}
-        reflect = {agent: [m.content for m in pool] for agent, pool in (plan.reflect if plan else {}).items()}
-        after = judge_line(speaker=speaker, content=content, turn=turn, profiles=profiles, ask=ask, reflect=reflect,
-                           claims=plan.claims if plan else None)
-        if plan is not None:
-            plan.after = after
     for name in names:
         mine = near.get(name) or Nearest()
         if filters.duplicate_threshold is not None and mine.recent is not None \

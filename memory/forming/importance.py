@@ -212,6 +212,20 @@ def nearest(*, bank: MemoryBank, agents: Sequence[str], vector, turn: int) -> di
     }
 
 
+def profiles(*, bank: MemoryBank | int, agents: Sequence[str]) -> dict[str, str]:
+    """Per listener, its identity and goals (what nearest() gives as `profile`), read without the
+    line's vector: a model can judge the line while its vector is still being made."""
+    if not agents:
+        return {}
+    with vector_cursor() as cursor:
+        cursor.execute(
+            "SELECT agent, array_agg(content ORDER BY category, id) FROM memory_memory "
+            "WHERE bank_id = %s AND status = 'active' AND agent = ANY(%s) AND kind = 'character' "
+            "AND category IN ('goals', 'identity') GROUP BY agent",
+            [bank.pk if isinstance(bank, MemoryBank) else int(bank), list(agents)])
+        return {agent: "\n".join(lines) for agent, lines in cursor.fetchall()}
+
+
 def heuristic_importance(*, text: str, near: Nearest) -> Importance:
     """Seed 000's formula; goal relevance falls back on the identity when the sheet has no goals."""
     goal_sim = near.goals if near.goals is not None else near.identity
