@@ -11,6 +11,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from django.conf import settings
 
@@ -19,7 +20,9 @@ from chronicle.simulation.prompts import (
     ONCE_SECTION, STABLE_SECTIONS, conversation, full_definition_text, note_text, section_text, system_parts,
     user_message, window,
 )
-from chronicle.simulation.briefing import clock_text, header_shows, identity_header, now_text, pinned_note, prepopulate
+from chronicle.simulation.briefing import (
+    clock_text, header_shows, identity_header, now_text, pinned_note, prepopulate, still_as_shown,
+)
 from chronicle.simulation.replies import is_refusal, text_tool_calls
 from chronicle.simulation.tool_calls import for_model, offered_tools, run_tool_call
 from chronicle.simulation.turn_models import WRITER_LINE_NOTE
@@ -128,6 +131,11 @@ class TurnInput:
         own = {number for number, speaker, _text in window(self.transcript, self.stage) if speaker == self.agent}
         return {number: note for number, note in self.notes.items() if number in own and note.get("text")}
 
+    @cached_property
+    def kept_ids(self) -> frozenset[int]:
+        """The memories those notes show as they still read (briefing.still_as_shown)."""
+        return still_as_shown(self.kept_notes)
+
     @property
     def hints(self) -> TurnHints:
         return TurnHints(agent=self.agent, others=self.others, index=self.index,
@@ -185,7 +193,7 @@ def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str,
     outcome.context = recorder.context()
     # The next turns' conversation repeats it as it was (turn_inputs.notes_for reads it back).
     outcome.context["note"] = {"text": note, "ids": [i for s in kept for i in s.ids]} if note else {}
-    shown = {i for s in sections for i in s.ids} | {i for k in turn.kept_notes.values() for i in k.get("ids") or []} \
+    shown = {i for s in sections for i in s.ids} | turn.kept_ids \
         | {snap["memory_id"] for snap in turn.pinned or [] if snap.get("memory_id")}
     return recorder, shown
 

@@ -10,6 +10,8 @@ import pytest
 from chronicle.simulation import prompts
 from chronicle.simulation.prompts import conversation, window
 from chronicle.simulation.tasks import run_turn_task
+from memory.models import Memory
+from memory.services.memories import memory_revise
 from tests.chronicle.simulation.conftest import start_seeded
 
 
@@ -86,3 +88,23 @@ def test_each_call_begins_with_the_agents_last_call_and_no_memory_comes_back_twi
     sections = [[(r.arguments or {}).get("section") for r in turn.retrievals.filter(tool="prepopulate")] for turn in alex]
     assert "The others present" in sections[0] and "Jordan is" in alex[-1].prompt_messages[1]["content"]
     assert all("The others present" not in later for later in sections[1:])
+
+
+@pytest.mark.django_db
+def test_a_memory_revised_since_a_note_showed_it_comes_back_as_it_now_reads(user, dinner):
+    """A note stays in the conversation as it was sent; when what it showed changes (a belief that
+    heard itself denied, a writer's edit), the next note brings the memory again, as it now reads."""
+    simulation = start_seeded(user, dinner, max_turns=4, retrieval_mode="prepopulate")
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    first = simulation.turns.get(index=0)
+    assert first.agent == "Alex"
+    known = Memory.objects.get(pk__in=first.context["note"]["ids"], kind="character_knowledge", about="Jordan")
+    memory_revise(memory=known, content=f"{known.content} Jordan has just owned up to knowing Bella's owner.",
+                  metadata=known.metadata)
+    for index in range(1, 4):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    later = simulation.turns.get(index=3)
+    assert later.agent == "Alex" and known.pk in later.context["note"]["ids"]
+    conversation_text = later.prompt_messages[1]["content"]
+    assert conversation_text.count("Jordan has just owned up to knowing Bella's owner.") == 1
+    assert conversation_text.count(known.content.split(" Jordan has just")[0]) == 2  # the old note, and the new one
