@@ -7,7 +7,9 @@ every failure is recorded on the turn.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 
 import openai
 from django.conf import settings
@@ -24,6 +26,20 @@ from wonda_site.crypto import decryption_error
 
 TOOLS_REFUSED = re.compile(r"tool|function", re.IGNORECASE)
 
+_pool: tuple[int, object] | None = None  # (the process it was made in, its HTTP client)
+_pool_lock = threading.Lock()
+
+
+def _http_client():
+    """One connection pool per process (made after any fork) for every run's model: a client per
+    provider built a new SSL context (~50 ms) and opened a new connection for each turn and again for
+    its judgement. Each provider's own key, model and time-out still go with its requests."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), openai.DefaultHttpxClient())
+        return _pool[1]
+
 
 class OpenAIProvider(Provider):
     name = "openai"
@@ -39,7 +55,8 @@ class OpenAIProvider(Provider):
         self.seed = seed
         self.timeout = timeout
         # Local servers ignore the key but the client insists on one.
-        self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0)
+        self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0,
+                                    http_client=_http_client())
 
     @classmethod
     def for_simulation(cls, simulation) -> "OpenAIProvider":

@@ -10,6 +10,7 @@ from chronicle.simulation import services
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.simulation.fake_llm import error, ok, slow, tool_call
+from chronicle.simulation.providers import ProviderError
 
 pytestmark = pytest.mark.usefixtures("quick_backoff")
 
@@ -170,3 +171,18 @@ def test_a_4xx_is_not_retried(user, dinner, server):
     assert len(server.requests) == 1
     simulation.refresh_from_db()
     assert "401" in simulation.pause_reason and "invalid api key" in simulation.pause_reason
+
+
+def test_every_runs_model_shares_one_connection_pool_and_keeps_its_own_key_and_time_out(server):
+    """A client per provider cost a new SSL context (~50 ms) each turn, and again for its judgement."""
+    from chronicle.simulation.providers.openai_provider import OpenAIProvider
+
+    mine = OpenAIProvider(base_url=server.base_url, api_key="sk-run-one", model="fake-model", timeout=5)
+    theirs = OpenAIProvider(base_url=server.base_url, api_key="sk-run-two", model="fake-model", timeout=1)
+    server.script(ok("from the first run"), slow(2.5), ok("from the first run again"))
+    assert mine.client._client is theirs.client._client
+    assert mine.complete("Hello?") == "from the first run"
+    with pytest.raises(ProviderError, match="did not answer within 1s"):
+        theirs.complete("Hello?")
+    assert mine.complete("Hello again?") == "from the first run again"  # its own 5 s, not the other's 1 s
+    assert [h["authorization"] for h in server.headers] == ["Bearer sk-run-one", "Bearer sk-run-two", "Bearer sk-run-one"]
