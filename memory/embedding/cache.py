@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 from psycopg.adapt import AdaptersMap, Dumper, Loader
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
@@ -175,11 +175,20 @@ def embed_soon(texts: list[str]) -> None:
     if not wanted:
         return
     order = list(wanted)
-    future = _soon_executor().submit(embedding.encode, [wanted[sha] for sha in order], batch_size=ENCODE_BATCH)
+    future = _soon_executor().submit(_encode_aside, [wanted[sha] for sha in order])
     stats["model_calls"] += 1
     stats["texts_encoded"] += len(order)
     with _soon_lock:
         _soon.update({(model, sha): (future, row) for row, sha in enumerate(order)})
+
+
+def _encode_aside(texts: list[str]) -> np.ndarray:
+    try:
+        return embedding.encode(texts, batch_size=ENCODE_BATCH)
+    finally:
+        # The embedder coming back queues its catch-up, which a test's eager Celery runs right here:
+        # whatever connection that opened on this thread is closed, not left for the process's life.
+        connections.close_all()
 
 
 def _take_soon(model: str, missing: dict[str, list[int]], out: np.ndarray, store: bool) -> None:
