@@ -108,17 +108,19 @@ RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the ag
 PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMORY_KINDS if k != "episodic")]
 
 
-def still_as_shown(notes: dict[int, dict]) -> frozenset[int]:
-    """The memories the agent's earlier notes show that still read as they did: one revised since
-    (a belief that heard itself denied, a writer's edit) is news, neither skipped nor held back."""
+def still_as_shown(notes: dict[int, dict]) -> dict[int, str]:
+    """The memories the agent's earlier notes show that still read as they did, each with whom it is
+    about (character knowledge; else ""): one revised since (a belief that heard itself denied, a
+    writer's edit) is news, neither skipped nor held back."""
     texts: dict[int, list[str]] = {}
     for note in notes.values():
         for memory_id in note.get("ids") or []:
             texts.setdefault(memory_id, []).append(note.get("text") or "")
     if not texts:
-        return frozenset()
-    current = Memory.objects.filter(pk__in=texts).values_list("pk", "content")
-    return frozenset(pk for pk, content in current if any(content in text for text in texts[pk]))
+        return {}
+    current = Memory.objects.filter(pk__in=texts).values_list("pk", "content", "kind", "about")
+    return {pk: about if kind == "character_knowledge" else "" for pk, content, kind, about in current
+            if any(content in text for text in texts[pk])}
 
 
 def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
@@ -127,10 +129,9 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     in_window = sorted({number for number, _speaker, _text in window(turn.transcript, turn.stage)})
     sections: dict[str, Section] = {}
     # What came back before the agent's earlier turns is still in its conversation: not sent twice.
-    shown: set[int] = set(turn.kept_ids)
+    shown: set[int] = set(turn.kept)
     # Whom the conversation already says something about: not searched for again.
-    known = set(Memory.objects.filter(pk__in=shown, kind="character_knowledge").values_list("about", flat=True)) \
-        if shown else set()
+    known = {about for about in turn.kept.values() if about}
     with stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
         for title, query, memory_filter, k in _queries(turn, first, in_window, known):
             snapshots = _search(turn, outcome, title, query, memory_filter, k, in_window=in_window, shown=shown)

@@ -132,8 +132,8 @@ class TurnInput:
         return {number: note for number, note in self.notes.items() if number in own and note.get("text")}
 
     @cached_property
-    def kept_ids(self) -> frozenset[int]:
-        """The memories those notes show as they still read (briefing.still_as_shown)."""
+    def kept(self) -> dict[int, str]:
+        """The memories those notes show as they still read, with whom each is about (briefing.still_as_shown)."""
         return still_as_shown(self.kept_notes)
 
     @property
@@ -193,7 +193,7 @@ def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str,
     outcome.context = recorder.context()
     # The next turns' conversation repeats it as it was (turn_inputs.notes_for reads it back).
     outcome.context["note"] = {"text": note, "ids": [i for s in kept for i in s.ids]} if note else {}
-    shown = {i for s in sections for i in s.ids} | turn.kept_ids \
+    shown = {i for s in sections for i in s.ids} | set(turn.kept) \
         | {snap["memory_id"] for snap in turn.pinned or [] if snap.get("memory_id")}
     return recorder, shown
 
