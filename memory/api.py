@@ -68,6 +68,9 @@ from memory.tasks import bank_map_task, consolidate_bank_task, extract_task, see
 # The error a failing embedding model raises (a turn that meets it is paused, not lost).
 from memory.embedding.errors import EmbeddingError
 
+# Work nobody waits on (a reflection, a consolidation): its encodes yield the cores to a turn's.
+from memory.embedding.yielding import background
+
 # A bank's map (the memory map page): its memories laid out in two dimensions.
 from memory.measuring.projection import bank_map
 
@@ -104,5 +107,5 @@ __all__ = [
     "importance_since_last_reflections", "insights_store", "lifecycle_totals", "recent_memories", "reflect",
     "describe", "relationships_update", "standing",
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",
-    "EmbeddingError", "bank_map", "ConsolidationResult",
+    "EmbeddingError", "background", "bank_map", "ConsolidationResult",
 ]

@@ -10,6 +10,7 @@ from celery import shared_task
 from django.db import transaction
 
 from memory.embedding.errors import EmbeddingError
+from memory.embedding.yielding import background
 from memory.forming.capture import memory_keys_add
 from memory.forming.extraction import extract_after_turn
 from memory.forming.seeding import seed_bank
@@ -54,7 +55,8 @@ def drop_bank_index_task(bank_id: int) -> None:
 @shared_task(name="memory.tasks.memory_keys_task", soft_time_limit=300, time_limit=330)
 def memory_keys_task(memory_ids: list[int]) -> int:
     """The in-reply-to keys of a turn's lines (capture_prepare(defer_keys=True)), off the turn's path."""
-    return memory_keys_add(memory_ids=[int(pk) for pk in memory_ids])
+    with background():
+        return memory_keys_add(memory_ids=[int(pk) for pk in memory_ids])
 
 
 @shared_task(name="memory.tasks.reembed_memory_task", soft_time_limit=300, time_limit=330)
@@ -72,7 +74,7 @@ def consolidate_bank_task(bank_id: int, agent: str, before_turn: int, budget: in
     """The budget trigger: when the agent holds more than `budget` (default CONSOLIDATION_BUDGET)
     memories, consolidate its old ones (offline summaries: no model call in the worker's turn path).
     Returns the summaries made."""
-    with transaction.atomic():
+    with background(), transaction.atomic():
         if not bank_hold(bank_id):
             return 0  # the run was deleted meanwhile
         bank = MemoryBank.objects.get(pk=bank_id)
@@ -85,7 +87,8 @@ def consolidate_bank_task(bank_id: int, agent: str, before_turn: int, budget: in
 def extract_task(bank_id: int, turn: int, speaker: str, text: str, facts: dict | None = None) -> int:
     """A turn's feelings, lesson and learned facts (memory.forming.extraction), after its commit."""
     try:
-        return len(extract_after_turn(bank_id=bank_id, turn=turn, speaker=speaker, text=text, facts=facts))
+        with background():
+            return len(extract_after_turn(bank_id=bank_id, turn=turn, speaker=speaker, text=text, facts=facts))
     except EmbeddingError:  # degraded mode: the feelings are not made, the line itself was kept
         return 0
 
@@ -103,9 +106,10 @@ def reembed_stale_task() -> int:
     """The embedder is back (memory.embedding.health): every memory stored or edited without its
     vector meanwhile gets it, and a line kept then gets its reply keys. Returns the memories done."""
     done = 0
-    for memory in Memory.objects.filter(embedding_stale=True).order_by("id").iterator(chunk_size=200):
-        memory_reembed(memory=memory)
-        if memory.kind == Memory.Kind.EPISODIC and (memory.metadata or {}).get("keyword_only"):
-            memory_keys_add(memory_ids=[memory.pk])
-        done += 1
+    with background():
+        for memory in Memory.objects.filter(embedding_stale=True).order_by("id").iterator(chunk_size=200):
+            memory_reembed(memory=memory)
+            if memory.kind == Memory.Kind.EPISODIC and (memory.metadata or {}).get("keyword_only"):
+                memory_keys_add(memory_ids=[memory.pk])
+            done += 1
     return done

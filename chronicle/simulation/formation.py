@@ -120,6 +120,7 @@ def _model_asker(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None
         # A judgement of every listener (and reflections) is longer than a line: more room than max_tokens.
         return provider.complete(prompt, max_tokens=max(simulation.max_tokens, AUX_MAX_TOKENS))
 
+    ask.waits = simulation.provider != Simulation.Provider.REPLAY  # a replay's rules answer at once
     return ask
 
 

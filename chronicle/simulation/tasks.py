@@ -26,7 +26,7 @@ from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
 from memory.api import (
-    EmbeddingError, RECENT_TURNS, bank_hold, consolidate, consolidate_bank_task, consolidation_due,
+    EmbeddingError, RECENT_TURNS, background, bank_hold, consolidate, consolidate_bank_task, consolidation_due,
     consolidations_due, importance_since_last_reflection, importance_since_last_reflections, reflect, summarizer,
 )
 from memory.models import Memory
@@ -212,7 +212,8 @@ def reflect_task(simulation_id: int, agent: str, turn_number: int, batched: bool
     if simulation is None or simulation.bank_id is None:
         return "no simulation"
     try:
-        return _reflect(simulation, agent, turn_number, batched=batched)
+        with background():  # nobody waits on it: its encodes yield the cores to the next turn's
+            return _reflect(simulation, agent, turn_number, batched=batched)
     finally:
         _mark_reflecting(simulation_id, agent, False)
 
@@ -246,7 +247,7 @@ def consolidate_task(simulation_id: int, agent: str, before_turn: int) -> int:
     if simulation is None or simulation.bank_id is None:
         return 0
     summarize = summarizer(get_provider(simulation).complete)
-    with transaction.atomic():
+    with background(), transaction.atomic():
         if not bank_hold(simulation.bank_id):
             return 0  # the run was deleted meanwhile
         if not consolidation_due(simulation.bank, agent, simulation.consolidation_budget):

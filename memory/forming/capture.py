@@ -103,6 +103,9 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     reflect, with the memories it reflects on; the same call asks for their insights (`plan.reflect`). claims: what those who
     hear it hold (beliefs); the same call says what the line does with each (`plan.after.stances`)."""
     started = time.perf_counter()
+    # An answer that comes at once (a replay's rules) leaves nothing to encode behind: aside, the
+    # encode would only share the two cores with the caller.
+    waits = getattr(ask, "waits", True)
     clock = _ModelClock()
     ask, rewrite = clock.timed(ask), clock.timed(rewrite)
     content = validate_content(f"{speaker} {said}: {text.strip()}" if text and text.strip() else "")
@@ -117,7 +120,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
         earlier = earlier_lines(bank.pk, listeners, turn)
         plan.keys = {agent: episode_keys(content, lines) for agent, lines in earlier.items()}
     judged = batched and scorer == "llm" and ask is not None and any(name != speaker for name in listeners)
-    if judged and content:
+    if judged and content and waits:
         embed_soon([content])  # the line is encoded on its own thread while the model judges it
     if distortions:
         _distort(plan, distortions, rewrite)

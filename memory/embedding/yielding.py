@@ -1,0 +1,61 @@
+"""Work nobody waits on yields the cores to work somebody does.
+
+A turn's reply keys, what a line leaves behind (feelings, facts), reflections and consolidation run
+in a worker right after the turn that queued them, beside the next turn's searches and capture,
+on the same two cores. Inside `background()` a few texts to store are encoded by torch on one thread
+of the lowest priority (nice 19), so the kernel runs a turn's encode first; the vectors are the same
+(fp32 either way). Big batches and queries keep their usual path: a writer waits for those.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+NICE = 19  # the lowest priority: background work runs in what the turns leave
+
+_background: ContextVar[bool] = ContextVar("wonda_embedding_background", default=False)
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+@contextmanager
+def background():
+    """Encodes made inside yield to every other thread of the machine (see the module)."""
+    token = _background.set(True)
+    try:
+        yield
+    finally:
+        _background.reset(token)
+
+
+def active() -> bool:
+    return _background.get()
+
+
+def _lower_priority() -> None:
+    # On Linux a thread id given to setpriority names that thread alone; elsewhere it would name a
+    # process (or none), so the thread keeps the usual priority there.
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        except OSError:  # pragma: no cover - a sandbox that forbids it: the encode still runs
+            pass
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():  # a thread never crosses a fork: one per process
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-low",
+                                                     initializer=_lower_priority))
+        return _pool[1]
+
+
+def run(fn, *args):
+    """fn(*args) on the low-priority thread; its result or its exception, here."""
+    return _executor().submit(fn, *args).result()
