@@ -4,7 +4,7 @@ several statements share, and says each in the words of the lines that raised it
 A topic is a word that at least two statements use, found by how many different people raised it
 and then how many statements. A name that only opens a statement ("Sam said: …") is who spoke, not
 what it was about, nor is the one it is said to ("No, Inspector."); a word every sentence has
-("think", "there") is no topic.
+("think", "there") is no topic, nor is a contraction ("I'll", "don't", "it's").
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> lis
         names.add(_stem(speaker.split(" ")[0])) if speaker else None
         for word in WORD.findall(_said(text[match.end():] if match else text)):
             stem = _stem(word)
-            if stem in COMMON:
+            if stem in COMMON or len(stem) < 4 or "'" in stem:  # short, or a contraction: grammar, not a topic
                 continue
             display.setdefault(stem, word.removesuffix("'s").removesuffix("’s"))
             if word[0].islower():

@@ -117,6 +117,15 @@ def test_whom_the_lines_are_said_to_is_not_what_keeps_coming_up():
     assert topics(statements, "Ashby") == [("the hail", [3, 4])]
 
 
+def test_a_contraction_is_grammar_not_a_topic():
+    """Two lines opening "I'll …" share a word, not a subject (the offline reflection once made
+    "I'll keeps coming up" of them); "it's" and "don't" are the same kind of word."""
+    statements = [(1, "Donal said: I'll say it now the lad's away. It's the harbourmaster's word, don't forget."),
+                  (2, "Callum said: I'll not be long. It's only the curtains, don't wait up."),
+                  (3, "Isla said: The harbourmaster at Scalloway drinks, and everyone knows it.")]
+    assert topics(statements, "Ashby") == [("the harbourmaster", [1, 3])]
+
+
 def test_a_failing_model_records_nothing(user, monkeypatch):
 
     class Down:
