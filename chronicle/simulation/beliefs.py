@@ -182,18 +182,20 @@ def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: 
     stance(), with `previous`, the line the speaker heard before it. trust: each listener's trust in
     the speaker. Returns the beliefs made or revised."""
     # A belief is a semantic memory (kind first: the bank/agent/kind/category index then finds only
-    # beliefs, not every memory of those agents); its vector is read for the one a claim is judged by.
+    # beliefs, not every memory of those agents); the vectors of the claims the rule judges, in one read.
     rows = list(Memory.objects.filter(bank=bank, status=Memory.Status.ACTIVE, kind="semantic", category="belief",
                                       agent__in=[speaker, *heard_by], metadata__has_key="belief")
                 .defer("embedding").order_by("turn", "id"))
     by_claim: dict[int, dict[str, Memory]] = {}
     for memory in rows:
         by_claim.setdefault(memory.metadata["belief"]["id"], {})[memory.agent] = memory
+    samples = [next(iter(held.values())) for held in by_claim.values()]
+    unjudged = [m.pk for m in samples if not (judged or {}).get(m.metadata["belief"]["claim"])]
+    vectors = dict(Memory.objects.filter(pk__in=unjudged).values_list("pk", "embedding")) if unjudged else {}
     changed = []
-    for held in by_claim.values():
-        sample = next(iter(held.values()))
+    for held, sample in zip(by_claim.values(), samples):
         data = sample.metadata["belief"]
-        said = (judged or {}).get(data["claim"]) or stance(line, vector, sample.embedding, data["claim"], previous)
+        said = (judged or {}).get(data["claim"]) or stance(line, vector, vectors.get(sample.pk), data["claim"], previous)
         mine = held.get(speaker)
         if said == "asserts" and mine is not None and mine.metadata["belief"]["confidence"] >= SURE:
             changed += _pass_on(bank, mine, speaker, heard_by, held, turn)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from django.db import transaction
 
@@ -202,6 +203,7 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     """Embed and judge the line for everyone who hears it (importance, filters) before turn_finish's
     transaction: the LLM scorer's calls hold no lock, and turn_finish only writes. Those present
     hear it; a whisper reaches only its addressee (chronicle.simulation.stage)."""
+    started = time.perf_counter()
     simulation = turn.simulation
     line = deliver(outcome.utterance, speaker=turn.agent, present=simulation.present_at(turn.number))
     options = capture_options(simulation, turn, outcome)
@@ -212,6 +214,7 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
                            turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
                            said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
                            reflect=reflect, claims=claims, location=scene_place(simulation), **options)
+    plan.prepare_ms = (time.perf_counter() - started) * 1000 - plan.model_ms  # the reads above are memory's time too
     return plan
 
 

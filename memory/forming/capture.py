@@ -67,6 +67,7 @@ class CapturePlan:
     skipped: list[Skipped] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
     prepare_ms: float = 0.0  # capture_prepare's own time, the LLM scorer's calls excluded
+    model_ms: float = 0.0  # those calls' time
     # Distortion filters (memory.forming.distortion): a listener's own version of the line, with what it was,
     # and the earlier memories a trauma links the new one to.
     contents: dict[str, str] = field(default_factory=dict)
@@ -130,7 +131,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors.get(content),
                                        turn=turn, names=listeners, scorer=scorer, ask=ask,
                                        filters=filters or CaptureFilters(), batched=batched, after=plan.after)
-    plan.prepare_ms = (time.perf_counter() - started - clock.seconds) * 1000
+    plan.prepare_ms, plan.model_ms = (time.perf_counter() - started - clock.seconds) * 1000, clock.seconds * 1000
     return plan
 
 
