@@ -22,7 +22,7 @@ from memory.living.consolidation import memory_statuses_set, statuses_of
 from memory.services import (
     accesses_record, bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, bank_rename,
     banks_delete,
-    memories_supersede, memory_archive, memory_associate, memory_create, memory_mark, memory_reinforce,
+    memories_create, memories_supersede, memory_archive, memory_associate, memory_create, memory_mark, memory_reinforce,
     memory_restore, memory_revise, memory_update, validate_content,
 )
 from memory.services.banks import CARRY_MODES
@@ -91,7 +91,7 @@ __all__ = [
     "CapturePlan", "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "banks_delete",
     "bank_hold", "bank_rename",
     "bank_mark_seeded", "bank_request_seed", "capture_commit", "capture_prepare", "memories_supersede",
-    "memory_archive", "memory_associate", "memory_create", "memory_mark", "memory_reinforce", "memory_restore",
+    "memories_create", "memory_archive", "memory_associate", "memory_create", "memory_mark", "memory_reinforce", "memory_restore",
     "memory_revise",
     "memory_statuses_set", "memory_update", "validate_content", "CARRY_MODES", "earlier_lines", "statuses_of",
     "CaptureFilters", "Skipped", "memory_edited", "remember_utterance",

@@ -17,7 +17,7 @@ from chronicle.simulation.providers import get_provider
 from chronicle.simulation.stage import Delivery, deliver, seen_action
 from memory.api import (
     CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, earlier_lines, extract_task,
-    lifecycle_totals, memories_supersede, memory_associate, memory_create, memory_reinforce, recent_memories,
+    lifecycle_totals, memories_create, memories_supersede, memory_associate, memory_create, memory_reinforce, recent_memories,
 )
 from memory.models import Memory
 
@@ -262,7 +262,8 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
     before = earlier_lines(simulation.bank_id, list(dict.fromkeys([*present, *(d.who for d in directions if d.who)])),
                            number)
     place = scene_place(simulation)
-    made = 0
+    when = (simulation.scenario_snapshot or {}).get("time_of_day", "")
+    made = []
     with transaction.atomic():
         for direction in directions:
             witnesses = list(dict.fromkeys([*present, *([direction.who] if direction.who else [])]))
@@ -272,16 +273,15 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
             # A time skip says what it is in the words one asks with ("how much time passed?").
             content = f"Time passed: {direction.text}" if direction.minutes else direction.text
             away = [name for name in simulation.cast_names if name not in present and name != direction.who]
-            moment = stage_moment(content, place=place, when=(simulation.scenario_snapshot or {}).get("time_of_day", ""),
-                                  away=away)
-            for name in witnesses:
-                line = before.get(name)
-                memory_create(bank=simulation.bank, content=content, agent=name, kind="observation",
-                              category="stage", source="earned", turn=number, importance=6.0, about=direction.who,
-                              location=place, participants=witnesses, metadata={"stage": direction.as_dict()},
-                              keys=[moment, *([f"{content.rstrip('.')}, just after — {line[0][1]}"] if line else [])])
-                made += 1
-    return made
+            moment = stage_moment(content, place=place, when=when, away=away)
+            # One model call for every witness's copy and keys.
+            made += memories_create(bank=simulation.bank, memories=[dict(
+                content=content, agent=name, kind="observation", category="stage", source="earned", turn=number,
+                importance=6.0, about=direction.who, location=place, participants=witnesses,
+                metadata={"stage": direction.as_dict()},
+                keys=[moment, *([f"{content.rstrip('.')}, just after — {line[0][1]}"] if (line := before.get(name)) else [])],
+            ) for name in witnesses])
+    return len(made)
 
 
 def stage_moment(content: str, *, place: str, when: str, away: list[str]) -> str:

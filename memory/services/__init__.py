@@ -13,7 +13,7 @@ from memory.services.banks import (
     bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, bank_rename, banks_delete,
 )
 from memory.services.memories import (
-    accesses_record, bank_refresh_stale, memories_supersede, memory_archive, memory_associate, memory_create,
+    accesses_record, bank_refresh_stale, memories_create, memories_supersede, memory_archive, memory_associate, memory_create,
     memory_mark, memory_reembed, memory_reinforce, memory_restore, memory_revise, memory_update,
 )
 from memory.services.validation import clean_int, clean_kinds, clean_text, validate_content
@@ -22,7 +22,7 @@ __all__ = [
     "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "banks_delete", "bank_hold",
     "bank_rename",
     "bank_mark_seeded",
-    "bank_refresh_stale", "memories_supersede", "memory_archive", "memory_associate", "memory_mark", "memory_create",
+    "bank_refresh_stale", "memories_create", "memories_supersede", "memory_archive", "memory_associate", "memory_mark", "memory_create",
     "memory_reembed", "memory_reinforce", "memory_restore", "memory_revise", "memory_update",
     "clean_int", "clean_kinds", "clean_text", "validate_content",
 ]

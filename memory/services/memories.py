@@ -113,6 +113,47 @@ def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str 
                   **extra) -> Memory:
     """One memory; `keys=[...]` in extra adds canonical queries; `evidence=[...]` links sources;
     `embedding=` a vector the caller embedded already (several memories in one model call)."""
+    memory, keys, evidence = _build(bank=bank, content=content, agent=agent, kind=kind, category=category,
+                                    importance=importance, tags=tags, source=source, turn=turn, **extra)
+    if memory.embedding is None:
+        memory.embedding = embed_one(content)
+    memory.save()
+    if keys:
+        insert_keys([memory.pk] * len(keys), keys, embed_texts(keys))
+    if evidence:
+        memory.evidence.set(evidence)
+    bank_index_wanted(bank.pk)
+    return memory
+
+
+def memories_create(*, bank: MemoryBank, memories: list[dict]) -> list[Memory]:
+    """Several memories (memory_create's arguments each) in one statement, with every text and key
+    of them embedded in one model call: a stage direction seen by five people costs one of each,
+    not five of each."""
+    # The bank is the caller's own and the table's CHECK constraints hold on insert: not four
+    # queries a memory to check them beforehand.
+    built = [_build(bank=bank, checked=False, **m) for m in memories]
+    texts = [m.content for m, _keys, _evidence in built if m.embedding is None]
+    texts = list(dict.fromkeys([*texts, *(key for _m, keys, _evidence in built for key in keys)]))
+    vectors = dict(zip(texts, embed_texts(texts))) if texts else {}
+    for memory, _keys, _evidence in built:
+        if memory.embedding is None:
+            memory.embedding = vectors[memory.content]
+    insert_memories([m for m, _keys, _evidence in built])
+    pairs = [(m.pk, key) for m, keys, _evidence in built for key in keys]
+    insert_keys([pk for pk, _key in pairs], [key for _pk, key in pairs], [vectors[key] for _pk, key in pairs])
+    links = Memory.evidence.through
+    links.objects.bulk_create([links(from_memory_id=m.pk, to_memory_id=other)
+                               for m, _keys, evidence in built for other in evidence], ignore_conflicts=True)
+    bank_index_wanted(bank.pk, added=len(built))
+    return [m for m, _keys, _evidence in built]
+
+
+def _build(*, bank: MemoryBank, content: str, agent: str = "", kind: str = "semantic", category: str = "",
+           importance: float = 5.0, tags: Iterable[str] = (), source: str = "writer", turn: int | None = None,
+           checked: bool = True, **extra) -> tuple[Memory, list[str], list]:
+    """A memory checked and ready to save (its vector None unless given), its keys and its evidence.
+    checked=False: its fields only, not its bank's existence nor the constraints (the database's)."""
     validate_content(content)
     keys = [k.strip()[:300] for k in extra.pop("keys", None) or [] if k and k.strip()]
     evidence = extra.pop("evidence", None) or []
@@ -121,18 +162,13 @@ def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str 
     if unknown:
         raise TypeError(f"memory_create() got unexpected fields: {', '.join(sorted(unknown))}")
     extra.setdefault("decay_rate", initial_decay_rate(kind, importance))
-    memory = Memory(
-        bank=bank, content=content, agent=agent, kind=kind, category=category, importance=importance,
-        tags=list(tags), source=source, turn=turn, embedding=embed_one(content) if vector is None else vector, **extra,
-    )
-    memory.full_clean(exclude=["embedding"])
-    memory.save()
-    if keys:
-        insert_keys([memory.pk] * len(keys), keys, embed_texts(keys))
-    if evidence:
-        memory.evidence.set(evidence)
-    bank_index_wanted(bank.pk)
-    return memory
+    memory = Memory(bank=bank, content=content, agent=agent, kind=kind, category=category, importance=importance,
+                    tags=list(tags), source=source, turn=turn, embedding=vector, **extra)
+    if checked:
+        memory.full_clean(exclude=["embedding"])
+    else:
+        memory.full_clean(exclude=["embedding", "bank"], validate_unique=False, validate_constraints=False)
+    return memory, keys, evidence
 
 
 @transaction.atomic

@@ -206,3 +206,25 @@ def test_a_direction_is_found_by_its_moment_and_by_what_was_said_just_before(use
 
     assert "The lights go out." in ask("What happened while Sam was out?")  # one answer: five memories
     assert "Sam comes back" in ask("When did Sam get back?")[:3]
+
+
+def test_a_direction_everyone_sees_is_embedded_in_one_model_call(user, dinner, monkeypatch):
+    """A direction is a memory and keys for each witness: all of them from one call to the model,
+    made before the turn's line (the turn's memory time), not one call a witness."""
+    from memory import embedding
+    from memory.embedding import cache
+    from memory.models import MemoryKey
+
+    simulation = start_seeded(user, dinner, max_turns=4, stage_directions="2: A fox screams in the garden.")
+    say(simulation, 0, "Alex", "Shall we order in tonight?")
+    cache.clear_local()
+    calls = []
+    encode = embedding.encode
+    monkeypatch.setattr(embedding, "encode", lambda texts, **kw: calls.append(list(texts)) or encode(texts, **kw))
+    assert turns.stage_apply(simulation=simulation, number=2) == 3
+    assert len(calls) == 1
+    seen = Memory.objects.in_bank(simulation.bank).filter(category="stage", turn=2)
+    assert sorted(seen.values_list("agent", flat=True)) == ["Alex", "Jordan", "Sam"]
+    assert {m.content for m in seen} == {"A fox screams in the garden."}
+    just_after = "A fox screams in the garden, just after — Alex said: Shall we order in tonight?"
+    assert MemoryKey.objects.filter(memory__in=seen, query=just_after).count() == 3
