@@ -236,15 +236,12 @@ def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:
     if line.whisper_to:
         seen.append(f"{turn.agent} whispered something to {line.whisper_to}.")
     seen += [text for action in line.actions or [] if (text := seen_action(turn.agent, action))]
-    made = 0
-    for content in seen:
-        for name in overheard:  # (never the speaker, who heard its own words)
-            memory_create(bank=simulation.bank, content=content, agent=name, kind="observation",
-                          category="witnessed", source="earned", turn=turn.number,
-                          importance=4.0, speaker=turn.agent, participants=everyone, metadata={"witnessed": True},
-                          location=scene_place(simulation))
-            made += 1
-    return made
+    place = scene_place(simulation)
+    made = memories_create(bank=simulation.bank, memories=[dict(
+        content=content, agent=name, kind="observation", category="witnessed", source="earned", turn=turn.number,
+        importance=4.0, speaker=turn.agent, participants=everyone, metadata={"witnessed": True}, location=place,
+    ) for content in seen for name in overheard]) if seen and overheard else []  # (never the speaker, who heard its own words)
+    return len(made)
 
 
 def stage_apply(*, simulation: Simulation, number: int) -> int:
