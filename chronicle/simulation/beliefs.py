@@ -31,7 +31,7 @@ import numpy as np
 from django.db import transaction
 
 from memory.models import Memory
-from memory.api import memory_create, memory_revise, standing
+from memory.api import memories_create, memory_revise, standing
 
 RETELL_SIMILARITY = 0.6  # a line this close to a belief its speaker holds retells it…
 RETELL_WORDS = 0.7  # …and so does one holding this share of the belief's words (a long line quoting it)
@@ -92,11 +92,12 @@ def plant(simulation) -> int:
     if Memory.objects.in_bank(simulation.bank).filter(category="belief", metadata__belief__hops=0).exists():
         return 0
     with transaction.atomic():
-        for belief in planted:
-            memory_create(bank=simulation.bank, content=belief.claim, agent=belief.holder, kind="semantic",
-                          category="belief", source="writer", turn=0, importance=7.0, keys=belief_keys(belief.claim),
-                          metadata={"belief": _state(id=belief.number, claim=belief.claim, true=belief.true, chain=[],
-                                                     confidence=1.0, hops=0, turn=0, stance="asserts")})
+        memories_create(bank=simulation.bank, memories=[dict(
+            content=belief.claim, agent=belief.holder, kind="semantic", category="belief", source="writer", turn=0,
+            importance=7.0, keys=belief_keys(belief.claim),
+            metadata={"belief": _state(id=belief.number, claim=belief.claim, true=belief.true, chain=[],
+                                       confidence=1.0, hops=0, turn=0, stance="asserts")},
+        ) for belief in planted])
     return len(planted)
 
 
@@ -209,30 +210,30 @@ def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: 
 
 def _pass_on(bank, mine: Memory, speaker: str, heard_by: list[str], held: dict[str, Memory], turn: int) -> list[Memory]:
     data = mine.metadata["belief"]
-    made = []
-    for name in heard_by:
-        # Nobody learns a rumour from its own retelling: whoever it came through (a sequel may carry
-        # the hearer's memories but not its belief) is where it started, not a new believer.
-        if name == speaker or name in held or name in data["source_chain"]:
-            continue
-        chain = [speaker, *data["source_chain"]]
-        made.append(memory_create(
-            bank=bank, content=f"{speaker} told me: {data['claim']}", agent=name, kind="semantic",
-            category="belief", source="earned", turn=turn, importance=6.0, speaker=speaker, evidence=[mine.pk],
-            keys=belief_keys(data["claim"]),
-            metadata={"belief": _state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain,
-                                       confidence=round(data["confidence"] * HOP_CONFIDENCE, 3),
-                                       hops=data["hops"] + 1, turn=turn, stance="asserts")}))
-    return made
+    chain = [speaker, *data["source_chain"]]
+    # Nobody learns a rumour from its own retelling: whoever it came through (a sequel may carry the
+    # hearer's memories but not its belief) is where it started, not a new believer.
+    believers = [name for name in heard_by if name != speaker and name not in held and name not in data["source_chain"]]
+    # Every new believer's copy in one statement (the same words and keys: one model call).
+    return memories_create(bank=bank, memories=[dict(
+        content=f"{speaker} told me: {data['claim']}", agent=name, kind="semantic", category="belief",
+        source="earned", turn=turn, importance=6.0, speaker=speaker, evidence=[mine.pk],
+        keys=belief_keys(data["claim"]),
+        metadata={"belief": _state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain,
+                                   confidence=round(data["confidence"] * HOP_CONFIDENCE, 3),
+                                   hops=data["hops"] + 1, turn=turn, stance="asserts")},
+    ) for name in believers]) if believers else []
 
 
 def _correct(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, Memory], turn: int,
              trust: dict[str, float]) -> list[Memory]:
-    changed = []
+    changed: dict[str, Memory] = {}
+    new: dict[str, dict] = {}  # who never held the claim: made together, after the loop
     # Who the correction came through: the speaker, and whoever denied it to the speaker first.
     mine = (held[speaker].metadata["belief"].get("disputed") or {}) if speaker in held else {}
     through = [speaker, *([mine["by"]] if mine.get("by") not in (None, speaker) else [])]
-    for name in dict.fromkeys([speaker, *heard_by]):
+    names = list(dict.fromkeys([speaker, *heard_by]))
+    for name in names:
         memory = held.get(name)
         if memory is None:  # it never held the claim: it keeps the correction, with its source
             own = name == speaker
@@ -242,9 +243,9 @@ def _correct(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str
             state = _state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain, confidence=0.0,
                            hops=0 if own else 1, turn=turn, stance="denies")
             state["disputed"] = {"turn": turn, "by": speaker}
-            changed.append(memory_create(bank=bank, content=content, agent=name, kind="semantic", category="belief",
-                                         source="earned", turn=turn, importance=6.0, speaker=speaker,
-                                         keys=belief_keys(data["claim"]), metadata={"belief": state}))
+            new[name] = dict(content=content, agent=name, kind="semantic", category="belief", source="earned",
+                             turn=turn, importance=6.0, speaker=speaker, keys=belief_keys(data["claim"]),
+                             metadata={"belief": state})
             continue
         state = dict(memory.metadata["belief"])
         before = float(state["confidence"])
@@ -263,10 +264,12 @@ def _correct(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str
                                                           "source_chain": [speaker], "stance": "denies"}]
         base = (memory.metadata or {}).get("told") or memory.content
         # Hearing what one believes denied is news (seed 002: notable, 7), whatever the claim was worth.
-        changed.append(memory_revise(memory=memory, content=f"{base} — {told}",
-                                     importance=max(memory.importance, DISPUTED_IMPORTANCE),
-                                     metadata={**memory.metadata, "belief": state, "told": base}))
-    return changed
+        changed[name] = memory_revise(memory=memory, content=f"{base} — {told}",
+                                      importance=max(memory.importance, DISPUTED_IMPORTANCE),
+                                      metadata={**memory.metadata, "belief": state, "told": base})
+    if new:
+        changed.update(zip(new, memories_create(bank=bank, memories=list(new.values()))))
+    return [changed[name] for name in names if name in changed]
 
 
 def who_believes(simulation) -> list[dict]:
