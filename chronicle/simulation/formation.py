@@ -236,12 +236,13 @@ def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:
     if line.whisper_to:
         seen.append(f"{turn.agent} whispered something to {line.whisper_to}.")
     seen += [text for action in line.actions or [] if (text := seen_action(turn.agent, action))]
+    if not (seen and overheard):  # (overheard never holds the speaker, who heard its own words)
+        return 0
     place = scene_place(simulation)
-    made = memories_create(bank=simulation.bank, memories=[dict(
+    return len(memories_create(bank=simulation.bank, memories=[dict(
         content=content, agent=name, kind="observation", category="witnessed", source="earned", turn=turn.number,
         importance=4.0, speaker=turn.agent, participants=everyone, metadata={"witnessed": True}, location=place,
-    ) for content in seen for name in overheard]) if seen and overheard else []  # (never the speaker, who heard its own words)
-    return len(made)
+    ) for content in seen for name in overheard]))
 
 
 def stage_apply(*, simulation: Simulation, number: int) -> int:

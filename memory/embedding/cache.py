@@ -7,12 +7,11 @@ fixed canonical queries of the tools ("who am I?") cost no model call.
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
 import threading
 import weakref
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 import psycopg
@@ -23,6 +22,7 @@ from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
 from memory import embedding
+from memory.embedding import yielding
 from memory.models import EmbeddingCache
 
 _LOCAL_MAX = 20_000  # ~30 MB of vectors; more than one seeding step needs
@@ -147,14 +147,6 @@ def _table_vectors(model: str, shas: list[str]) -> dict[str, np.ndarray]:
 _soon: dict[tuple[str, str], tuple[Future, int]] = {}
 _soon_lock = threading.Lock()
 _SOON_MAX = 64
-_soon_pool: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _soon_executor() -> ThreadPoolExecutor:
-    global _soon_pool
-    if _soon_pool is None or _soon_pool[0] != os.getpid():
-        _soon_pool = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-soon"))
-    return _soon_pool[1]
 
 
 def embed_soon(texts: list[str]) -> None:
@@ -175,7 +167,7 @@ def embed_soon(texts: list[str]) -> None:
     if not wanted:
         return
     order = list(wanted)
-    future = _soon_executor().submit(_encode_aside, [wanted[sha] for sha in order])
+    future = yielding.process_thread("embed-soon").submit(_encode_aside, [wanted[sha] for sha in order])
     stats["model_calls"] += 1
     stats["texts_encoded"] += len(order)
     with _soon_lock:

@@ -19,8 +19,8 @@ from contextvars import ContextVar
 NICE = 19  # the lowest priority: background work runs in what the turns leave
 
 _background: ContextVar[bool] = ContextVar("wonda_embedding_background", default=False)
-_pool: tuple[int, ThreadPoolExecutor] | None = None
-_pool_lock = threading.Lock()
+_pools: dict[str, tuple[int, ThreadPoolExecutor]] = {}
+_pools_lock = threading.Lock()
 
 
 @contextmanager
@@ -47,15 +47,17 @@ def _lower_priority() -> None:
             pass
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():  # a thread never crosses a fork: one per process
-            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-low",
-                                                     initializer=_lower_priority))
-        return _pool[1]
+def process_thread(name: str, initializer=None) -> ThreadPoolExecutor:
+    """This process's one worker thread of that name (embed-low here, embed-soon for the cache):
+    a thread never crosses a fork, so a forked child makes its own."""
+    with _pools_lock:
+        pool = _pools.get(name)
+        if pool is None or pool[0] != os.getpid():
+            pool = _pools[name] = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix=name,
+                                                                    initializer=initializer))
+        return pool[1]
 
 
 def run(fn, *args):
     """fn(*args) on the low-priority thread; its result or its exception, here."""
-    return _executor().submit(fn, *args).result()
+    return process_thread("embed-low", _lower_priority).submit(fn, *args).result()
