@@ -20,6 +20,7 @@ from memory.measuring.projection import project
 from memory.models import Memory, MemoryBank
 from memory.recalling.indexing import build_bank_index, drop_bank_index
 from memory.services import bank_hold, memory_reembed
+from memory.services.keys import keys_attach
 
 
 @shared_task(name="memory.tasks.seed_bank_task", soft_time_limit=1800, time_limit=1900)
@@ -57,6 +58,13 @@ def memory_keys_task(memory_ids: list[int]) -> int:
     """The in-reply-to keys of a turn's lines (capture_prepare(defer_keys=True)), off the turn's path."""
     with background():
         return memory_keys_add(memory_ids=[int(pk) for pk in memory_ids])
+
+
+@shared_task(name="memory.tasks.keys_attach_task", soft_time_limit=300, time_limit=330)
+def keys_attach_task(pairs: list) -> int:
+    """Keys a write left for later (memories_create's later_keys: a stage direction's "just after")."""
+    with background():
+        return len(keys_attach(pairs=[(int(pk), str(text)) for pk, text in pairs]))
 
 
 @shared_task(name="memory.tasks.reembed_memory_task", soft_time_limit=300, time_limit=330)

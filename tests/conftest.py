@@ -86,6 +86,20 @@ def client_for(client):
     return login
 
 
+@pytest.fixture
+def memory_tasks_inline(monkeypatch):
+    """memory's queued tasks run here, in the test's transaction, as a worker would run them just
+    after the commit (with captureOnCommitCallbacks(execute=True) around the write)."""
+    from types import SimpleNamespace
+
+    from celery import current_app
+
+    import memory.queue
+
+    monkeypatch.setattr(memory.queue, "task", lambda name: SimpleNamespace(
+        delay=lambda *args: current_app.tasks[f"memory.tasks.{name}"].apply(args=args).get()))
+
+
 @pytest.fixture(scope="session")
 def start_worker(django_db_setup, django_db_blocker):
     """Factory for real workers; every worker it starts is stopped at the end of the session."""

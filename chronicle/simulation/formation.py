@@ -272,12 +272,14 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
             content = f"Time passed: {direction.text}" if direction.minutes else direction.text
             away = [name for name in simulation.cast_names if name not in present and name != direction.who]
             moment = stage_moment(content, place=place, when=when, away=away)
-            # One model call for every witness's copy and keys.
+            # One model call for every witness's copy and its moment. What each witness heard just
+            # before is a key of its own copy: a worker embeds those after the commit (one text a
+            # witness, most of a direction's encoding), as it does a line's reply keys.
             made += memories_create(bank=simulation.bank, memories=[dict(
                 content=content, agent=name, kind="observation", category="stage", source="earned", turn=number,
                 importance=6.0, about=direction.who, location=place, participants=witnesses,
-                metadata={"stage": direction.as_dict()},
-                keys=[moment, *([f"{content.rstrip('.')}, just after — {line[0][1]}"] if (line := before.get(name)) else [])],
+                metadata={"stage": direction.as_dict()}, keys=[moment],
+                later_keys=[f"{content.rstrip('.')}, just after — {line[0][1]}"] if (line := before.get(name)) else [],
             ) for name in witnesses])
     return len(made)
 

@@ -67,7 +67,7 @@ def start_simulation_task(simulation_id: int) -> None:
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, soft_time_limit=1500, time_limit=1600)
 def run_turn_task(self, simulation_id: int, index: int) -> str:
-    simulation = Simulation.objects.filter(pk=simulation_id).first()
+    simulation = Simulation.objects.filter(pk=simulation_id).select_related("bank").first()
     if simulation is None or simulation.status != Simulation.Status.RUNNING:
         return "not running"
     provider = get_provider(simulation)

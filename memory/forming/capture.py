@@ -34,7 +34,7 @@ from memory.queue import queue
 from memory.recalling.filters import EPISODE_WINDOW, episode_keys
 from memory.recalling.indexing import bank_index_wanted
 from memory.recalling.scoring import initial_decay_rate
-from memory.services.banks import bank_hold
+from memory.services.keys import keys_attach
 from memory.services.memories import insert_keys, insert_memories
 from memory.services.validation import validate_content
 
@@ -185,7 +185,7 @@ def _embed(plan: CapturePlan) -> None:
         plan.keyword_only, plan.keys = True, {}
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # inside a turn's transaction: no savepoint's two round trips
 def capture_commit(plan: CapturePlan) -> Captured:
     """Write what capture_prepare decided: one memory per listener that keeps the line."""
     existing = {} if plan.once else _existing(plan)
@@ -257,21 +257,8 @@ def memory_keys_add(*, memory_ids: list[int]) -> int:
         copies = list(copies)
         earlier = earlier_lines(bank_id, [m.agent for m in copies], turn)
         keyed += [(m, keys) for m in copies if (keys := episode_keys(m.content, earlier.get(m.agent, [])))]
-    if not keyed:
-        return 0
-    texts = list(dict.fromkeys(text for _m, keys in keyed for text, _ids in keys))
-    vectors = dict(zip(texts, embed_texts(texts)))  # before the lock: the model is the slow part
-    with transaction.atomic():
-        # The banks' rows FOR SHARE: bank_delete (FOR UPDATE) waits for these keys or has already
-        # removed the memories, which the second look then leaves out.
-        for bank_id in sorted({m.bank_id for m, _keys in keyed}):
-            bank_hold(bank_id)
-        ids = [pk for m, keys in keyed for _text, earlier in keys for pk in (m.pk, *earlier)]
-        alive = set(Memory.objects.filter(pk__in=ids).values_list("pk", flat=True))
-        _insert_keys([(pk, text) for m, keys in keyed for text, earlier in keys for pk in (m.pk, *earlier) if pk in alive],
-                     vectors)
-        keyed = [pair for pair in keyed if pair[0].pk in alive]
-    return len(keyed)
+    keyed_ids = keys_attach(pairs=[(pk, text) for m, keys in keyed for text, earlier in keys for pk in (m.pk, *earlier)])
+    return sum(1 for m, _keys in keyed if m.pk in keyed_ids)
 
 
 def _queue_keys(memory_ids: list[int]) -> None:

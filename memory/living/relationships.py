@@ -123,7 +123,7 @@ def standing(bank: MemoryBank | int, agent: str | None = None, before_turn: int 
     return {(r.agent, r.other): r for r in rows}
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # inside a turn's transaction: no savepoint's two round trips
 def relationships_update(*, bank: MemoryBank, speaker: str, text: str, listeners: Iterable[str], turn: int,
                          whisper_to: str = "", evidence: dict[str, Memory] | None = None,
                          judged: dict[str, Judgement] | None = None) -> list[Relationship]:

@@ -129,10 +129,13 @@ def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str 
 def memories_create(*, bank: MemoryBank, memories: list[dict]) -> list[Memory]:
     """Several memories (memory_create's arguments each) in one statement, with every text and key
     of them embedded in one model call: a stage direction seen by five people costs one of each,
-    not five of each."""
+    not five of each. `later_keys=[...]`: keys a worker embeds and adds after the commit (the
+    caller waits for no model time on them; they find the memory a moment later)."""
+    specs = [dict(m) for m in memories]
+    later = [(spec.pop("later_keys", None) or []) for spec in specs]
     # The bank is the caller's own and the table's CHECK constraints hold on insert: not four
     # queries a memory to check them beforehand.
-    built = [_build(bank=bank, checked=False, **m) for m in memories]
+    built = [_build(bank=bank, checked=False, **spec) for spec in specs]
     texts = [m.content for m, _keys, _evidence in built if m.embedding is None]
     texts = list(dict.fromkeys([*texts, *(key for _m, keys, _evidence in built for key in keys)]))
     vectors = dict(zip(texts, embed_texts(texts))) if texts else {}
@@ -146,6 +149,9 @@ def memories_create(*, bank: MemoryBank, memories: list[dict]) -> list[Memory]:
     links.objects.bulk_create([links(from_memory_id=m.pk, to_memory_id=other)
                                for m, _keys, evidence in built for other in evidence], ignore_conflicts=True)
     bank_index_wanted(bank.pk, added=len(built))
+    afterwards = [(m.pk, key) for (m, _keys, _evidence), keys in zip(built, later) for key in keys if key and key.strip()]
+    if afterwards:  # a broker that is down loses these keys, never the memories
+        queue_on_commit("keys_attach_task", afterwards, robust=True)
     return [m for m, _keys, _evidence in built]
 
 
@@ -283,7 +289,7 @@ def memory_reinforce(*, memory: Memory, current_turn: int | None = None) -> Memo
     return memory
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # inside a turn's transaction: no savepoint's two round trips
 def accesses_record(*, memory_ids: Iterable[int], turn: int | None) -> int:
     """What was recalled at `turn` (an id once per time it was returned): one log row per memory and
     its counters (access_count, last_accessed_turn) in one statement each. Called by whoever owns

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from django.test import TestCase
 from django.urls import reverse
 
 from chronicle.simulation import turn_inputs, turns
@@ -16,12 +17,14 @@ from memory.models import Memory
 from tests.chronicle.simulation.conftest import start_seeded
 from tests.prompting import sent_text
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("memory_tasks_inline")]
 
 
 def say(simulation: Simulation, index: int, agent: str, line: str):
-    """A turn whose line the test chooses, claimed and finished as the worker would (stage first)."""
-    turns.stage_apply(simulation=simulation, number=index + 1)
+    """A turn whose line the test chooses, claimed and finished as the worker would (stage first,
+    with the keys a worker adds after its commit)."""
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        turns.stage_apply(simulation=simulation, number=index + 1)
     claim = turns.turn_claim(simulation_id=simulation.pk, index=index, agent=agent)
     return turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=TurnOutcome(utterance=line))
 
@@ -209,8 +212,9 @@ def test_a_direction_is_found_by_its_moment_and_by_what_was_said_just_before(use
 
 
 def test_a_direction_everyone_sees_is_embedded_in_one_model_call(user, dinner, monkeypatch):
-    """A direction is a memory and keys for each witness: all of them from one call to the model,
-    made before the turn's line (the turn's memory time), not one call a witness."""
+    """A direction is a memory and keys for each witness: its copies and moment from one call to the
+    model before the turn's line (the turn's memory time), not one call a witness; what each heard
+    just before from one more, by a worker after the commit."""
     from memory import embedding
     from memory.embedding import cache
     from memory.models import MemoryKey
@@ -221,10 +225,14 @@ def test_a_direction_everyone_sees_is_embedded_in_one_model_call(user, dinner, m
     calls = []
     encode = embedding.encode
     monkeypatch.setattr(embedding, "encode", lambda texts, **kw: calls.append(list(texts)) or encode(texts, **kw))
-    assert turns.stage_apply(simulation=simulation, number=2) == 3
-    assert len(calls) == 1
+    just_after = "A fox screams in the garden, just after — Alex said: Shall we order in tonight?"
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        assert turns.stage_apply(simulation=simulation, number=2) == 3
+        assert len(calls) == 1  # every witness's copy and its moment, on the turn's path
+        assert not MemoryKey.objects.filter(query=just_after).exists()
     seen = Memory.objects.in_bank(simulation.bank).filter(category="stage", turn=2)
     assert sorted(seen.values_list("agent", flat=True)) == ["Alex", "Jordan", "Sam"]
     assert {m.content for m in seen} == {"A fox screams in the garden."}
-    just_after = "A fox screams in the garden, just after — Alex said: Shall we order in tonight?"
+    # What each witness heard just before: one more call, by a worker after the commit.
+    assert len(calls) == 2 and calls[1] == [just_after]
     assert MemoryKey.objects.filter(memory__in=seen, query=just_after).count() == 3
