@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ def _database_quiet(timeout: float = 30.0) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _patient_flush(django_db_setup):
+def _patient_flush(django_db_setup, django_db_blocker):
     """A transactional test's closing flush waits for the workers and retries once on a lock clash.
 
     A worker may still be running a task the test queued (seeding after an import, a reflection
@@ -58,6 +59,28 @@ def _patient_flush(django_db_setup):
     testcases.TransactionTestCase._fixture_teardown = patient
     yield
     testcases.TransactionTestCase._fixture_teardown = original
+    with django_db_blocker.unblock():
+        _sessions_closed()
+
+
+def _sessions_closed(timeout: float = 15.0) -> None:
+    """At the end of the run, before the test database is dropped: wait for every other connection
+    to it to close (a stopped worker's pool children let go a moment after their parent), then end
+    any still open, so that the drop does not fail on "1 other session using the database"."""
+    from django.db import connection
+
+    query = "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(f"SELECT count(*) {query}")
+            if not cursor.fetchone()[0]:
+                return
+            time.sleep(0.2)
+        cursor.execute(f"SELECT application_name, state, left(query, 120), pg_terminate_backend(pid) {query}")
+        for name, state, last, _ended in cursor.fetchall():
+            warnings.warn(f"ended a connection to the test database still open at the end ({name or 'no name'}, "
+                          f"{state}): {last}", stacklevel=1)
 
 
 @pytest.fixture
