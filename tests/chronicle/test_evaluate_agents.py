@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connections
 
 from chronicle.simulation.models import Simulation
 from memory.models import MemoryBank
@@ -33,6 +34,10 @@ def report(django_db_setup, django_db_blocker):
         finally:
             print(err.getvalue())
         leftovers = Simulation.objects.count(), MemoryBank.objects.count()
+        # Outside any test, after a browser test (Playwright's event loop), these queries get a
+        # connection of their own, which would stay open to the end of the run and keep the test
+        # database from being dropped: closed here.
+        connections.close_all()
     return json.loads(out.getvalue().strip().splitlines()[-1]) | {"_leftovers": leftovers, "_progress": err.getvalue()}
 
 
