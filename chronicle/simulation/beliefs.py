@@ -89,7 +89,9 @@ def plant(simulation) -> int:
     planted = parse(simulation.planted_beliefs, cast=simulation.cast_names) if simulation.planted_beliefs else []
     if not planted or simulation.bank_id is None:
         return 0
-    if Memory.objects.in_bank(simulation.bank).filter(category="belief", metadata__belief__hops=0).exists():
+    # Kind first, as revise() asks: the bank/kind/category index finds the beliefs, not every memory.
+    if Memory.objects.in_bank(simulation.bank).filter(kind="semantic", category="belief",
+                                                      metadata__belief__hops=0).exists():
         return 0
     with transaction.atomic():
         memories_create(bank=simulation.bank, memories=[dict(

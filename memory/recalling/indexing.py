@@ -26,6 +26,7 @@ import time
 
 from django.conf import settings
 from django.db import connection
+from psycopg import sql
 
 from memory.queue import queue_on_commit
 from memory.recalling.lexical import termstat_count
@@ -169,10 +170,12 @@ def _build_one(cursor, name: str, table: str, predicate: str, params: list) -> N
         return
     if row:
         cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-    # Django's cursor quotes parameters client-side, so the agent's name arrives as a quoted literal.
+    # A statement with no parameters: the agent's name goes in as a literal, quoted by psycopg (the
+    # server binds parameters, and DDL takes none).
+    where = sql.SQL(predicate.replace("%s", "{}")).format(*map(sql.Literal, params)).as_string(cursor.connection)
     cursor.execute(
         f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} USING hnsw (embedding vector_cosine_ops) "
-        f"WITH (m = 16, ef_construction = 64) WHERE {predicate}", params)
+        f"WITH (m = 16, ef_construction = 64) WHERE {where}")
     cursor.execute(f"ANALYZE {table}")  # the planner learns the new index's size
 
 
