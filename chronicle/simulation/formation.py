@@ -213,7 +213,8 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
                            turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
                            said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
-                           reflect=reflect, claims=claims, location=scene_place(simulation), **options)
+                           reflect=reflect, claims=claims, location=scene_place(simulation),
+                           vector_at_commit=True, **options)
     plan.prepare_ms = (time.perf_counter() - started) * 1000 - plan.model_ms  # the reads above are memory's time too
     return plan
 

@@ -80,6 +80,7 @@ class CapturePlan:
     keyword_only: bool = False  # the embedder was down: stored without vectors (stale), embedded when it is back
     once: bool = False  # the caller's commit happens once per line (a simulation's turn): no retry check
     location: str = ""  # where it was said (seed 001's episode metadata)
+    judging: dict | None = None  # _judge's arguments until the vector is there (vector_at_commit)
 
 
 def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, listeners: Iterable[str],
@@ -88,7 +89,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
                     defer_keys: bool = False, said: str = "said", once: bool = False,
                     distortions: list[Distortion] | None = None, rewrite: Callable[[str], str] | None = None,
                     batched: bool = False, reflect: dict[str, list[Memory]] | None = None,
-                    claims: list[str] | None = None, location: str = "") -> CapturePlan:
+                    claims: list[str] | None = None, location: str = "", vector_at_commit: bool = False) -> CapturePlan:
     """The slow half of capture (embedding, importance, filters; the LLM scorer's calls), outside any
     transaction. It only reads: a turn stores what it heard in one short transaction afterwards.
 
@@ -102,10 +103,13 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     batched: the LLM scorer asks once for every listener (memory.living.after_turn), relationships and facts
     included, instead of once per listener; its answer is `plan.after`. reflect: who is due to
     reflect, with the memories it reflects on; the same call asks for their insights (`plan.reflect`). claims: what those who
-    hear it hold (beliefs); the same call says what the line does with each (`plan.after.stances`)."""
+    hear it hold (beliefs); the same call says what the line does with each (`plan.after.stances`).
+    vector_at_commit: the line is encoded on a thread from here on, and capture_commit waits for it
+    (then scores and filters): a caller with writes of its own between the two has them overlap the
+    encode (a simulation's turn stores its reply meanwhile)."""
     started = time.perf_counter()
     # An answer that comes at once (a replay's rules) leaves nothing to encode behind: aside, the
-    # encode would only share the two cores with the caller.
+    # encode would only share the two cores with the caller (unless vector_at_commit: its writes).
     waits = getattr(ask, "waits", True)
     clock = _ModelClock()
     ask, rewrite = clock.timed(ask), clock.timed(rewrite)
@@ -125,12 +129,16 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
         embed_soon([content])  # the line is encoded on its own thread while the model judges it
     if distortions:
         _distort(plan, distortions, rewrite)
+    # The vector is waited for at the commit, the caller's own writes done meanwhile, unless a model
+    # is asked per listener once it is there (that call must not hold the caller's transaction).
+    later = vector_at_commit and not (scorer == "llm" and ask is not None and not batched)
+    if later and content:
+        embed_soon(_texts(plan))
     if judged:
         plan.after = _judge_batched(plan, ask)  # needs no vector: the listeners' identity and goals
-    _embed(plan)
-    plan.scores, plan.skipped = _judge(bank=bank, speaker=speaker, content=content, vector=plan.vectors.get(content),
-                                       turn=turn, names=listeners, scorer=scorer, ask=ask,
-                                       filters=filters or CaptureFilters(), batched=batched, after=plan.after)
+    plan.judging = dict(scorer=scorer, ask=ask, filters=filters or CaptureFilters(), batched=batched)
+    if not later:
+        _vector_and_verdicts(plan)
     plan.prepare_ms, plan.model_ms = (time.perf_counter() - started - clock.seconds) * 1000, clock.seconds * 1000
     return plan
 
@@ -173,10 +181,25 @@ def _distort(plan: CapturePlan, distortions: list[Distortion], rewrite: Callable
                 "filter": f"trauma ({', '.join(words)})", "triggers": held, "linked": plan.trauma_links[name]}}
 
 
+def _texts(plan: CapturePlan) -> list[str]:
+    texts = list(dict.fromkeys([plan.content, *(text for keys in plan.keys.values() for text, _ids in keys)]))
+    return texts + [text for text in dict.fromkeys(plan.contents.values()) if text not in texts]
+
+
+def _vector_and_verdicts(plan: CapturePlan) -> None:
+    """The line's vectors, then what they decide: each listener's importance and the filters' verdicts."""
+    judging, plan.judging = plan.judging, None
+    if judging is None:
+        return
+    _embed(plan)
+    plan.scores, plan.skipped = _judge(bank=plan.bank, speaker=plan.speaker, content=plan.content,
+                                       vector=plan.vectors.get(plan.content), turn=plan.turn, names=plan.listeners,
+                                       after=plan.after, **judging)
+
+
 def _embed(plan: CapturePlan) -> None:
     """The line, its keys and the listeners' own versions, in one model call."""
-    texts = list(dict.fromkeys([plan.content, *(text for keys in plan.keys.values() for text, _ids in keys)]))
-    texts += [text for text in dict.fromkeys(plan.contents.values()) if text not in texts]
+    texts = _texts(plan)
     try:
         plan.vectors = dict(zip(texts, embed_texts(texts)))
     except EmbeddingError:
@@ -188,6 +211,7 @@ def _embed(plan: CapturePlan) -> None:
 @transaction.atomic(savepoint=False)  # inside a turn's transaction: no savepoint's two round trips
 def capture_commit(plan: CapturePlan) -> Captured:
     """Write what capture_prepare decided: one memory per listener that keeps the line."""
+    _vector_and_verdicts(plan)  # vector_at_commit: the encode started in capture_prepare, finished here
     existing = {} if plan.once else _existing(plan)
     dropped = {s.agent for s in plan.skipped}
     new = []

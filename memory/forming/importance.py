@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -160,6 +161,7 @@ def _clamp(value: float, low: float = 0.0, high: float = 1.0) -> float:
     return max(low, min(high, value))
 
 
+@lru_cache(maxsize=256)  # every listener scores the same line: 71 searches once, not once each
 def emotional_impact(text: str) -> float:
     """Sum of the lexicon's weights for the stems the line contains (each once), plus a little for
     exclamation marks, capped at 1."""

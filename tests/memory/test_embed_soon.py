@@ -13,8 +13,8 @@ import pytest
 from memory import embedding
 from memory.embedding import cache
 from memory.embedding.errors import EmbeddingError
-from memory.forming.capture import capture_prepare
-from memory.models import EmbeddingCache
+from memory.forming.capture import capture_commit, capture_prepare
+from memory.models import EmbeddingCache, Memory
 from memory.services.memories import memory_create
 
 pytestmark = pytest.mark.django_db
@@ -93,3 +93,32 @@ def test_the_line_is_encoded_while_the_model_judges_it_and_the_model_still_sees_
     assert "My goals: make them say the light was out." in asked[0] and "the principal keeper" in asked[0]
     assert (plan.scores["Donal"].score, plan.scores["Donal"].scorer) == (8, "llm-batch")
     assert plan.content in plan.vectors and not plan.keyword_only
+
+
+def test_a_line_whose_vector_is_wanted_at_the_commit_is_encoded_while_the_caller_writes(bank, monkeypatch):
+    """vector_at_commit: capture_prepare returns while the line is still being encoded; the caller's
+    own writes go on meanwhile, and capture_commit waits for the vector, then scores and keeps it."""
+    memory_create(bank=bank, agent="Donal", kind="character", category="goals",
+                  content="My goals: make them say the light was out.")
+    cache.clear_local()
+    encode, started, release = embedding.encode, threading.Event(), threading.Event()
+
+    def slow(texts, **kwargs):
+        started.set()
+        release.wait(10)  # held until the caller has written what it writes first
+        return encode(texts, **kwargs)
+
+    monkeypatch.setattr(embedding, "encode", slow)
+    plan = capture_prepare(bank=bank, speaker="Tait", text="The light was never out, not for a minute.", turn=4,
+                           listeners=["Tait", "Donal"], scorer="heuristic", once=True, vector_at_commit=True)
+    assert started.wait(5) and not plan.vectors and not plan.scores  # encoding, on another thread
+    # The caller's own write (with a vector of its own: no encode) is not held up by the line's.
+    written = memory_create(bank=bank, agent="Tait", kind="observation", category="witnessed",
+                            content="The hail came in off the sea.", embedding=np.full(384, 384 ** -0.5))
+    release.set()
+    captured = capture_commit(plan)
+    assert sorted(m.agent for m in captured) == ["Donal", "Tait"] and written.pk
+    stored = Memory.objects.get(pk=captured[0].pk)
+    np.testing.assert_allclose(np.asarray(stored.embedding, dtype=np.float32), encode([plan.content])[0], atol=1e-5)
+    assert {name: s.scorer for name, s in plan.scores.items()} == {"Donal": "heuristic", "Tait": "heuristic"}
+    assert not stored.embedding_stale

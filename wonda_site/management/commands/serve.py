@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.management import BaseCommand
 
 from chronicle.simulation.connection import local_servers
+from wonda_site.workers import WORKER_ENV
 
 BACKOFF_S = (1, 2, 5, 10, 30)  # waits before each restart in a row; a child up for STEADY_S starts over
 STEADY_S = 60
@@ -24,6 +25,7 @@ STEADY_S = 60
 class Child:
     name: str
     argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # on top of this process's
     proc: subprocess.Popen | None = None
     started: float = 0.0
     failures: int = 0
@@ -31,7 +33,7 @@ class Child:
     reported: bool = field(default=False)
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv)
+        self.proc = subprocess.Popen(self.argv, env=os.environ | self.env if self.env else None)
         self.started = time.monotonic()
         self.reported = False
 
@@ -51,7 +53,7 @@ class Command(BaseCommand):
         children = [
             Child("web server", [python, "manage.py", "runserver", addr, "--noreload"]),
             Child("worker", [python, "-m", "celery", "-A", "wonda_site", "worker", "--loglevel", "INFO",
-                             "--concurrency", str(concurrency), "--hostname", worker_name]),
+                             "--concurrency", str(concurrency), "--hostname", worker_name], env=WORKER_ENV),
         ]
         if str(mcp_port) != "0":  # outside agents' MCP over HTTP (api.mcp_http), local only
             children.append(Child("MCP server", [python, "manage.py", "mcp_http", "--port", str(mcp_port)]))
