@@ -31,7 +31,7 @@ import numpy as np
 from django.db import transaction
 
 from memory.models import Memory
-from memory.api import memories_create, memory_revise, standing
+from memory.api import beliefs_planted, memories_create, memory_revise, standing
 
 RETELL_SIMILARITY = 0.6  # a line this close to a belief its speaker holds retells it…
 RETELL_WORDS = 0.7  # …and so does one holding this share of the belief's words (a long line quoting it)
@@ -89,9 +89,7 @@ def plant(simulation) -> int:
     planted = parse(simulation.planted_beliefs, cast=simulation.cast_names) if simulation.planted_beliefs else []
     if not planted or simulation.bank_id is None:
         return 0
-    # Kind first, as revise() asks: the bank/kind/category index finds the beliefs, not every memory.
-    if Memory.objects.in_bank(simulation.bank).filter(kind="semantic", category="belief",
-                                                      metadata__belief__hops=0).exists():
+    if beliefs_planted(simulation.bank_id):
         return 0
     with transaction.atomic():
         memories_create(bank=simulation.bank, memories=[dict(

@@ -17,7 +17,8 @@ from chronicle.simulation.providers import get_provider
 from chronicle.simulation.stage import Delivery, deliver, seen_action
 from memory.api import (
     CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, earlier_lines, extract_task,
-    lifecycle_totals, memories_create, memories_supersede, memory_associate, memory_create, memory_reinforce, recent_memories,
+    held_claims, lifecycle_totals, memories_create, memories_supersede, memory_associate, memory_create,
+    memory_reinforce, recent_memories,
 )
 from memory.models import Memory
 
@@ -145,14 +146,6 @@ def belief_note(believed: list[Memory]) -> str:
     return "\n".join(lines)
 
 
-def held_claims(bank, agents: list[str]) -> list[str]:
-    """The claims any of them holds a belief about (the judgement says what a line does with each)."""
-    rows = (Memory.objects.in_bank(bank).filter(status=Memory.Status.ACTIVE, kind="semantic", category="belief",
-                                                agent__in=agents, metadata__has_key="belief")
-            .order_by("turn", "id").values_list("metadata__belief__claim", flat=True))
-    return list(dict.fromkeys(rows))
-
-
 def distortion_note(captured: list[Memory]) -> str:
     """"Jordan remembers it as: “…” (paranoia)", one line per listener whose filters changed its copy."""
     lines = []
@@ -209,7 +202,7 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     options = capture_options(simulation, turn, outcome)
     # With a model judging each line, whoever is due to reflect does so in that same call.
     reflect = due_to_reflect(simulation) if options["batched"] else None
-    claims = held_claims(simulation.bank, line.heard_by) if options["batched"] and simulation.planted_beliefs else None
+    claims = held_claims(simulation.bank_id, line.heard_by) if options["batched"] and simulation.planted_beliefs else None
     plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
                            turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
                            said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
