@@ -16,7 +16,9 @@ from typing import Any, Callable
 
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.core.management import call_command
+from django.db import connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Avg, Count, Max, Min
 
 from chronicle.drills import start_worker
@@ -189,6 +191,15 @@ def settings_for(*, title: str, file_settings: dict, script: list, turns: int | 
 def run_settings(*, imported: Imported, turns: int | None, provider: str | None, mode: str | None) -> dict:
     return settings_for(title=imported.scenario.title, file_settings=imported.file_settings, script=imported.script,
                         turns=turns, provider=provider, mode=mode)
+
+
+def database_ready(say: Callable[[str], None]) -> None:
+    """A database nobody has set up yet (a fresh clone, before `make run`): migrated first, as
+    bootstrap does, instead of failing on a missing table."""
+    executor = MigrationExecutor(connection)
+    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        say("Setting up the database (first use)...")
+        call_command("migrate", interactive=False, verbosity=0)
 
 
 def worker_running() -> bool:

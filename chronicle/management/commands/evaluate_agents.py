@@ -42,6 +42,7 @@ class Command(BaseCommand):
                timeout: float, misses: bool = False, **options) -> None:
         if k < 1:
             raise CommandError("--k must be 1 or more")
+        headless.database_ready(self.stderr.write)
         sources = []
         for file in files:
             try:

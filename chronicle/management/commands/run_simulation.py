@@ -52,6 +52,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, file: str, owner: str, turns: int | None, provider: str | None, mode: str | None,
                keep: bool, timeout: float, progress_every: float, save_recording: str = "", **options) -> None:
+        headless.database_ready(self.say)
         imported = self.import_file(file, owner=owner, run={"turns": turns, "provider": provider, "mode": mode})
         self.simulation = self.worker = None
         finished = False
