@@ -23,7 +23,7 @@ from wonda_site.pool import pool_status
 
 
 # A worker shows no pages, so it never needs DEBUG, which would keep and format every SQL statement
-# it runs (~20 ms of a turn on this 2-core machine, and memory that grows; Celery warns of it).
+# it runs (~20 ms of a turn on this 2-core machine, and a list that grows with the run).
 WORKER_ENV = {"DEBUG": "0"}
 
 
