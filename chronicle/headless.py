@@ -17,8 +17,7 @@ from typing import Any, Callable
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.db import connection, transaction
-from django.db.migrations.executor import MigrationExecutor
+from django.db import transaction
 from django.db.models import Avg, Count, Max, Min
 
 from chronicle.drills import start_worker
@@ -43,6 +42,7 @@ from memory.models import Memory
 from memory.api import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, banks_delete, standing
 from wonda_site.celery import app as celery_app
 from wonda_site.pool import pool_status
+from wonda_site.migrations_state import unapplied_migrations
 from wonda_site.workers import WorkerProcess
 
 # A scenario file's optional top-level "settings" (chronicle.simulation.run_settings.FILE_SETTINGS): the
@@ -196,8 +196,7 @@ def run_settings(*, imported: Imported, turns: int | None, provider: str | None,
 def database_ready(say: Callable[[str], None]) -> None:
     """A database nobody has set up yet (a fresh clone, before `make run`): migrated first, as
     bootstrap does, instead of failing on a missing table."""
-    executor = MigrationExecutor(connection)
-    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+    if unapplied_migrations():
         say("Setting up the database (first use)...")
         call_command("migrate", interactive=False, verbosity=0)
 

@@ -12,13 +12,11 @@ import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
-from django.db.migrations.loader import MigrationLoader
 from django.test.utils import override_settings
 
 from memory.measuring.evaluation import CATEGORIES, evaluate
 from memory.recalling.scoring import SCORING_PRESETS
+from wonda_site.migrations_state import unapplied_migrations
 
 
 class Command(BaseCommand):
@@ -44,7 +42,7 @@ class Command(BaseCommand):
                             help="override WONDA_RETRIEVAL_FUSION_EXACT_LIMIT (0: every search takes the index path)")
 
     def handle(self, *args, **opts):
-        unapplied = MigrationExecutor(connection).migration_plan(MigrationLoader(connection).graph.leaf_nodes())
+        unapplied = unapplied_migrations()
         if unapplied:
             raise CommandError(f"this database is not set up yet ({len(unapplied)} migrations not applied): "
                                "run `manage.py migrate` (or `make run` once), then this command again")
