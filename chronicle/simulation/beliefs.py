@@ -27,11 +27,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 from django.db import transaction
 
 from memory.models import Memory
-from memory.api import beliefs_planted, memories_create, memory_revise, standing
+from memory.api import HeldBelief, beliefs_planted, held_beliefs, memories_create, memory_revise, standing
 
 RETELL_SIMILARITY = 0.6  # a line this close to a belief its speaker holds retells it…
 RETELL_WORDS = 0.7  # …and so does one holding this share of the belief's words (a long line quoting it)
@@ -129,39 +128,35 @@ def _stem(word: str) -> str:
     return word
 
 
-def _similarity(a, b) -> float:
-    if a is None or b is None:
-        return 0.0
-    return float(np.dot(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)))
-
-
-def retells(line: str, line_vector, belief_vector, claim: str) -> bool:
-    """Whether the line passes the belief on: close in meaning (a paraphrase), or carrying most of
-    its words (the belief quoted inside a longer line, whose vector it no longer dominates)."""
-    if _similarity(line_vector, belief_vector) >= RETELL_SIMILARITY:
+def retells(line: str, similarity: float, claim: str) -> bool:
+    """Whether the line passes the belief on: close in meaning (a paraphrase: `similarity`, of the
+    line's vector to the belief's), or carrying most of its words (the belief quoted inside a longer
+    line, whose vector it no longer dominates)."""
+    if similarity >= RETELL_SIMILARITY:
         return True
     words = _words(claim)
     return bool(words) and len(words & _words(line)) / len(words) >= RETELL_WORDS
 
 
-def stance(line: str, line_vector, claim_vector, claim: str, previous: str | Callable[[], str] = "") -> str:
+def stance(line: str, claim: str, *, similarity: float = 0.0, previous: str | Callable[[], str] = "") -> str:
     """The offline rule for what a line does with a claim: the sentences that share the claim's
     words decide — one ending in "?" questions it, one with an explicit negation (or a line opening
-    with "No") denies it; a line that retells it (retells()) asserts it; anything else: none. A line
-    that opens by contradicting the one before it ("No, that isn't true.") denies what that one
-    asked or said (previous: the line the speaker heard just before, or what reads it when needed)."""
-    own = _stance(line, line_vector, claim_vector, claim)
+    with "No") denies it; a line that retells it (retells()) asserts it; anything else: none.
+    similarity: of the line's vector to the claim's (0.0 when the line has none). A line that opens
+    by contradicting the one before it ("No, that isn't true.") denies what that one asked or said
+    (previous: the line the speaker heard just before, or what reads it when needed)."""
+    own = _stance(line, similarity, claim)
     if own == "none" and _CONTRADICTS.match(line):
         before = previous() if callable(previous) else previous
-        if before and _stance(before, None, claim_vector, claim) in ("asserts", "questions"):
+        if before and _stance(before, 0.0, claim) in ("asserts", "questions"):
             return "denies"
     return own
 
 
-def _stance(line: str, line_vector, claim_vector, claim: str) -> str:
+def _stance(line: str, similarity: float, claim: str) -> str:
     words = _words(claim)
     share = len(words & _words(line)) / len(words) if words else 0.0
-    if share < ABOUT_WORDS and _similarity(line_vector, claim_vector) < ABOUT_SIMILARITY:
+    if share < ABOUT_WORDS and similarity < ABOUT_SIMILARITY:
         return "none"
     sentences = [s.strip(" *") for s in _SENTENCE.split(line.strip()) if s.strip(" *")]
     touching = [s for s in sentences if words & _words(s)]
@@ -172,44 +167,43 @@ def _stance(line: str, line_vector, claim_vector, claim: str) -> str:
     opening = sentences[0].rstrip(".!,").strip().lower() if sentences else ""
     if opening in ("no", "nope", "not true", "not at all") or any(_NEGATION.search(s) for s in touching):
         return "denies"
-    return "asserts" if retells(line, line_vector, claim_vector, claim) else "none"
+    return "asserts" if retells(line, similarity, claim) else "none"
 
 
 def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: int,
            previous: str | Callable[[], str] = "",
            judged: dict[str, str] | None = None, trust: dict[str, float] | None = None) -> list[Memory]:
-    """What the line does to the beliefs of those who heard it (see the module). judged: a model's
-    stance per claim (memory.living.after_turn, keyed by the claim's text); a claim it left out is judged by
-    stance(), with `previous`, the line the speaker heard before it. trust: each listener's trust in
-    the speaker. Returns the beliefs made or revised."""
-    # A belief is a semantic memory (kind first: the bank/agent/kind/category index then finds only
-    # beliefs, not every memory of those agents); the vectors of the claims the rule judges, in one read.
-    rows = list(Memory.objects.filter(bank=bank, status=Memory.Status.ACTIVE, kind="semantic", category="belief",
-                                      agent__in=[speaker, *heard_by], metadata__has_key="belief")
-                .defer("embedding").order_by("turn", "id"))
-    by_claim: dict[int, dict[str, Memory]] = {}
-    for memory in rows:
-        by_claim.setdefault(memory.metadata["belief"]["id"], {})[memory.agent] = memory
-    samples = [next(iter(held.values())) for held in by_claim.values()]
-    unjudged = [m.pk for m in samples if not (judged or {}).get(m.metadata["belief"]["claim"])]
-    vectors = dict(Memory.objects.filter(pk__in=unjudged).values_list("pk", "embedding")) if unjudged else {}
+    """What the line does to the beliefs of those who heard it (see the module). vector: the line's
+    (None: the rule reads its words only). judged: a model's stance per claim (memory.living.after_turn,
+    keyed by the claim's text); a claim it left out is judged by stance(), with `previous`, the line
+    the speaker heard before it. trust: each listener's trust in the speaker. Returns the beliefs made
+    or revised."""
+    # Every turn reads them (one statement, with each belief's similarity to the line); the memories
+    # themselves only when a denial changes them.
+    by_claim: dict[int, dict[str, HeldBelief]] = {}
+    for held in held_beliefs(bank.pk, [speaker, *heard_by], vector):
+        by_claim.setdefault(held.belief["id"], {})[held.agent] = held
     changed = []
-    for held, sample in zip(by_claim.values(), samples):
-        data = sample.metadata["belief"]
-        said = (judged or {}).get(data["claim"]) or stance(line, vector, vectors.get(sample.pk), data["claim"], previous)
+    for held in by_claim.values():
+        sample = next(iter(held.values()))  # the claim's oldest holding, as the rule judges it
+        data = sample.belief
+        said = (judged or {}).get(data["claim"]) or stance(line, data["claim"], similarity=sample.similarity,
+                                                           previous=previous)
         mine = held.get(speaker)
-        if said == "asserts" and mine is not None and mine.metadata["belief"]["confidence"] >= SURE:
+        if said == "asserts" and mine is not None and mine.belief["confidence"] >= SURE:
             changed += _pass_on(bank, mine, speaker, heard_by, held, turn)
         elif said == "denies":
             if trust is None:  # how far each listener trusts the speaker, as it stood before this line
                 trust = {agent: row.trust for (agent, _other), row in
                          standing(bank, other=speaker, agents=heard_by).items()}
-            changed += _correct(bank, data, speaker, heard_by, held, turn, trust)
+            memories = {m.agent: m for m in Memory.objects.filter(pk__in=[h.id for h in held.values()])}
+            changed += _correct(bank, data, speaker, heard_by, memories, turn, trust)
     return changed
 
 
-def _pass_on(bank, mine: Memory, speaker: str, heard_by: list[str], held: dict[str, Memory], turn: int) -> list[Memory]:
-    data = mine.metadata["belief"]
+def _pass_on(bank, mine: HeldBelief, speaker: str, heard_by: list[str], held: dict[str, HeldBelief],
+             turn: int) -> list[Memory]:
+    data = mine.belief
     chain = [speaker, *data["source_chain"]]
     # Nobody learns a rumour from its own retelling: whoever it came through (a sequel may carry the
     # hearer's memories but not its belief) is where it started, not a new believer.
@@ -217,7 +211,7 @@ def _pass_on(bank, mine: Memory, speaker: str, heard_by: list[str], held: dict[s
     # Every new believer's copy in one statement (the same words and keys: one model call).
     return memories_create(bank=bank, memories=[dict(
         content=f"{speaker} told me: {data['claim']}", agent=name, kind="semantic", category="belief",
-        source="earned", turn=turn, importance=6.0, speaker=speaker, evidence=[mine.pk],
+        source="earned", turn=turn, importance=6.0, speaker=speaker, evidence=[mine.id],
         keys=belief_keys(data["claim"]),
         metadata={"belief": _state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain,
                                    confidence=round(data["confidence"] * HOP_CONFIDENCE, 3),

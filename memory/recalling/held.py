@@ -5,7 +5,14 @@ each on a 2-core machine against ~0.4)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
 from django.db import connection
+
+from memory.embedding.cache import vector_cursor
 
 _BELIEFS = ("FROM memory_memory WHERE bank_id = %s AND kind = 'semantic' AND category = 'belief' "
             "AND metadata ? 'belief'")
@@ -17,6 +24,26 @@ def held_claims(bank_id: int, agents: list[str]) -> list[str]:
         cursor.execute(f"SELECT metadata -> 'belief' ->> 'claim' {_BELIEFS} AND status = 'active' "
                        "AND agent = ANY(%s) ORDER BY turn, id", [bank_id, list(agents)])
         return list(dict.fromkeys(claim for (claim,) in cursor.fetchall() if claim))
+
+
+@dataclass(frozen=True)
+class HeldBelief:
+    id: int  # the memory's
+    agent: str
+    belief: dict  # its metadata's "belief": claim, confidence, source_chain, history…
+    similarity: float  # of its memory to the line that touches it (0.0 without the line's vector)
+
+
+def held_beliefs(bank_id: int, agents: list[str], vector) -> list[HeldBelief]:
+    """Every active belief these agents hold, the oldest first, each with its memory's similarity to
+    `vector` (a line's): what a line's revision of beliefs reads, in one statement, the vector bound in binary."""
+    with vector_cursor() as cursor:
+        cursor.execute(f"SELECT id, agent, metadata -> 'belief', -(embedding <#> %b::vector) {_BELIEFS} "
+                       "AND status = 'active' AND agent = ANY(%s) ORDER BY turn, id",
+                       [None if vector is None else np.asarray(vector, dtype=np.float32), bank_id, list(agents)])
+        return [HeldBelief(id=pk, agent=agent, belief=json.loads(data) if isinstance(data, str) else data,
+                           similarity=float(similarity or 0.0))
+                for pk, agent, data, similarity in cursor.fetchall()]
 
 
 def beliefs_planted(bank_id: int) -> bool:

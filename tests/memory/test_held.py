@@ -1,11 +1,13 @@
-"""The beliefs a turn reads in one statement each: the claims its listeners hold, and whether the
-writer's beliefs are planted yet."""
+"""The beliefs a turn reads in one statement each: the claims its listeners hold, whether the
+writer's beliefs are planted yet, and what a line's revision reads (each belief with its closeness to the line)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from memory.api import beliefs_planted, held_claims
+from memory.api import beliefs_planted, held_beliefs, held_claims
+from memory.embedding.cache import embed_one
 from memory.services.memories import memory_archive, memory_create
 
 pytestmark = pytest.mark.django_db
@@ -28,3 +30,20 @@ def test_the_claims_the_listeners_hold_come_once_oldest_first_and_only_while_hel
     memory_archive(memory=gone)
     assert held_claims(bank.pk, ["Donal", "Tait"]) == ["The log was written up late.", "The light was out for half an hour."]
     assert beliefs_planted(bank.pk)
+
+
+def test_a_lines_revision_reads_each_held_belief_with_its_closeness_to_the_line(bank):
+    old = _belief(bank, "Tait", "The light was out for half an hour.", turn=0, hops=0)
+    new = _belief(bank, "Donal", "The log was written up late.", turn=4, hops=1)
+    _belief(bank, "Isla", "The light was out for half an hour.", turn=1, hops=1)  # not a listener
+    line = embed_one("Donal said: the lamp went dark for thirty minutes, I saw it.")
+    held = held_beliefs(bank.pk, ["Tait", "Donal"], line)
+    assert [(h.id, h.agent, h.belief["claim"]) for h in held] == [
+        (old.pk, "Tait", "The light was out for half an hour."), (new.pk, "Donal", "The log was written up late.")]
+    # The same closeness the rule had from the two vectors, and the paraphrase is the closer.
+    for h, memory in zip(held, (old, new)):
+        memory.refresh_from_db()
+        assert h.similarity == pytest.approx(float(np.dot(line, memory.embedding)), abs=1e-5)
+    assert held[0].similarity > held[1].similarity + 0.1
+    # A line kept without its vector (the embedder was down): its words alone decide.
+    assert [h.similarity for h in held_beliefs(bank.pk, ["Tait", "Donal"], None)] == [0.0, 0.0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from chronicle.simulation.tasks import run_turn_task
@@ -138,7 +139,7 @@ def test_the_models_stance_on_a_claim_revises_beliefs_where_the_words_alone_woul
                                    "stances": {"1": "denies"}})
     simulation = start(user, dinner, server, planted_beliefs=f"Sam: {claim} [false]")
     beliefs.plant(simulation)
-    assert beliefs.stance(line, None, None, claim) == "none"  # the rule reads no denial in it
+    assert beliefs.stance(line, claim) == "none"  # the rule reads no denial in it
     assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
     # The judgement was asked about the claim Sam holds, and said the line denies it.
     prompt = server.scored[-1]["messages"][-1]["content"]
@@ -164,7 +165,8 @@ def test_the_models_stance_decides_whether_a_claim_is_passed_on(user, dinner, se
                                    "stances": {"1": stance}})
     simulation = start(user, dinner, server, planted_beliefs=f"Alex: {claim} [false]")  # Alex speaks first
     beliefs.plant(simulation)
-    assert beliefs.stance(line, embed_one(f"Alex said: {line}"), embed_one(claim), claim) == rule
+    similarity = float(np.dot(embed_one(f"Alex said: {line}"), embed_one(claim)))
+    assert beliefs.stance(line, claim, similarity=similarity) == rule
     assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
     believers = sorted(Memory.objects.in_bank(simulation.bank).filter(category="belief").exclude(agent="Alex")
                        .values_list("agent", flat=True))

@@ -3,6 +3,7 @@ plants nothing, a denial revises what each listener believes, and every belief k
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from chronicle import headless
@@ -73,6 +74,10 @@ def test_a_bad_planted_belief_is_named(user, dinner):
         beliefs.parse("just a sentence", cast=["Alex"])
 
 
+def _similarity(a: str, b: str) -> float:
+    return float(np.dot(embed_one(a), embed_one(b)))
+
+
 @pytest.mark.parametrize("line, expected", [
     (f"Is it true that {CLAIM[:-1].lower()}?", "questions"),
     ("Is Bella's closing down at the end of the month?", "questions"),
@@ -86,7 +91,7 @@ def test_a_bad_planted_belief_is_named(user, dinner):
     ("Shall we decide on dinner tonight?", "none"),
 ])
 def test_the_offline_rule_reads_a_lines_stance_on_a_claim(line, expected):
-    assert beliefs.stance(line, embed_one(f"Alex said: {line}"), embed_one(CLAIM), CLAIM) == expected
+    assert beliefs.stance(line, CLAIM, similarity=_similarity(f"Alex said: {line}", CLAIM)) == expected
 
 
 def test_the_lines_a_model_said_in_the_rumour_recording_are_read_as_it_meant_them():
@@ -97,7 +102,7 @@ def test_the_lines_a_model_said_in_the_rumour_recording_are_read_as_it_meant_the
 
     script = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "recorded" / "rumour.json").read_text())["script"]
     claim = "The harbour master is selling the inn to a hotel chain."
-    read = {number: beliefs.stance(item["text"], embed_one(f"{item['speaker']} said: {item['text']}"), embed_one(claim), claim)
+    read = {number: beliefs.stance(item["text"], claim, similarity=_similarity(f"{item['speaker']} said: {item['text']}", claim))
             for number, item in enumerate(script, start=1)}
     assert (read[2], read[8], read[10], read[12]) == ("asserts", "questions", "denies", "denies")
     assert all(read[n] == "none" for n in (1, 5, 6, 7, 9, 13, 14))  # small talk, and lines about other things
