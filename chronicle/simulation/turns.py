@@ -181,9 +181,9 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
 
 def _locked_turn(turn_id: int) -> tuple[Simulation, Turn]:
     """The run, then the turn, each locked (in that order, as every claim takes them)."""
-    turn = Turn.objects.select_related("simulation").get(pk=turn_id)
+    simulation_id = Turn.objects.values_list("simulation_id", flat=True).get(pk=turn_id)
     # Its bank with it (of=self: the bank's row is not locked): the line's memories are written there.
-    simulation = Simulation.objects.select_for_update(of=("self",)).select_related("bank").get(pk=turn.simulation_id)
+    simulation = Simulation.objects.select_for_update(of=("self",)).select_related("bank").get(pk=simulation_id)
     return simulation, Turn.objects.select_for_update().get(pk=turn_id)
 
 
