@@ -21,8 +21,8 @@ def _memories(bank, vectors) -> list[Memory]:
                source=Memory.Source.GIFTED),
         Memory(bank=bank, agent="", kind="scene", category="location", content="Location: a quay in the rain.",
                embedding=vectors[1], source=Memory.Source.GIFTED, turn=None, speaker=""),
-        Memory(bank=bank, agent="Jordan", kind="episodic", category="dialogue", content="Jordan said: it's late.",
-               embedding=vectors[2], turn=7, speaker="Jordan", participants=["Jordan", "Alex"], emotional_valence=-0.5,
+        Memory(bank=bank, agent="Jordan", kind="episodic", category="dialogue", content='Jordan said: it\'s late, "NULL", {late} \\ , late.',
+               embedding=vectors[2], turn=7, speaker="Jordan", participants=["Jordan", "Alex", 'A "quoted", {odd} name'], emotional_valence=-0.5,
                status=Memory.Status.ARCHIVED, source=Memory.Source.EARNED),
     ]
 
