@@ -111,7 +111,7 @@ def wait_settled(simulation: Simulation, *, timeout: float = 120) -> None:
 
 
 def evaluate_file(*, name: str, raw: bytes, tally: Tally, mode: str | None, preset: str | None,
-                  say: Callable[[str], None], keep: bool = False, timeout: float = 1800) -> None:
+                  say: Callable[[str], None], keep: bool = False, timeout: float = 1800, pace: float = 0.0) -> None:
     """Run one file to its end, asking its probes at their turns, and add what it measured to tally."""
     imported = headless.scenario_import(raw=raw, username=None)
     simulation = None
@@ -121,6 +121,8 @@ def evaluate_file(*, name: str, raw: bytes, tally: Tally, mode: str | None, pres
             values["provider"] = Simulation.Provider.SCRIPTED
         if preset:
             values["scoring"] = preset
+        if pace:
+            values["pace_s"] = pace
         pending = sorted(imported.probes, key=lambda p: p.after_turn)
         if pending:
             values["pause_after"] = pending[0].after_turn

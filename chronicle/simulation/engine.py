@@ -94,6 +94,7 @@ class TurnInput:
     scoring: str = "similarity"
     weights: dict | None = None
     max_tool_calls: int = 6
+    pace_s: float = 0.0  # the run's pause before its line (Simulation.pace_s)
     # The writer's overrides for this turn: memory ids kept out of the agent's context,
     # memories put into it (snapshot dicts: memory_id, content, turn, ...), a line written by hand.
     excluded: frozenset[int] = frozenset()
@@ -204,6 +205,9 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     # the turn's one transaction (turns.turn_finish), so a redone turn never writes twice.
     tools = offered_tools(turn, mode)
     recorder, shown = _briefed(turn, outcome, mode, tools)
+    if turn.pace_s:  # where a model takes its time: after the memories it is given, before its line
+        heartbeat()
+        sleep(turn.pace_s)
     messages = outcome.messages
     offered = {t["function"]["name"] for t in tools or []}
     context = tool_context(turn, deferred=outcome.writes)

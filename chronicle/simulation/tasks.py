@@ -93,8 +93,6 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
     outcome = None
     with Heartbeat(turn.pk, claim.token):
         try:
-            if simulation.pace_s:
-                time.sleep(simulation.pace_s)
             staging = time.perf_counter()
             beliefs.plant(simulation)  # the writer's planted beliefs, once
             formation.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line

@@ -30,7 +30,8 @@ def report(django_db_setup, django_db_blocker):
     out, err = io.StringIO(), io.StringIO()
     with django_db_blocker.unblock():
         try:
-            call_command("evaluate_agents", str(FILE), "--mode", "tools", stdout=out, stderr=err)
+            # Paced as a model paces its lines (a short pause: the figures do not depend on it).
+            call_command("evaluate_agents", str(FILE), "--mode", "tools", "--pace", "0.05", stdout=out, stderr=err)
         finally:
             print(err.getvalue())
         leftovers = Simulation.objects.count(), MemoryBank.objects.count()
@@ -86,4 +87,11 @@ def test_a_file_with_a_bad_probe_stops_before_anything_runs(tmp_path):
     bad.write_text(json.dumps(data))
     with pytest.raises(CommandError, match="'Nobody' is not in the cast"):
         call_command("evaluate_agents", str(bad), stdout=io.StringIO(), stderr=io.StringIO())
+    assert not Simulation.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_pace_out_of_range_is_refused_before_anything_runs():
+    with pytest.raises(CommandError, match="--pace must be between 0 and 30 seconds"):
+        call_command("evaluate_agents", str(FILE), "--pace", "-1", stdout=io.StringIO(), stderr=io.StringIO())
     assert not Simulation.objects.exists()

@@ -1,12 +1,16 @@
 """Measure what agents remember inside a run: probes asked through their own tools after replayed turns.
 
-    manage.py evaluate_agents FILE… [--k 5] [--mode tools|prepopulate|both] [--preset NAME] [--keep] [--misses]
+    manage.py evaluate_agents FILE… [--k 5] [--mode tools|prepopulate|both] [--preset NAME] [--pace S] [--keep] [--misses]
 
 Each FILE is Wonda JSON with a scenario, its cast, a "script" (the lines, played by the replay
 provider; without one the scripted provider speaks) and "probes" (chronicle.simulation.probes).
 Progress goes to stderr; the last stdout line is one JSON object: files, probes, k, hit_at_1,
 hit_at_k, by_kind, leaks, redundancy, calibration, tokens, prefix_share, aux_calls_per_turn,
 memory_ms_p50 (docs/agent-memory-measured.md says what each means).
+
+A replay answers at once, so by default each turn starts while the last one's background work (its
+reply keys, what it leaves behind) still runs; --pace gives every line the pause a model takes
+before answering (the run's pace, after the turn's memories are fetched), as in a live run.
 """
 
 from __future__ import annotations
@@ -33,15 +37,19 @@ class Command(BaseCommand):
         parser.add_argument("--mode", choices=Simulation.RetrievalMode.values, default=None,
                             help="how agents get their memories (default: each file's, or the run page's default)")
         parser.add_argument("--preset", choices=sorted(SCORING_PRESETS), default=None, help="the scoring preset (default: each file's)")
+        parser.add_argument("--pace", type=float, default=0.0,
+                            help="seconds each line waits before it is said, as a model takes them (default 0: back to back)")
         parser.add_argument("--keep", action="store_true", help="keep the runs (and their throw-away users)")
         parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for each run")
         parser.add_argument("--misses", action="store_true",
                             help="say on stderr each probe that missed at k, with the first memories it got")
 
     def handle(self, *args, files: list[str], k: int, mode: str | None, preset: str | None, keep: bool,
-               timeout: float, misses: bool = False, **options) -> None:
+               timeout: float, misses: bool = False, pace: float = 0.0, **options) -> None:
         if k < 1:
             raise CommandError("--k must be 1 or more")
+        if not 0 <= pace <= 30:
+            raise CommandError("--pace must be between 0 and 30 seconds")
         headless.database_ready(self.stderr.write)
         sources = []
         for file in files:
@@ -59,7 +67,7 @@ class Command(BaseCommand):
             for name, raw in sources:
                 try:
                     evaluate_file(name=name, raw=raw, tally=tally, mode=mode, preset=preset, say=self.stderr.write,
-                                  keep=keep, timeout=timeout)
+                                  keep=keep, timeout=timeout, pace=pace)
                 except headless.HeadlessError as exc:
                     raise CommandError(f"{name}: {exc}") from None
         finally:

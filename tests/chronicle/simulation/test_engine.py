@@ -124,3 +124,33 @@ def test_a_duplicate_task_does_not_duplicate_a_turn(user, dinner):
     assert run(simulation, 0) == "nothing to do"
     assert simulation.turns.count() == 1
     assert Retrieval.objects.filter(turn__simulation=simulation).count() == 4
+
+
+@pytest.mark.django_db
+def test_a_paced_line_waits_after_its_memories_are_fetched_and_before_the_model_answers(user, dinner, monkeypatch):
+    """The run's pace stands where a model takes its time: the turn's searches come first, right after
+    the previous turn, as in a live run; the line comes after the pause."""
+    import time
+
+    from chronicle.simulation import engine
+    from chronicle.simulation.providers.scripted import ScriptedProvider
+
+    moments: dict[str, float] = {}
+    briefed, chat = engine._briefed, ScriptedProvider.chat
+
+    def timed_briefed(*args, **kwargs):
+        result = briefed(*args, **kwargs)
+        moments.setdefault("briefed", time.monotonic())
+        return result
+
+    def timed_chat(self, *args, **kwargs):
+        moments.setdefault("answered", time.monotonic())
+        return chat(self, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "_briefed", timed_briefed)
+    monkeypatch.setattr(ScriptedProvider, "chat", timed_chat)
+    simulation = start(user, dinner, retrieval_mode="prepopulate", pace_s=0.4)
+    assert run(simulation, 0) == "done"
+    assert moments["answered"] - moments["briefed"] >= 0.4
+    turn = simulation.turns.get(index=0)
+    assert turn.retrievals.filter(tool="prepopulate").exists() and turn.utterance
