@@ -4,6 +4,8 @@ agent's; leaving the seat hands the character back to its agent."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.urls import reverse
 
@@ -79,7 +81,7 @@ def test_the_run_waits_for_the_writers_line_and_takes_it_like_an_agents(celery_w
 def test_another_writers_seat_is_a_404(celery_worker, user, other_user, client_for):
     scenario = make_dinner(user)
     simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
-        "max_turns": 3, "retrieval_mode": "prepopulate", "seats": ["Alex"]})
+        "max_turns": 3, "retrieval_mode": "prepopulate", "seats": ["Alex"], "pace_s": 20})
     seat_turn(simulation, 0)
     stranger = client_for(other_user)
     for name, method in [("seat_line", "post"), ("seat_change", "post"), ("seat_suggest", "post"), ("seat_search", "get")]:
@@ -87,8 +89,11 @@ def test_another_writers_seat_is_a_404(celery_worker, user, other_user, client_f
                                                                                    "tool": "query_memory", "q": "x"})
         assert response.status_code == 404, name
     assert not simulation.turns.filter(status="done").exists()
-    # The owner's suggestion: what the run's (scripted) model would say, not kept.
+    # The owner's suggestion: what the run's (scripted) model would say, not kept; the writer waits
+    # for it, so the run's pace (20 s before each agent's line) does not hold it up.
+    asked = time.monotonic()
     mine = client_for(user).post(reverse("seat_suggest", args=[simulation.pk]), **HX).content.decode()
+    assert time.monotonic() - asked < 10
     assert 'id="seat-line"' in mine and "Alex" in mine
     assert simulation.turns.get(index=0).status == "seat"
 
