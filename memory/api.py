@@ -69,6 +69,9 @@ from memory.tasks import bank_map_task, consolidate_bank_task, extract_task, see
 # The error a failing embedding model raises (a turn that meets it is paused, not lost).
 from memory.embedding.errors import EmbeddingError
 
+# Texts a later write will store, embedded ahead of it (a run's stage directions).
+from memory.embedding.cache import embed_ahead
+
 # Work nobody waits on (a reflection, a consolidation): its encodes yield the cores to a turn's.
 from memory.embedding.yielding import background
 
@@ -109,5 +112,5 @@ __all__ = [
     "importance_since_last_reflections", "insights_store", "lifecycle_totals", "recent_memories", "reflect",
     "describe", "relationships_update", "standing",
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",
-    "EmbeddingError", "background", "bank_map", "ConsolidationResult",
+    "EmbeddingError", "embed_ahead", "background", "bank_map", "ConsolidationResult",
 ]

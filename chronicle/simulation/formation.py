@@ -16,7 +16,7 @@ from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
 from chronicle.simulation.stage import Delivery, deliver, seen_action
 from memory.api import (
-    CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, earlier_lines, extract_task,
+    CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, earlier_lines, embed_ahead, extract_task,
     held_claims, lifecycle_totals, memories_create, memories_supersede, memory_associate, memory_create,
     memory_reinforce, recent_memories,
 )
@@ -254,18 +254,13 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
     before = earlier_lines(simulation.bank_id, list(dict.fromkeys([*present, *(d.who for d in directions if d.who)])),
                            number)
     place = scene_place(simulation)
-    when = (simulation.scenario_snapshot or {}).get("time_of_day", "")
     made = []
     with transaction.atomic():
-        for direction in directions:
+        for direction, content, moment in direction_texts(simulation, number, directions):
             witnesses = list(dict.fromkeys([*present, *([direction.who] if direction.who else [])]))
             if direction.who:
                 # Where someone is now replaces where they were: "Tess arrives" retires "Tess leaves".
                 memories_supersede(bank=simulation.bank, agents=witnesses, turn=number, stage__who=direction.who)
-            # A time skip says what it is in the words one asks with ("how much time passed?").
-            content = f"Time passed: {direction.text}" if direction.minutes else direction.text
-            away = [name for name in simulation.cast_names if name not in present and name != direction.who]
-            moment = stage_moment(content, place=place, when=when, away=away)
             # One model call for every witness's copy and its moment. What each witness heard just
             # before is a key of its own copy: a worker embeds those after the commit (one text a
             # witness, most of a direction's encoding), as it does a line's reply keys.
@@ -276,6 +271,31 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
                 later_keys=[f"{content.rstrip('.')}, just after — {line[0][1]}"] if (line := before.get(name)) else [],
             ) for name in witnesses])
     return len(made)
+
+
+def direction_texts(simulation: Simulation, number: int, directions: list) -> list[tuple]:
+    """Each direction of turn `number` with its words as its witnesses' memory holds them and its
+    moment (a key of that memory): (direction, content, moment)."""
+    present = simulation.present_at(number)
+    place, when = scene_place(simulation), (simulation.scenario_snapshot or {}).get("time_of_day", "")
+    texts = []
+    for direction in directions:
+        # A time skip says what it is in the words one asks with ("how much time passed?").
+        content = f"Time passed: {direction.text}" if direction.minutes else direction.text
+        away = [name for name in simulation.cast_names if name not in present and name != direction.who]
+        texts.append((direction, content, stage_moment(content, place=place, when=when, away=away)))
+    return texts
+
+
+def stage_ahead(simulation: Simulation) -> int:
+    """The writer's directions embedded before the run starts (their words and moments are known
+    then): each direction's turn finds its vectors made instead of encoding them before its line.
+    One the run adds later ("*leaves the room*") is embedded at its turn. Returns the texts embedded."""
+    turns = sorted({d.turn for d in simulation.directions})
+    return embed_ahead([text for number in turns
+                        for _direction, content, moment in direction_texts(
+                            simulation, number, [d for d in simulation.directions if d.turn == number])
+                        for text in (content, moment)])
 
 
 def stage_moment(content: str, *, place: str, when: str, away: list[str]) -> str:

@@ -16,6 +16,7 @@ from chronicle import demo, queueing
 from chronicle.models import Scenario
 from chronicle.simulation.branching import branch_prepare
 from chronicle.simulation.errors import ControlError
+from chronicle.simulation.formation import stage_ahead
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.replay import script_from_simulation
 from chronicle.simulation.run_settings import BRANCH_SETTINGS, FILE_SETTINGS, LLM_SETTING_FIELDS, SETTING_FIELDS
@@ -89,6 +90,7 @@ def simulation_seed(*, simulation_id: int) -> Simulation | None:
             status=Simulation.Status.FAILED, error=f"Seeding the memory bank failed: {exc}", updated=timezone.now())
         return None
     sequel_carry(simulation)
+    stage_ahead(simulation)  # the writer's directions, embedded now rather than before their turns' lines
     with transaction.atomic():
         simulation = Simulation.objects.select_for_update().get(pk=simulation_id)
         if simulation.status == Simulation.Status.SEEDING:

@@ -23,6 +23,7 @@ from psycopg.types import TypeInfo
 
 from memory import embedding
 from memory.embedding import yielding
+from memory.embedding.errors import EmbeddingError
 from memory.models import EmbeddingCache
 
 _LOCAL_MAX = 20_000  # ~30 MB of vectors; more than one seeding step needs
@@ -306,3 +307,17 @@ class PendingQuery:
         self._vector = self._encoded
         _remember((self._encoded_by, self._sha), self._vector)
         return self._vector
+
+
+def embed_ahead(texts: list[str]) -> int:
+    """Vectors for texts a later write will store (a run's stage directions, known before it
+    starts), kept in the embedding cache so that the write finds them made. An embedder that fails
+    here costs nothing: the write embeds them itself. Returns the texts now at hand."""
+    texts = list(dict.fromkeys(text for text in texts if text))
+    if not texts:
+        return 0
+    try:
+        embed_texts(texts)
+    except EmbeddingError:
+        return 0
+    return len(texts)

@@ -211,10 +211,10 @@ def test_a_direction_is_found_by_its_moment_and_by_what_was_said_just_before(use
     assert "Sam comes back" in ask("When did Sam get back?")[:3]
 
 
-def test_a_direction_everyone_sees_is_embedded_in_one_model_call(user, dinner, monkeypatch):
-    """A direction is a memory and keys for each witness: its copies and moment from one call to the
-    model before the turn's line (the turn's memory time), not one call a witness; what each heard
-    just before from one more, by a worker after the commit."""
+def test_a_direction_everyone_sees_is_embedded_without_a_model_call_on_the_turns_path(user, dinner, monkeypatch):
+    """A direction is a memory and keys for each witness: its words and moment were embedded when
+    the run started, so the turn's path calls the model for none of them (not one call a witness);
+    what each heard just before comes from one call, by a worker after the commit."""
     from memory import embedding
     from memory.embedding import cache
     from memory.models import MemoryKey
@@ -228,11 +228,29 @@ def test_a_direction_everyone_sees_is_embedded_in_one_model_call(user, dinner, m
     just_after = "A fox screams in the garden, just after — Alex said: Shall we order in tonight?"
     with TestCase.captureOnCommitCallbacks(execute=True):
         assert turns.stage_apply(simulation=simulation, number=2) == 3
-        assert len(calls) == 1  # every witness's copy and its moment, on the turn's path
+        assert calls == []  # every witness's copy and its moment: embedded when the run started
         assert not MemoryKey.objects.filter(query=just_after).exists()
     seen = Memory.objects.in_bank(simulation.bank).filter(category="stage", turn=2)
     assert sorted(seen.values_list("agent", flat=True)) == ["Alex", "Jordan", "Sam"]
     assert {m.content for m in seen} == {"A fox screams in the garden."}
     # What each witness heard just before: one more call, by a worker after the commit.
-    assert len(calls) == 2 and calls[1] == [just_after]
+    assert calls == [[just_after]]
     assert MemoryKey.objects.filter(memory__in=seen, query=just_after).count() == 3
+
+
+def test_the_writers_directions_are_embedded_when_the_run_starts_not_before_their_lines(user, dinner):
+    from chronicle.simulation import formation
+    from memory.embedding import cache
+    from memory.models import EmbeddingCache
+
+    simulation = start_seeded(user, dinner, max_turns=5, stage_directions="1: Sam is away\n4: Sam enters\n3: The lights go out.")
+    texts = [text for number in (1, 3, 4) for _d, content, moment in formation.direction_texts(
+        simulation, number, [d for d in simulation.directions if d.turn == number]) for text in (content, moment)]
+    assert "Sam enters" in texts and any(t.startswith("Sam enters — ") for t in texts)
+    assert EmbeddingCache.objects.filter(sha256__in=[cache.text_sha(t) for t in texts]).count() == len(set(texts))
+    cache.clear_local()  # another worker process: only the table holds them
+    calls = cache.stats["model_calls"]
+    assert formation.stage_apply(simulation=simulation, number=4) == 3  # Sam sees his own entrance too
+    assert cache.stats["model_calls"] == calls  # nothing encoded before the line
+    made = Memory.objects.in_bank(simulation.bank).get(category="stage", turn=4, agent="Sam")
+    assert made.content == "Sam enters" and not made.embedding_stale
