@@ -261,9 +261,9 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
             if direction.who:
                 # Where someone is now replaces where they were: "Tess arrives" retires "Tess leaves".
                 memories_supersede(bank=simulation.bank, agents=witnesses, turn=number, stage__who=direction.who)
-            # One model call for every witness's copy and its moment. What each witness heard just
-            # before is a key of its own copy: a worker embeds those after the commit (one text a
-            # witness, most of a direction's encoding), as it does a line's reply keys.
+            # Every witness's copy and its moment: embedded when the run started (stage_ahead), else
+            # in one model call now. What each witness heard just before is a key of its own copy:
+            # a worker embeds those after the commit (one text a witness), as it does reply keys.
             made += memories_create(bank=simulation.bank, memories=[dict(
                 content=content, agent=name, kind="observation", category="stage", source="earned", turn=number,
                 importance=6.0, about=direction.who, location=place, participants=witnesses,
