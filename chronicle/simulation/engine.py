@@ -94,7 +94,6 @@ class TurnInput:
     scoring: str = "similarity"
     weights: dict | None = None
     max_tool_calls: int = 6
-    pace_s: float = 0.0  # the run's pause before its line (Simulation.pace_s)
     # The writer's overrides for this turn: memory ids kept out of the agent's context,
     # memories put into it (snapshot dicts: memory_id, content, turn, ...), a line written by hand.
     excluded: frozenset[int] = frozenset()
@@ -145,7 +144,9 @@ class TurnInput:
 
 
 def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], None] = lambda: None,
-             sleep: Callable[[float], None] = time.sleep) -> TurnOutcome:
+             sleep: Callable[[float], None] = time.sleep, pace_s: float = 0.0) -> TurnOutcome:
+    """One agent's turn. pace_s: a run's pause before its line (Simulation.pace_s), taken where a
+    model takes its time: after the memories it is given, before it answers."""
     outcome = TurnOutcome()
     sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
     user = user_message(turn.agent, turn.transcript, turn.stage)
@@ -162,7 +163,7 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
         outcome.notes.append(f"{turn.agent}'s greeting from the character card (no model call).")
         return outcome
     try:
-        _converse(turn, provider, outcome, mode=turn.mode, heartbeat=heartbeat, sleep=sleep)
+        _converse(turn, provider, outcome, mode=turn.mode, heartbeat=heartbeat, sleep=sleep, pace_s=pace_s)
     except ToolsUnsupported as exc:
         # A model without function calling still gets its memories: injected before the turn.
         outcome.tools_unsupported = True
@@ -200,14 +201,14 @@ def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str,
 
 
 def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode: str,
-              heartbeat: Callable[[], None], sleep: Callable[[float], None]) -> None:
+              heartbeat: Callable[[], None], sleep: Callable[[float], None], pace_s: float = 0.0) -> None:
     # The simulation's tool set; the writes among them queue in context.deferred and are applied by
     # the turn's one transaction (turns.turn_finish), so a redone turn never writes twice.
     tools = offered_tools(turn, mode)
     recorder, shown = _briefed(turn, outcome, mode, tools)
-    if turn.pace_s:  # where a model takes its time: after the memories it is given, before its line
+    if pace_s:
         heartbeat()
-        sleep(turn.pace_s)
+        sleep(pace_s)
     messages = outcome.messages
     offered = {t["function"]["name"] for t in tools or []}
     context = tool_context(turn, deferred=outcome.writes)

@@ -86,7 +86,7 @@ RUN_SETTINGS: tuple[RunSetting, ...] = (
     RunSetting("seed"),
     RunSetting("max_tool_calls", model=True, turn="max_tool_calls"),
     RunSetting("timeout_s", model=True),
-    RunSetting("pace_s", turn="pace_s"),
+    RunSetting("pace_s"),
     RunSetting("tool_set", form=False, turn="tool_set", for_turn=lambda tools: list(tools or []), label=_tools_label),
     RunSetting("query_context", turn="query_context", label=_query_label),
     RunSetting("query_temporal", turn="query_temporal"),

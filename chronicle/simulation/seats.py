@@ -10,7 +10,7 @@ turn to the agent. Beside the input the page shows what the character would be g
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.utils import timezone
@@ -165,7 +165,6 @@ def seat_suggest(simulation: Simulation) -> str:
     if turn is None:
         raise SeatError("The run is not waiting for your line now.")
     try:
-        # The writer is waiting for it: no pause for the run's pace.
-        return run_turn(replace(turn_input(turn=turn), pace_s=0.0), get_provider(simulation)).utterance
+        return run_turn(turn_input(turn=turn), get_provider(simulation)).utterance
     except TurnFailed as exc:
         raise SeatError(f"The model gave no suggestion: {exc.reason}") from exc

@@ -97,7 +97,7 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
             beliefs.plant(simulation)  # the writer's planted beliefs, once
             formation.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
             staged_ms = (time.perf_counter() - staging) * 1000
-            outcome = run_turn(turn_inputs.turn_input(turn=turn), provider)
+            outcome = run_turn(turn_inputs.turn_input(turn=turn), provider, pace_s=simulation.pace_s)
             capture = formation.capture_for(turn=turn, outcome=outcome)
             capture.prepare_ms += staged_ms  # memory's time too (the turn's memory_ms)
         except TurnFailed as exc:
