@@ -12,8 +12,8 @@ import numpy as np
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.db import DEFAULT_DB_ALIAS, connection, transaction
-from django.db.models import F, JSONField
-from django.db.models.functions import Least
+from django.db.models import F, Func, JSONField, Value
+from django.db.models.functions import Coalesce, Least
 from pgvector.django import VectorField
 
 from memory.embedding.cache import embed_one, embed_texts, vector_cursor
@@ -239,13 +239,13 @@ def memories_supersede(*, bank: MemoryBank, agents: Iterable[str], turn: int, **
     are marked with the turn they stopped being true. They stay searchable ("when did Tess leave?"),
     and every answer that shows them dates their end; a branch from before that turn drops the mark
     (bank_copy). Returns how many."""
-    rows = list(Memory.objects.in_bank(bank).active().filter(agent__in=list(agents), turn__lt=turn,
-                                                                metadata__superseded_turn__isnull=True,
-                                                                **{f"metadata__{k}": v for k, v in about.items()}))
-    for memory in rows:
-        memory.metadata = {**(memory.metadata or {}), "superseded_turn": turn}
-    Memory.objects.bulk_update(rows, ["metadata"])
-    return len(rows)
+    # One UPDATE that adds the key to each row's metadata (jsonb ||): no row is loaded, vectors and all.
+    return (Memory.objects.in_bank(bank).active()
+            .filter(agent__in=list(agents), turn__lt=turn, metadata__superseded_turn__isnull=True,
+                    **{f"metadata__{k}": v for k, v in about.items()})
+            .update(metadata=Func(Coalesce(F("metadata"), Value({}, output_field=JSONField())),
+                                  Value({"superseded_turn": turn}, output_field=JSONField()),
+                                  template="(%(expressions)s)", arg_joiner=" || ", output_field=JSONField())))
 
 
 @transaction.atomic

@@ -145,6 +145,7 @@ def test_where_someone_is_now_ends_where_they_were_and_a_branch_from_before_does
     away, back = Memory.objects.in_bank(simulation.bank).filter(agent="Alex", category="stage").order_by("turn")
     assert (away.turn, back.turn) == (2, 4)  # dated as the transcript shows them
     assert (away.content, away.metadata["superseded_turn"]) == ("Sam steps out", 4)
+    assert away.metadata["stage"]["who"] == "Sam"  # the mark is added to what the metadata held
     assert back.content == "Sam comes back" and "superseded_turn" not in back.metadata
     answer = call_tool("query_memory", {"query": "when did Sam step out?"},
                        context=ToolContext(bank=simulation.bank, agent="Alex", current_turn=5))
