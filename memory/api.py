@@ -23,7 +23,7 @@ from memory.services import (
     accesses_record, bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, bank_rename,
     banks_delete,
     memories_create, memories_supersede, memory_archive, memory_associate, memory_create, memory_mark, memory_reinforce,
-    memory_restore, memory_revise, memory_update, validate_content,
+    memory_restore, memory_revise, memory_update, secrets_mark_told, validate_content,
 )
 from memory.services.banks import CARRY_MODES
 from memory.signals import memory_edited
@@ -36,7 +36,7 @@ from memory.services.validation import (
 # Reading: search, the sheet by category, confidence, scoring presets.
 from memory.recalling.confidence import calibrated
 from memory.recalling.filters import MemoryFilter
-from memory.recalling.held import HeldBelief, beliefs_planted, held_beliefs, held_claims
+from memory.recalling.held import HeldBelief, HeldSecret, beliefs_planted, held_beliefs, held_claims, held_secrets
 from memory.recalling.scoring import SCORING_PRESETS, resolve_weights
 from memory.recalling.search import recall
 from memory.recalling.sheet_recall import MEMORY_KINDS, recall_sheet, recall_stable, stable_snapshot
@@ -46,7 +46,7 @@ from memory.recalling.tools import (
     DEFAULT_SIMULATION_TOOLS, QUERY_MEMORY_KINDS, REGISTRY, SIMULATION_TOOLS, WRITE_TOOLS, ToolContext, call_tool,
     openai_tool_schemas,
 )
-from memory.recalling.tool_types import WITNESSED_KINDS, restates_window
+from memory.recalling.tool_types import WITNESSED_KINDS, restates_window, told_text
 
 # What a line leaves behind: relationships, lessons, distortions; reflection and consolidation.
 from memory.forming.distortion import DistortionError, retrieval_filter
@@ -101,11 +101,11 @@ __all__ = [
     "CaptureFilters", "Skipped", "memory_edited", "remember_utterance",
     "INT_MAX", "NAME_LIMIT", "OFFSET_MAX", "RECALL_K_MAX", "RETAIN_LISTENERS_MAX", "TEXT_LIMIT", "clean_kinds",
     "clean_text",
-    "HeldBelief", "beliefs_planted", "held_beliefs", "held_claims",
+    "HeldBelief", "HeldSecret", "beliefs_planted", "held_beliefs", "held_claims", "held_secrets", "secrets_mark_told",
     "MemoryFilter", "recall", "calibrated", "SCORING_PRESETS", "resolve_weights", "MEMORY_KINDS", "recall_sheet",
     "recall_stable", "stable_snapshot",
     "DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "REGISTRY", "SIMULATION_TOOLS", "WRITE_TOOLS", "ToolContext",
-    "call_tool", "openai_tool_schemas", "build_server", "WITNESSED_KINDS", "restates_window",
+    "call_tool", "openai_tool_schemas", "build_server", "WITNESSED_KINDS", "restates_window", "told_text",
     "AFTER_TURN_PROMPT_OPENING", "REFLECT_STATEMENTS", "RECENT_TURNS", "consolidate", "consolidation_due",
     "consolidations_due", "summarizer",
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",

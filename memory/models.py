@@ -192,7 +192,8 @@ class Memory(models.Model):
                 "category": self.category, "turn": self.turn, "speaker": self.speaker,
                 "importance_parts": (self.metadata or {}).get("importance"),  # memory.forming.importance's components
                 "distortion": (self.metadata or {}).get("distortion"),  # memory.forming.distortion: what was really said
-                "until_turn": (self.metadata or {}).get("superseded_turn")}  # a fact that stopped being true then
+                "until_turn": (self.metadata or {}).get("superseded_turn"),  # a fact that stopped being true then
+                "told": (self.metadata or {}).get("told")}  # a secret: whom its owner has told it, at which turn
 
 
 class MemoryKey(models.Model):

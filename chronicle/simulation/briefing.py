@@ -13,7 +13,7 @@ from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, now_
 from memory.models import Memory
 from memory.api import (
     CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, WITNESSED_KINDS, calibrated, describe, recall_sheet,
-    recall_stable, restates_window, retrieval_filter, stable_snapshot, standing,
+    recall_stable, restates_window, retrieval_filter, stable_snapshot, standing, told_text,
 )
 
 if TYPE_CHECKING:
@@ -227,6 +227,8 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
         until = f", until turn {snap['until_turn']}" if snap.get("until_turn") else ""
         line = (f"(before this story) {snap['content']}" if turn_label is not None and turn_label < 0
                 else f"(turn {turn_label}{until}) {snap['content']}" if turn_label else snap["content"])
+        if told := told_text(snap.get("told")):
+            line += f" (You have told {told}.)"  # the secret's own words may still say nobody knows
         similarity = (snap.get("components") or {}).get("similarity")
         if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
             line += " (weak match)"  # the scale of the tools' retrieval_confidence; the prompt says below it is weak

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chronicle import queueing
+from chronicle.simulation import secrets
 from chronicle.simulation.beliefs import revise
 from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
@@ -165,10 +166,13 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     captured = capture_commit(capture)  # everyone's episodic memory of the line
     line = _deliver(simulation, turn)
     believed = _revise_beliefs(simulation, turn, line, capture)
+    told = secrets.tell(bank=simulation.bank, speaker=turn.agent, heard_by=line.heard_by, turn=turn.number,
+                        revealed=capture.after.revealed if capture.after else [])
     moved = _move_relationships(simulation, turn, line, capture, captured)
     _queue_extraction(simulation, turn, line, capture, moved)
     not_kept = capture_note(captured.skipped)
-    turn.note = _notes(turn, outcome, mode_note, not_kept, belief_note(believed), distortion_note(captured),
+    turn.note = _notes(turn, outcome, mode_note, not_kept, "\n".join(n for n in (belief_note(believed), told) if n),
+                       distortion_note(captured),
                        _degraded_note(simulation, outcome, capture))
     _record_reading_and_writes(simulation, turn, outcome, capture)
     _mark_due(simulation, turn)

@@ -8,6 +8,7 @@ from memory.forming.chunking import chunk_text
 from memory.forming.sheets import CharacterSheet, ScenarioSheet
 
 BACKGROUND_CHUNK_CHARS = 300
+SECRET_LABEL = "My secret: "  # how each of a sheet's secrets opens as its owner's memory
 
 # Seed 000, "Character Memory Seeding" (goals added: the sheet has them and agents pursue them).
 CHARACTER_QUERIES: dict[str, list[str]] = {
@@ -141,7 +142,7 @@ def character_specs(sheet: CharacterSheet, cast: list[CharacterSheet]) -> list[M
             specs.append(spec)
     for secret in sheet.secrets:
         for chunk in _long(secret):
-            specs.append(MemorySpec(name, "character", "secrets", f"My secret: {chunk}", CHARACTER_QUERIES["secrets"],
+            specs.append(MemorySpec(name, "character", "secrets", f"{SECRET_LABEL}{chunk}", CHARACTER_QUERIES["secrets"],
                                     importance=8.0))
     for extra in sheet.extra_memories:
         for chunk in _long(extra.content, 10_000):

@@ -1,6 +1,6 @@
 """One model call after a line judges what it leaves in everyone who heard it (seeds 002, 003):
 each listener's importance, how the line moved each listener's standing towards its speaker (with
-the words that did it), and the facts a listener learned from it.
+the words that did it), the facts a listener learned from it, and which of its speaker's secrets it tells.
 
 Asked once per line however many listen, instead of one importance call per listener. What the
 answer lacks or gets wrong falls back to the offline rules (memory.forming.importance, memory.living.relationships)
@@ -39,7 +39,7 @@ For each listener give:
   feelings.
 {speaker} said it: give {speaker} an importance only (trust and affinity 0, no facts).
 
-{reflections}{claims}Answer with JSON only, one entry per listener, in this shape:
+{reflections}{claims}{secrets}Answer with JSON only, one entry per listener, in this shape:
 {{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}{shape}}}"""
 
 # Seed 003's reflection, asked in the same call for whoever is due (memory.living.reflection's threshold):
@@ -62,6 +62,16 @@ true), "questions" (asks whether it is true), "denies" (says it is false, or cor
 """
 CLAIMS_SHAPE = ', "stances": {"1": "none"}'  # (put in as it is: not formatted again)
 STANCES = ("asserts", "questions", "denies", "none")
+# Which of the speaker's secrets the line tells (chronicle marks them told to its listeners). Only a
+# model says so: on a model's run of the demo, Jordan's pitch for Bella's was closer in meaning to
+# Jordan's secret (0.65) than Alex's confession was to Alex's (0.38), so no rule on words or vectors.
+SECRETS = """{speaker}'s secrets, numbered:
+{secrets}
+Also give "revealed": the numbers of the secrets this line tells its listeners (says or plainly
+admits, not a hint or a topic near it), [] for none.
+
+"""
+SECRETS_SHAPE = ', "revealed": []'
 REFLECT_INSIGHTS = 3
 REFLECT_STATEMENTS = 30  # the latest memories a reflection asked this way rests on (the call stays short)
 
@@ -80,14 +90,17 @@ class AfterTurn:
     # Per agent that was due to reflect: (insight, the 1-based numbers of the statements it cites).
     insights: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
     stances: dict[str, str] = field(default_factory=dict)  # claim → asserts | questions | denies | none
+    revealed: list[str] = field(default_factory=list)  # the speaker's secrets the line tells, as asked
     raw: str = ""
     error: str = ""
 
 
 def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
-               reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None) -> str:
+               reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
+               secrets: list[str] | None = None) -> str:
     """reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
-    what those who hear the line hold, for the line's stance on each."""
+    what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
+    some listener has not been told."""
     names = list(profiles)
     described = "\n".join(f"- {name}: {_sentences(text, 300)}" for name, text in profiles.items() if text)
     reflections = shape = ""
@@ -101,31 +114,38 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
     if claims:
         asked = CLAIMS.format(claims="\n".join(f"{i}. {_sentences(c, 300)}" for i, c in enumerate(claims, start=1)))
         shape += CLAIMS_SHAPE
+    kept = ""
+    if secrets:
+        kept = SECRETS.format(speaker=speaker, secrets="\n".join(f"{i}. {_sentences(text, 300)}"
+                                                                  for i, text in enumerate(secrets, start=1)))
+        shape += SECRETS_SHAPE
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described,
                          speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker,
-                         reflections=reflections, claims=asked, shape=shape)
+                         reflections=reflections, claims=asked, secrets=kept, shape=shape)
 
 
 def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None,
-               claims: list[str] | None = None) -> AfterTurn:
+               claims: list[str] | None = None, secrets: list[str] | None = None) -> AfterTurn:
     """One call for every listener in `profiles` (name → identity and goals), and the reflections of
     those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
     judge it, and the reflections wait."""
     try:
         answer = str(ask(prompt_for(speaker=speaker, content=content, turn=turn, profiles=profiles,
-                                    reflect=reflect, claims=claims)) or "")
+                                    reflect=reflect, claims=claims, secrets=secrets)) or "")
     except Exception as exc:  # the line must not be lost to a failed judgement
         return AfterTurn(error=f"the model could not be asked: {exc}"[:300])
     return parse(answer, names=list(profiles), speaker=speaker,
-                 statements={agent: len(lines) for agent, lines in (reflect or {}).items()}, claims=claims)
+                 statements={agent: len(lines) for agent, lines in (reflect or {}).items()}, claims=claims,
+                 secrets=secrets)
 
 
 def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, int] | None = None,
-          claims: list[str] | None = None) -> AfterTurn:
+          claims: list[str] | None = None, secrets: list[str] | None = None) -> AfterTurn:
     """The model's JSON, checked name by name: numbers clamped, unknown names ignored. statements:
     how many statements each agent due to reflect was given (an insight must cite one of them);
-    claims: the claims asked about, by number (an unknown stance is left to the rule)."""
+    claims: the claims asked about, by number (an unknown stance is left to the rule); secrets: the
+    speaker's, by number (a number not asked about is ignored)."""
     result = AfterTurn(raw=answer[:2000])
     data = _json_object(answer)
     if isinstance(data, dict) and isinstance(data.get("reflections"), dict) and statements:
@@ -135,6 +155,10 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
             said = str(said).strip().lower()
             if str(number).strip().isdigit() and 1 <= int(str(number).strip()) <= len(claims) and said in STANCES:
                 result.stances[claims[int(str(number).strip()) - 1]] = said
+    if isinstance(data, dict) and isinstance(data.get("revealed"), list) and secrets:
+        numbers = [int(n) for n in data["revealed"]
+                   if (isinstance(n, (int, float)) and not isinstance(n, bool)) or (isinstance(n, str) and n.strip().isdigit())]
+        result.revealed = [secrets[n - 1] for n in dict.fromkeys(numbers) if 1 <= n <= len(secrets)]
     rows = data.get("listeners") if isinstance(data, dict) else None
     if not isinstance(rows, dict):
         result.error = "the answer was not the JSON asked for" if answer.strip() else "no answer"

@@ -1,5 +1,6 @@
 """Beliefs as a turn reads them: semantic memories of category "belief" whose metadata carries the
-claim (chronicle.simulation.beliefs makes and revises them). Each read is one short statement on
+claim (chronicle.simulation.beliefs makes and revises them); and an agent's secrets, with whom it has
+told each. Each read is one short statement on
 every turn's path; through the ORM their JSON lookups took longer to compile than to run (~2 ms
 each on a 2-core machine against ~0.4)."""
 
@@ -13,6 +14,7 @@ import numpy as np
 from django.db import connection
 
 from memory.embedding.cache import vector_cursor
+from memory.forming.seed_specs import SECRET_LABEL
 
 _BELIEFS = ("FROM memory_memory WHERE bank_id = %s AND kind = 'semantic' AND category = 'belief' "
             "AND metadata ? 'belief'")
@@ -52,3 +54,22 @@ def beliefs_planted(bank_id: int) -> bool:
         cursor.execute(f"SELECT EXISTS (SELECT 1 {_BELIEFS} AND (metadata -> 'belief' -> 'hops') = '0'::jsonb)",
                        [bank_id])
         return bool(cursor.fetchone()[0])
+
+
+@dataclass(frozen=True)
+class HeldSecret:
+    id: int  # the memory's
+    words: str  # the secret as written, without its label ("My secret: ")
+    told: dict[str, int]  # who has been told it, and at which turn (metadata "told")
+
+
+def held_secrets(bank_id: int, agent: str) -> list[HeldSecret]:
+    """The agent's own secrets (its sheet's, seeded as "My secret: …"), the first written first."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, content, metadata -> 'told' FROM memory_memory WHERE bank_id = %s AND agent = %s "
+                       "AND kind = 'character' AND category = 'secrets' AND status = 'active' ORDER BY id",
+                       [bank_id, agent])
+        rows = cursor.fetchall()
+    return [HeldSecret(id=pk, words=content.removeprefix(SECRET_LABEL),
+                       told=dict(told) if isinstance(told, dict) else json.loads(told) if isinstance(told, str) else {})
+            for pk, content, told in rows]

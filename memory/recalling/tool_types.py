@@ -161,6 +161,13 @@ def belief_fields(belief: dict) -> dict:
     return fields
 
 
+def told_text(told) -> str:
+    """A secret's "told" metadata as read: "Jordan at turn 6, Sam at turn 9" ("" when untold)."""
+    if not isinstance(told, dict):
+        return ""
+    return ", ".join(f"{name} at turn {at}" for name, at in sorted(told.items(), key=lambda item: (item[1], item[0])))
+
+
 def entries(results: list[RecallResult], *, with_turn: bool = False, extra: bool = False) -> list[dict]:
     out = []
     for r in results:
@@ -173,6 +180,8 @@ def entries(results: list[RecallResult], *, with_turn: bool = False, extra: bool
         belief = (r.memory.metadata or {}).get("belief") if isinstance(r.memory.metadata, dict) else None
         if isinstance(belief, dict):
             entry |= belief_fields(belief)
+        if told := told_text((r.memory.metadata or {}).get("told") if isinstance(r.memory.metadata, dict) else None):
+            entry["told_to"] = told  # a secret its owner has told: whom, and when
         if extra:
             m = r.memory
             entry |= {"importance": round(m.importance / 10, 3), "participants": m.participants,

@@ -14,7 +14,7 @@ from memory.services.banks import (
 )
 from memory.services.memories import (
     accesses_record, bank_refresh_stale, memories_create, memories_supersede, memory_archive, memory_associate, memory_create,
-    memory_mark, memory_reembed, memory_reinforce, memory_restore, memory_revise, memory_update,
+    memory_mark, memory_reembed, memory_reinforce, memory_restore, memory_revise, memory_update, secrets_mark_told,
 )
 from memory.services.validation import clean_int, clean_kinds, clean_text, validate_content
 
@@ -23,6 +23,6 @@ __all__ = [
     "bank_rename",
     "bank_mark_seeded",
     "bank_refresh_stale", "memories_create", "memories_supersede", "memory_archive", "memory_associate", "memory_mark", "memory_create",
-    "memory_reembed", "memory_reinforce", "memory_restore", "memory_revise", "memory_update",
+    "memory_reembed", "memory_reinforce", "memory_restore", "memory_revise", "memory_update", "secrets_mark_told",
     "clean_int", "clean_kinds", "clean_text", "validate_content",
 ]

@@ -88,6 +88,10 @@ def bank_copy(*, source: MemoryBank, target: MemoryBank, as_of_turn: int) -> dic
         values["metadata"] = dict(memory.metadata or {}, copied_from=memory.pk)
         if (values["metadata"].get("superseded_turn") or 0) >= as_of_turn:
             del values["metadata"]["superseded_turn"]  # still true when that turn began (memories_supersede)
+        if isinstance(values["metadata"].get("told"), dict):  # a secret told from that turn on is untold again
+            values["metadata"]["told"] = {name: at for name, at in values["metadata"]["told"].items() if at < as_of_turn}
+            if not values["metadata"]["told"]:
+                del values["metadata"]["told"]
         copies.append(Memory(bank=target, **values))
     mapping = _store_copies(memories, copies)
     MemoryAccess.objects.bulk_create([MemoryAccess(memory_id=mapping[memory_id], turn=turn, count=count)

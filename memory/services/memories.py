@@ -248,6 +248,22 @@ def memories_supersede(*, bank: MemoryBank, agents: Iterable[str], turn: int, **
                                   template="(%(expressions)s)", arg_joiner=" || ", output_field=JSONField())))
 
 
+def secrets_mark_told(*, bank: MemoryBank, told: dict[int, dict[str, int]]) -> int:
+    """Each secret (memory id) with whom its owner has now told it and when (metadata "told": name →
+    turn), as its sheet section and query_self show it. updated_at moves, so a search kept between
+    turns (the sheet's) is made again. Returns how many."""
+    from django.utils import timezone
+
+    now = timezone.now()
+    for pk, names in told.items():
+        Memory.objects.in_bank(bank).filter(pk=pk).update(
+            metadata=Func(Coalesce(F("metadata"), Value({}, output_field=JSONField())),
+                          Value({"told": names}, output_field=JSONField()),
+                          template="(%(expressions)s)", arg_joiner=" || ", output_field=JSONField()),
+            updated_at=now)
+    return len(told)
+
+
 @transaction.atomic
 def memory_restore(*, memory: Memory, status: str = Memory.Status.ACTIVE) -> Memory:
     """Set an archived (or consolidated) memory's status back, e.g. when the writer undoes an archive."""
