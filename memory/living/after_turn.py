@@ -21,7 +21,7 @@ from memory.living.relationships import MAX_STEP, Judgement
 PROMPT_OPENING = "Judge one line of a conversation for each character who heard it."
 PROMPT = PROMPT_OPENING + """
 
-The line (turn {turn}): {content}
+{before}The line (turn {turn}): {content}
 
 Listeners: {names}
 {profiles}
@@ -97,8 +97,9 @@ class AfterTurn:
 
 def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
-               secrets: list[str] | None = None) -> str:
-    """reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
+               secrets: list[str] | None = None, before: str = "") -> str:
+    """before: what the speaker heard just before, as its memory holds it ("Jordan said: …"), so a
+    reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
     some listener has not been told."""
     names = list(profiles)
@@ -119,20 +120,21 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
         kept = SECRETS.format(speaker=speaker, secrets="\n".join(f"{i}. {_sentences(text, 300)}"
                                                                   for i, text in enumerate(secrets, start=1)))
         shape += SECRETS_SHAPE
-    return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described,
+    before = f"Said just before it (context only): {_sentences(before, 400)}\n" if before else ""
+    return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described, before=before,
                          speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker,
                          reflections=reflections, claims=asked, secrets=kept, shape=shape)
 
 
 def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None,
-               claims: list[str] | None = None, secrets: list[str] | None = None) -> AfterTurn:
+               claims: list[str] | None = None, secrets: list[str] | None = None, before: str = "") -> AfterTurn:
     """One call for every listener in `profiles` (name → identity and goals), and the reflections of
     those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
     judge it, and the reflections wait."""
     try:
         answer = str(ask(prompt_for(speaker=speaker, content=content, turn=turn, profiles=profiles,
-                                    reflect=reflect, claims=claims, secrets=secrets)) or "")
+                                    reflect=reflect, claims=claims, secrets=secrets, before=before)) or "")
     except Exception as exc:  # the line must not be lost to a failed judgement
         return AfterTurn(error=f"the model could not be asked: {exc}"[:300])
     return parse(answer, names=list(profiles), speaker=speaker,

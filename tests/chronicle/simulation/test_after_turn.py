@@ -171,3 +171,19 @@ def test_the_models_stance_decides_whether_a_claim_is_passed_on(user, dinner, se
     believers = sorted(Memory.objects.in_bank(simulation.bank).filter(category="belief").exclude(agent="Alex")
                        .values_list("agent", flat=True))
     assert believers == (["Jordan", "Sam"] if stance == "asserts" else [])
+
+
+@pytest.mark.django_db
+def test_a_reply_is_judged_with_the_line_it_answers(user, dinner, server):
+    """An apology moves trust as a reply to an accusation: the judgement reads the line the speaker
+    heard just before it (none before the first line, and none its speaker did not hear)."""
+    server.script(ok("You lied to me about Bella's, Jordan."), ok("*whispers to Alex* I'm sorry. I should have told you."),
+                  ok("What are you two whispering about?"))
+    simulation = start(user, dinner, server, max_turns=3)
+    for index in range(3):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    first, second, third = [r["messages"][-1]["content"] for r in server.scored]
+    assert "Said just before it" not in first
+    assert ("Said just before it (context only): Alex said: You lied to me about Bella's, Jordan.\n"
+            "The line (turn 2): Jordan whispered to Alex: I'm sorry.") in second
+    assert "Said just before it" not in third  # Sam did not hear the whisper
