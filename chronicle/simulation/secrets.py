@@ -28,7 +28,7 @@ def tell(*, bank, speaker: str, heard_by: list[str], turn: int, revealed: list[s
     told, notes = {}, []
     for words in revealed:
         secret = held.get(words)
-        new = [name for name in listeners if secret and name not in secret.told]
+        new = [name for name in listeners if name not in secret.told] if secret else []
         if new:
             told[secret.id] = {**secret.told, **{name: turn for name in new}}
             quoted = " ".join(words.split()[:NOTE_WORDS]) + ("…" if len(words.split()) > NOTE_WORDS else "")

@@ -233,19 +233,23 @@ def memory_archive(*, memory: Memory) -> Memory:
 
 
 @transaction.atomic
+def metadata_with(**values) -> Func:
+    """A row's metadata with these keys set, as an UPDATE's value (jsonb ||): no row is loaded."""
+    return Func(Coalesce(F("metadata"), Value({}, output_field=JSONField())), Value(values, output_field=JSONField()),
+                template="(%(expressions)s)", arg_joiner=" || ", output_field=JSONField())
+
+
 def memories_supersede(*, bank: MemoryBank, agents: Iterable[str], turn: int, **about) -> int:
     """A newer fact ends older ones ("Tess arrives" after "Tess leaves"): the agents' memories from
     before `turn` whose metadata matches `about` (Django lookups on metadata, e.g. stage__who="Tess")
     are marked with the turn they stopped being true. They stay searchable ("when did Tess leave?"),
     and every answer that shows them dates their end; a branch from before that turn drops the mark
     (bank_copy). Returns how many."""
-    # One UPDATE that adds the key to each row's metadata (jsonb ||): no row is loaded, vectors and all.
+    # One UPDATE (not every row loaded, vectors and all, and written back).
     return (Memory.objects.in_bank(bank).active()
             .filter(agent__in=list(agents), turn__lt=turn, metadata__superseded_turn__isnull=True,
                     **{f"metadata__{k}": v for k, v in about.items()})
-            .update(metadata=Func(Coalesce(F("metadata"), Value({}, output_field=JSONField())),
-                                  Value({"superseded_turn": turn}, output_field=JSONField()),
-                                  template="(%(expressions)s)", arg_joiner=" || ", output_field=JSONField())))
+            .update(metadata=metadata_with(superseded_turn=turn)))
 
 
 def secrets_mark_told(*, bank: MemoryBank, told: dict[int, dict[str, int]]) -> int:
@@ -256,11 +260,7 @@ def secrets_mark_told(*, bank: MemoryBank, told: dict[int, dict[str, int]]) -> i
 
     now = timezone.now()
     for pk, names in told.items():
-        Memory.objects.in_bank(bank).filter(pk=pk).update(
-            metadata=Func(Coalesce(F("metadata"), Value({}, output_field=JSONField())),
-                          Value({"told": names}, output_field=JSONField()),
-                          template="(%(expressions)s)", arg_joiner=" || ", output_field=JSONField()),
-            updated_at=now)
+        Memory.objects.in_bank(bank).filter(pk=pk).update(metadata=metadata_with(told=names), updated_at=now)
     return len(told)
 
 
