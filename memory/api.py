@@ -36,6 +36,7 @@ from memory.services.validation import (
 # Reading: search, the sheet by category, confidence, scoring presets.
 from memory.recalling.confidence import calibrated
 from memory.recalling.filters import MemoryFilter
+from memory.forming.seed_specs import SECRET_LABEL
 from memory.recalling.held import HeldBelief, HeldSecret, beliefs_planted, held_beliefs, held_claims, held_secrets
 from memory.recalling.scoring import SCORING_PRESETS, resolve_weights
 from memory.recalling.search import recall
@@ -101,7 +102,7 @@ __all__ = [
     "CaptureFilters", "Skipped", "memory_edited", "remember_utterance",
     "INT_MAX", "NAME_LIMIT", "OFFSET_MAX", "RECALL_K_MAX", "RETAIN_LISTENERS_MAX", "TEXT_LIMIT", "clean_kinds",
     "clean_text",
-    "HeldBelief", "HeldSecret", "beliefs_planted", "held_beliefs", "held_claims", "held_secrets", "secrets_mark_told",
+    "SECRET_LABEL", "HeldBelief", "HeldSecret", "beliefs_planted", "held_beliefs", "held_claims", "held_secrets", "secrets_mark_told",
     "MemoryFilter", "recall", "calibrated", "SCORING_PRESETS", "resolve_weights", "MEMORY_KINDS", "recall_sheet",
     "recall_stable", "stable_snapshot",
     "DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "REGISTRY", "SIMULATION_TOOLS", "WRITE_TOOLS", "ToolContext",

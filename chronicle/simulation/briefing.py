@@ -13,7 +13,7 @@ from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, now_
 from memory.models import Memory
 from memory.api import (
     CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, WITNESSED_KINDS, calibrated, describe, recall_sheet,
-    recall_stable, restates_window, retrieval_filter, stable_snapshot, standing, told_text,
+    SECRET_LABEL, recall_stable, restates_window, retrieval_filter, stable_snapshot, standing, told_text,
 )
 
 if TYPE_CHECKING:
@@ -132,11 +132,32 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     shown: set[int] = set(turn.kept)
     # Whom the conversation already says something about: not searched for again.
     known = {about for about in turn.kept.values() if about}
+    told = Section(TOLD)
     with stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
         for title, query, memory_filter, k in _queries(turn, first, in_window, known):
             snapshots = _search(turn, outcome, title, query, memory_filter, k, in_window=in_window, shown=shown)
             _fill(sections.setdefault(title, Section(title)), snapshots, turn, shown=shown)
-    return list(sections.values())
+            if title == "Who you are":
+                told = _told(turn, snapshots)
+    return [*sections.values(), *([told] if told.lines else [])]
+
+
+# The secrets the agent has told, and to whom (chronicle.simulation.secrets), from the turn after: in
+# its conversation, not in the sheet above (that stays as written, so a prefix cache keeps serving
+# it). Sent again only when who knows changes, or when the note that said it has left the window.
+TOLD = "Secrets you have told"
+
+
+def _told(turn: TurnInput, snapshots: list[dict]) -> Section:
+    section = Section(TOLD)
+    said = "\n".join(note["text"] for note in turn.kept_notes.values())
+    for snap in snapshots:
+        if snap.get("category") == "secrets" and (told := told_text(snap.get("told"))):
+            line = f"You have told {told}: {snap['content'].removeprefix(SECRET_LABEL)}"
+            if f"- {line}" not in said:
+                section.lines.append(line)
+                section.ids.append(snap["memory_id"])
+    return section
 
 
 def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]) -> list[tuple]:
@@ -227,8 +248,6 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
         until = f", until turn {snap['until_turn']}" if snap.get("until_turn") else ""
         line = (f"(before this story) {snap['content']}" if turn_label is not None and turn_label < 0
                 else f"(turn {turn_label}{until}) {snap['content']}" if turn_label else snap["content"])
-        if told := told_text(snap.get("told")):
-            line += f" (You have told {told}.)"  # the secret's own words may still say nobody knows
         similarity = (snap.get("components") or {}).get("similarity")
         if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
             line += " (weak match)"  # the scale of the tools' retrieval_confidence; the prompt says below it is weak

@@ -37,9 +37,10 @@ def test_a_secret_the_judgement_says_was_told_reads_as_told_to_its_owner_from_th
     from memory.services import bank_copy, bank_create
 
     Character.objects.filter(owner=user, name="Alex").update(secrets=[DEPOSIT, BONUS])
-    server.script(ok(CONFESSION), ok("A deposit? Alex!"), ok("Wait, what deposit?"), ok("Yes, the Thai place."))
+    server.script(ok(CONFESSION), ok("A deposit? Alex!"), ok("Wait, what deposit?"), ok("Yes, the Thai place."),
+                  ok("Fine."), ok("Thai it is."), ok("Good."))
     server.judgement = _judgement([1])
-    simulation = start_with_model(user, dinner, server, max_turns=4)
+    simulation = start_with_model(user, dinner, server, max_turns=7)
     _run(simulation, 1)
     # The judgement was asked which of Alex's secrets the line tells, each by number, label left off.
     asked = server.scored[0]["messages"][-1]["content"]
@@ -54,10 +55,18 @@ def test_a_secret_the_judgement_says_was_told_reads_as_told_to_its_owner_from_th
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     alex_again = simulation.turns.get(index=3)
     assert alex_again.agent == "Alex"
-    # Alex's sheet in the system message names who knows it now; the untold one reads as written.
-    system = alex_again.prompt_messages[0]["content"]
-    assert f"My secret: {DEPOSIT} (You have told Jordan at turn 1, Sam at turn 1.)" in system
-    assert f"My secret: {BONUS}\n" in system + "\n" and f"{BONUS} (You have told" not in system
+    # Alex's next note says whom Alex told, in the conversation; the sheet in the system message stays
+    # as written (so a prefix cache keeps serving it), the untold secret too.
+    told = f"## Secrets you have told\n- You have told Jordan at turn 1, Sam at turn 1: {DEPOSIT}"
+    kept = alex_again.prompt_messages[1]["content"]
+    assert "Before your turn 4, you recall:" in kept and told in kept.split("Before your turn 4, you recall:")[1]
+    first_system = simulation.turns.get(index=0).prompt_messages[0]["content"]
+    assert alex_again.prompt_messages[0]["content"] == first_system and f"My secret: {DEPOSIT}" in first_system
+    assert "You have told" not in kept.replace(told, "")  # the untold secret is not said to be told
+    for index in range(4, 7):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    later = simulation.turns.get(index=6).prompt_messages[1]["content"]
+    assert later.count(told) == 1  # kept where it was said, not said again
     # Only the secret nobody hearing has been told is asked about again.
     last = server.scored[-1]["messages"][-1]["content"]
     assert f"1. {BONUS}" in last and DEPOSIT not in last
