@@ -15,7 +15,6 @@ from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
 from chronicle.simulation.secrets import untold
-from chronicle.simulation.turn_inputs import line_before
 from chronicle.simulation.stage import Delivery, deliver, seen_action
 from memory.api import (
     CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, earlier_lines, embed_ahead, extract_task,
@@ -206,12 +205,11 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     reflect = due_to_reflect(simulation) if options["batched"] else None
     claims = held_claims(simulation.bank_id, line.heard_by) if options["batched"] and simulation.planted_beliefs else None
     secrets = untold(simulation.bank_id, turn.agent, line.heard_by) if options["batched"] else None
-    said_by, said = line_before(simulation, turn) if options["batched"] else ("", "")
     plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
                            turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
                            said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
                            reflect=reflect, claims=claims, secrets=secrets, location=scene_place(simulation),
-                           before=f"{said_by} said: {said}" if said else "",
+                           before=outcome.replying_to,
                            vector_at_commit=True, **options)
     plan.prepare_ms = (time.perf_counter() - started) * 1000 - plan.model_ms  # the reads above are memory's time too
     return plan

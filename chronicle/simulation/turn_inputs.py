@@ -33,16 +33,11 @@ def notes_for(simulation: Simulation, before: int, agent: str) -> dict[int, dict
     return {index + 1: note for index, note in rows if isinstance(note, dict) and note.get("text")}
 
 
-def line_before(simulation: Simulation, turn: Turn) -> tuple[str, str]:
-    """The last line the turn's speaker heard before it spoke (what a reply answers): (who said it,
-    the line), or ("", "")."""
-    row = (simulation.turns.done().filter(index__lt=turn.index).order_by("-index")
-           .values_list("agent", "utterance", "heard_by").first())
-    return (row[0], row[1]) if row and (not row[2] or turn.agent in row[2]) else ("", "")
-
-
 def heard_before(simulation: Simulation, turn: Turn) -> str:
-    return line_before(simulation, turn)[1]
+    """The last line the turn's speaker heard before it spoke (what a reply answers), or ""."""
+    row = (simulation.turns.done().filter(index__lt=turn.index).order_by("-index")
+           .values_list("utterance", "heard_by").first())
+    return row[0] if row and (not row[1] or turn.agent in row[1]) else ""
 
 
 def stage_for(simulation: Simulation, before: int, agent: str) -> list[tuple[int, str]]:
