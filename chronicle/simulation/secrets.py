@@ -1,7 +1,7 @@
 """A character's secrets once told: the model's judgement of a line says which of its speaker's
-secrets the line tells (memory.living.after_turn), and from then on its listeners are named beside the
-secret wherever its owner reads it ("Who you are", query_self). No rule guesses it offline: a line on
-the secret's topic is as close to it in meaning as one that tells it."""
+secrets the line tells (memory.living.after_turn); from then on its owner's memories say whom it told
+(briefing's "Secrets you have told", query_self's told_to). No rule guesses it offline: a line on the
+secret's topic is as close to it in meaning as one that tells it."""
 
 from __future__ import annotations
 

@@ -98,8 +98,8 @@ class AfterTurn:
 def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
                secrets: list[str] | None = None, before: str = "") -> str:
-    """before: what the speaker heard just before, as its memory holds it ("Jordan said: …"), so a
-    reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
+    """before: the line the speaker witnessed just before ("Jordan said: …"), so a reply is judged
+    as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
     some listener has not been told."""
     names = list(profiles)

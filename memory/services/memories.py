@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.db.models import F, Func, JSONField, Value
 from django.db.models.functions import Coalesce, Least
+from django.utils import timezone
 from pgvector.django import VectorField
 
 from memory.embedding.cache import embed_one, embed_texts, vector_cursor
@@ -232,7 +233,6 @@ def memory_archive(*, memory: Memory) -> Memory:
     return memory
 
 
-@transaction.atomic
 def metadata_with(**values) -> Func:
     """A row's metadata with these keys set, as an UPDATE's value (jsonb ||): no row is loaded."""
     return Func(Coalesce(F("metadata"), Value({}, output_field=JSONField())), Value(values, output_field=JSONField()),
@@ -245,7 +245,8 @@ def memories_supersede(*, bank: MemoryBank, agents: Iterable[str], turn: int, **
     are marked with the turn they stopped being true. They stay searchable ("when did Tess leave?"),
     and every answer that shows them dates their end; a branch from before that turn drops the mark
     (bank_copy). Returns how many."""
-    # One UPDATE (not every row loaded, vectors and all, and written back).
+    # One UPDATE (atomic by itself, no savepoint in the caller's transaction): not every row loaded,
+    # vectors and all, and written back.
     return (Memory.objects.in_bank(bank).active()
             .filter(agent__in=list(agents), turn__lt=turn, metadata__superseded_turn__isnull=True,
                     **{f"metadata__{k}": v for k, v in about.items()})
@@ -254,10 +255,8 @@ def memories_supersede(*, bank: MemoryBank, agents: Iterable[str], turn: int, **
 
 def secrets_mark_told(*, bank: MemoryBank, told: dict[int, dict[str, int]]) -> int:
     """Each secret (memory id) with whom its owner has now told it and when (metadata "told": name →
-    turn), as its sheet section and query_self show it. updated_at moves, so a search kept between
-    turns (the sheet's) is made again. Returns how many."""
-    from django.utils import timezone
-
+    turn), as query_self and the owner's next memories show it. updated_at moves, so a search kept
+    between turns (the sheet's, which those memories read) is made again. Returns how many."""
     now = timezone.now()
     for pk, names in told.items():
         Memory.objects.in_bank(bank).filter(pk=pk).update(metadata=metadata_with(told=names), updated_at=now)
