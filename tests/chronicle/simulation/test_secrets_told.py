@@ -27,8 +27,9 @@ def _judgement(revealed: list) -> str:
                        "revealed": revealed})
 
 
-def _run(simulation, turns: int) -> None:
-    for index in range(turns):
+def _run(simulation, first: int, last: int) -> None:
+    """Turns first..last (indexes), each run as the worker would."""
+    for index in range(first, last + 1):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
 
 
@@ -41,7 +42,7 @@ def test_a_secret_the_judgement_says_was_told_reads_as_told_to_its_owner_from_th
                   ok("Fine."), ok("Thai it is."), ok("Good."))
     server.judgement = _judgement([1])
     simulation = start_with_model(user, dinner, server, max_turns=7)
-    _run(simulation, 1)
+    _run(simulation, 0, 0)
     # The judgement was asked which of Alex's secrets the line tells, each by number, label left off.
     asked = server.scored[0]["messages"][-1]["content"]
     assert f"Alex's secrets, numbered:\n1. {DEPOSIT}\n2. {BONUS}" in asked and '"revealed": []' in asked
@@ -51,8 +52,7 @@ def test_a_secret_the_judgement_says_was_told_reads_as_told_to_its_owner_from_th
     assert "Jordan and Sam now know Alex's secret: “Alex has already put down a deposit at the Thai place" in note
 
     server.judgement = _judgement([])  # nothing more is told
-    for index in range(1, 4):
-        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    _run(simulation, 1, 3)
     alex_again = simulation.turns.get(index=3)
     assert alex_again.agent == "Alex"
     # Alex's next note says whom Alex told, in the conversation; the sheet in the system message stays
@@ -63,8 +63,7 @@ def test_a_secret_the_judgement_says_was_told_reads_as_told_to_its_owner_from_th
     first_system = simulation.turns.get(index=0).prompt_messages[0]["content"]
     assert alex_again.prompt_messages[0]["content"] == first_system and f"My secret: {DEPOSIT}" in first_system
     assert "You have told" not in kept.replace(told, "")  # the untold secret is not said to be told
-    for index in range(4, 7):
-        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    _run(simulation, 4, 6)
     later = simulation.turns.get(index=6).prompt_messages[1]["content"]
     assert later.count(told) == 1  # kept where it was said, not said again
     # Only the secret nobody hearing has been told is asked about again.
@@ -91,11 +90,11 @@ def test_a_line_the_judgement_does_not_call_a_telling_tells_nothing(user, dinner
                   ok("Does it?"), ok("Hm."), ok("*whispers to Sam* I already paid a deposit there."))
     server.judgement = _judgement([])
     simulation = start_with_model(user, dinner, server, max_turns=4)
-    _run(simulation, 3)
+    _run(simulation, 0, 2)
     secret = Memory.objects.in_bank(simulation.bank).get(agent="Alex", category="secrets")
     assert "told" not in secret.metadata and "now know" not in simulation.turns.get(index=0).note
     server.judgement = _judgement([1, 7, "x"])  # numbers not asked about are ignored
-    assert run_turn_task.apply(args=(simulation.pk, 3)).get() == "done"
+    _run(simulation, 3, 3)
     secret.refresh_from_db()
     assert secret.metadata["told"] == {"Sam": 4}
     assert "Sam now knows Alex's secret" in simulation.turns.get(index=3).note
