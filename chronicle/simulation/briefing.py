@@ -60,9 +60,9 @@ def now_text(turn: TurnInput) -> str:
     present = turn.others
     if turn.mode != "tools" and turn.bank is not None:
         # How the agent stands with each, as what it heard has moved it (memory.living.relationships):
-        # the line that moved it last is in the transcript at that turn.
+        # where it is now, in words (the line that moved it is in the transcript).
         stood = standing(turn.bank, turn.agent, before_turn=turn.number)
-        present = [f"{other} ({describe(stood[(turn.agent, other)], why=False)})" if (turn.agent, other) in stood
+        present = [f"{other} ({describe(stood[(turn.agent, other)])})" if (turn.agent, other) in stood
                    else other for other in present]
     return now_line(present=present, clock=clock)
 

@@ -156,26 +156,22 @@ def relationships_update(*, bank: MemoryBank, speaker: str, text: str, listeners
     return Relationship.objects.bulk_create(rows)
 
 
-# A reason as relationships_update writes it: the speaker, the line quoted, then why it moved.
-_REASON = re.compile(r"^[^:]{1,100}: “.*?”(?: \((?P<why>.*)\))?$", re.DOTALL)
+# Where a standing is, in words (on trust and affinity's −1..+1, by size): a model read bare numbers
+# without knowing what they were out of, and words take about half the tokens.
+_DEGREES = ((0.8, "deep"), (0.5, "strong"), (0.2, "some"), (0.0, "slight"))
+_NAMES = {"trust": ("trust", "distrust"), "affinity": ("fondness", "dislike")}
 
 
-def describe(row: Relationship, *, why: bool = True) -> str:
-    """"trust +0.30, affinity −0.10 (since turn 12: cold: stupid)", as an agent reads it: a measure
-    still at zero left out; the line itself is dated by its turn (in the transcript, or a memory of
-    it), not quoted again. why=False: "trust +0.30, affinity −0.10, last moved at turn 12" (a model
-    read "since turn 12" as the change since then, not where the standing is)."""
-    measures = ", ".join(f"{name} {_signed(value)}" for name, value in (("trust", row.trust), ("affinity", row.affinity))
-                         if round(value, 2)) or "trust and affinity 0"
-    if not why:
-        return f"{measures}, last moved at turn {row.turn}"
-    match = _REASON.match(row.reason or "")
-    reason = (match.group("why") or "") if match else row.reason
-    return f"{measures} (since turn {row.turn}{': ' + reason if reason else ''})"
-
-
-def _signed(value: float) -> str:
-    return f"{value:+.2f}".replace("-", "−")
+def describe(row: Relationship) -> str:
+    """"some distrust, slight fondness": how the agent stands with the other now, as the agent reads
+    it (a measure at zero left out; "neutral" when both are). The line that moved it last is in the
+    transcript, or a memory of it."""
+    words = []
+    for measure, value in (("trust", row.trust), ("affinity", row.affinity)):
+        if round(value, 2):
+            degree = next(word for floor, word in _DEGREES if abs(value) >= floor)
+            words.append(f"{degree} {_NAMES[measure][value < 0]}")
+    return ", ".join(words) or "neutral"
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -12,7 +12,7 @@ from chronicle.simulation.engine import TurnOutcome, prepopulate
 from chronicle.writing import services as writing
 from memory.forming.extraction import extract_after_turn
 from memory.models import Memory, Relationship
-from memory.living.relationships import judge, standing
+from memory.living.relationships import describe, judge, standing
 from memory.recalling.tools import ToolContext, call_tool
 from tests.chronicle.simulation.conftest import start_seeded
 
@@ -50,11 +50,11 @@ def test_what_is_heard_moves_the_standing_and_the_agent_reads_it(user, dinner, c
     assert alex.evidence.content.startswith("Jordan said: Alex, you lied")  # the line Alex keeps
     assert "lied" in alex.reason and "selfish" in alex.reason
 
-    # Alex's next turn: who is here says how Alex stands with each, and the turn that moved it last
-    # (whose line, in the transcript, says why).
+    # Alex's next turn: who is here says how Alex stands with each, in words that carry their scale
+    # (the line that moved it is in the transcript).
     turn = turns.turn_claim(simulation_id=simulation.pk, index=3, agent="Alex").turn
     given = turn_inputs.turn_input(turn=turn)
-    assert "Here with you: Jordan (trust −0.30, affinity −0.30, last moved at turn 2), Sam\n" in now_text(given)
+    assert "Here with you: Jordan (some distrust, some dislike), Sam\n" in now_text(given)
     assert not any("Jordan" in line for s in prepopulate(given, TurnOutcome()) if s.title == "The others present"
                    for line in s.lines if "trust" in line)  # said once, in the header
     # recall_interactions answers with it too.
@@ -65,6 +65,13 @@ def test_what_is_heard_moves_the_standing_and_the_agent_reads_it(user, dinner, c
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert 'id="relationships"' in page and 'data-pair="Alex→Jordan"' in page and "<polyline" in page
     assert "affinity −0.30" in page or "affinity -0.30" in page
+
+
+@pytest.mark.parametrize("trust, affinity, words", [
+    (0.05, 0.0, "slight trust"), (-0.2, 0.45, "some distrust, some fondness"), (0.0, -0.5, "strong dislike"),
+    (0.95, 0.8, "deep trust, deep fondness"), (0.004, 0.0, "neutral")])
+def test_a_standing_reads_in_words_of_its_size(trust, affinity, words):
+    assert describe(Relationship(trust=trust, affinity=affinity)) == words
 
 
 def test_a_branch_keeps_the_standing_from_before_its_turn(user, dinner):
