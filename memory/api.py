@@ -15,7 +15,7 @@ from memory.forming.sheets import (
 )
 
 # Writing memories and banks (services: each a transaction, validated).
-from memory.forming.capture import CapturePlan, capture_commit, capture_prepare, earlier_lines, remember_utterance
+from memory.forming.capture import CapturePlan, capture_commit, capture_prepare, capture_soon, earlier_lines, remember_utterance
 from memory.forming.importance import CaptureFilters, Skipped
 from memory.forming.seeding import bank_request_seed
 from memory.living.consolidation import memory_statuses_set, statuses_of
@@ -95,7 +95,7 @@ __all__ = [
     "CharacterSheet", "ExtraMemory", "ScenarioSheet", "WHOLE_SHEET_K", "other_text",
     "CapturePlan", "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "banks_delete",
     "bank_hold", "bank_rename",
-    "bank_mark_seeded", "bank_request_seed", "capture_commit", "capture_prepare", "memories_supersede",
+    "bank_mark_seeded", "bank_request_seed", "capture_commit", "capture_prepare", "capture_soon", "memories_supersede",
     "memories_create", "memory_archive", "memory_associate", "memory_create", "memory_mark", "memory_reinforce", "memory_restore",
     "memory_revise",
     "memory_statuses_set", "memory_update", "validate_content", "CARRY_MODES", "earlier_lines", "statuses_of",

@@ -17,8 +17,8 @@ from chronicle.simulation.providers import get_provider
 from chronicle.simulation.secrets import untold
 from chronicle.simulation.stage import Delivery, deliver, seen_action
 from memory.api import (
-    CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, earlier_lines, embed_ahead, extract_task,
-    held_claims, lifecycle_totals, memories_create, memories_supersede, memory_associate, memory_create,
+    CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, capture_soon, earlier_lines, embed_ahead,
+    extract_task, held_claims, lifecycle_totals, memories_create, memories_supersede, memory_associate, memory_create,
     memory_reinforce, recent_memories,
 )
 from memory.models import Memory
@@ -200,6 +200,8 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     started = time.perf_counter()
     simulation = turn.simulation
     line = deliver(outcome.utterance, speaker=turn.agent, present=simulation.present_at(turn.number))
+    said = f"whispered to {line.whisper_to}" if line.whisper_to else "said"
+    capture_soon(speaker=turn.agent, text=line.text or outcome.utterance, said=said)  # encoded while we read
     options = capture_options(simulation, turn, outcome)
     # With a model judging each line, whoever is due to reflect does so in that same call.
     reflect = due_to_reflect(simulation) if options["batched"] else None
@@ -207,7 +209,7 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     secrets = untold(simulation.bank_id, turn.agent, line.heard_by) if options["batched"] else None
     plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
                            turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
-                           said=f"whispered to {line.whisper_to}" if line.whisper_to else "said",
+                           said=said,
                            reflect=reflect, claims=claims, secrets=secrets, location=scene_place(simulation),
                            before=outcome.replying_to,
                            vector_at_commit=True, **options)

@@ -29,7 +29,7 @@ from memory.forming.importance import (
     profiles,
 )
 from memory.living.after_turn import AfterTurn, judge_line
-from memory.models import Memory, MemoryBank
+from memory.models import MAX_CONTENT_CHARS, Memory, MemoryBank
 from memory.queue import queue
 from memory.recalling.filters import EPISODE_WINDOW, episode_keys
 from memory.recalling.indexing import bank_index_wanted
@@ -118,7 +118,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     waits = getattr(ask, "waits", True)
     clock = _ModelClock()
     ask, rewrite = clock.timed(ask), clock.timed(rewrite)
-    content = validate_content(f"{speaker} {said}: {text.strip()}" if text and text.strip() else "")
+    content = validate_content(_line(speaker, text, said))
     listeners = list(dict.fromkeys(name for name in listeners if name))
     plan = CapturePlan(bank=bank, speaker=speaker, turn=turn, content=content, listeners=listeners,
                        participants=list(dict.fromkeys([speaker, *listeners])), metadata=dict(metadata or {}),
@@ -147,6 +147,18 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
         _vector_and_verdicts(plan)
     plan.prepare_ms, plan.model_ms = (time.perf_counter() - started - clock.seconds) * 1000, clock.seconds * 1000
     return plan
+
+
+def _line(speaker: str, text: str, said: str) -> str:
+    return f"{speaker} {said}: {text.strip()}" if text and text.strip() else ""
+
+
+def capture_soon(*, speaker: str, text: str, said: str = "said") -> None:
+    """Start encoding the line capture_prepare will store (its arguments), on a thread: the reads a
+    caller makes before it (who reflects, what the listeners hold) then overlap the encode."""
+    content = _line(speaker, text, said)
+    if content and len(content) <= MAX_CONTENT_CHARS:
+        embed_soon([content])
 
 
 class _ModelClock:
