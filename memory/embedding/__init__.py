@@ -56,8 +56,8 @@ def _encode(texts: list[str], *, batch_size: int, query: bool) -> np.ndarray:
     if settings.EMBEDDING_BACKEND == "local":
         if query and len(texts) <= SMALL_CALL:
             return query_encoder.encode_query(list(texts), batch_size)
-        if len(texts) <= SMALL_CALL and yielding.active():  # work nobody waits on: torch, one thread, low priority
-            return yielding.run(local.encode, list(texts), batch_size)
+        if yielding.active():  # work nobody waits on: torch, one thread of low priority, however many texts
+            return yielding.run(local.encode, list(texts), batch_size, True)
         if len(texts) <= SMALL_CALL:  # a turn's line: ONNX fp32, torch's vectors in ~60 % of the time
             return query_encoder.encode_small(list(texts), batch_size)
         return local.encode(list(texts), batch_size)

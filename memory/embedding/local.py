@@ -42,8 +42,9 @@ def load_model():
     return SentenceTransformer(str(path), device="cpu")
 
 
-def encode(texts: list[str], batch_size: int) -> np.ndarray:
-    """Full-precision unit vectors from the torch model: every stored memory and key comes from here."""
+def encode(texts: list[str], batch_size: int, one_thread: bool = False) -> np.ndarray:
+    """Full-precision unit vectors from the torch model: every stored memory and key comes from here.
+    one_thread: on the calling thread alone, however many texts (work that yields the cores)."""
     import torch  # lazy: ~1.3 s to import (module docstring)
 
     model = load_model()
@@ -51,7 +52,7 @@ def encode(texts: list[str], batch_size: int) -> np.ndarray:
         # A query of a dozen tokens gains nothing from intra-op threads, and on shared cores their
         # spin-waits cost dearly (measured: p50 18 ms on one thread vs 95 ms on two under load).
         threads = torch.get_num_threads()
-        if len(texts) <= SMALL_CALL and threads > 1:
+        if (one_thread or len(texts) <= SMALL_CALL) and threads > 1:
             torch.set_num_threads(1)
         try:
             if len(texts) <= SMALL_CALL:

@@ -26,9 +26,9 @@ def torch_calls(monkeypatch):
     calls = []
     encode = local.encode
 
-    def recording(texts, batch_size):
+    def recording(texts, batch_size, *rest):
         calls.append((threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
-        return encode(texts, batch_size)
+        return encode(texts, batch_size, *rest)
 
     monkeypatch.setattr(local, "encode", recording)
     return calls
@@ -47,8 +47,31 @@ def test_a_background_encode_runs_on_a_lowest_priority_thread_and_gives_the_same
     assert not yielding.active()
 
 
+def test_many_texts_in_the_background_run_on_that_one_thread_alone(monkeypatch):
+    """Five listeners' reply keys are 5–10 texts: torch's own pool (the usual priority, every core)
+    must not run them beside the next turn."""
+    import torch
+
+    texts = [f"{LINE} ({n})" for n in range(10)]
+    usual = embedding.encode(texts)
+    passes = []
+    forward = local._forward
+
+    def recording(model, batch):
+        passes.append((os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), torch.get_num_threads()))
+        return forward(model, batch)
+
+    monkeypatch.setattr(local, "_forward", recording)
+    before = torch.get_num_threads()
+    with yielding.background():
+        low = embedding.encode(texts)
+    assert passes and all(pass_ == (yielding.NICE, 1) for pass_ in passes)
+    assert torch.get_num_threads() == before  # the process's setting is back for everyone else
+    np.testing.assert_allclose(low, usual, atol=1e-5)
+
+
 def test_a_background_encode_that_fails_fails_for_its_caller(monkeypatch):
-    def broken(texts, batch_size):
+    def broken(texts, batch_size, *rest):
         raise RuntimeError("the model will not run")
 
     monkeypatch.setattr(local, "encode", broken)
