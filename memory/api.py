@@ -15,7 +15,9 @@ from memory.forming.sheets import (
 )
 
 # Writing memories and banks (services: each a transaction, validated).
-from memory.forming.capture import CapturePlan, capture_commit, capture_prepare, capture_soon, earlier_lines, remember_utterance
+from memory.forming.capture import (
+    CapturePlan, capture_commit, capture_prepare, capture_soon, earlier_lines, remember_utterance,
+)
 from memory.forming.importance import CaptureFilters, Skipped
 from memory.forming.seeding import bank_request_seed
 from memory.living.consolidation import memory_statuses_set, statuses_of

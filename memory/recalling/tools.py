@@ -269,7 +269,7 @@ _S, _I, _N = "string", "integer", "number"
 REGISTRY: dict[str, Tool] = {
     t.name: t
     for t in [
-        Tool("query_self", "Retrieve who you are: your sheet, all of it or one aspect (its names say which)",
+        Tool("query_self", "Retrieve who you are: your whole sheet, or one aspect of it",
              {"aspect": Param(_S, "Optional: all (default), " + ", ".join(SELF_ASPECTS[1:]), required=False,
                               enum=SELF_ASPECTS)}, _query_self),
         Tool("query_background", "Retrieve your personal history and background", {},
