@@ -251,7 +251,7 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
     directions = [d for d in simulation.directions if d.turn == number]
     if not directions or simulation.bank_id is None:
         return 0
-    # Dated with its turn, as the transcript shows it ("[turn 5] *Sam steps out*"), before that turn's line.
+    # Dated with its turn; the transcript shows it just before that turn's line ("*Sam steps out*").
     if Memory.objects.in_bank(simulation.bank).filter(category="stage", turn=number).exists():
         return 0
     present = simulation.present_at(number)

@@ -96,14 +96,29 @@ def window(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] 
 
 
 def _entry(number: int, speaker: str, text: str) -> str:
-    return f"[turn {number}] {speaker}: {text}" if speaker else f"[turn {number}] {text}"
+    # A stage direction has no number of its own: where it stands (before its turn's line) says when.
+    # "[turn 5] *Sam steps out*" above "[turn 5] Jordan: …" read to models as one moment, or two turns 5.
+    return f"[turn {number}] {speaker}: {text}" if speaker else text
+
+
+def _read(entries: list[tuple[int, str, str]]) -> list[tuple[int, str, str]]:
+    """Each entry as the agent reads it (number, speaker, text), with a line before one that comes
+    after turns it did not witness (it was away): its return does not read as "just after"."""
+    out, due = [], None  # due: the turn whose line would come next
+    for number, speaker, text in entries:
+        if due is not None and number > due:
+            out.append((number, "", f"(turn {due} went on without you)" if number == due + 1 else
+                        f"(turns {due}–{number - 1} went on without you)"))
+        out.append((number, speaker, _entry(number, speaker, text)))
+        due = number + 1 if speaker else number
+    return out
 
 
 def transcript_text(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> str:
-    lines = window(transcript, stage)
+    lines = _read(window(transcript, stage))
     if not lines:
         return "(Nobody has spoken yet.)"
-    return "\n".join(_entry(*line) for line in lines)
+    return "\n".join(text for _number, _speaker, text in lines)
 
 
 SPEAK = "Say your next line in character: one to three sentences of speech, without your name in front."
@@ -146,11 +161,11 @@ def conversation(agent: str, transcript: list[tuple[int, str, str]], stage: list
     kept.add("Transcript window", "transcript", "Conversation so far:")
     entries = window(transcript, stage)
     joiner = "\n"
-    for number, speaker, text in entries:
+    for number, speaker, line in _read(entries):
         if speaker == agent and notes.get(number):
             kept.add(f"Pre-populated memories (turn {number})", "prepopulated", notes[number])
             joiner = "\n\n"
-        kept.add("Transcript window", "transcript", _entry(number, speaker, text), joiner)
+        kept.add("Transcript window", "transcript", line, joiner)
         joiner = "\n"
     kept.add("Pre-populated memories (this turn)", "prepopulated", note)
     if not entries:  # said in the second message, so the next turn's first begins as this one did

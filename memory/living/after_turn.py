@@ -98,8 +98,8 @@ class AfterTurn:
 def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
                secrets: list[str] | None = None, before: str = "") -> str:
-    """before: the line the speaker witnessed just before ("Jordan said: …"), so a reply is judged
-    as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
+    """before: what the speaker witnessed just before ("Jordan said: …; then *the phone buzzes*"), so a
+    reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
     some listener has not been told."""
     names = list(profiles)
@@ -120,7 +120,7 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
         kept = SECRETS.format(speaker=speaker, secrets="\n".join(f"{i}. {_sentences(text, 300)}"
                                                                   for i, text in enumerate(secrets, start=1)))
         shape += SECRETS_SHAPE
-    before = f"Said just before it (context only): {_sentences(before, 400)}\n" if before else ""
+    before = f"Just before it (context only): {_sentences(before, 600)}\n" if before else ""
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described, before=before,
                          speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker,
                          reflections=reflections, claims=asked, secrets=kept, shape=shape)

@@ -109,7 +109,7 @@ def test_recall_facts_leaves_out_what_was_learned_from_a_line_the_caller_still_r
 
 
 def test_a_stage_direction_the_caller_reads_is_not_handed_back(seeded_bank):
-    """The window shows "[turn 4] *The lights go out*": a search leaves that memory out while the
+    """The window shows "*The lights go out*" (at turn 4): a search leaves that memory out while the
     window holds turn 4, and finds it once the window has moved on."""
     from memory.services import memory_create
 

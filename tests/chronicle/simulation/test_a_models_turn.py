@@ -87,7 +87,8 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
             next(m["content"] for m in messages if m["role"] == "user")
 
     system, user_message = told(5)  # Alex, after "4: Sam steps out"
-    assert "[turn 4] *Sam steps out*" in user_message
+    # Where it happened, without a turn number of its own: just before turn 4's line, not "[turn 4] *…*".
+    assert "\n*Sam steps out*\n[turn 4] " in user_message and "] *Sam steps out*" not in user_message
     assert "## You\nYou are Alex: Project manager" in system and "Here with you: Jordan\n" in system
     # With tools alone, what Alex wants is in the header: no round spent asking for it every turn.
     goals = next(c for c in json.loads(EVERY_KIND.read_text())["characters"] if c["name"] == "Alex")["goals"]
@@ -97,6 +98,8 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
     # Sam, back at 9: its own exit and return, not what happened while it was out.
     system, user_message = told(9)
     assert "*Sam steps out*" in user_message and "*Sam comes back*" in user_message
+    # and that turns went on meanwhile, which the two directions side by side did not say.
+    assert "*Sam steps out*\n(turns 4–8 went on without you)\n*Sam comes back*" in user_message
     assert "smoke alarm" not in user_message and "cousin Priya" not in user_message
     assert "Here with you: Alex, Jordan" in system
     # query_scene says who is here: at turn 6, with Sam out, Alex is with Jordan.

@@ -176,14 +176,16 @@ def test_the_models_stance_decides_whether_a_claim_is_passed_on(user, dinner, se
 @pytest.mark.django_db
 def test_a_reply_is_judged_with_the_line_it_answers(user, dinner, server):
     """An apology moves trust as a reply to an accusation: the judgement reads the line the speaker
-    heard just before it (none before the first line; of a whisper between others, only that it was)."""
+    heard just before it (none before the first line; of a whisper between others, only that it was),
+    then the directions of its turn."""
     server.script(ok("You lied to me about Bella's, Jordan."), ok("*whispers to Alex* I'm sorry. I should have told you."),
                   ok("What are you two whispering about?"))
-    simulation = start(user, dinner, server, max_turns=3)
+    simulation = start(user, dinner, server, max_turns=3, stage_directions="3: The lights flicker.")
     for index in range(3):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     first, second, third = [r["messages"][-1]["content"] for r in server.scored]
-    assert "Said just before it" not in first
-    assert ("Said just before it (context only): Alex said: You lied to me about Bella's, Jordan.\n"
+    assert "Just before it" not in first
+    assert ("Just before it (context only): Alex said: You lied to me about Bella's, Jordan.\n"
             "The line (turn 2): Jordan whispered to Alex: I'm sorry.") in second
-    assert "Said just before it (context only): Jordan whispers something to Alex\n" in third  # Sam saw it, no more
+    # Sam saw the whisper, no more; then the lights.
+    assert "Just before it (context only): Jordan whispers something to Alex; then *The lights flicker*\n" in third

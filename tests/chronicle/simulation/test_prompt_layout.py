@@ -39,6 +39,20 @@ def test_the_window_never_cuts_a_turn_from_its_stage_directions():
         assert all((number, "", f"*event {number}*") in shown for number, _text in stage if number in numbers)
 
 
+def test_a_direction_reads_where_it_happened_and_turns_missed_are_said():
+    """A direction has no number of its own (numbered, it read to models as one moment with the
+    line after it); turns an agent was away for are said, whether it left or was away from the start."""
+    text = prompts.transcript_text([(3, "Sam", "Shall we?"), (4, "Alex", "Bella's, then."), (12, "Jordan", "Welcome back.")],
+                                   [(5, "Sam steps out"), (12, "Sam comes back.")])
+    assert text == ("[turn 3] Sam: Shall we?\n[turn 4] Alex: Bella's, then.\n*Sam steps out*\n"
+                    "(turns 5–11 went on without you)\n*Sam comes back*\n[turn 12] Jordan: Welcome back.")
+    late = prompts.transcript_text([(2, "Ruth", "Late again.")], [(1, "Okafor is away"), (2, "Okafor arrives")])
+    assert late == "*Okafor is away*\n(turn 1 went on without you)\n*Okafor arrives*\n[turn 2] Ruth: Late again."
+    # Present throughout: a direction between two lines, and nothing said of turns.
+    here = prompts.transcript_text(entries(6), [(5, "The lights go out")])
+    assert "[turn 4] Alex: line 4\n*The lights go out*\n[turn 5] Alex: line 5" in here and "without you" not in here
+
+
 def test_an_earlier_note_stays_before_the_line_it_came_before():
     kept, last = conversation("Sam", entries(7), notes={3: "Before your turn 3, you recall: the plane"},
                               note="Before your turn 8, you recall: the will", now="## Now\nTime: turn 8")

@@ -40,7 +40,7 @@ def start(path: Path, owner, **overrides) -> Simulation:
 @pytest.mark.parametrize("name", ["demo", "demo_after", "demo_prepopulate_after", "demo_tools_thirteen", "long_sheets_tools_six",
                                   "long_sheets_tools_dedup", "rumour_tools_after", "demo_both_after",
                                   "lighthouse_prepopulate_model", "demo_prepopulate_ninth", "demo_prepopulate_secrets",
-                                  "demo_both_standing", "rumour", "will_at_hollins_farm", "dress_rehearsal_at_st_aldhelms",
+                                  "demo_both_standing", "demo_prepopulate_away", "rumour", "will_at_hollins_farm", "dress_rehearsal_at_st_aldhelms",
                                   "cracked_core_at_skarvik"])
 def test_a_recorded_model_run_replays_line_by_line_with_its_tool_calls(name):
     recording = json.loads((RECORDED / f"{name}.json").read_text())
