@@ -120,7 +120,9 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
         kept = SECRETS.format(speaker=speaker, secrets="\n".join(f"{i}. {_sentences(text, 300)}"
                                                                   for i, text in enumerate(secrets, start=1)))
         shape += SECRETS_SHAPE
-    before = f"Just before it (context only): {_sentences(before, 600)}\n" if before else ""
+    # Each part cut on its own ("Jordan said: …; then *the phone buzzes*"): a long line keeps what followed it.
+    before = "; then ".join(_sentences(part, 400) for part in before.split("; then ")) if before else ""
+    before = f"Just before it (context only): {before}\n" if before else ""
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described, before=before,
                          speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker,
                          reflections=reflections, claims=asked, secrets=kept, shape=shape)

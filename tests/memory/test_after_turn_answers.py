@@ -56,3 +56,17 @@ def test_a_model_reads_each_lines_stance_on_the_rumour_as_the_scene_meant_it():
         stances[int(path.name.split("-")[1].split(".")[0])] = judged.stances[claim]
     assert (stances[2], stances[8], stances[10], stances[12]) == ("asserts", "questions", "denies", "denies")
     assert "asserts" not in (stances[8], stances[9])  # Tess is asked, and told to deny it: never told it
+
+
+def test_the_judgement_reads_what_came_just_before_the_line_a_long_line_not_crowding_out_the_direction():
+    from memory.living.after_turn import prompt_for
+
+    said = "Alex said: " + "We agreed on Bella's, and I booked it for eight. " * 30
+    prompt = prompt_for(speaker="Jordan", content="Jordan said: Is that the Thai place texting you?", turn=9,
+                        profiles={"Alex": "Alex is a project manager."},
+                        before=f"{said}; then *Alex's phone buzzes: the Thai place texts that tables are going fast*")
+    context = next(line for line in prompt.splitlines() if line.startswith("Just before it (context only): "))
+    assert context.startswith("Just before it (context only): Alex said: We agreed on Bella's")
+    assert context.endswith("; then *Alex's phone buzzes: the Thai place texts that tables are going fast*")
+    assert len(context) < len(said)  # the line itself cut at a sentence
+    assert "Just before it" not in prompt_for(speaker="Alex", content="Alex said: Hello.", turn=1, profiles={"Jordan": ""})
