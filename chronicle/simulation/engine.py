@@ -60,7 +60,7 @@ class TurnOutcome:
     context: dict = field(default_factory=dict)
     aux_calls: int = 0  # model calls besides the speaker's own (importance, distortion) made for this line
     llm_ms: float = 0.0  # waiting for the model, every call and attempt of the turn (the analytics page)
-    replying_to: str = ""  # what the speaker witnessed just before its line ("Jordan said: …; then *Sam leaves*")
+    replying_to: list[str] = field(default_factory=list)  # what the speaker witnessed just before its line, in order
 
     @property
     def usage(self) -> dict:
@@ -149,14 +149,13 @@ def run_turn(turn: TurnInput, provider: Provider, *, heartbeat: Callable[[], Non
     """One agent's turn. pace_s: a run's pause before its line (Simulation.pace_s), taken where a
     model takes its time: after the memories it is given, before it answers."""
     outcome = TurnOutcome()
-    before = []
     if turn.transcript and turn.transcript[-1][0] == turn.number - 1:  # the line just before, as witnessed
         _number, speaker, text = turn.transcript[-1]
         # A whisper between others reads "(whispers something to Sam)" to those who saw it.
-        before.append(f"{speaker} {text[1:-1]}" if text.startswith("(") and text.endswith(")") else f"{speaker} said: {text}")
+        outcome.replying_to.append(f"{speaker} {text[1:-1]}" if text.startswith("(") and text.endswith(")")
+                                   else f"{speaker} said: {text}")
     # Then this turn's directions: a line that answers "*Alex's phone buzzes*" is judged with it.
-    before += [f"*{text.strip().rstrip('.')}*" for number, text in turn.stage if number == turn.number]
-    outcome.replying_to = "; then ".join(before)
+    outcome.replying_to += [f"*{text.strip().rstrip('.')}*" for number, text in turn.stage if number == turn.number]
     sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
     user = user_message(turn.agent, turn.transcript, turn.stage)
     # The baseline request: the whole definition as the system message, the same user message, no tools.

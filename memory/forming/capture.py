@@ -77,7 +77,7 @@ class CapturePlan:
     reflect: dict[str, list[Memory]] = field(default_factory=dict)  # who the judgement asked to reflect, on what
     claims: list[str] = field(default_factory=list)  # what the listeners hold, for the line's stance on each
     secrets: list[str] = field(default_factory=list)  # the speaker's, for whether the line tells them
-    before: str = ""  # what the speaker heard just before ("Jordan said: …"): the judgement reads the line as a reply
+    before: tuple[str, ...] = ()  # what the speaker witnessed just before, in order: the judgement reads the line as a reply
     defer_keys: bool = False  # the context keys are embedded by a task after the commit
     keyword_only: bool = False  # the embedder was down: stored without vectors (stale), embedded when it is back
     once: bool = False  # the caller's commit happens once per line (a simulation's turn): no retry check
@@ -91,7 +91,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
                     defer_keys: bool = False, said: str = "said", once: bool = False,
                     distortions: list[Distortion] | None = None, rewrite: Callable[[str], str] | None = None,
                     batched: bool = False, reflect: dict[str, list[Memory]] | None = None,
-                    claims: list[str] | None = None, secrets: list[str] | None = None, before: str = "",
+                    claims: list[str] | None = None, secrets: list[str] | None = None, before=(),
                     location: str = "", vector_at_commit: bool = False) -> CapturePlan:
     """The slow half of capture (embedding, importance, filters; the LLM scorer's calls), outside any
     transaction. It only reads: a turn stores what it heard in one short transaction afterwards.
@@ -107,8 +107,8 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     included, instead of once per listener; its answer is `plan.after`. reflect: who is due to
     reflect, with the memories it reflects on; the same call asks for their insights (`plan.reflect`). claims: what those who
     hear it hold (beliefs); the same call says what the line does with each (`plan.after.stances`).
-    secrets: the speaker's; the same call says which the line tells (`plan.after.revealed`). before:
-    the line the speaker heard just before, which the call reads it against.
+    secrets: the speaker's; the same call says which the line tells (`plan.after.revealed`). before: what
+    the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"): the call reads it as a reply.
     vector_at_commit: the line is encoded on a thread from here on, and capture_commit waits for it
     (then scores and filters): a caller with writes of its own between the two has them overlap the
     encode (a simulation's turn stores its reply meanwhile)."""
@@ -124,7 +124,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
                        participants=list(dict.fromkeys([speaker, *listeners])), metadata=dict(metadata or {}),
                        defer_keys=defer_keys, once=once, reflect=dict(reflect or {}) if batched else {},
                        claims=list(claims or []) if batched else [], secrets=list(secrets or []) if batched else [],
-                       before=before if batched else "", location=location[:200])
+                       before=tuple(before) if batched else (), location=location[:200])
     # A retried turn stores nothing twice: capture_commit skips the listeners that already hold the
     # line (scoring them again here costs less than a query on every first attempt).
     if listeners and settings.RETRIEVAL_CONTEXT_KEYS and not defer_keys:

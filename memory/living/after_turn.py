@@ -97,9 +97,9 @@ class AfterTurn:
 
 def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
-               secrets: list[str] | None = None, before: str = "") -> str:
-    """before: what the speaker witnessed just before ("Jordan said: …; then *the phone buzzes*"), so a
-    reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
+               secrets: list[str] | None = None, before=()) -> str:
+    """before: what the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"),
+    so a reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
     some listener has not been told."""
     names = list(profiles)
@@ -120,9 +120,8 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
         kept = SECRETS.format(speaker=speaker, secrets="\n".join(f"{i}. {_sentences(text, 300)}"
                                                                   for i, text in enumerate(secrets, start=1)))
         shape += SECRETS_SHAPE
-    # Each part cut on its own ("Jordan said: …; then *the phone buzzes*"): a long line keeps what followed it.
-    before = "; then ".join(_sentences(part, 400) for part in before.split("; then ")) if before else ""
-    before = f"Just before it (context only): {before}\n" if before else ""
+    # Each part cut on its own: a long line keeps what followed it.
+    before = f"Just before it (context only): {'; then '.join(_sentences(part, 400) for part in before)}\n" if before else ""
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described, before=before,
                          speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker,
                          reflections=reflections, claims=asked, secrets=kept, shape=shape)
@@ -130,7 +129,7 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
 
 def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None,
-               claims: list[str] | None = None, secrets: list[str] | None = None, before: str = "") -> AfterTurn:
+               claims: list[str] | None = None, secrets: list[str] | None = None, before=()) -> AfterTurn:
     """One call for every listener in `profiles` (name → identity and goals), and the reflections of
     those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
     judge it, and the reflections wait."""

@@ -64,7 +64,7 @@ def test_the_judgement_reads_what_came_just_before_the_line_a_long_line_not_crow
     said = "Alex said: " + "We agreed on Bella's, and I booked it for eight. " * 30
     prompt = prompt_for(speaker="Jordan", content="Jordan said: Is that the Thai place texting you?", turn=9,
                         profiles={"Alex": "Alex is a project manager."},
-                        before=f"{said}; then *Alex's phone buzzes: the Thai place texts that tables are going fast*")
+                        before=[said, "*Alex's phone buzzes: the Thai place texts that tables are going fast*"])
     context = next(line for line in prompt.splitlines() if line.startswith("Just before it (context only): "))
     assert context.startswith("Just before it (context only): Alex said: We agreed on Bella's")
     assert context.endswith("; then *Alex's phone buzzes: the Thai place texts that tables are going fast*")
