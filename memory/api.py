@@ -8,7 +8,7 @@ offers stays visible and small enough to change behind.
 from __future__ import annotations
 
 # What a bank holds and how it is seeded: a character's or a scene's sheet.
-from memory.forming.seed_specs import WHOLE_SHEET_K, other_text
+from memory.forming.seed_specs import WHOLE_SHEET_K, other_text, sheet_aspects
 from memory.forming.sheets import (
     CHARACTER_FIELDS, CHARACTER_LIST_FIELDS, CHARACTER_LONG_LIST_FIELDS, CHARACTER_TEXT_FIELDS, CharacterSheet,
     ExtraMemory, ScenarioSheet,
@@ -94,7 +94,7 @@ def build_server(context: ToolContext | None = None, *, context_for=None):
 
 __all__ = [
     "CHARACTER_FIELDS", "CHARACTER_LIST_FIELDS", "CHARACTER_LONG_LIST_FIELDS", "CHARACTER_TEXT_FIELDS",
-    "CharacterSheet", "ExtraMemory", "ScenarioSheet", "WHOLE_SHEET_K", "other_text",
+    "CharacterSheet", "ExtraMemory", "ScenarioSheet", "WHOLE_SHEET_K", "other_text", "sheet_aspects",
     "CapturePlan", "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "banks_delete",
     "bank_hold", "bank_rename",
     "bank_mark_seeded", "bank_request_seed", "capture_commit", "capture_prepare", "capture_soon", "memories_supersede",

@@ -13,7 +13,8 @@ from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, now_
 from memory.models import Memory
 from memory.api import (
     CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, WITNESSED_KINDS, calibrated, describe, recall_sheet,
-    SECRET_LABEL, recall_stable, restates_window, retrieval_filter, stable_snapshot, standing, told_text,
+    SECRET_LABEL, recall_stable, restates_window, retrieval_filter, sheet_aspects, stable_snapshot, standing,
+    told_text,
 )
 
 if TYPE_CHECKING:
@@ -32,7 +33,11 @@ def identity_header(turn: TurnInput) -> str:
     # With tools alone, what the agent wants is asked for nearly every turn (a model in the loop
     # spent 9 of its 16 calls on query_self for it): a line here saves a whole round.
     wants = "; ".join(sheet.goals) if turn.mode == "tools" else ""
-    return header(agent=turn.agent, identity=identity, scene=scene, wants=wants)
+    # And what else there is to ask for: with the header, a model in the loop never called query_self
+    # in twelve turns, so its secret and background never reached it.
+    more = [aspect for aspect in sheet_aspects(sheet) if aspect not in ("identity", "goals")] \
+        if turn.mode == "tools" and "query_self" in turn.tool_set else []
+    return header(agent=turn.agent, identity=identity, scene=scene, wants=wants, more=more)
 
 
 def header_shows(turn: TurnInput) -> frozenset[tuple[str, str]]:

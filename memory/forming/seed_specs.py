@@ -163,6 +163,13 @@ def character_specs(sheet: CharacterSheet, cast: list[CharacterSheet]) -> list[M
     return specs
 
 
+def sheet_aspects(sheet: CharacterSheet) -> list[str]:
+    """query_self's aspects this sheet gives its character memories in, in query_self's order: what
+    there is to find out about oneself."""
+    held = {spec.category for spec in character_specs(sheet, []) if spec.kind == "character"}
+    return [aspect for aspect in CHARACTER_QUERIES if aspect in held]
+
+
 def scenario_specs(scenario: ScenarioSheet) -> list[MemorySpec]:
     """Shared scene memories (agent blank): location, atmosphere, time, context."""
     fields = [

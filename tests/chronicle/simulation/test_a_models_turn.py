@@ -92,7 +92,10 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
     assert "## You\nYou are Alex: Project manager" in system and "Here with you: Jordan\n" in system
     # With tools alone, what Alex wants is in the header: no round spent asking for it every turn.
     goals = next(c for c in json.loads(EVERY_KIND.read_text())["characters"] if c["name"] == "Alex")["goals"]
-    assert f"\nYou want: {'; '.join(goals)}\nScene: " in system
+    assert f"\nYou want: {'; '.join(goals)}\n" in system
+    # and what else its sheet holds, by the aspect query_self takes: the secret is there to ask for.
+    assert "\nAlso on your sheet, for query_self: background, communication, decision_style, traits, skills, " \
+           "values, secrets\nScene: " in system
     system, user_message = told(7)  # Alex, after the alarm at 6
     assert "*The neighbour's smoke alarm goes off upstairs*" in user_message
     # Sam, back at 9: its own exit and return, not what happened while it was out.
@@ -135,6 +138,28 @@ def test_the_header_clock_moves_with_the_writers_time_skips():
         "Time: turn 6, 3 hours since the scene began"
     # With minutes per turn, the turns and the skips (in turns' worth) both count.
     assert header_at(4, [], minutes_per_turn=10, clock=[0, 0, 0, 0, 0, 0]) == "Time: turn 5, 40 minutes since the scene began"
+
+
+def test_the_header_names_what_else_a_sheet_holds_only_where_a_tool_is_the_way_to_it():
+    from chronicle.simulation.briefing import identity_header
+    from chronicle.simulation.engine import TurnInput
+    from memory.forming.sheets import CharacterSheet
+
+    sheet = CharacterSheet(name="Tess", role="Innkeeper", description="Tess keeps the Harbour Inn.",
+                           background="Tess came from the islands.", goals=["keep the peace"],
+                           secrets=["Tess owes the smugglers money."])
+
+    def header(mode="tools", tools=("query_self", "query_memory")):
+        return identity_header(TurnInput(bank=None, agent="Tess", index=0, cast=[sheet], scenario=None,
+                                         transcript=[], mode=mode, tool_set=list(tools)))
+
+    # Only what the writer filled in, and not what the header already says (who she is, what she wants).
+    assert "\nAlso on your sheet, for query_self: background, secrets\n" in header()
+    assert "Also on your sheet" not in header(mode="prepopulate")  # the sheet is in the prompt there
+    assert "Also on your sheet" not in header(tools=("query_memory",))  # no tool to ask with
+    assert "Also on your sheet" not in identity_header(TurnInput(
+        bank=None, agent="Ann", index=0, cast=[CharacterSheet(name="Ann", role="Guest")], scenario=None,
+        transcript=[], mode="tools"))
 
 
 @pytest.mark.django_db

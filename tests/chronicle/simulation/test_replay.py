@@ -38,7 +38,7 @@ def start(path: Path, owner, **overrides) -> Simulation:
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("name", ["demo", "demo_after", "demo_prepopulate_after", "demo_tools_thirteen", "long_sheets_tools_six",
-                                  "long_sheets_tools_dedup", "rumour_tools_after", "demo_both_after",
+                                  "long_sheets_tools_dedup", "long_sheets_tools_aspects", "rumour_tools_after", "demo_both_after",
                                   "lighthouse_prepopulate_model", "demo_prepopulate_ninth", "demo_prepopulate_secrets",
                                   "demo_both_standing", "demo_prepopulate_away", "rumour", "will_at_hollins_farm", "dress_rehearsal_at_st_aldhelms",
                                   "cracked_core_at_skarvik"])
