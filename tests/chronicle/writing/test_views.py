@@ -21,7 +21,11 @@ def test_inspector_shows_tools_memories_context_and_tokens(client_for, user, fin
     page = client.get(reverse("turn_inspect", args=[finished.pk, 3])).content.decode()
     assert "Turn 4 · Alex" in page and "query_memory(query=what did Sam say?)" in page
     assert "matched:" in page and "Context: the exact messages sent" in page and "Tokens:" in page
-    assert "Regenerate from turn 4" in page
+    assert "Regenerate from turn 4" in page and "A new branch keeps turns 1–3 and the bank" in page
+    # From the first turn nothing is kept: not "turns 1–0".
+    first = client.get(reverse("turn_inspect", args=[finished.pk, 0])).content.decode()
+    assert "A new branch starts from the beginning" in first and "turns 1–0" not in first
+    assert "A new branch keeps turn 1 and" in client.get(reverse("turn_inspect", args=[finished.pk, 1])).content.decode()
     detail = client.get(finished.get_absolute_url()).content.decode()
     assert reverse("turn_inspect", args=[finished.pk, 3]) in detail  # reachable from the live chronicle
 
