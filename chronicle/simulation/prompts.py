@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from chronicle.simulation.context import Part, join_parts
@@ -59,7 +60,7 @@ def tool_guide(tools: list[dict], budget: int) -> str:
             f"Use at most {budget} tool call{'s' if budget != 1 else ''} this turn, then speak your line.")
 
 
-def header(*, agent: str, identity: str, scene: str, wants: str = "", more: list[str] = ()) -> str:
+def header(*, agent: str, identity: str, scene: str, wants: str = "", more: Sequence[str] = ()) -> str:
     """Who you are in a line (and what you want, where nothing else says it) and the scene in a line:
     the same every turn, so it goes with the system message. more: what else the sheet holds, by
     query_self's aspect names, where a tool is the only way to it."""

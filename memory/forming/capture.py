@@ -91,7 +91,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
                     defer_keys: bool = False, said: str = "said", once: bool = False,
                     distortions: list[Distortion] | None = None, rewrite: Callable[[str], str] | None = None,
                     batched: bool = False, reflect: dict[str, list[Memory]] | None = None,
-                    claims: list[str] | None = None, secrets: list[str] | None = None, before=(),
+                    claims: list[str] | None = None, secrets: list[str] | None = None, before: Iterable[str] = (),
                     location: str = "", vector_at_commit: bool = False) -> CapturePlan:
     """The slow half of capture (embedding, importance, filters; the LLM scorer's calls), outside any
     transaction. It only reads: a turn stores what it heard in one short transaction afterwards.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from memory.living.relationships import MAX_STEP, Judgement
@@ -97,7 +97,7 @@ class AfterTurn:
 
 def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
-               secrets: list[str] | None = None, before=()) -> str:
+               secrets: list[str] | None = None, before: Sequence[str] = ()) -> str:
     """before: what the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"),
     so a reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
@@ -129,7 +129,7 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
 
 def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None,
-               claims: list[str] | None = None, secrets: list[str] | None = None, before=()) -> AfterTurn:
+               claims: list[str] | None = None, secrets: list[str] | None = None, before: Sequence[str] = ()) -> AfterTurn:
     """One call for every listener in `profiles` (name → identity and goals), and the reflections of
     those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
     judge it, and the reflections wait."""
