@@ -257,6 +257,7 @@ def full_definition_text(sheet: CharacterSheet, scenario: ScenarioSheet | None, 
     """The prompt an agent would need without memory: its whole definition, the scene and the others."""
     lines = [f"You are {sheet.name}."]
     for label, value in [("Role", sheet.role), ("Archetype", sheet.archetype), ("Description", sheet.description),
+                         ("Public face", sheet.public_face),
                          ("Background", sheet.background), ("Communication style", sheet.communication_style),
                          ("Decision style", sheet.decision_style), ("Traits", ", ".join(sheet.traits)),
                          ("Skills", ", ".join(sheet.skills)), ("Values", ", ".join(sheet.values)),

@@ -113,6 +113,10 @@ def character_specs(sheet: CharacterSheet, cast: list[CharacterSheet]) -> list[M
     specs: list[MemorySpec] = [
         MemorySpec(name, "character", "identity", identity_text(sheet), CHARACTER_QUERIES["identity"], importance=9.0)
     ]
+    # The public face is what the others know of me; I know my own reputation too.
+    if sheet.public_face.strip():
+        specs.append(MemorySpec(name, "character", "identity", f"How others see me: {_sentence(sheet.public_face)}",
+                                ["how do others see me?", "what do people say about me?"], importance=7.0))
     for chunk in chunk_text(sheet.background, BACKGROUND_CHUNK_CHARS):
         specs.append(MemorySpec(name, "character", "background", chunk, CHARACTER_QUERIES["background"]))
     # A card's scenario is where the character's story stands (SillyTavern sends it every turn):

@@ -145,3 +145,25 @@ def test_texts_batched_by_length_embed_as_the_model_does():
     expected = local.load_model().encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
     assert got.shape == expected.shape
     assert np.allclose(got, expected, atol=1e-5)
+
+
+def test_a_character_knows_its_own_public_face_as_the_others_do(bank, alex, jordan, scenario):
+    """What the others know of me (my public face) is mine to recall too: query_self's identity and
+    a search for what people say of me find it; the others still know it of me."""
+    from dataclasses import replace
+
+    from memory.recalling.tools import ToolContext, call_tool
+
+    alex = replace(alex, public_face="Alex is the friend who always ends up making the booking.")
+    seed_bank(bank=bank, characters=[alex, jordan], scenario=scenario)
+    own = _gifted(bank, agent="Alex", category="identity").values_list("content", flat=True)
+    assert "How others see me: Alex is the friend who always ends up making the booking." in own
+    ctx = ToolContext(bank=bank, agent="Alex", current_turn=3)
+    identity = call_tool("query_self", {"aspect": "identity"}, context=ctx).response["memories"]
+    assert any("always ends up making the booking" in m["content"] for m in identity)
+    asked = call_tool("query_memory", {"query": "what do people say about me?"}, context=ctx).response["memories"]
+    assert "always ends up making the booking" in asked[0]["content"]
+    theirs = _gifted(bank, agent="Jordan", about="Alex").get()
+    assert "always ends up making the booking" in theirs.content
+    # A sheet without one gets no empty memory.
+    assert not _gifted(bank, agent="Jordan", content__startswith="How others see me").exists()

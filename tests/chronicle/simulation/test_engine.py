@@ -55,6 +55,11 @@ def test_scripted_turns_discover_then_recall(user, dinner):
     tool_message = next(m for m in fourth.prompt_messages if m["role"] == "tool")
     body = json.loads(tool_message["content"])
     assert body["query"] == "what did Sam say?" and all(m["memory_id"] for m in body["memories"])
+    # Best first, and no relevance figure for the model to take as a confidence; the record keeps the scores.
+    assert [m["memory_id"] for m in body["memories"]] == [r["memory_id"] for r in retrieval.results
+                                                          if not r.get("excluded") and not r.get("repeated")]
+    assert not any("relevance" in m for m in body["memories"])
+    assert all(r["score"] > 0 for r in retrieval.results)
     # Every tool call the model made has its Retrieval row.
     for turn in turns:
         calls = [c for m in turn.prompt_messages for c in m.get("tool_calls") or []]
