@@ -24,6 +24,18 @@ def test_chunking_packs_sentences_under_300_chars():
     assert all(len(c) <= 300 for c in chunk_text(long, 300))
 
 
+def test_a_sentence_too_long_for_one_chunk_is_cut_between_its_clauses_not_mid_phrase():
+    sentence = ("She walked it, weeping, to a luthier in the Jordaan, old Mr Hoekstra, who asked her to play something "
+                "on his workshop cello while he looked at the damage, listened to the whole sarabande, and then repaired "
+                "her instrument for nothing, on condition that she come back every year and play for him on his birthday.")
+    chunks = chunk_text(f"{sentence} She has gone every March since.", 300)
+    assert all(len(c) <= 300 for c in chunks)
+    assert chunks[0].endswith("for nothing,")
+    assert chunks[1].startswith("on condition that") and "on his birthday." in chunks[1]
+    # A clause with no punctuation to cut at still fits, cut between words.
+    assert all(len(c) <= 300 for c in chunk_text("a " * 400 + "end.", 300))
+
+
 def test_seeding_a_full_character_yields_each_category_with_its_canonical_queries(seeded_bank, alex):
     from tests.memory.conftest import ALEX_BACKGROUND
 
