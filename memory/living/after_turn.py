@@ -121,7 +121,7 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
                                                                   for i, text in enumerate(secrets, start=1)))
         shape += SECRETS_SHAPE
     # Each part cut on its own: a long line keeps what followed it.
-    before = f"Just before it (context only): {'; then '.join(_sentences(part, 400) for part in before)}\n" if before else ""
+    before = f"Just before it (context only): {'; then '.join(_last_sentences(part, 400) for part in before)}\n" if before else ""
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described, before=before,
                          speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker,
                          reflections=reflections, claims=asked, secrets=kept, shape=shape)
@@ -196,6 +196,20 @@ def _sentences(text: str, limit: int) -> str:
         return text
     cut = max(text.rfind(mark, 0, limit) for mark in (". ", "! ", "? "))
     return text[:cut + 1] if cut > limit // 3 else text[:text.rfind(" ", 0, limit)] + "…"
+
+
+def _last_sentences(text: str, limit: int) -> str:
+    """What came just before a line, on one line. A reply answers the end of what it replies to (the
+    question is often last), so a long one keeps who said it and its last whole sentences."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    head, said, body = text.partition(" said: ")
+    head, body = (head + said, body) if said else ("", text)
+    tail = body[len(body) - (limit - len(head) - 2):]
+    starts = [i for i in (tail.find(mark) for mark in (". ", "! ", "? ")) if i >= 0]
+    start = min(starts) + 2 if starts and min(starts) < len(tail) * 2 // 3 else tail.find(" ") + 1
+    return f"{head}… {tail[start:]}"
 
 
 def _insights(rows: dict, statements: dict[str, int]) -> dict[str, list[tuple[str, list[int]]]]:

@@ -66,7 +66,17 @@ def test_the_judgement_reads_what_came_just_before_the_line_a_long_line_not_crow
                         profiles={"Alex": "Alex is a project manager."},
                         before=[said, "*Alex's phone buzzes: the Thai place texts that tables are going fast*"])
     context = next(line for line in prompt.splitlines() if line.startswith("Just before it (context only): "))
-    assert context.startswith("Just before it (context only): Alex said: We agreed on Bella's")
+    assert context.startswith("Just before it (context only): Alex said: … We agreed on Bella's")
     assert context.endswith("; then *Alex's phone buzzes: the Thai place texts that tables are going fast*")
     assert len(context) < len(said)  # the line itself cut at a sentence
+    # A reply answers the end of what came before it: a long line keeps its speaker and its last sentences.
+    asked = ("Tomasz said: *laughs once* You sold us to the Arctic with my out-of-tune F-sharp, and now you want my "
+             "confession, fine, no joke. " + "*looks at the table* " * 12 + "Rotterdam Philharmonic, a trial in "
+             "April; I said yes to it in January. So, Hannah, will you tell them your news?")
+    prompt = prompt_for(speaker="Hannah", content="Hannah said: Yes. I am pregnant.", turn=10,
+                        profiles={"Tomasz": "Tomasz is a violinist."}, before=[asked])
+    context = next(line for line in prompt.splitlines() if line.startswith("Just before it (context only): "))
+    assert context.startswith("Just before it (context only): Tomasz said: … ")
+    assert context.endswith("So, Hannah, will you tell them your news?") and "trial in April" in context
+    assert len(context) < len(asked)
     assert "Just before it" not in prompt_for(speaker="Alex", content="Alex said: Hello.", turn=1, profiles={"Jordan": ""})
