@@ -90,8 +90,8 @@ ECHOED = ("topic",)
 
 def for_model(response: dict) -> dict:
     """A tool answer as the model reads it: each memory's content and id, best first, and no
-    relevance figure. A model reads that score as a confidence, and as one it misleads (off by 0.32,
-    ECE, on in-run probes); the record and the turn inspector keep it."""
+    relevance figure. A model reads that score as a confidence, and as one it misleads (off by about
+    0.3, ECE, on the probes' answers); the record and the turn inspector keep it."""
     lean = {key: value for key, value in response.items() if key not in ECHOED}
     for key in ("memories", "facts"):
         if isinstance(lean.get(key), list):

@@ -206,7 +206,7 @@ def _last_sentences(text: str, limit: int) -> str:
         return text
     head, said, body = text.partition(" said: ")
     head, body = (head + said, body) if said else ("", text)
-    tail = body[len(body) - (limit - len(head) - 2):]
+    tail = body[len(body) - max(limit - len(head) - 2, limit // 2):]
     starts = [i for i in (tail.find(mark) for mark in (". ", "! ", "? ")) if i >= 0]
     start = min(starts) + 2 if starts and min(starts) < len(tail) * 2 // 3 else tail.find(" ") + 1
     return f"{head}… {tail[start:]}"

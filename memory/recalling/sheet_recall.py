@@ -31,7 +31,8 @@ SELF_ASPECTS = ["all", *CHARACTER_QUERIES]
 
 # The whole sheet, category by category: (category, how many of its memories). A long background
 # (one memory per ~300 characters) or many secrets must not crowd out the traits or the goals.
-SHEET_PARTS = [("identity", 1), ("secrets", 5), ("background", 4), ("communication", 2), ("decision_style", 1),
+# Identity: who I am, then how others see me (the public face).
+SHEET_PARTS = [("identity", 2), ("secrets", 5), ("background", 4), ("communication", 2), ("decision_style", 1),
                ("traits", 2), ("skills", 1), ("values", 1), ("goals", 1)]
 
 

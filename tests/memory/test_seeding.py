@@ -173,6 +173,8 @@ def test_a_character_knows_its_own_public_face_as_the_others_do(bank, alex, jord
     ctx = ToolContext(bank=bank, agent="Alex", current_turn=3)
     identity = call_tool("query_self", {"aspect": "identity"}, context=ctx).response["memories"]
     assert any("always ends up making the booking" in m["content"] for m in identity)
+    whole = [m["content"] for m in call_tool("query_self", {}, context=ctx).response["memories"]]
+    assert whole[0].startswith("You are Alex") and whole[1].startswith("How others see me:")
     asked = call_tool("query_memory", {"query": "what do people say about me?"}, context=ctx).response["memories"]
     assert "always ends up making the booking" in asked[0]["content"]
     theirs = _gifted(bank, agent="Jordan", about="Alex").get()
