@@ -22,6 +22,7 @@ from chronicle.simulation.briefing import identity_header
 from chronicle.simulation.engine import tool_context
 from chronicle.simulation.models import Turn
 from chronicle.simulation.prompts import transcript_text
+from chronicle.simulation.tool_calls import for_model
 from chronicle.simulation.turn_inputs import turn_input
 from memory.api import SIMULATION_TOOLS as TOOLS
 from memory.api import call_tool
@@ -121,10 +122,16 @@ class Answer:
 
 
 def items_of(result) -> list[dict]:
-    """The memories a tool call returned, in its order, with the confidence it showed for each:
-    a fact's own, or the answer's retrieval_confidence for its first memory (that is what it rates)."""
-    response = result.response if isinstance(result.response, dict) else {}
-    shown = {f.get("memory_id"): f.get("confidence") for f in response.get("facts") or [] if isinstance(f, dict)}
+    """The memories a tool call returned, in its order, with the confidence the model is shown for
+    each in the answer as it reads it (for_model): any figure on a memory (a fact's confidence, a
+    relevance), or the answer's retrieval_confidence for its first memory (that is what it rates)."""
+    response = for_model(result.response) if isinstance(result.response, dict) else {}
+    shown = {}
+    for entry in [*(response.get("facts") or []), *(response.get("memories") or [])]:
+        if isinstance(entry, dict):
+            figure = entry.get("confidence", entry.get("relevance"))
+            if isinstance(figure, (int, float)) and not isinstance(figure, bool):
+                shown[entry.get("memory_id")] = figure
     overall = response.get("retrieval_confidence")
     items = []
     for position, found in enumerate(result.results):

@@ -95,3 +95,20 @@ def test_a_pace_out_of_range_is_refused_before_anything_runs():
     with pytest.raises(CommandError, match="--pace must be between 0 and 30 seconds"):
         call_command("evaluate_agents", str(FILE), "--pace", "-1", stdout=io.StringIO(), stderr=io.StringIO())
     assert not Simulation.objects.exists()
+
+
+def test_calibration_counts_whatever_figure_the_model_reads_on_a_memory(monkeypatch):
+    """The evaluation rates the confidence the model is shown, read from the answer as the model
+    gets it: a tool's relevance stays out of it today, so none is shown; were a figure let through,
+    it would be calibrated."""
+    from types import SimpleNamespace
+
+    from chronicle.simulation import probes
+
+    found = [SimpleNamespace(snapshot=lambda i=i: {"content": f"memory {i}", "memory_id": i}) for i in (7, 8)]
+    result = SimpleNamespace(response={"memories": [{"content": "memory 7", "relevance": 0.41, "memory_id": 7},
+                                                    {"content": "memory 8", "relevance": 0.12, "memory_id": 8}]},
+                             results=found)
+    assert [item["confidence"] for item in probes.items_of(result)] == [None, None]
+    monkeypatch.setattr(probes, "for_model", lambda response: response)
+    assert [item["confidence"] for item in probes.items_of(result)] == [0.41, 0.12]
