@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
+# After .!? and any closing quote or bracket, which stays with its sentence.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'’”)\]]))\s+")
+# Where a sentence too long for one chunk is cut, best first: after a clause's punctuation (a memory
+# that ends "on his" reads as broken, to a model and to a search), else between words.
+_CLAUSE_END = re.compile(r"(?<=[,;:])\s+|\s+(?=[—–]\s)")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -17,61 +22,41 @@ def chunk_text(text: str, max_chars: int = 300) -> list[str]:
     A new chunk starts when the next sentence would overflow; a single sentence longer than
     max_chars is cut between its clauses (else its words) so no chunk ever exceeds the limit.
     """
-    chunks: list[str] = []
-    current = ""
-    for sentence in split_sentences(text or ""):
-        pieces = [sentence] if len(sentence) <= max_chars else _split_long(sentence, max_chars)
-        for piece in pieces:
-            candidate = f"{current} {piece}" if current else piece
-            if len(candidate) <= max_chars:
-                current = candidate
-            else:
-                chunks.append(current)
-                current = piece
-    if current:
-        chunks.append(current)
-    return chunks
+    return _pack((piece for sentence in split_sentences(text or "") for piece in _fitted(sentence, max_chars)),
+                 max_chars)
 
 
-# Where a long sentence may be cut, best first: after a clause's punctuation, then between words.
-_CLAUSE_END = re.compile(r"(?<=[,;:])\s+|\s+(?=[—–]\s)")
+def _fitted(sentence: str, max_chars: int) -> list[str]:
+    if len(sentence) <= max_chars:
+        return [sentence]
+    clauses = _CLAUSE_END.split(sentence)
+    return _pack((piece for clause in clauses
+                  for piece in ([clause] if len(clause) <= max_chars else _words(clause, max_chars))), max_chars)
 
 
-def _split_long(sentence: str, max_chars: int) -> list[str]:
-    """A sentence over max_chars, cut between its clauses where they fit (a memory that ends "on his"
-    reads as broken, to a model and to a search), else between words."""
-    out: list[str] = []
-    current = ""
-    for clause in _CLAUSE_END.split(sentence):
-        pieces = [clause] if len(clause) <= max_chars else _split_words(clause, max_chars)
-        for piece in pieces:
-            candidate = f"{current} {piece}" if current else piece
-            if len(candidate) <= max_chars:
-                current = candidate
-            else:
-                out.append(current)
-                current = piece
-    if current:
-        out.append(current)
-    return out
-
-
-def _split_words(text: str, max_chars: int) -> list[str]:
-    out: list[str] = []
-    current = ""
+def _words(text: str, max_chars: int) -> list[str]:
+    pieces = []
     for word in text.split():
         while len(word) > max_chars:  # a pathological "word" (a URL): cut it hard
-            if current:
-                out.append(current)
-                current = ""
-            out.append(word[:max_chars])
+            pieces.append(word[:max_chars])
             word = word[max_chars:]
-        candidate = f"{current} {word}" if current else word
+        if word:
+            pieces.append(word)
+    return _pack(pieces, max_chars)
+
+
+def _pack(pieces: Iterable[str], max_chars: int) -> list[str]:
+    """Pieces (each within max_chars) joined by spaces into as few chunks as fit, in order."""
+    chunks: list[str] = []
+    current = ""
+    for piece in pieces:
+        candidate = f"{current} {piece}" if current else piece
         if len(candidate) <= max_chars:
             current = candidate
         else:
-            out.append(current)
-            current = word
+            if current:
+                chunks.append(current)
+            current = piece
     if current:
-        out.append(current)
-    return out
+        chunks.append(current)
+    return chunks

@@ -32,6 +32,9 @@ def test_a_sentence_too_long_for_one_chunk_is_cut_between_its_clauses_not_mid_ph
     assert all(len(c) <= 300 for c in chunks)
     assert chunks[0].endswith("for nothing,")
     assert chunks[1].startswith("on condition that") and "on his birthday." in chunks[1]
+    # Nothing is lost at the cuts: a quotation's closing mark stays with its sentence.
+    quoted = "She took her hands and said, 'One day I will steal you.' " * 8 + "Last October they played Ravel."
+    assert " ".join(chunk_text(quoted, 300)) == quoted
     # A clause with no punctuation to cut at still fits, cut between words.
     assert all(len(c) <= 300 for c in chunk_text("a " * 400 + "end.", 300))
 
