@@ -83,16 +83,17 @@ def run_tool_call(call: dict, offered: set[str], context: ToolContext, outcome: 
     return response
 
 
-# recall_facts' echo of its topic: the model's call says it (a scripted topic is a whole line). The
-# seeds' formats (query_memory's "query", seed 001's "query_expansion_used") stay as they are.
-ECHOED = ("topic",)
+# Not for the model: the echo of what it asked (its own call says it; a scripted topic is a whole
+# line) and how the search was widened (seed 001's diagnostic: nothing a model can act on). The
+# record, the inspector, the MCP server and the API keep the seeds' formats whole.
+NOT_FOR_MODEL = ("topic", "query", "query_expansion_used")
 
 
 def for_model(response: dict) -> dict:
     """A tool answer as the model reads it: each memory's content and id, best first, and no
     relevance figure. A model reads that score as a confidence, and as one it misleads (off by about
     0.3, ECE, on the probes' answers); the record and the turn inspector keep it."""
-    lean = {key: value for key, value in response.items() if key not in ECHOED}
+    lean = {key: value for key, value in response.items() if key not in NOT_FOR_MODEL}
     for key in ("memories", "facts"):
         if isinstance(lean.get(key), list):
             lean[key] = [{k: v for k, v in item.items() if k != "relevance"} if isinstance(item, dict) else item

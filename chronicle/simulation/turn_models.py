@@ -93,7 +93,8 @@ class Retrieval(models.Model):
     query = models.TextField(blank=True)
     filter = models.JSONField(default=dict, blank=True)
     results = models.JSONField(default=list, blank=True)  # RecallResult.snapshot() dicts
-    response = models.JSONField(default=dict, blank=True)  # what the agent read
+    # The tool's answer; the model reads it less its scores and echoes (tool_calls.for_model).
+    response = models.JSONField(default=dict, blank=True)
     latency_ms = models.FloatField(default=0)
     # How the search found them: "exact" (a scan), "index" (the bank's vector index) or "cache" (kept
     # between turns); blank for a call that searched nothing (metrics: retrieval latency by path).

@@ -51,10 +51,12 @@ def test_scripted_turns_discover_then_recall(user, dinner):
     assert fourth.utterance.startswith("Sam, ")  # it answers turn 3's speaker, whose line it reads
     for r in retrieval.results:
         assert set(r) >= {"rank", "score", "components", "matched_key", "content"}
-    # The agent read seed 000's response format, turn numbers included.
+    # The agent read the memories with their ids, and neither its own question echoed back nor how
+    # the search was widened (the record keeps both).
     tool_message = next(m for m in fourth.prompt_messages if m["role"] == "tool")
     body = json.loads(tool_message["content"])
-    assert body["query"] == "what did Sam say?" and all(m["memory_id"] for m in body["memories"])
+    assert set(body) == {"memories"} and all(m["memory_id"] for m in body["memories"])
+    assert retrieval.response["query"] == "what did Sam say?" and "query_expansion_used" in retrieval.response
     # Best first, and no relevance figure for the model to take as a confidence; the record keeps the scores.
     assert [m["memory_id"] for m in body["memories"]] == [r["memory_id"] for r in retrieval.results
                                                           if not r.get("excluded") and not r.get("repeated")]
