@@ -22,7 +22,7 @@ from django.db.models import Avg, Count, Max, Min
 
 from chronicle.drills import start_worker
 from chronicle.models import Character, Scenario
-from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import, renamed_in
+from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import, import_match, renamed_in
 from chronicle.services.characters import character_delete
 from chronicle.services.scenarios import scenario_delete
 from chronicle.simulation import probes, replay
@@ -63,6 +63,7 @@ class Imported:
     script: list[dict] = field(default_factory=list)  # the replay provider's lines (chronicle.simulation.replay)
     probes: list = field(default_factory=list)  # chronicle.simulation.probes.Probe
     renamed: dict = field(default_factory=dict)  # file name → the copy's name, when the owner had them already
+    reused: bool = False  # the owner's own scenario and cast, as this file imported them before
 
 
 def _cast_in_file(data: dict) -> list[str]:
@@ -108,7 +109,8 @@ def scenario_import(*, raw: bytes, username: str | None, run: dict | None = None
 
     run: the command line's turns, provider and mode; the run's settings they make with the file's are
     checked before anything is imported. A writer who has characters of these names already gets
-    copies ("Alex (2)"), as the import page offers, and the file's script and settings follow them."""
+    copies ("Alex (2)"), as the import page offers, and the file's script and settings follow them;
+    a file whose scene and cast the writer holds already, unchanged, runs those (no copy each time)."""
     try:
         data = json.loads(raw.decode("utf-8-sig"))
     except ValueError:
@@ -144,8 +146,12 @@ def scenario_import(*, raw: bytes, username: str | None, run: dict | None = None
             throwaway = owner is None
             if throwaway:
                 owner = users.create_user(username=f"run-{time.time_ns()}", password=None)
+            reused = None if throwaway else import_match(owner=owner, raw=raw)
             try:
-                result = card_import(owner=owner, raw=raw)
+                if reused:
+                    result, renamed = reused
+                else:
+                    result = card_import(owner=owner, raw=raw)
             except CardImportError as exc:
                 if not exc.clashes or len(exc.errors) != len(exc.clashes):
                     raise
@@ -157,7 +163,7 @@ def scenario_import(*, raw: bytes, username: str | None, run: dict | None = None
         script = [dict(line, speaker=renamed.get(line.get("speaker"), line.get("speaker"))) for line in script]
         file_settings = {name: renamed_in(value, renamed) for name, value in file_settings.items()}
     return Imported(owner=owner, throwaway=throwaway, scenario=result.scenario, characters=result.characters,
-                    file_settings=file_settings, script=script, probes=found, renamed=renamed)
+                    file_settings=file_settings, script=script, probes=found, renamed=renamed, reused=bool(reused))
 
 
 def settings_for(*, title: str, file_settings: dict, script: list, turns: int | None, provider: str | None,

@@ -16,6 +16,7 @@ A name the writer already uses is refused with `clashes` set; `as_copy` imports 
 from __future__ import annotations
 
 import base64
+import copy
 import binascii
 import io
 import json
@@ -40,7 +41,7 @@ from chronicle.services.card_v2 import character_from_card as _character_from_ca
 from chronicle.services.card_v2 import sheet_fields
 from chronicle.services.characters import character_request_preview
 from chronicle.services.portraits import PortraitError, portrait_from_image, portrait_set
-from chronicle.services.scenarios import scenario_create
+from chronicle.services.scenarios import clean_pair_notes, scenario_create
 from chronicle.simulation.services import file_settings_errors
 
 
@@ -218,6 +219,48 @@ def _resolve_clashes(owner, rows: list[dict], scenario_values: dict | None, *, a
         raise CardImportError([f"You already have a character named {n}." for n in clashes], clashes=clashes,
                               copies=renamed)
     _rename(rows, scenario_values, renamed)
+
+
+def import_match(*, owner, raw: bytes) -> tuple[ImportResult, dict[str, str]] | None:
+    """The writer's own scenario and cast that this Wonda scenario file holds already (the same text,
+    under the file's names or the copy names an earlier import gave them), with those names as
+    {file's name: copy's name}; None when there is none. Running one file again then runs what it
+    imported before, rather than a new copy each time ("Alex (3)"), whose name its character says."""
+    try:
+        kind, data = _parse(raw)
+    except CardImportError:
+        return None
+    if kind != "wonda" or not isinstance(data.get("scenario"), dict) or not isinstance(data.get("characters"), list):
+        return None
+    check = _Checker()
+    rows = [_character_from_wonda(c, "", check) for c in data["characters"]]
+    values = _scenario_from_wonda(data["scenario"], check, [r["name"] for r in rows if r])
+    if check.errors or values is None:
+        return None
+    for scenario in Scenario.objects.owned_by(owner).filter(title=values["title"]).prefetch_related("cast"):
+        cast = {c.name: c for c in scenario.cast.all()}
+        renamed = {row["name"]: _name_or_copy(row["name"], cast) for row in rows}
+        if None in renamed.values() or len(cast) != len(rows) or len(set(renamed.values())) != len(rows):
+            continue
+        file_rows, file_values = copy.deepcopy(rows), copy.deepcopy(values)
+        _rename(file_rows, file_values, {k: v for k, v in renamed.items() if k != v})
+        file_values["pair_notes"] = clean_pair_notes(file_values["pair_notes"], set(cast))
+        same_cast = all(getattr(cast[row["name"]], key) == value
+                        for row in file_rows for key, value in row.items() if key != "portrait")
+        # Not its stored run settings: the command line runs with the file's own.
+        if same_cast and all(getattr(scenario, key) == file_values[key] for key in file_values
+                             if key not in ("cast", "run_settings")):
+            characters = [cast[row["name"]] for row in file_rows]
+            return ImportResult(characters=characters, scenario=scenario), {k: v for k, v in renamed.items() if k != v}
+    return None
+
+
+def _name_or_copy(name: str, cast: dict[str, Character]) -> str | None:
+    """`name` if the cast has it, else the one copy of it there ("name (2)"), else None."""
+    if name in cast:
+        return name
+    copies = [n for n in cast if re.fullmatch(re.escape(name) + r" \(\d+\)", n)]
+    return copies[0] if len(copies) == 1 else None
 
 
 def card_import(*, owner, raw: bytes, as_copy: bool = False) -> ImportResult:

@@ -13,7 +13,7 @@ from memory.api import bank_create, bank_delete, bank_request_seed
 FIELDS = ("title", "location", "atmosphere", "time_of_day", "description", "user_name", "pair_notes", "run_settings")
 
 
-def _clean_pair_notes(notes: dict, names: set[str]) -> dict[str, dict[str, str]]:
+def clean_pair_notes(notes: dict, names: set[str]) -> dict[str, dict[str, str]]:
     # Only notes between two cast members mean anything; blank notes are dropped.
     clean: dict[str, dict[str, str]] = {}
     for knower, about in (notes or {}).items():
@@ -41,7 +41,7 @@ def _save(scenario: Scenario, data: dict[str, Any], cast: Iterable[Character] | 
     cast_list = list(cast) if cast is not None else (list(scenario.cast.all()) if scenario.pk else [])
     if any(c.owner_id != scenario.owner_id for c in cast_list):
         raise ValidationError({"cast": "The cast can only include your own characters."})
-    scenario.pair_notes = _clean_pair_notes(scenario.pair_notes, {c.name for c in cast_list})
+    scenario.pair_notes = clean_pair_notes(scenario.pair_notes, {c.name for c in cast_list})
     scenario.full_clean()
     scenario.save()
     if cast is not None:

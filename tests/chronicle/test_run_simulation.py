@@ -11,8 +11,10 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
+from chronicle.demo import DEMO_TITLE, load_demo
 from chronicle.models import Character, Scenario
 from chronicle.services.cards import card_import
+from chronicle.services.characters import character_update
 from chronicle.simulation.models import Simulation
 from memory.models import MemoryBank
 
@@ -83,15 +85,25 @@ def test_the_rumour_file_spreads_a_false_belief_two_hops_and_distorts_at_every_s
     assert result["relationships"] and all(r["agent"] in cast and r["other"] in cast for r in result["relationships"])
 
 
-def test_keep_leaves_the_run_with_its_owner_and_a_second_run_imports_copies(user):
+def test_keep_leaves_the_run_with_its_owner_and_a_changed_cast_comes_in_as_copies(user):
     result, _ = run(str(DEMO), turns=1, owner=user.username, keep=True)
 
     simulation = Simulation.objects.owned_by(user).get(pk=result["simulation"])
     assert simulation.status == Simulation.Status.COMPLETED and simulation.turns.count() == 1
     assert set(Character.objects.owned_by(user).values_list("name", flat=True)) == CAST
 
-    # The owner has the demo's characters already (as `bootstrap`'s user has): the file comes in as copies,
-    # as the import page offers, and its stage directions follow the new names.
+    # The same file again: the writer has this scene and cast, unchanged, so the run is of those, and
+    # nobody becomes "Alex (2)" (a name the character would then say as its own).
+    result, progress = run(str(DEMO), turns=1, owner=user.username, keep=True)
+    assert "has this scene and cast already, unchanged" in progress
+    again = Simulation.objects.owned_by(user).get(pk=result["simulation"])
+    assert set(again.cast_names) == CAST and again.scenario_id == simulation.scenario_id
+    assert Character.objects.owned_by(user).count() == 3 and Scenario.objects.owned_by(user).count() == 1
+
+    # Once the writer has changed their Alex, the file's cast comes in as copies, as the import page
+    # offers, and its stage directions follow the new names.
+    alex = Character.objects.owned_by(user).get(name="Alex")
+    character_update(character=alex, data={"description": "Alex, rewritten by the writer."})
     result, progress = run(str(DEMO), turns=6, owner=user.username, keep=True)
     assert "imported as copies (Alex → Alex (2), Jordan → Jordan (2), Sam → Sam (2))" in progress
     copy = Simulation.objects.owned_by(user).get(pk=result["simulation"])
@@ -99,6 +111,23 @@ def test_keep_leaves_the_run_with_its_owner_and_a_second_run_imports_copies(user
     assert {t["speaker"] for t in result["turns"]} <= set(copy.cast_names)
     assert "Sam (2)" in copy.stage_directions and "Sam steps" not in copy.stage_directions
     assert Character.objects.owned_by(user).count() == 6
+
+    # And a fourth run finds those copies: no "Alex (3)"; the stage directions follow the copies' names.
+    result, progress = run(str(DEMO), turns=1, owner=user.username, keep=True)
+    fourth = Simulation.objects.owned_by(user).get(pk=result["simulation"])
+    assert fourth.scenario_id == copy.scenario_id and set(fourth.cast_names) == {f"{n} (2)" for n in CAST}
+    assert "Sam (2)" in fourth.stage_directions and Character.objects.owned_by(user).count() == 6
+
+
+def test_the_demo_file_runs_the_demo_bootstrap_gave_its_writer(user):
+    """`bootstrap` gives its writer the demo; running examples/demo.json as them runs that, with the
+    file's own settings, and adds no copies to their library."""
+    load_demo(owner=user)
+    result, progress = run(str(DEMO), turns=2, owner=user.username, keep=True)
+    simulation = Simulation.objects.owned_by(user).get(pk=result["simulation"])
+    assert "nothing imported" in progress and set(simulation.cast_names) == CAST
+    assert simulation.scenario.title == DEMO_TITLE and "Sam steps" in simulation.stage_directions
+    assert Character.objects.owned_by(user).count() == 3 and Scenario.objects.owned_by(user).count() == 1
 
 
 def test_settings_are_checked_before_anything_is_imported_or_started(tmp_path):

@@ -78,11 +78,15 @@ class Command(BaseCommand):
             imported = headless.scenario_import(raw=raw, username=owner or None, run=run)
         except headless.HeadlessError as exc:
             raise CommandError(f"{file}: {exc}") from None
+        cast = ', '.join(c.name for c in imported.characters)
+        if imported.reused:
+            self.say(f"{owner} has this scene and cast already, unchanged: running {imported.scenario.title} "
+                     f"with {cast} (nothing imported).")
+            return imported
         if imported.renamed:
             self.say(f"{owner} has characters of these names already: imported as copies "
                      f"({', '.join(f'{old} → {new}' for old, new in imported.renamed.items())}).")
-        self.say(f"Imported {imported.scenario.title} with {', '.join(c.name for c in imported.characters)} "
-                 f"as {imported.owner.username}.")
+        self.say(f"Imported {imported.scenario.title} with {cast} as {imported.owner.username}.")
         return imported
 
     def start_worker(self):
