@@ -62,13 +62,14 @@ true), "questions" (asks whether it is true), "denies" (says it is false, or cor
 """
 CLAIMS_SHAPE = ', "stances": {"1": "none"}'  # (put in as it is: not formatted again)
 STANCES = ("asserts", "questions", "denies", "none")
-# Which of the speaker's secrets the line tells (chronicle marks them told to its listeners). Only a
+# Which of the speaker's secrets the line tells (chronicle marks them told to its listeners, and its
+# speaker stops keeping them: so a secret half told is not told; a model asked). Only a
 # model says so: on a model's run of the demo, Jordan's pitch for Bella's was closer in meaning to
 # Jordan's secret (0.65) than Alex's confession was to Alex's (0.38), so no rule on words or vectors.
 SECRETS = """{speaker}'s secrets, numbered:
 {secrets}
-Also give "revealed": the numbers of the secrets this line tells its listeners (says or plainly
-admits, not a hint or a topic near it), [] for none.
+Also give "revealed": the numbers of the secrets this line tells its listeners whole (says or
+plainly admits; not a part of one, a hint or a topic near it), [] for none.
 
 """
 SECRETS_SHAPE = ', "revealed": []'
