@@ -18,7 +18,7 @@ from chronicle.forms import ImportCopyForm, ImportForm
 from chronicle.models import Character, Scenario
 from chronicle.services.card_export import (character_export as wonda_character, character_to_card,
                                              character_to_card_png, scenario_export as wonda_scenario)
-from chronicle.services.cards import CardImportError, card_import, import_held, import_hold, import_release
+from chronicle.services.cards import CardImportError, card_import, import_held, import_match, import_hold, import_release
 
 
 def _download(content: bytes, content_type: str, filename: str) -> HttpResponse:
@@ -66,6 +66,15 @@ def _imported(request: HtmxHttpRequest, result) -> HttpResponse:
     return redirect("import")
 
 
+def _held_scenario(owner, raw: bytes) -> dict | None:
+    """The writer's scenario that this file holds already, unchanged (cards.import_match), to link to."""
+    match = import_match(owner=owner, raw=raw)
+    if match is None:
+        return None
+    scenario = match[0].scenario
+    return {"title": scenario.title, "url": reverse("scenario_detail", args=[scenario.pk])}
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def import_page(request: HtmxHttpRequest) -> HttpResponse:
@@ -97,7 +106,7 @@ def import_page(request: HtmxHttpRequest) -> HttpResponse:
             errors = exc.errors
             if exc.clashes and len(exc.clashes) == len(exc.errors):
                 clash = {"names": exc.clashes, "pending": import_hold(owner=request.user, raw=raw),
-                         "copies": exc.copies}
+                         "copies": exc.copies, "held": _held_scenario(request.user, raw)}
                 errors = []
         else:
             return _imported(request, result)

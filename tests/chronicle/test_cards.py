@@ -6,6 +6,7 @@ import base64
 import io
 import json
 import re
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -265,6 +266,21 @@ def test_the_import_page_offers_a_copy_on_a_name_clash(client_for, user):
     assert f'<a href="{reverse("character_detail", args=[copy.pk])}">Seraphina (2)</a>' in listed
     assert copy.extra_memories == Character.objects.get(owner=user, name="Seraphina").extra_memories
     assert not Character.objects.filter(owner=stranger).exists()
+
+
+def test_the_import_page_says_when_a_file_holds_a_scene_and_cast_the_writer_has_unchanged(client_for, user):
+    raw = (Path(__file__).resolve().parents[2] / "examples" / "demo.json").read_bytes()
+    client = client_for(user)
+    assert client.post(reverse("import"), {"file": SimpleUploadedFile("demo.json", raw)}).status_code == 302
+    scenario = Scenario.objects.get(owner=user)
+    again = client.post(reverse("import"), {"file": SimpleUploadedFile("demo.json", raw)}).content.decode()
+    assert "you have already, unchanged" in again
+    assert f'<a href="{reverse("scenario_detail", args=[scenario.pk])}">{scenario.title}</a>' in again
+    # Once the writer has changed one of its characters, it is a name clash like any other.
+    Character.objects.filter(owner=user, name="Sam").update(description="Sam, as the writer rewrote them.")
+    changed = client.post(reverse("import"), {"file": SimpleUploadedFile("demo.json", raw)}).content.decode()
+    assert "you already have" in changed and "unchanged" not in changed and "Sam (2)" in changed
+    assert Character.objects.filter(owner=user).count() == 3
 
 
 def test_the_copy_checkbox_imports_a_clash_in_one_step(client_for, user, make_character):
