@@ -146,7 +146,7 @@ def scenario_import(*, raw: bytes, username: str | None, run: dict | None = None
             throwaway = owner is None
             if throwaway:
                 owner = users.create_user(username=f"run-{time.time_ns()}", password=None)
-            reused = None if throwaway else import_match(owner=owner, raw=raw)
+            reused = None if throwaway else import_match(owner=owner, raw=raw, settings=False)
             try:
                 if reused:
                     result, renamed = reused

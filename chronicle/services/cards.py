@@ -221,11 +221,12 @@ def _resolve_clashes(owner, rows: list[dict], scenario_values: dict | None, *, a
     _rename(rows, scenario_values, renamed)
 
 
-def import_match(*, owner, raw: bytes) -> tuple[ImportResult, dict[str, str]] | None:
+def import_match(*, owner, raw: bytes, settings: bool = True) -> tuple[ImportResult, dict[str, str]] | None:
     """The writer's own scenario and cast that this Wonda scenario file holds already (the same text,
     under the file's names or the copy names an earlier import gave them), with those names as
     {file's name: copy's name}; None when there is none. Running one file again then runs what it
-    imported before, rather than a new copy each time ("Alex (3)"), whose name its character says."""
+    imported before, rather than a new copy each time ("Alex (3)"), whose name its character says.
+    `settings` False: the scenario's stored run settings may differ (a command line runs with the file's)."""
     try:
         kind, data = _parse(raw)
     except CardImportError:
@@ -237,6 +238,8 @@ def import_match(*, owner, raw: bytes) -> tuple[ImportResult, dict[str, str]] | 
     values = _scenario_from_wonda(data["scenario"], check, [r["name"] for r in rows if r])
     if check.errors or values is None:
         return None
+    if settings:
+        values["run_settings"] = dict(data["settings"]) if isinstance(data.get("settings"), dict) else {}
     for scenario in Scenario.objects.owned_by(owner).filter(title=values["title"]).prefetch_related("cast"):
         cast = {c.name: c for c in scenario.cast.all()}
         renamed = {row["name"]: _name_or_copy(row["name"], cast) for row in rows}
@@ -247,9 +250,8 @@ def import_match(*, owner, raw: bytes) -> tuple[ImportResult, dict[str, str]] | 
         file_values["pair_notes"] = clean_pair_notes(file_values["pair_notes"], set(cast))
         same_cast = all(getattr(cast[row["name"]], key) == value
                         for row in file_rows for key, value in row.items() if key != "portrait")
-        # Not its stored run settings: the command line runs with the file's own.
-        if same_cast and all(getattr(scenario, key) == file_values[key] for key in file_values
-                             if key not in ("cast", "run_settings")):
+        compared = [key for key in file_values if key != "cast" and (settings or key != "run_settings")]
+        if same_cast and all(getattr(scenario, key) == file_values[key] for key in compared):
             characters = [cast[row["name"]] for row in file_rows]
             return ImportResult(characters=characters, scenario=scenario), {k: v for k, v in renamed.items() if k != v}
     return None

@@ -15,6 +15,7 @@ from django.urls import reverse
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
+from chronicle.demo import load_demo
 from chronicle.models import Character, Scenario
 from chronicle.services.card_export import character_to_card
 from chronicle.services.cards import CardImportError, card_import
@@ -281,6 +282,15 @@ def test_the_import_page_says_when_a_file_holds_a_scene_and_cast_the_writer_has_
     changed = client.post(reverse("import"), {"file": SimpleUploadedFile("demo.json", raw)}).content.decode()
     assert "you already have" in changed and "unchanged" not in changed and "Sam (2)" in changed
     assert Character.objects.filter(owner=user).count() == 3
+
+
+def test_the_demo_bootstrap_gave_is_not_the_demo_file_on_the_import_page(client_for, user):
+    """The file brings run settings (stage directions, planted beliefs) that the demo `bootstrap`
+    made has not: importing it is not a no-op, so the page does not say it is."""
+    load_demo(owner=user)
+    raw = (Path(__file__).resolve().parents[2] / "examples" / "demo.json").read_bytes()
+    html = client_for(user).post(reverse("import"), {"file": SimpleUploadedFile("demo.json", raw)}).content.decode()
+    assert "you already have" in html and "unchanged" not in html
 
 
 def test_the_copy_checkbox_imports_a_clash_in_one_step(client_for, user, make_character):
