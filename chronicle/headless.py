@@ -356,7 +356,7 @@ def run_stop(simulation: Simulation) -> None:
 @transaction.atomic
 def run_discard(*, imported: Imported, simulation: Simulation | None) -> None:
     """Remove what the command created: the throw-away writer with all it owns, or (--owner) the run,
-    its memory bank, and the imported scenario and characters."""
+    its memory bank, and the scenario and characters it imported (not the writer's own it ran)."""
     if imported.throwaway:
         # Its banks first, each locked (banks_delete): a worker's task still writing into one (keys,
         # feelings, an insight) finishes before, or finds it gone; then everything else it owns.
@@ -365,6 +365,8 @@ def run_discard(*, imported: Imported, simulation: Simulation | None) -> None:
         return
     if simulation is not None:
         simulation_delete(simulation=simulation)  # run_stop stopped it: with its bank, as the run page deletes one
+    if imported.reused:
+        return
     scenario_delete(scenario=imported.scenario)
     for character in imported.characters:
         character_delete(character=character)

@@ -16,8 +16,8 @@ A name the writer already uses is refused with `clashes` set; `as_copy` imports 
 from __future__ import annotations
 
 import base64
-import copy
 import binascii
+import copy
 import io
 import json
 import re

@@ -128,6 +128,10 @@ def test_the_demo_file_runs_the_demo_bootstrap_gave_its_writer(user):
     assert "nothing imported" in progress and set(simulation.cast_names) == CAST
     assert simulation.scenario.title == DEMO_TITLE and "Sam steps" in simulation.stage_directions
     assert Character.objects.owned_by(user).count() == 3 and Scenario.objects.owned_by(user).count() == 1
+    # Without --keep the run goes, and the writer's own scene and cast, which it ran, stay.
+    result, progress = run(str(DEMO), turns=1, owner=user.username)
+    assert "nothing imported" in progress and not Simulation.objects.filter(pk=result["simulation"]).exists()
+    assert Character.objects.owned_by(user).count() == 3 and Scenario.objects.owned_by(user).count() == 1
 
 
 def test_settings_are_checked_before_anything_is_imported_or_started(tmp_path):
