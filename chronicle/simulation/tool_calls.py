@@ -119,10 +119,15 @@ def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[i
 
 
 def leave_out_repeats(snapshots: list[dict], response: dict, handed: set[int]) -> tuple[list[dict], dict]:
-    """What the model already has in front of it is left out (marked repeated); an answer left with
-    nothing says so (not that those were on its topic: a model read that as a claim they were)."""
+    """What the model already has in front of it is left out (marked repeated), and named by id
+    (`given_above`): of calls made together, the first one answered holds a memory two found, and a
+    model read the later call's empty answer as "nothing on this", with its answer under the other
+    call. An answer left with nothing says so too."""
     snapshots, response = exclude_results(snapshots, response, handed, mark="repeated")
     found = [s for s in snapshots if not s.get("excluded")]
-    if found and all(s.get("repeated") for s in found) and isinstance(response, dict):
-        response = dict(response, note="Nothing besides what you already have in front of you this turn.")
+    repeated = [s["memory_id"] for s in found if s.get("repeated")]
+    if repeated and isinstance(response, dict):
+        response = dict(response, given_above=repeated)
+        if len(repeated) == len(found):
+            response["note"] = "Nothing besides what you already have in front of you this turn."
     return snapshots, response

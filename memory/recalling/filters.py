@@ -89,11 +89,13 @@ class MemoryFilter:
 
 class Recalled(list):
     """recall()'s answer: its results, and `path`, how they were found ("exact", "index", or
-    "cache" for a search over what only the writer makes, kept between turns)."""
+    "cache" for a search over what only the writer makes, kept between turns). `in_front`: how many
+    it found that were left out as already in front of the caller (its window, its prompt)."""
 
-    def __init__(self, results=(), path: str = "exact"):
+    def __init__(self, results=(), path: str = "exact", in_front: int = 0):
         super().__init__(results)
         self.path = path
+        self.in_front = in_front
 
 
 @dataclass

@@ -73,9 +73,11 @@ class ToolContext(AgentRecall):
         anew, at most k;
         `asked` (what the question asked for by name) first, window or not; beliefs=False: the agent's
         beliefs stay (a tool asked for what it holds)."""
-        kept = [*asked, *(r for r in results if not restates_window(r.memory, self.window_turns, beliefs=beliefs)
-                          and (r.memory.kind, r.memory.category) not in self.shown)]
-        return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"))
+        fresh = [r for r in results if not restates_window(r.memory, self.window_turns, beliefs=beliefs)
+                 and (r.memory.kind, r.memory.category) not in self.shown]
+        kept = [*asked, *fresh]
+        return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"),
+                        in_front=len(results) - len(fresh))
 
 
 @dataclass
@@ -189,3 +191,26 @@ def entries(results: list[RecallResult], *, with_turn: bool = False, extra: bool
                       "related_goals": m.related_goals}
         out.append(entry)
     return out
+
+
+# An answer left empty because all it found is what the caller reads already: said, not an empty list
+# (a model read recall_interactions' empty list as "no history" with the whole history on screen).
+IN_FRONT = "What this found is in front of you already, in the conversation or your notes."
+
+
+def note_in_front(response: dict, results) -> dict:
+    """The answer, with IN_FRONT as its note when its list came back empty for that reason."""
+    key = "facts" if "facts" in response else "memories"
+    if response.get(key) == [] and getattr(results, "in_front", 0):
+        return dict(response, note=IN_FRONT)
+    return response
+
+
+def without_confidence(response: dict) -> dict:
+    """The answer less its retrieval confidences (the answer's and each fact's). A belief's own
+    confidence (how far it travelled) stays: it is what the agent was told, not a search's guess."""
+    response = {k: v for k, v in response.items() if k != "retrieval_confidence"}
+    if isinstance(response.get("facts"), list):
+        response["facts"] = [{k: v for k, v in f.items() if k != "confidence"} if isinstance(f, dict) else f
+                             for f in response["facts"]]
+    return response

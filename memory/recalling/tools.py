@@ -21,7 +21,8 @@ from memory.recalling.search import recall
 from memory.recalling.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
 from memory.services import memory_associate, memory_create, memory_reinforce
 # A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
-from memory.recalling.tool_types import Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of, entries
+from memory.recalling.tool_types import (Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of, entries,
+                                         note_in_front, without_confidence)
 
 __all__ = ["DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "READ_TOOLS", "REGISTRY", "SIMULATION_TOOLS", "TOOL_NAMES", "WRITE_TOOLS", "Param",
            "Tool", "ToolCallResult", "ToolContext", "ToolError", "call_tool", "openai_tool_schemas", "recall_sheet",
@@ -193,7 +194,7 @@ def _recall_interactions(ctx: ToolContext, args: dict):
     # How you stand with them now, and what moved it last (memory.living.relationships).
     row = standing(ctx.bank, ctx.agent, before_turn=ctx.current_turn).get((ctx.agent, name))
     if row is not None:
-        answer["relationship"] = {"trust": row.trust, "affinity": row.affinity, "since_turn": row.turn,
+        answer["relationship"] = {"trust": row.trust, "affinity": row.affinity, "last_changed_turn": row.turn,
                                   "why": row.reason}
     return answer | _metadata(results, enhanced), query, flt, results
 
@@ -358,16 +359,6 @@ def _check_arguments(tool: Tool, arguments) -> dict:
     return arguments
 
 
-def without_confidence(response: dict) -> dict:
-    """The answer less its retrieval confidences (the answer's and each fact's). A belief's own
-    confidence (how far it travelled) stays: it is what the agent was told, not a search's guess."""
-    response = {k: v for k, v in response.items() if k != "retrieval_confidence"}
-    if isinstance(response.get("facts"), list):
-        response["facts"] = [{k: v for k, v in f.items() if k != "confidence"} if isinstance(f, dict) else f
-                             for f in response["facts"]]
-    return response
-
-
 def call_tool(name: str, arguments: dict | str | None, *, context: ToolContext) -> ToolCallResult:
     """Run one tool call by name with JSON arguments; never raises."""
     started = time.perf_counter()
@@ -390,6 +381,8 @@ def call_tool(name: str, arguments: dict | str | None, *, context: ToolContext) 
     elif getattr(results, "path", "") == "keyword":
         # Degraded mode: the agent (and the inspector, which shows this answer) read why.
         response = {**response, "search_mode": KEYWORD_ONLY}
+    if not error:
+        response = note_in_front(response, results)
     if not error and not context.confidence:
         response = without_confidence(response)
     return ToolCallResult(

@@ -88,6 +88,29 @@ def test_query_memory_returns_earlier_lines_with_turn_numbers(seeded_bank, ctx):
     assert len(in_window.response["memories"]) == len(result.response["memories"])  # not short for it
 
 
+def test_a_history_that_is_all_in_the_callers_window_is_said_to_be_there_not_empty(seeded_bank):
+    """recall_interactions with every line between the two in the window: no list of them again, and
+    not a bare empty list either (a model read that as "no history"): the note says where it is."""
+    from memory.forming.capture import remember_utterance
+    from memory.recalling.tool_types import IN_FRONT
+
+    remember_utterance(bank=seeded_bank, speaker="Jordan", text="Alex, I booked us a table at Bella's.", turn=1,
+                       listeners=["Alex", "Jordan"])
+
+    def history(window):
+        return call_tool("recall_interactions", {"character_name": "Jordan"},
+                         context=ToolContext(bank=seeded_bank, agent="Alex", current_turn=3, window_turns=window)).response
+
+    in_window = history(frozenset({1, 2}))
+    assert in_window["memories"] == [] and in_window["note"] == IN_FRONT
+    earlier = history(frozenset({2}))
+    assert any("Bella's" in m["content"] for m in earlier["memories"]) and "note" not in earlier
+    # A search that found nothing at all says nothing of the kind.
+    nothing = call_tool("recall_facts", {"topic": "the price of tea in Lisbon"},
+                        context=ToolContext(bank=seeded_bank, agent="Alex", current_turn=3)).response
+    assert nothing.get("note") != IN_FRONT
+
+
 def test_recall_facts_leaves_out_what_was_learned_from_a_line_the_caller_still_reads(seeded_bank):
     """A fact drawn from a line is that line again while the line is in the caller's window; once
     the window has moved past it, it is a fact worth handing back."""

@@ -60,7 +60,7 @@ def test_what_is_heard_moves_the_standing_and_the_agent_reads_it(user, dinner, c
     # recall_interactions answers with it too.
     answer = call_tool("recall_interactions", {"character_name": "Jordan"},
                        context=ToolContext(bank=simulation.bank, agent="Alex", current_turn=4)).response
-    assert answer["relationship"]["trust"] == -0.3 and answer["relationship"]["since_turn"] == 2
+    assert answer["relationship"]["trust"] == -0.3 and answer["relationship"]["last_changed_turn"] == 2
 
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert 'id="relationships"' in page and 'data-pair="Alex→Jordan"' in page and "<polyline" in page

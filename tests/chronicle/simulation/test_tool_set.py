@@ -223,6 +223,8 @@ def test_what_one_tool_gave_this_turn_another_does_not_give_again(user, dinner, 
     rows = {r.tool: r for r in simulation.turns.get(index=0).retrievals.all()}
     repeated = [s for s in rows["recall_facts"].results if s.get("repeated")]
     assert repeated and {s["memory_id"] for s in repeated} <= known
+    # And it names them: the answer to this call is there, above, under the other one.
+    assert second["given_above"] == [s["memory_id"] for s in repeated if not s.get("excluded")]
     # Only the model's copy drops what its call already says; the record keeps the topic.
     assert "topic" not in second and rows["recall_facts"].response["topic"] == "Sam"
 
@@ -238,7 +240,7 @@ def test_in_both_modes_a_tool_does_not_give_back_what_the_notes_show(user, dinne
     # The sheet is in the notes on the first turn: query_self gives none of it again, and says so.
     assert noted and {s["memory_id"] for s in asked.results} <= noted
     assert all(s.get("repeated") for s in asked.results) and not answer["memories"]
-    assert "already have in front of you" in answer["note"]
+    assert "already have in front of you" in answer["note"] and set(answer["given_above"]) <= noted
 
 
 def test_a_tool_does_not_give_back_what_the_writer_pinned_onto_the_turn(user, dinner, server):
