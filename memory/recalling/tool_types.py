@@ -13,6 +13,9 @@ from memory.recalling.options import AgentRecall
 # What the caller's transcript shows as it happened: a line, a stage direction, an action or a whisper
 # seen. Within its window a search leaves them out (the window says them already).
 WITNESSED_KINDS = ("episodic", "observation", "action")
+# The most memories one line leaves a listener: its copy of the line, up to three facts drawn from it
+# (memory.living.after_turn's MAX_FACTS), how it moved them, and a belief it passed on.
+MEMORIES_PER_LINE = 6
 
 
 def restates_window(memory, turns, *, beliefs: bool = True) -> bool:
@@ -67,6 +70,21 @@ class ToolContext(AgentRecall):
     def beyond_window(self, k: int) -> int:
         """How many to ask a search for, so that k remain once the window's lines are left out."""
         return k + len(self.window_turns)
+
+    def recall_outside(self, search: Callable[[int], list[RecallResult]], k: int, **options) -> Recalled:
+        """The best k of `search(n)` (a search for n) that the caller has not in front of it
+        (outside_window's options). One line in the window leaves several memories (the line, the
+        facts drawn from it, a reaction, a belief): when those fill what was asked for, the search
+        goes again, wide enough for all of them. A model asking "Bella's prices" got an empty
+        answer, its window's three lines about Bella's having taken all eight places."""
+        n = self.beyond_window(k)
+        results = search(n)
+        kept = self.outside_window(results, k, **options)
+        if len(kept) < k and len(results) >= n and self.window_turns:
+            wider = k + MEMORIES_PER_LINE * len(self.window_turns)
+            results = search(wider)
+            kept = self.outside_window(results, k, **options)
+        return kept
 
     def outside_window(self, results: list[RecallResult], k: int, *, asked=(), beliefs: bool = True) -> list[RecallResult]:
         """The results but what the caller reads in its window (restates_window) or prompt (shown), ranked
@@ -194,8 +212,9 @@ def entries(results: list[RecallResult], *, with_turn: bool = False, extra: bool
 
 
 # An answer left empty because all it found is what the caller reads already: said, not an empty list
-# (a model read recall_interactions' empty list as "no history" with the whole history on screen).
-IN_FRONT = "What this found is in front of you already, in the conversation or your notes."
+# (a model read recall_interactions' empty list as "no history" with the whole history on screen), and
+# not as an answer (one read "it is in front of you already" as "the price is in the conversation").
+IN_FRONT = "All this search found is what you can already see above; it found nothing else."
 
 
 def note_in_front(response: dict, results) -> dict:

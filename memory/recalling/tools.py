@@ -110,17 +110,19 @@ def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | Non
     flt = MemoryFilter(agent=ctx.agent, kinds=QUERY_MEMORY_KINDS, shared=True)
     if enhanced is None:
         enhanced = ctx.enhanced(query)
-    results = recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(k), options=ctx.recall_options(), fusion=True,
-                     exact=exact, enhance=enhanced)
     held = []
     if ABOUT_BELIEFS.search(query):
         # "What do I believe about …?": what I hold about it (who told me, who denied it) comes
         # before the lines that mention it, even where the window shows the line I heard it in.
         held = recall(ctx.bank, query, filter=MemoryFilter(agent=ctx.agent, kinds=["semantic"], categories=["belief"]),
                       k=BELIEFS_FIRST, options=ctx.recall_options(), fusion=True, exact=exact, enhance=enhanced)
-        ids = {r.memory.pk for r in held}
-        results = Recalled([r for r in results if r.memory.pk not in ids], path=getattr(results, "path", "exact"))
-    return flt, ctx.outside_window(results, k, asked=held)
+    ids = {r.memory.pk for r in held}
+
+    def search(n: int) -> Recalled:
+        found = recall(ctx.bank, query, filter=flt, k=n, options=ctx.recall_options(), fusion=True, exact=exact,
+                       enhance=enhanced)
+        return Recalled([r for r in found if r.memory.pk not in ids], path=getattr(found, "path", "exact"))
+    return flt, ctx.recall_outside(search, k, asked=held)
 
 
 def _query_memory(ctx: ToolContext, args: dict):
@@ -145,8 +147,8 @@ def _recall_episodes(ctx: ToolContext, args: dict):
             raise ToolError("importance_threshold must be between 0 and 10.")
         flt.min_importance = threshold
     enhanced = ctx.enhanced(query)
-    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(5),
-                                        options=ctx.recall_options(enhance=enhanced)), 5)
+    results = ctx.recall_outside(lambda n: recall(ctx.bank, query, filter=flt, k=n,
+                                                  options=ctx.recall_options(enhance=enhanced)), 5)
     ordered = sorted(results, key=lambda r: (r.memory.turn is None, r.memory.turn or 0))  # seed 001: in time order
     return ({"query": query, "memories": entries(ordered, with_turn=True, extra=True)} | _metadata(results, enhanced),
             query, flt, results)
@@ -164,8 +166,8 @@ def _recall_facts(ctx: ToolContext, args: dict):
     flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection"], shared=True)
     enhanced = ctx.enhanced(topic)
     # What the agent holds on the topic: its beliefs too, with whom it heard them from.
-    results = ctx.outside_window(recall(ctx.bank, topic, filter=flt, k=ctx.beyond_window(5),
-                                        options=ctx.recall_options(enhance=enhanced)), 5, beliefs=False)
+    results = ctx.recall_outside(lambda n: recall(ctx.bank, topic, filter=flt, k=n,
+                                                  options=ctx.recall_options(enhance=enhanced)), 5, beliefs=False)
     # confidence: the probability that a memory this similar to the topic is one asked for
     # (memory.recalling.confidence: a logistic fit on locomo-dev), not the raw cosine.
     results = Recalled([r for r in results if calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR],
@@ -187,8 +189,8 @@ def _recall_interactions(ctx: ToolContext, args: dict):
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action"], participant=name)
     query = f"my interactions with {name}"
     enhanced = ctx.enhanced(query)
-    results = ctx.outside_window(recall(ctx.bank, query, filter=flt, k=ctx.beyond_window(10),
-                                        options=ctx.recall_options(enhance=enhanced)), 10)
+    results = ctx.recall_outside(lambda n: recall(ctx.bank, query, filter=flt, k=n,
+                                                  options=ctx.recall_options(enhance=enhanced)), 10)
     ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
     answer = {"character": name, "memories": entries(ordered, with_turn=True)}
     # How you stand with them now, and what moved it last (memory.living.relationships).
@@ -204,7 +206,7 @@ def _check_similar(ctx: ToolContext, args: dict):
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action", "reflection", "procedural"])
     enhanced = ctx.enhanced(context)
     options = ctx.recall_options(scoring="similarity", weights=None, enhance=enhanced)  # likeness alone
-    results = ctx.outside_window(recall(ctx.bank, context, filter=flt, k=ctx.beyond_window(5), options=options), 5)
+    results = ctx.recall_outside(lambda n: recall(ctx.bank, context, filter=flt, k=n, options=options), 5)
     return {"memories": entries(results, with_turn=True)} | _metadata(results, enhanced), context, flt, results
 
 

@@ -88,6 +88,29 @@ def test_query_memory_returns_earlier_lines_with_turn_numbers(seeded_bank, ctx):
     assert len(in_window.response["memories"]) == len(result.response["memories"])  # not short for it
 
 
+def test_a_search_whose_first_places_the_window_took_searches_wider_rather_than_answer_empty(seeded_bank):
+    """Three lines in the window about Bella's leave Alex twelve memories of it (each line, three
+    facts drawn from each): they fill the first places of "Bella's prices", and what Alex knew of
+    Bella's before them must still come back."""
+    from memory.forming.capture import remember_utterance
+    from memory.forming.extraction import facts_create
+    from memory.services import memory_create
+
+    memory_create(bank=seeded_bank, content="Bella's charges twenty-two euros for a risotto, wine not included.",
+                  agent="Alex", kind="semantic", category="learned", source="earned", turn=0, importance=5.0)
+    for turn in (1, 2, 3):
+        remember_utterance(bank=seeded_bank, speaker="Jordan", text=f"Bella's, Bella's, Bella's: Bella's prices are fine, I swear ({turn}).",
+                           turn=turn, listeners=["Alex", "Jordan"])
+        facts_create(bank=seeded_bank, speaker="Jordan", turn=turn, facts={"Alex": [
+            f"Jordan says Bella's prices are fine ({turn}).", f"Jordan wants Bella's tonight ({turn}).",
+            f"Jordan swears about Bella's prices ({turn})."]})
+    context = ToolContext(bank=seeded_bank, agent="Alex", current_turn=4, window_turns=frozenset({1, 2, 3}))
+    answer = call_tool("query_memory", {"query": "Bella's prices"}, context=context)
+    contents = [m["content"] for m in answer.response["memories"]]
+    assert "Bella's charges twenty-two euros for a risotto, wine not included." in contents
+    assert not any(r.memory.turn in (1, 2, 3) for r in answer.results)
+
+
 def test_a_history_that_is_all_in_the_callers_window_is_said_to_be_there_not_empty(seeded_bank):
     """recall_interactions with every line between the two in the window: no list of them again, and
     not a bare empty list either (a model read that as "no history"): the note says where it is."""
