@@ -72,15 +72,17 @@ class ToolContext(AgentRecall):
         return k + len(self.window_turns)
 
     def recall_outside(self, search: Callable[[int], list[RecallResult]], k: int, **options) -> Recalled:
-        """The best k of `search(n)` (a search for n) that the caller has not in front of it
-        (outside_window's options). One line in the window leaves several memories (the line, the
-        facts drawn from it, a reaction, a belief): when those fill what was asked for, the search
-        goes again, wide enough for all of them. A model asking "Bella's prices" got an empty
-        answer, its window's three lines about Bella's having taken all eight places."""
+        """What ranks in the first k + window places of `search(n)` (a search for n) that the caller
+        has not in front of it, at most k (outside_window's options). One line in the window leaves
+        several memories (the line, the facts drawn from it, a reaction, a belief): when those take
+        every place, the search goes again, wide enough for all of them, rather than answer nothing.
+        A model asking "Bella's prices" got an empty answer, its window's three lines about Bella's
+        having taken all eight places. (Going wider whenever fewer than k remained added ~110
+        tokens a turn on the long sheets, for memories further from the question.)"""
         n = self.beyond_window(k)
         results = search(n)
         kept = self.outside_window(results, k, **options)
-        if len(kept) < k and len(results) >= n and self.window_turns:
+        if not kept and len(results) >= n and self.window_turns:
             wider = k + MEMORIES_PER_LINE * len(self.window_turns)
             results = search(wider)
             kept = self.outside_window(results, k, **options)
