@@ -24,7 +24,7 @@ from chronicle.simulation.briefing import (
     clock_text, header_shows, identity_header, now_text, pinned_note, prepopulate, still_as_shown,
 )
 from chronicle.simulation.replies import is_refusal, text_tool_calls
-from chronicle.simulation.tool_calls import for_model, offered_tools, run_tool_call
+from chronicle.simulation.tool_calls import for_model, offered_tools, run_round
 from chronicle.simulation.turn_models import WRITER_LINE_NOTE
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported, TurnHints
 from memory.api import CharacterSheet, DEFAULT_SIMULATION_TOOLS, ScenarioSheet, ToolContext, retrieval_filter
@@ -236,10 +236,10 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
                 outcome.notes.append("The model wrote a tool call as text; it was run as one.")
         if tool_calls and tools:
             messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": tool_calls})
-            for call in tool_calls:
-                response = run_tool_call(call, offered, context, outcome, over_limit=calls_left <= 0, limit=turn.max_tool_calls,
-                                     excluded=turn.excluded, handed=handed)
-                calls_left -= 1
+            answers = run_round(tool_calls, offered, context, outcome, calls_left=calls_left, limit=turn.max_tool_calls,
+                                excluded=turn.excluded, handed=handed)
+            calls_left -= len(tool_calls)
+            for call, response in zip(tool_calls, answers):
                 # As written (no \u escapes: a quotation mark or a dash is one token, not three) and
                 # without the spaces after separators (a twelfth of an answer's tokens).
                 messages.append({"role": "tool", "tool_call_id": call.get("id") or "",

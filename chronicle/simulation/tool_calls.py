@@ -45,6 +45,27 @@ def compact_schemas(tools: list[dict]) -> list[dict]:
     return compact
 
 
+# Asked for by name (the sheet, a person, the scene) before searched for: a memory two calls of a round
+# find is given under the call that named it, and the search points to it (a model read its secret under
+# query_memory("Thai menu") with query_self(aspect="secrets") pointing there, twice, as surprising).
+NAMED_LOOKUPS = ("query_self", "query_scene", "query_character", "query_background", "query_communication_style")
+
+
+def run_round(calls: list[dict], offered: set[str], context: ToolContext, outcome: TurnOutcome, *, calls_left: int,
+              limit: int, excluded: frozenset[int], handed: set[int]) -> list[dict]:
+    """One round of the model's tool calls: run (named lookups first, then searches, each in the
+    model's order), recorded and answered in the model's order; past `calls_left`, refused."""
+    start = len(outcome.retrievals)
+    order = sorted(range(len(calls)), key=lambda i: ((calls[i].get("function") or {}).get("name") not in NAMED_LOOKUPS, i))
+    answers = {i: run_tool_call(calls[i], offered, context, outcome, over_limit=i >= calls_left, limit=limit,
+                                excluded=excluded, handed=handed) for i in order}
+    rows = dict(zip(order, outcome.retrievals[start:]))  # run_tool_call records one row per call
+    outcome.retrievals[start:] = [rows[i] for i in range(len(calls))]
+    for number, row in enumerate(outcome.retrievals[start:], start=start):
+        row["order"] = number
+    return [answers[i] for i in range(len(calls))]
+
+
 def run_tool_call(call: dict, offered: set[str], context: ToolContext, outcome: TurnOutcome, *, over_limit: bool,
               limit: int, excluded: frozenset[int] = frozenset(), handed: set[int] | None = None) -> dict:
     """Run one tool call of a turn and record it. `handed`: the memories the model already has in
@@ -120,14 +141,13 @@ def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[i
 
 def leave_out_repeats(snapshots: list[dict], response: dict, handed: set[int]) -> tuple[list[dict], dict]:
     """What the model already has in front of it is left out (marked repeated), and named by id
-    (`given_above`): of calls made together, the first one answered holds a memory two found, and a
-    model read the later call's empty answer as "nothing on this", with its answer under the other
-    call. An answer left with nothing says so too."""
+    (`in_another_answer`): of calls made together, one answer holds a memory two found, and a model
+    read the other's empty answer as "nothing on this". An answer left with nothing says so too."""
     snapshots, response = exclude_results(snapshots, response, handed, mark="repeated")
     found = [s for s in snapshots if not s.get("excluded")]
     repeated = [s["memory_id"] for s in found if s.get("repeated")]
     if repeated and isinstance(response, dict):
-        response = dict(response, given_above=repeated)
+        response = dict(response, in_another_answer=repeated)
         if len(repeated) == len(found):
             response["note"] = "Nothing besides what you already have in front of you this turn."
     return snapshots, response
