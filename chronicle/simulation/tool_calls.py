@@ -141,13 +141,13 @@ def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[i
 
 def leave_out_repeats(snapshots: list[dict], response: dict, handed: set[int]) -> tuple[list[dict], dict]:
     """What the model already has in front of it is left out (marked repeated), and named by id
-    (`in_another_answer`): of calls made together, one answer holds a memory two found, and a model
+    (`already_given`): of calls made together, one answer holds a memory two found, and a model
     read the other's empty answer as "nothing on this". An answer left with nothing says so too."""
     snapshots, response = exclude_results(snapshots, response, handed, mark="repeated")
     found = [s for s in snapshots if not s.get("excluded")]
     repeated = [s["memory_id"] for s in found if s.get("repeated")]
     if repeated and isinstance(response, dict):
-        response = dict(response, in_another_answer=repeated)
+        response = dict(response, already_given=repeated)
         if len(repeated) == len(found):
             response["note"] = "Nothing besides what you already have in front of you this turn."
     return snapshots, response

@@ -224,7 +224,7 @@ def test_what_one_tool_gave_this_turn_another_does_not_give_again(user, dinner, 
     repeated = [s for s in rows["recall_facts"].results if s.get("repeated")]
     assert repeated and {s["memory_id"] for s in repeated} <= known
     # And it names them: the answer to this call is there, above, under the other one.
-    assert second["in_another_answer"] == [s["memory_id"] for s in repeated if not s.get("excluded")]
+    assert second["already_given"] == [s["memory_id"] for s in repeated if not s.get("excluded")]
     # Only the model's copy drops what its call already says; the record keeps the topic.
     assert "topic" not in second and rows["recall_facts"].response["topic"] == "Sam"
 
@@ -241,7 +241,7 @@ def test_of_calls_made_together_the_one_that_names_what_it_wants_holds_it(user, 
     secret_ids = {m["memory_id"] for m in secrets["memories"]}
     assert secret_ids and "Thai" in " ".join(m["content"] for m in secrets["memories"])
     assert not secret_ids & {m["memory_id"] for m in search["memories"]}
-    assert secret_ids <= set(search["in_another_answer"])
+    assert secret_ids <= set(search["already_given"])
     rows = list(simulation.turns.get(index=0).retrievals.order_by("order"))
     assert [r.tool for r in rows] == ["query_memory", "query_self"]
 
@@ -257,7 +257,7 @@ def test_in_both_modes_a_tool_does_not_give_back_what_the_notes_show(user, dinne
     # The sheet is in the notes on the first turn: query_self gives none of it again, and says so.
     assert noted and {s["memory_id"] for s in asked.results} <= noted
     assert all(s.get("repeated") for s in asked.results) and not answer["memories"]
-    assert "already have in front of you" in answer["note"] and set(answer["in_another_answer"]) <= noted
+    assert "already have in front of you" in answer["note"] and set(answer["already_given"]) <= noted
 
 
 def test_a_tool_does_not_give_back_what_the_writer_pinned_onto_the_turn(user, dinner, server):
