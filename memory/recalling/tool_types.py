@@ -71,21 +71,25 @@ class ToolContext(AgentRecall):
         """How many to ask a search for, so that k remain once the window's lines are left out."""
         return k + len(self.window_turns)
 
-    def recall_outside(self, search: Callable[[int], list[RecallResult]], k: int, **options) -> Recalled:
+    def recall_outside(self, search: Callable[[int], list[RecallResult]], k: int, *,
+                       keep: Callable[[RecallResult], bool] | None = None, **options) -> Recalled:
         """What ranks in the first k + window places of `search(n)` (a search for n) that the caller
         has not in front of it, at most k (outside_window's options). One line in the window leaves
         several memories (the line, the facts drawn from it, a reaction, a belief): when those take
         every place, the search goes again, wide enough for all of them, rather than answer nothing.
         A model asking "Bella's prices" got an empty answer, its window's three lines about Bella's
         having taken all eight places. (Going wider whenever fewer than k remained added ~110
-        tokens a turn on the long sheets, for memories further from the question.)"""
+        tokens a turn on the long sheets, for memories further from the question.) `keep`: what of a
+        search's results may be answered at all (a floor), applied before the window is."""
+        def answerable(found) -> Recalled:
+            return found if keep is None else Recalled([r for r in found if keep(r)], path=getattr(found, "path", "exact"))
+
         n = self.beyond_window(k)
         results = search(n)
-        kept = self.outside_window(results, k, **options)
+        kept = self.outside_window(answerable(results), k, **options)
         if not kept and len(results) >= n and self.window_turns:
             wider = k + MEMORIES_PER_LINE * len(self.window_turns)
-            results = search(wider)
-            kept = self.outside_window(results, k, **options)
+            kept = self.outside_window(answerable(search(wider)), k, **options)
         return kept
 
     def outside_window(self, results: list[RecallResult], k: int, *, asked=(), beliefs: bool = True) -> list[RecallResult]:

@@ -165,13 +165,13 @@ def _recall_facts(ctx: ToolContext, args: dict):
     # not the agent's own profile (query_self).
     flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection"], shared=True)
     enhanced = ctx.enhanced(topic)
-    # What the agent holds on the topic: its beliefs too, with whom it heard them from.
+    # What the agent holds on the topic: its beliefs too, with whom it heard them from. confidence: the
+    # probability that a memory this similar to the topic is one asked for (memory.recalling.confidence:
+    # a logistic fit on locomo-dev), not the raw cosine; the floor goes before the window, so a fact on
+    # screen is one the answer can say is there.
     results = ctx.recall_outside(lambda n: recall(ctx.bank, topic, filter=flt, k=n,
-                                                  options=ctx.recall_options(enhance=enhanced)), 5, beliefs=False)
-    # confidence: the probability that a memory this similar to the topic is one asked for
-    # (memory.recalling.confidence: a logistic fit on locomo-dev), not the raw cosine.
-    results = Recalled([r for r in results if calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR],
-                       path=getattr(results, "path", "exact"))
+                                                  options=ctx.recall_options(enhance=enhanced)), 5, beliefs=False,
+                                 keep=lambda r: calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR)
     facts = [{"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
               "memory_id": r.memory.pk} | belief_of(r.memory) for r in results]
     answer = {"topic": topic, "facts": facts}

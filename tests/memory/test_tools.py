@@ -115,6 +115,7 @@ def test_a_history_that_is_all_in_the_callers_window_is_said_to_be_there_not_emp
     """recall_interactions with every line between the two in the window: no list of them again, and
     not a bare empty list either (a model read that as "no history"): the note says where it is."""
     from memory.forming.capture import remember_utterance
+    from memory.forming.extraction import facts_create
     from memory.recalling.tool_types import IN_FRONT
 
     remember_utterance(bank=seeded_bank, speaker="Jordan", text="Alex, I booked us a table at Bella's.", turn=1,
@@ -126,6 +127,12 @@ def test_a_history_that_is_all_in_the_callers_window_is_said_to_be_there_not_emp
 
     in_window = history(frozenset({1, 2}))
     assert in_window["memories"] == [] and in_window["note"] == IN_FRONT
+    # So for facts drawn from a line on screen: not "No facts on this topic".
+    facts_create(bank=seeded_bank, facts={"Alex": ["The cellar boiler was replaced in March."]}, speaker="Jordan", turn=1)
+    booked = call_tool("recall_facts", {"topic": "when was the cellar boiler replaced?"},
+                       context=ToolContext(bank=seeded_bank, agent="Alex", current_turn=3,
+                                           window_turns=frozenset({1, 2}))).response
+    assert booked["facts"] == [] and booked["note"] == IN_FRONT
     earlier = history(frozenset({2}))
     assert any("Bella's" in m["content"] for m in earlier["memories"]) and "note" not in earlier
     # A search that found nothing at all says nothing of the kind.
