@@ -240,7 +240,8 @@ def import_match(*, owner, raw: bytes, settings: bool = True) -> tuple[ImportRes
         return None
     if settings:
         values["run_settings"] = dict(data["settings"]) if isinstance(data.get("settings"), dict) else {}
-    for scenario in Scenario.objects.owned_by(owner).filter(title=values["title"]).prefetch_related("cast"):
+    matches = []
+    for scenario in Scenario.objects.owned_by(owner).filter(title=values["title"]).order_by("pk").prefetch_related("cast"):
         cast = {c.name: c for c in scenario.cast.all()}
         renamed = {row["name"]: _name_or_copy(row["name"], cast) for row in rows}
         if None in renamed.values() or len(cast) != len(rows) or len(set(renamed.values())) != len(rows):
@@ -253,8 +254,9 @@ def import_match(*, owner, raw: bytes, settings: bool = True) -> tuple[ImportRes
         compared = [key for key in file_values if key != "cast" and (settings or key != "run_settings")]
         if same_cast and all(getattr(scenario, key) == file_values[key] for key in compared):
             characters = [cast[row["name"]] for row in file_rows]
-            return ImportResult(characters=characters, scenario=scenario), {k: v for k, v in renamed.items() if k != v}
-    return None
+            matches.append((ImportResult(characters=characters, scenario=scenario), {k: v for k, v in renamed.items() if k != v}))
+    # The one under the file's own names if there is one (not a copy), else the oldest copy.
+    return min(matches, key=lambda match: len(match[1]), default=None)
 
 
 def _name_or_copy(name: str, cast: dict[str, Character]) -> str | None:

@@ -18,7 +18,7 @@ from PIL.PngImagePlugin import PngInfo
 from chronicle.demo import load_demo
 from chronicle.models import Character, Scenario
 from chronicle.services.card_export import character_to_card
-from chronicle.services.cards import CardImportError, card_import
+from chronicle.services.cards import CardImportError, card_import, import_match
 
 pytestmark = pytest.mark.django_db
 
@@ -282,6 +282,17 @@ def test_the_import_page_says_when_a_file_holds_a_scene_and_cast_the_writer_has_
     changed = client.post(reverse("import"), {"file": SimpleUploadedFile("demo.json", raw)}).content.decode()
     assert "you already have" in changed and "unchanged" not in changed and "Sam (2)" in changed
     assert Character.objects.filter(owner=user).count() == 3
+
+
+def test_a_file_held_twice_is_matched_to_the_one_under_its_own_names(user):
+    """A writer who imported the demo, then a copy of it ("Alex (2)"), runs the file as the one whose
+    characters go by the file's names: the copy's would introduce themselves as "Alex (2)"."""
+    raw = (Path(__file__).resolve().parents[2] / "examples" / "demo.json").read_bytes()
+    original = card_import(owner=user, raw=raw).scenario
+    card_import(owner=user, raw=raw, as_copy=True)
+    result, renamed = import_match(owner=user, raw=raw)
+    assert result.scenario == original and renamed == {}
+    assert sorted(c.name for c in result.characters) == ["Alex", "Jordan", "Sam"]
 
 
 def test_the_demo_bootstrap_gave_is_not_the_demo_file_on_the_import_page(client_for, user):
