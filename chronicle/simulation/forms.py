@@ -63,6 +63,14 @@ def _tool_label(name: str) -> str:
     return f"{name}{' (writes memories)' if name in WRITE_TOOLS else ''}: {REGISTRY[name].description}"
 
 
+# What each mode means for the writer: what the agent has in mind, and what a turn costs.
+RETRIEVAL_MODE_HELP = (
+    "Pre-populate: before each turn the agent is given its sheet and the memories that bear on the moment; "
+    "one model call a turn, the cheapest. Tools: the agent asks its memory for what it needs, afresh each "
+    "turn (only the conversation carries over, so a model often looks up its own secret again); a turn is "
+    "usually two calls. Both: given, and free to ask for more.")
+
+
 class SimulationForm(forms.ModelForm):
     scenario = forms.ModelChoiceField(queryset=Scenario.objects.none(), empty_label=None)
     cast = forms.ModelMultipleChoiceField(
@@ -107,6 +115,7 @@ class SimulationForm(forms.ModelForm):
         labels = {"max_turns": "Turns", "max_tool_calls": "Maximum tool calls per turn", "timeout_s": "Time-out (s)",
                   "base_url": "Base URL",
                   "pace_s": "Pace (seconds before each line)"}
+        help_texts = {"retrieval_mode": RETRIEVAL_MODE_HELP}
 
     def __init__(self, *args, owner, **kwargs):
         initial = kwargs["initial"] = dict(kwargs.get("initial") or {})
@@ -263,3 +272,4 @@ class ReplayForm(forms.ModelForm):
         fields = ["retrieval_mode", "scoring", "association_weight", "reflection_threshold", "distortions"]
         widgets = {"distortions": forms.Textarea(attrs={"rows": 2, "placeholder": "Jordan: paranoia"})}
         labels = {"retrieval_mode": "How agents get their memories"}
+        help_texts = {"retrieval_mode": RETRIEVAL_MODE_HELP}

@@ -49,6 +49,8 @@ def test_new_simulation_form_starts_a_run_with_a_cast_subset_and_hides_the_key(
     client = client_for(user)
     page = client.get(reverse("simulation_create")).content.decode()
     assert "Dinner plans" in page and 'name="retrieval_mode"' in page and 'name="max_tool_calls"' in page
+    # The writer is told what each mode means before choosing one.
+    assert "one model call a turn, the cheapest" in page and "looks up its own secret again" in page
     alex, jordan = Character.objects.get(name="Alex"), Character.objects.get(name="Jordan")
     data = {"scenario": dinner.pk, "cast": [alex.pk, jordan.pk], "max_turns": 4, "speaking_order": "model_picks",
             "retrieval_mode": "both", "scoring": "hybrid", "weight_recency": "0.3", "provider": "openai",
