@@ -97,13 +97,35 @@ def bank_copy(*, source: MemoryBank, target: MemoryBank, as_of_turn: int) -> dic
     MemoryAccess.objects.bulk_create([MemoryAccess(memory_id=mapping[memory_id], turn=turn, count=count)
                                       for memory_id, seen in history.items() for turn, count in seen])
     # How the agents stood with each other before that turn, with their evidence where it was copied.
-    Relationship.objects.bulk_create([
-        Relationship(bank=target, agent=r.agent, other=r.other, turn=r.turn, trust=r.trust, affinity=r.affinity,
-                     trust_change=r.trust_change, affinity_change=r.affinity_change, reason=r.reason,
-                     evidence_id=mapping.get(r.evidence_id))
-        for r in Relationship.objects.filter(bank=source, turn__lt=as_of_turn).order_by("id")])
+    relationships_import(bank=target, rows=relationships_export(source, before_turn=as_of_turn), memory_ids=mapping)
     bank_index_wanted(target.pk)
     return mapping
+
+
+RELATIONSHIP_FIELDS = ("agent", "other", "turn", "trust", "affinity", "trust_change", "affinity_change", "reason")
+
+
+def relationships_export(bank: MemoryBank | int, *, before_turn: int | None = None) -> list[dict]:
+    """How the agents came to stand with each other, row by row (the history a run page charts), each
+    with the id of the memory of the line it rests on."""
+    rows = Relationship.objects.filter(bank=bank).order_by("id")
+    if before_turn is not None:
+        rows = rows.filter(turn__lt=before_turn)
+    return [{**{f: getattr(r, f) for f in RELATIONSHIP_FIELDS}, "evidence_id": r.evidence_id} for r in rows]
+
+
+def relationship_check(row: dict) -> None:
+    """An exported row as relationships_import will store it: ValidationError (naming the field),
+    KeyError or TypeError when it cannot be."""
+    Relationship(**{f: row[f] for f in RELATIONSHIP_FIELDS if f in row}).full_clean(exclude=["bank", "evidence"])
+
+
+def relationships_import(*, bank: MemoryBank, rows: list[dict], memory_ids: dict[int, int]) -> int:
+    """Exported rows into `bank`, their evidence pointed at its copies (memory_ids: exported id → id here)."""
+    return len(Relationship.objects.bulk_create([
+        Relationship(bank=bank, **{f: row[f] for f in RELATIONSHIP_FIELDS if f in row},
+                     evidence_id=memory_ids.get(row.get("evidence_id")))
+        for row in rows]))
 
 
 CARRY_MODES = ("all", "reflections", "none")

@@ -36,3 +36,10 @@ def test_the_recorded_runs_load_once_finished_with_their_memory_and_show_on_the_
     assert home.count("Recorded: lines written by a model, replayed") == 2
     page = client.get(runs[0].get_absolute_url()).content.decode()
     assert "Recorded: lines written by a model, replayed" in page and 'id="recorded-badge"' in page
+    # What the tour sends a newcomer to see on the rumour: how the rumour spread and was denied, and
+    # how the three came to stand with each other.
+    rumour = next(run for run in runs if "Rumour" in run.title or "rumour" in run.title)
+    page = client.get(rumour.get_absolute_url()).content.decode()
+    assert 'id="relationships"' in page and 'data-pair="Tess→Oren"' in page
+    assert 'data-holder="Mira"' in page and "heard from Oren" in page
+    assert 'data-holder="Tess"' in page and "disputed" in page

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from chronicle.writing import exports, services
 from chronicle.writing.tasks import import_bank_task
-from memory.models import Memory
+from memory.api import relationships_update
+from memory.models import Memory, Relationship
 
 pytestmark = pytest.mark.django_db
 
@@ -61,6 +63,8 @@ def _normal(data: dict) -> dict:
         o.pop("memory_id")
     for e in data["edits"]:
         e.pop("target_id")
+    for r in data.get("relationships", []):
+        r.pop("evidence_id")  # checked on its own below
     data["simulation"].pop("title")  # the copy is marked (checked on its own below)
     return data
 
@@ -80,7 +84,7 @@ def test_json_export_imports_back_into_an_equal_simulation(user, polished, djang
     with django_capture_on_commit_callbacks() as callbacks:
         imported = exports.simulation_import(owner=user, data=payload)
     assert len(callbacks) == 1
-    import_bank_task.apply(args=(imported.pk, payload["memories"])).get()
+    import_bank_task.apply(args=(imported.pk, payload["memories"], payload["relationships"])).get()
     imported.refresh_from_db()
     assert imported.pk != polished.pk and imported.bank_id != polished.bank_id
     again = exports.to_json(imported)
@@ -127,3 +131,34 @@ def test_the_exports_carry_the_stage_and_read_whispers_and_actions_as_a_script_d
     assert "*The dining room at Hollins Farm — Late evening*" in markdown and "windows., " not in markdown
     assert markdown.index("**Alex** ★ *(turn 1)*") < markdown.index("*Sam steps out.*") \
         < markdown.index("**Jordan** *(turn 2)*") < markdown.index("*The lights go out.*")
+
+
+def test_how_the_agents_came_to_stand_with_each_other_survives_export_and_import(
+        user, finished, client_for, django_capture_on_commit_callbacks):
+    """The run page's Relationships (and every agent's standing in a replay or a branch) come back
+    with an imported run, each change resting on the imported copy of its line."""
+    line = Memory.objects.filter(bank=finished.bank, agent="Jordan", kind="episodic").order_by("id").first()
+    moved = relationships_update(bank=finished.bank, speaker="Alex", text="Thank you, Jordan, you saved the evening.",
+                                 listeners=["Jordan"], turn=2, evidence={"Jordan": line})
+    assert moved, "a thank-you said to Jordan by name moves Jordan"
+    data = json.loads(json.dumps(exports.to_json(finished)))
+    assert ("Jordan", "Alex", 2) in [(r["agent"], r["other"], r["turn"]) for r in data["relationships"]]
+
+    with django_capture_on_commit_callbacks():
+        imported = exports.simulation_import(owner=user, data=data)
+    import_bank_task.apply(args=(imported.pk, data["memories"], data["relationships"])).get()
+
+    def history(bank_id):
+        return [(r.agent, r.other, r.turn, r.trust, r.affinity, r.reason)
+                for r in Relationship.objects.filter(bank=bank_id).order_by("id")]
+    assert history(imported.bank_id) == history(finished.bank_id)
+    row = Relationship.objects.get(bank=imported.bank_id, agent="Jordan", other="Alex", turn=2)
+    assert row.affinity == moved[0].affinity > 0
+    assert row.evidence.bank_id == imported.bank_id and row.evidence.content == line.content
+    page = client_for(user).get(imported.get_absolute_url()).content.decode()
+    assert 'id="relationships"' in page and 'data-pair="Jordan→Alex"' in page
+
+    broken = json.loads(json.dumps(data))
+    broken["relationships"][0]["trust"] = 3
+    with pytest.raises(ValidationError, match=r"relationships\[0\].*trust"):
+        exports.simulation_import(owner=user, data=broken)
