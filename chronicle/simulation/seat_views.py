@@ -49,9 +49,9 @@ def seat_line(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         seats.seat_speak(simulation=simulation, line=request.POST.get("line", ""), actor=request.user)
     except seats.SeatError as exc:
-        messages.error(request, str(exc))
-        # What was typed stays in the box.
-        return _page(request, simulation, seat_line=request.POST.get("line", ""))
+        # Said beside the box (an htmx answer swaps only the live part, not the page's messages), and
+        # what was typed stays in it.
+        return _page(request, simulation, seat_line=request.POST.get("line", ""), seat_problem=str(exc))
     if request.htmx:
         # The line is under way: the live part polls again, and the side panel no longer shows the seat.
         context = page_context(simulation, poll=True)

@@ -284,16 +284,19 @@ def override_toggle(*, turn: Turn, kind: str, memory_id: int, actor, on: bool) -
 
 
 @transaction.atomic
-def line_override_set(*, turn: Turn, text: str, actor) -> None:
-    """Replace the turn's line by hand for the next regeneration ("" removes it)."""
+def line_override_set(*, turn: Turn, text: str, actor) -> str:
+    """Replace the turn's line by hand for the next regeneration ("" removes it). Returns what
+    happened: "saved", "removed", "unchanged", or "empty" (nothing written, nothing to remove)."""
     simulation = turn.simulation
     rows = TurnOverride.objects.at(simulation, turn.index).filter(kind=TurnOverride.Kind.LINE)
     before = rows.values_list("content", flat=True).first() or ""
     text = (text or "").strip()
-    if before != text:
-        _set_line_override(simulation, turn.index, text, actor)
-        _record(simulation=simulation, actor=actor, target_type=Edit.Target.RETRIEVAL, target_id=turn.pk,
-                field="line", before=before, after=text, label=_line_label(turn))
+    if before == text:
+        return "unchanged" if text else "empty"
+    _set_line_override(simulation, turn.index, text, actor)
+    _record(simulation=simulation, actor=actor, target_type=Edit.Target.RETRIEVAL, target_id=turn.pk,
+            field="line", before=before, after=text, label=_line_label(turn))
+    return "saved" if text else "removed"
 
 
 # --- undo -----------------------------------------------------------------------------------

@@ -136,13 +136,21 @@ def turn_override(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     return response if refusal else trigger_client_event(response, "overrides-changed")
 
 
+LINE_OVERRIDE_SAID = {
+    "saved": "Hand-written line saved: regenerate from this turn to use it.",
+    "removed": "Hand-written line removed: regenerating from this turn asks the model for the line again.",
+    "unchanged": "That is the hand-written line already: regenerate from this turn to use it.",
+    "empty": "Nothing to save: write the line you want in the box first (an empty box removes a hand-written line).",
+}
+
+
 def _line_override(request: HttpRequest, simulation: Simulation, turn: Turn) -> HttpResponse:
     line_form = LineOverrideForm(request.POST)
     if not line_form.is_valid():  # the page again, with the error and the typed line (nothing cut)
         return TemplateResponse(request, "chronicle/writing/turn_inspect.html",
                                 _inspector_context(request, simulation, turn, line_form=line_form), status=400)
-    services.line_override_set(turn=turn, text=line_form.cleaned_data["line"], actor=request.user)
-    messages.success(request, "Hand-written line saved: regenerate from this turn to use it.")
+    done = services.line_override_set(turn=turn, text=line_form.cleaned_data["line"], actor=request.user)
+    messages.success(request, LINE_OVERRIDE_SAID[done])
     return redirect("turn_inspect", pk=simulation.pk, index=turn.index)
 
 

@@ -52,6 +52,10 @@ def test_the_run_waits_for_the_writers_line_and_takes_it_like_an_agents(celery_w
 
     empty = client.post(reverse("seat_line", args=[simulation.pk]), {"line": "  "})
     assert "Write Sam&#x27;s line first." in empty.content.decode()
+    # The page swaps in only its live part: the reason is said there, beside the box.
+    empty = client.post(reverse("seat_line", args=[simulation.pk]), {"line": "  "}, **HX).content.decode()
+    live = empty[empty.index('<section id="live"'):]
+    assert 'id="seat-problem"' in live and "Write Sam&#x27;s line first." in live
     client.post(reverse("seat_line", args=[simulation.pk]), {"line": "*whispers to Alex* I only have twelve euros."})
     said = wait_for(lambda: simulation.turns.filter(index=2, status="done").first(), what="Sam's line said")
     assert said.agent == "Sam" and said.whisper_to == "Alex" and said.utterance.startswith("*whispers to Alex*")

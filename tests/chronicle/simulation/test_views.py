@@ -87,6 +87,24 @@ def test_cast_must_come_from_the_scenario(user, dinner, client_for):
 
 
 @pytest.mark.django_db
+def test_a_refused_run_says_at_the_top_what_to_fix_with_a_link_to_each_field(user, dinner, client_for):
+    response = client_for(user).post(reverse("simulation_create"), {
+        "title": "Sam's late", "scenario": dinner.pk, "max_turns": 6, "speaking_order": "round_robin",
+        "retrieval_mode": "prepopulate", "scoring": "similarity", "provider": "scripted", "temperature": 0.7,
+        "max_tokens": 300, "max_tool_calls": 6, "timeout_s": 60, "pace_s": 0,
+        "stage_directions": "9: Sam enters"})
+    page = response.content.decode()
+    assert response.status_code == 200 and not Simulation.objects.exists()
+    start = page.index('id="form-errors"')
+    summary = page[start:page.index("</ul>", start)]
+    assert "The run was not started" in summary
+    assert '<a href="#id_stage_directions">' in summary and "past the run&#x27;s 6 turns" in summary
+    # It comes before the first field, and what was typed is kept.
+    assert page.index('id="form-errors"') < page.index('name="title"')
+    assert 'value="Sam&#x27;s late"' in page
+
+
+@pytest.mark.django_db
 def test_controls_are_told_apart_by_button_name(user, dinner, client_for):
     simulation = started(user, dinner)
     client = client_for(user)

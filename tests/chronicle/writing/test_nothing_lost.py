@@ -124,6 +124,18 @@ def test_a_too_long_line_edit_shows_the_error_and_keeps_the_typed_text(client_fo
     assert escape(typed) not in review
 
 
+def test_an_empty_hand_written_line_is_not_said_to_be_saved(client_for, user, finished):
+    client = client_for(user)
+    url = reverse("turn_override", args=[finished.pk, 3])
+    page = client.post(url, {"line": "  "}, follow=True).content.decode()
+    assert "Hand-written line saved" not in page and "Nothing to save: write the line you want" in page
+    assert not TurnOverride.objects.at(finished, 3).filter(kind="line").exists()
+    client.post(url, {"line": "Enough talk. I booked Bella's."})
+    page = client.post(url, {"line": ""}, follow=True).content.decode()
+    assert "Hand-written line removed" in page
+    assert not TurnOverride.objects.at(finished, 3).filter(kind="line").exists()
+
+
 @pytest.mark.parametrize("htmx", [True, False])
 def test_an_emptied_line_is_refused_with_the_row_kept_open(client_for, user, finished, htmx):
     response = client_for(user).post(reverse("chronicle_line", args=[finished.pk, 0]), {"text": "  "},
