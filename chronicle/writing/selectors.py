@@ -254,6 +254,12 @@ def inspector_overrides(simulation: Simulation, index: int, agent: str | None = 
                               line=next((o.content for o in rows if o.kind == TurnOverride.Kind.LINE), ""))
 
 
+def other_retrievals_with(turn: Turn, memory: Memory, retrieval_id) -> list[int]:
+    """The turn's other retrievals that returned this memory: their rows show its Exclude / Pin too."""
+    return [r.pk for r in turn.retrievals.exclude(pk=retrieval_id or 0).only("pk", "results")
+            if any(row.get("memory_id") == memory.pk for row in r.results or [])]
+
+
 def override_row(*, simulation: Simulation, turn: Turn, memory: Memory, retrieval_id) -> dict:
     """The context of one memory's row after the writer excluded or pinned it: the row as that
     retrieval returned it (score and why), else the memory itself."""

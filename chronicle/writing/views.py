@@ -13,6 +13,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -130,10 +131,19 @@ def turn_override(request: HttpRequest, pk: int, index: int) -> HttpResponse:
             messages.error(request, refusal)
         return redirect("turn_inspect", pk=pk, index=index)
     # htmx swaps only 2xx answers (its default responseHandling): the row with the refusal comes back as 200.
-    response = TemplateResponse(request, "chronicle/writing/_memory_row.html", selectors.override_row(
-        simulation=simulation, turn=turn, memory=memory, retrieval_id=request.POST.get("retrieval")) | {
-        "pin_error": refusal})
-    return response if refusal else trigger_client_event(response, "overrides-changed")
+    retrieval_id = request.POST.get("retrieval")
+    row = "chronicle/writing/_memory_row.html"
+    html = render_to_string(row, selectors.override_row(simulation=simulation, turn=turn, memory=memory,
+                                                        retrieval_id=retrieval_id) | {"pin_error": refusal},
+                            request=request)
+    if refusal:
+        return HttpResponse(html)
+    # The same memory under the turn's other searches reads the same (out of band, by row id; a <tr>
+    # travels inside a <template>, which htmx unwraps).
+    for other in selectors.other_retrievals_with(turn, memory, retrieval_id):
+        context = selectors.override_row(simulation=simulation, turn=turn, memory=memory, retrieval_id=other)
+        html += f"<template>{render_to_string(row, context | {'oob': True}, request=request)}</template>"
+    return trigger_client_event(HttpResponse(html), "overrides-changed")
 
 
 LINE_OVERRIDE_SAID = {

@@ -43,6 +43,22 @@ def test_exclude_button_answers_with_the_row(client_for, user, finished):
     assert TurnOverride.objects.at(finished, 3).filter(kind="exclude", memory_id=memory_id).exists()
 
 
+def test_a_memory_two_searches_returned_reads_pinned_under_both(client_for, user, finished):
+    turn = finished.turns.get(index=3)
+    first, second = list(turn.retrievals.order_by("order", "id"))[:2]
+    memory_id = first.results[0]["memory_id"]
+    if all(r.get("memory_id") != memory_id for r in second.results):
+        second.results = [*second.results, first.results[0]]  # as when two calls of a turn find one memory
+        second.save(update_fields=["results"])
+    html = client_for(user).post(reverse("turn_override", args=[finished.pk, 3]),
+                                 {"kind": "pin", "memory_id": memory_id, "on": "1", "retrieval": first.pk},
+                                 **HX).content.decode()
+    clicked, _, elsewhere = html.partition("<template>")
+    assert f'id="row-{first.pk}-{memory_id}"' in clicked and "Unpin" in clicked
+    assert f'id="row-{second.pk}-{memory_id}"' in elsewhere and 'hx-swap-oob="true"' in elsewhere
+    assert "Unpin" in elsewhere and ">Pin<" not in elsewhere
+
+
 def test_inline_line_edit_returns_the_row_and_escapes(client_for, user, finished):
     client = client_for(user)
     url = reverse("chronicle_line", args=[finished.pk, 0])
