@@ -105,6 +105,36 @@ def first_person(text: str, agent: str) -> str:
     return out
 
 
+# The sheet is the character's own, and writers write it about her or him: "She lost her brother"
+# → "I lost my brother". Only the pronouns the text uses most are the character's ("She often walks
+# him" keeps the dog a him); "her" before a word is whose ("her father"), else whom ("before her").
+_PRONOUNS = {"she": ("she", "her", "her", "herself"), "he": ("he", "his", "him", "himself")}
+_NOT_A_NOUN = r"(?!\s+(?:and|or|to|with|in|at|on|for|from|by|before|after|again|too)\b)"
+
+
+def own_sheet_voice(text: str) -> str:
+    """A line of the character's own sheet, written about them in the third person, in their voice."""
+    counts = {key: len(re.findall(rf"\b(?:{'|'.join(set(words))})\b", text, re.IGNORECASE))
+              for key, words in _PRONOUNS.items()}
+    key = max(counts, key=counts.get)
+    if not counts[key]:
+        return text
+    subject, whose, whom, itself = _PRONOUNS[key]
+
+    def verb(m: re.Match) -> str:
+        return f"{m.group(1)}{_base_verb(m.group(2)) if m.group(2).endswith('s') else m.group(2)}"
+    out = re.sub(rf"\b(?i:{subject}) ({_ADVERBS}){_NOT_VERBS}(\w+)\b", lambda m: "I " + verb(m), text)
+    # "…and never speaks of it", "…, and feeds him": the same subject, its second verb (after an
+    # adverb, or before its object: "bread and cakes" is no verb).
+    out = re.sub(r"(\bI\b[^.;!?]*?\band (?:never|always|often|still|rarely|sometimes|usually|also) )(\w+s)\b",
+                 lambda m: m.group(1) + _base_verb(m.group(2)), out)
+    out = re.sub(r"(\bI\b[^.;!?]*?\band )(\w+s)(?= (?:him|her|it|them|the|a|an|my|his|their|this|every)\b)",
+                 lambda m: m.group(1) + _base_verb(m.group(2)), out)
+    out = re.sub(rf"\b{itself}\b", "myself", out)
+    out = re.sub(rf"\b(?i:{whose})\b(?=\s+[a-z]){_NOT_A_NOUN}", lambda m: "My" if m.group(0)[0].isupper() else "my", out)
+    return re.sub(rf"\b{whom}\b", "me", out)
+
+
 def _sentence(memory: Memory, agent: str) -> str:
     content = " ".join(memory.content.split())
     if memory.kind == Memory.Kind.SCENE:
@@ -118,6 +148,8 @@ def _sentence(memory: Memory, agent: str) -> str:
         said = f"I said: “{words}”" if speaker == agent else f"{speaker} said: “{words}”"
     else:
         said = first_person(content, agent)
+        if memory.kind == Memory.Kind.CHARACTER:
+            said = own_sheet_voice(said)
     if memory.kind == Memory.Kind.CHARACTER_KNOWLEDGE:
         return f"What I know of {memory.about}: {said}" if memory.about else f"I know this: {said}"
     if memory.kind in (Memory.Kind.EPISODIC, Memory.Kind.OBSERVATION, Memory.Kind.ACTION) and memory.turn:

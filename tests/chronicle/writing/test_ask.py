@@ -53,6 +53,20 @@ def test_the_character_answers_in_its_own_voice_offline(client_for, user, alex):
     assert "<html" in page and re.search(r"I value:? fairness", answer_of(page))
 
 
+def test_a_sheet_written_about_her_is_answered_as_i(client_for, user, make_character):
+    nell = make_character(user, name="Nell", role="Lighthouse keeper",
+                          background="Her father kept the light before her. She lost her brother to the sea and "
+                                     "never speaks of it. She often walks the dog, and feeds him herself.")
+    seed_bank(bank=nell.preview_bank, characters=[nell.to_sheet()], scenario=None)
+    html = client_for(user).get(reverse("character_ask", args=[nell.pk]), {"q": "where did I grow up? my family?"},
+                                **HX).content.decode()
+    answer = answer_of(html)
+    assert "My father kept the light before me." in answer
+    assert "I lost my brother to the sea and never speak of it." in answer
+    assert "I often walk the dog, and feed him myself." in answer
+    assert "Her father" not in answer and " She " not in answer
+
+
 def test_the_default_provider_answers_from_the_memories_and_cites_them(client_for, user, alex, server, settings):
     settings.LLM_PROVIDER, settings.LLM_BASE_URL, settings.LLM_MODEL = "openai", server.base_url, "fake-model"
     identity = Memory.objects.in_bank(alex.preview_bank).get(category="identity")
