@@ -31,14 +31,22 @@ FIRST_PERSON = (("My goals: ", "what I want is to {}."), ("My traits: ", "I'm {}
                 ("My personality: ", "{}"))
 
 
+# Words a cut must not end on: "…always knows the newest place in." reads as a line broken off.
+_DANGLING = re.compile(r"(?:\s+(?:a|an|the|and|or|but|of|in|on|at|to|for|from|with|by|about|as|into|than|that|"
+                       r"who|which|his|her|their|my|your|its|our|is|are|was|were|be))+$", re.IGNORECASE)
+
+
 def _clause(text: str, width: int) -> str:
-    """The text up to `width` characters, cut at a clause or word, with no mark of the cut."""
+    """The text up to `width` characters, cut at a clause or word (never after "the", "in"…), with no
+    mark of the cut."""
     text = " ".join((text or "").split())
     if len(text) <= width:
         return text.rstrip(" .")
     head = text[:width]
     cut = max(head.rfind(mark) for mark in (",", ";", ":", " —", "."))
-    return (head[:cut] if cut > width // 2 else head.rsplit(" ", 1)[0]).rstrip(" .,;:")
+    if cut > width // 2:
+        return head[:cut].rstrip(" .,;:")
+    return _DANGLING.sub("", head.rsplit(" ", 1)[0]).rstrip(" .,;:")
 
 
 def first_person(fact: str) -> str:
@@ -155,11 +163,22 @@ class ScriptedProvider(Provider):
                 held.append(raw[2:].strip())
         if held:
             sections["what you believe"] = list(dict.fromkeys([*held, *sections.get("what you believe", [])]))
+        # The fixed header: "You are Hannah: Cellist — …" and "Scene: the place, the time".
+        you = re.search(r"^## You\n(You are .+)$", system, re.MULTILINE)
+        place = re.search(r"^Scene: (.+)$", system, re.MULTILINE)
+        if you:
+            sections["you"] = [you.group(1)]
+        if place and place.group(1) != "(not described)":
+            sections["scene"] = [f"Location: {place.group(1)}"]
         return sections
 
     def compose(self, hints: TurnHints, results: dict[str, list[dict]], injected: dict[str, list[str]]) -> str:
-        identity = [m["content"] for m in results.get("query_self", [])] + injected.get("who you are", [])
-        scene = [m["content"] for m in results.get("query_scene", [])] + injected.get("where you are", [])
+        own = [m["content"] for m in results.get("query_self", [])]
+        identity = own + injected.get("who you are", [])
+        # Who it says it is: what its tools said, else the header every prompt carries ("## You").
+        introduced = own + injected.get("you", []) + injected.get("who you are", [])
+        scene = [m["content"] for m in results.get("query_scene", [])] + injected.get("where you are", []) \
+            + injected.get("scene", [])
         # What its tools brought back from beyond its transcript first; then the last line it reads
         # there (the tools leave the window's lines out), once it has spoken before.
         # (The transcript it reads is not repeated back: a line answers it, it does not quote it.)
@@ -189,7 +208,7 @@ class ScriptedProvider(Provider):
         believed = [b for b in believed if not b.startswith("(")]
         if believed and hints.index % 2 == 0:
             facts = [believed[(hints.index // 2) % len(believed)]]
-        line = self._compose_line(hints, identity, scene, episodes, facts, believed)
+        line = self._compose_line(hints, introduced, scene, episodes, facts, believed)
         if pinned_plain:
             line += f" I keep thinking: {_short(pinned_plain[0], 100)}"
         return line
@@ -211,7 +230,8 @@ class ScriptedProvider(Provider):
         if identity:
             # "You are Alex, a pragmatic project manager. Archetype: …" → "a pragmatic project manager"
             first = re.split(r"(?<=[.!?])\s", identity[0], maxsplit=1)[0]
-            me = re.sub(r"^You are [^,.]+[,.]?\s*", "", first).rstrip(".")
+            header = re.match(r"You are [^:,.]{1,80}: (.+?)(?: — |$)", identity[0])  # "You are Hannah: Cellist — …"
+            me = header.group(1) if header else re.sub(r"^You are [^,.]+[,.]?\s*", "", first).rstrip(".")
             line = f"Hello, I'm {name}" + (f", {_clause(me, 80)}." if me else ".")
             if location:  # the place, not its whole description ("…: a comfortable sofa, …")
                 line += f" So here we are: {_clause(location.split(':')[0], 80)}."

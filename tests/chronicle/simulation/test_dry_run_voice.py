@@ -29,3 +29,22 @@ def test_a_later_line_answers_the_last_speaker_without_quoting_what_it_reads():
     line = ScriptedProvider().compose(hints, {"recall_facts": [{"content": "I value a fair price. (weak match)"}]}, {})
     assert line == "Jordan, what matters to me is a fair price."
     assert not any(text[:15] in line for _n, _s, text in transcript) and "turn" not in line
+
+
+def test_a_fact_cut_short_does_not_end_on_a_dangling_word():
+    said = first_person("Jordan is Sous-chef and food blogger. Jordan is a sous-chef with a food blog who loves "
+                        "Italian food and always knows the newest place in town.")
+    assert said.endswith("who loves Italian food and always knows the newest place.")  # not "…place in."
+
+
+def test_a_first_line_in_the_default_mode_introduces_the_character_from_its_header():
+    """Pre-populated, the sheet's core comes first (how the character speaks): the greeting still says
+    who it is and where, from the header every prompt carries."""
+    system = ("You are an agent in a simulation.\n\n## Who you are\n- Short, dry sentences; asks pointed questions.\n"
+              "- My traits: sharp, proud.\n\n## You\nYou are Mira: Innkeeper — Mira keeps the Harbour Inn.\n"
+              "Scene: The Harbour Inn, Late evening")
+    provider = ScriptedProvider()
+    hints = TurnHints(agent="Mira", others=["Oren"], index=0, first_turn_of_agent=True, transcript=[], max_tool_calls=0)
+    line = provider.compose(hints, {}, provider._prepopulated([{"role": "system", "content": system},
+                                                                {"role": "user", "content": "Conversation so far:"}]))
+    assert line == "Hello, I'm Mira, Innkeeper. So here we are: The Harbour Inn, Late evening. Oren, shall we begin?"
