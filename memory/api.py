@@ -27,7 +27,10 @@ from memory.services import (
     memories_create, memories_supersede, memory_archive, memory_associate, memory_create, memory_mark, memory_reinforce,
     memory_restore, memory_revise, memory_update, secrets_mark_told, validate_content,
 )
-from memory.services.banks import CARRY_MODES, relationship_check, relationships_export, relationships_import
+from memory.services.banks import (
+    CARRY_MODES, access_check, accesses_export, accesses_import, relationship_check, relationships_export,
+    relationships_import,
+)
 from memory.signals import memory_edited
 
 # The bounds every outside input is held to (the HTTP API's schemas), with their clean-up.
@@ -114,6 +117,7 @@ __all__ = [
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
     "importance_since_last_reflections", "insights_store", "lifecycle_totals", "recent_memories", "reflect",
     "describe", "relationships_update", "standing", "relationship_check", "relationships_export", "relationships_import",
+    "access_check", "accesses_export", "accesses_import",
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",
     "EmbeddingError", "embed_ahead", "background", "bank_map", "ConsolidationResult",
 ]

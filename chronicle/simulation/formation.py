@@ -155,9 +155,19 @@ def distortion_note(captured: list[Memory]) -> str:
         if d.get("original"):
             lines.append(f"{m.agent} remembers it as: “{_changed_part(d['original'], m.content)}” ({d['filter']})")
         if d.get("association"):
-            lines.append(f"{m.agent} links it to what touches its {d['association']['filter']}: "
-                         f"{', '.join(f'#{i}' for i in d['association']['linked']) or 'nothing earlier yet'}")
+            lines.append(_association_line(m.agent, d["association"]))
     return "\n".join(lines)
+
+
+def _association_line(agent: str, association: dict) -> str:
+    """"Mira connects it with 3 earlier memories that touch Mira's trauma (storm, …), such as “…”"."""
+    linked, touched = association.get("linked") or [], f"{agent}'s {association['filter']}"
+    first = Memory.objects.filter(pk__in=linked[:1]).values_list("content", flat=True).first()
+    if not first:
+        return f"Nothing {agent} remembers yet touches {touched}."
+    many = f"{len(linked)} earlier memories" if len(linked) > 1 else "an earlier memory"
+    shown = first if len(first) <= 120 else first[:119].rsplit(" ", 1)[0] + "…"
+    return f"{agent} connects it with {many} that touch {touched}, such as “{shown.rstrip('.')}”."
 
 
 def _changed_part(original: str, content: str, context: int = 40, limit: int = 220) -> str:

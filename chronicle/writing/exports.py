@@ -17,8 +17,8 @@ from chronicle.writing import selectors
 from chronicle.writing.models import ChronicleEntry, Edit
 from memory.models import Memory
 from memory.api import (
-    bank_create, bank_mark_seeded, memory_create, relationship_check, relationships_export, relationships_import,
-    validate_content,
+    access_check, accesses_export, accesses_import, bank_create, bank_mark_seeded, memory_create, relationship_check,
+    relationships_export, relationships_import, validate_content,
 )
 
 FORMAT = "wonda.simulation"
@@ -179,6 +179,7 @@ def to_json(simulation: Simulation) -> dict:
                   for e in Edit.objects.for_simulation(simulation).select_related("actor").order_by("id")],
         "memories": memories,
         "relationships": relationships_export(simulation.bank_id) if simulation.bank_id else [],
+        "accesses": accesses_export(simulation.bank_id) if simulation.bank_id else [],
     }
 
 
@@ -271,10 +272,11 @@ def simulation_import(*, owner, data: dict) -> Simulation:
     turns = _need(data, "turns", list)
     memories = _rows(data, "memories")
     _check_memories(memories)
-    relationships = _rows(data, "relationships")
-    for i, row in enumerate(relationships):
-        with _At(f"relationships[{i}]"):
-            relationship_check(row)
+    relationships, accesses = _rows(data, "relationships"), _rows(data, "accesses")
+    for key, rows, check in (("relationships", relationships, relationship_check), ("accesses", accesses, access_check)):
+        for i, row in enumerate(rows):
+            with _At(f"{key}[{i}]"):
+                check(row)
     simulation = Simulation(owner=owner, scenario_snapshot=_need(data, "scenario", dict),
                             cast_snapshot=_need(data, "cast", list))
     for name in SETTINGS:
@@ -295,7 +297,7 @@ def simulation_import(*, owner, data: dict) -> Simulation:
     simulation.save(update_fields=["bank", "updated"])
     turn_ids = _import_turns(simulation, turns)
     _import_overrides_and_edits(simulation, data, owner, turn_ids)
-    queueing.send_on_commit(queueing.IMPORT_BANK, simulation.pk, memories, relationships)
+    queueing.send_on_commit(queueing.IMPORT_BANK, simulation.pk, memories, relationships, accesses)
     return simulation
 
 
@@ -357,9 +359,10 @@ def _copy_title(owner, title: str) -> str:
     return candidate
 
 
-def import_bank(*, simulation: Simulation, memories: list[dict], relationships: list[dict] = ()) -> dict[int, int]:
-    """Recreate the exported memories (embedded through the cache) and how the agents stood with each
-    other, and re-point every reference."""
+def import_bank(*, simulation: Simulation, memories: list[dict], relationships: list[dict] = (),
+                accesses: list[dict] = ()) -> dict[int, int]:
+    """Recreate the exported memories (embedded through the cache), how the agents stood with each
+    other and what was recalled when, and re-point every reference."""
     mapping: dict[int, int] = {}
     for row in memories:
         extra = {f: row[f] for f in ("about", "speaker", "participants", "location", "related_goals",
@@ -382,5 +385,6 @@ def import_bank(*, simulation: Simulation, memories: list[dict], relationships: 
             edit.target_id = mapping.get(edit.target_id, edit.target_id)
             edit.save(update_fields=["target_id"])
         relationships_import(bank=simulation.bank, rows=list(relationships), memory_ids=mapping)
+        accesses_import(rows=list(accesses), memory_ids=mapping)
         bank_mark_seeded(bank=simulation.bank)
     return mapping

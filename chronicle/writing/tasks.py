@@ -21,10 +21,12 @@ def form_memory_task(simulation_id: int, actor_id: int | None, data: dict) -> in
 
 
 @shared_task(soft_time_limit=1800, time_limit=1900)
-def import_bank_task(simulation_id: int, memories: list[dict], relationships: list[dict] | None = None) -> int:
+def import_bank_task(simulation_id: int, memories: list[dict], relationships: list[dict] | None = None,
+                     accesses: list[dict] | None = None) -> int:
     simulation = Simulation.objects.filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return 0
     if Memory.objects.in_bank(simulation.bank).exists():
         return 0  # already imported (a redelivered task)
-    return len(import_bank(simulation=simulation, memories=memories, relationships=relationships or []))
+    return len(import_bank(simulation=simulation, memories=memories, relationships=relationships or [],
+                           accesses=accesses or []))

@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from memory.recalling.indexing import bank_index_wanted
 from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey, Relationship
-from memory.services.memories import bank_refresh_stale, insert_keys, insert_memories
+from memory.services.memories import accesses_record, bank_refresh_stale, insert_keys, insert_memories
 
 
 @transaction.atomic
@@ -180,3 +180,26 @@ def _store_copies(originals: list[Memory], copies: list[Memory]) -> dict[int, in
         for a, b in links.objects.filter(from_memory_id__in=mapping, to_memory_id__in=mapping)
         .values_list("from_memory_id", "to_memory_id")])
     return mapping
+
+
+def accesses_export(bank: MemoryBank | int) -> list[dict]:
+    """The bank's access log (what was recalled at which turn, how often): what `decayed` scoring and
+    a bank's timeline read."""
+    return [{"memory_id": memory_id, "turn": turn, "count": count} for memory_id, turn, count in
+            MemoryAccess.objects.filter(memory__bank=bank).order_by("id").values_list("memory_id", "turn", "count")]
+
+
+def access_check(row: dict) -> None:
+    """An exported access row as accesses_import will read it (TypeError or ValueError when it cannot be)."""
+    if not isinstance(row["memory_id"], int) or not (row.get("turn") is None or isinstance(row["turn"], int)) \
+            or not isinstance(row.get("count", 1), int) or row.get("count", 1) < 1:
+        raise ValueError("memory_id and turn are numbers, count a positive number")
+
+
+def accesses_import(*, rows: list[dict], memory_ids: dict[int, int]) -> int:
+    """Exported access rows onto the copies (memory_ids: exported id → id here), their counters too."""
+    by_turn: dict[int | None, list[int]] = defaultdict(list)
+    for row in rows:
+        if row["memory_id"] in memory_ids:
+            by_turn[row.get("turn")] += [memory_ids[row["memory_id"]]] * row.get("count", 1)
+    return sum(accesses_record(memory_ids=ids, turn=turn) for turn, ids in by_turn.items())

@@ -126,6 +126,10 @@ def test_a_trauma_links_to_earlier_lines_of_the_run_not_only_to_the_sheet(user, 
     say(simulation, 1, "Alex", "They say the smoke reached the third floor.")
     linked = set(copy_of(simulation, "Jordan", 2).metadata["distortion"]["association"]["linked"])
     assert copy_of(simulation, "Jordan", 1).pk in linked and len(linked) == TRAUMA_LINKS
+    # The turn's note says so in words, quoting what it links to, not by ids.
+    note = simulation.turns.get(index=1).note
+    assert f"Jordan connects it with {TRAUMA_LINKS} earlier memories that touch Jordan's trauma" in note
+    assert "such as “" in note and "#" not in note.split("connects it with", 1)[1].split("\n", 1)[0]
 
 
 def test_depression_shows_in_the_score_bars_of_what_it_dampened(user, dinner, client_for):

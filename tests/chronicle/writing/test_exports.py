@@ -65,6 +65,8 @@ def _normal(data: dict) -> dict:
         e.pop("target_id")
     for r in data.get("relationships", []):
         r.pop("evidence_id")  # checked on its own below
+    for a in data.get("accesses", []):
+        a.pop("memory_id")
     data["simulation"].pop("title")  # the copy is marked (checked on its own below)
     return data
 
@@ -84,8 +86,14 @@ def test_json_export_imports_back_into_an_equal_simulation(user, polished, djang
     with django_capture_on_commit_callbacks() as callbacks:
         imported = exports.simulation_import(owner=user, data=payload)
     assert len(callbacks) == 1
-    import_bank_task.apply(args=(imported.pk, payload["memories"], payload["relationships"])).get()
+    import_bank_task.apply(args=(imported.pk, payload["memories"], payload["relationships"],
+                                 payload["accesses"])).get()
     imported.refresh_from_db()
+    # What was recalled when came too: each memory's count, as decayed scoring and the timeline read it.
+    assert payload["accesses"]
+    recalled = sorted(Memory.objects.filter(bank=imported.bank, access_count__gt=0).values_list("content", "access_count"))
+    assert recalled == sorted(Memory.objects.filter(bank=polished.bank, access_count__gt=0)
+                              .values_list("content", "access_count"))
     assert imported.pk != polished.pk and imported.bank_id != polished.bank_id
     again = exports.to_json(imported)
     assert _normal(again) == _normal(data)  # every edit with the time it was made, not the import's
