@@ -66,9 +66,12 @@ def run_settings_rows(*, settings: dict) -> list[tuple[str, str]]:
     rows = []
     for name, value in settings.items():
         try:
-            label = str(Simulation._meta.get_field(name).verbose_name)
+            field = Simulation._meta.get_field(name)
         except FieldDoesNotExist:  # a key the import refused is never stored; an old row may hold one
             continue
+        label = str(field.verbose_name)
+        if field.choices and not isinstance(value, (list, dict)):
+            value = dict(field.flatchoices).get(value, value)  # "both" → "Both", as the run form says it
         if isinstance(value, bool):
             value = "yes" if value else "no"
         elif isinstance(value, (list, tuple)):

@@ -43,6 +43,7 @@ def test_an_imported_scenario_keeps_its_settings_and_runs_with_every_one_of_them
     assert exported["settings"] == settings  # and out again with the scenario
     page = client.get(reverse("scenario_detail", args=[scenario.pk])).content.decode()
     assert "How it runs" in page and 'id="run-scenario"' in page
+    assert settings["retrieval_mode"] == "both" and "<dt>Retrieval mode</dt><dd>Both</dd>" in page  # as the form says it
     assert f"{reverse('simulation_create')}?scenario={scenario.pk}" in page
 
     response = submit_as_shown(client, f"{reverse('simulation_create')}?scenario={scenario.pk}")
