@@ -40,6 +40,17 @@ def identity_header(turn: TurnInput) -> str:
     return header(agent=turn.agent, identity=identity, scene=scene, wants=wants, more=more)
 
 
+def _beyond_header(content: str, turn: TurnInput) -> str:
+    """Who the agent is, without what the header already says of it ("You are Jordan, Sous-chef." and
+    the description's first sentence): the archetype and the rest of the description."""
+    if not content.startswith(f"You are {turn.agent}"):
+        return content  # "How others see me: …", or a writer's own
+    sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
+    rest = re.sub(r"^You are [^.!?]*[.!?]\s*", "", content)
+    first = re.split(r"(?<=[.!?])\s", (sheet.description or "").strip(), maxsplit=1)[0]
+    return " ".join(rest.replace(first, "", 1).split()) if first else rest
+
+
 def header_shows(turn: TurnInput) -> frozenset[tuple[str, str]]:
     """The memories identity_header states in full, as (kind, category): a search leaves them out."""
     shown = {("scene", "time")} if turn.scenario and turn.scenario.time_of_day else set()
@@ -248,11 +259,14 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             continue
         if snap.get("category") == "reaction" and snap.get("speaker") in turn.others:
             continue  # how a line moved me towards someone present: the header's "Here with you" says it
+        content = _beyond_header(snap["content"], turn) if snap.get("category") == "identity" else snap["content"]
+        if not content:
+            continue
         shown.add(snap["memory_id"])
         turn_label = snap.get("turn")
         until = f", until turn {snap['until_turn']}" if snap.get("until_turn") else ""
-        line = (f"(before this story) {snap['content']}" if turn_label is not None and turn_label < 0
-                else f"(turn {turn_label}{until}) {snap['content']}" if turn_label else snap["content"])
+        line = (f"(before this story) {content}" if turn_label is not None and turn_label < 0
+                else f"(turn {turn_label}{until}) {content}" if turn_label else content)
         similarity = (snap.get("components") or {}).get("similarity")
         if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
             line += " (weak match)"  # the scale of the tools' retrieval_confidence; the prompt says below it is weak

@@ -95,6 +95,11 @@ def test_each_call_begins_with_the_agents_last_call_and_no_memory_comes_back_twi
     # The first turn's whole sheet was sent once, not kept: later calls carry only the notes.
     assert any("## All about you" in (m.get("content") or "") for m in alex[0].prompt_messages)
     assert not any("## All about you" in (m.get("content") or "") for m in alex[-1].prompt_messages)
+    # The whole sheet does not say again who Alex is in the header's words: the archetype and the rest do.
+    whole = next(m["content"] for m in alex[0].prompt_messages if "## All about you" in (m.get("content") or ""))
+    whole = whole[whole.index("## All about you"):]
+    assert "You are Alex" not in whole and "Archetype: " in whole
+    assert "\nYou are Alex: " in alex[0].prompt_messages[0]["content"]  # the header says it
     # A memory in a note is not sent again in a later one while the earlier note is in the conversation.
     noted = [i for turn in alex for i in (turn.context.get("note") or {}).get("ids", [])]
     assert noted and len(noted) == len(set(noted))
