@@ -150,7 +150,7 @@ LINE_OVERRIDE_SAID = {
     "saved": "Hand-written line saved: regenerate from this turn to use it.",
     "removed": "Hand-written line removed: regenerating from this turn asks the model for the line again.",
     "unchanged": "That is the hand-written line already: regenerate from this turn to use it.",
-    "empty": "Nothing to save: write the line you want in the box first (an empty box removes a hand-written line).",
+    "empty": "Nothing to save: write the line you want in the box first.",
 }
 
 
@@ -160,7 +160,7 @@ def _line_override(request: HttpRequest, simulation: Simulation, turn: Turn) -> 
         return TemplateResponse(request, "chronicle/writing/turn_inspect.html",
                                 _inspector_context(request, simulation, turn, line_form=line_form), status=400)
     done = services.line_override_set(turn=turn, text=line_form.cleaned_data["line"], actor=request.user)
-    messages.success(request, LINE_OVERRIDE_SAID[done])
+    (messages.success if done in ("saved", "removed") else messages.warning)(request, LINE_OVERRIDE_SAID[done])
     return redirect("turn_inspect", pk=simulation.pk, index=turn.index)
 
 

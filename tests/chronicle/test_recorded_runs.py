@@ -43,3 +43,6 @@ def test_the_recorded_runs_load_once_finished_with_their_memory_and_show_on_the_
     assert 'id="relationships"' in page and 'data-pair="Tess→Oren"' in page
     assert 'data-holder="Mira"' in page and "heard from Oren" in page
     assert 'data-holder="Tess"' in page and "disputed" in page
+    # Tess never believed it: she said it was not so; nobody is "planted by the writer" but Oren.
+    assert "<strong>Tess</strong> — never held it: said it is not so (turn 10)" in page
+    assert page.count("planted by the writer") == 1 and "disputed by ·" not in page
