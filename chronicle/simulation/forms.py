@@ -135,6 +135,7 @@ class SimulationForm(forms.ModelForm):
         chosen = self.data.get("scenario") if self.is_bound else self.initial.get("scenario")
         scenario = scenarios.filter(pk=chosen).first() if str(chosen or "").isdigit() else None
         scenario = scenario or (None if self.is_bound else scenarios.first())
+        self.chosen_scenario = scenario
         # Any of the writer's characters validates, so clean() can name one that is not in the cast.
         self.fields["cast"].queryset = Character.objects.owned_by(owner)
         self.fields["cast"].widget.choices = [(c.pk, c.name) for c in scenario.cast.all()] if scenario else []

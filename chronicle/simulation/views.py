@@ -52,7 +52,11 @@ def simulation_create(request: HttpRequest) -> HttpResponse:
                                                cast=form.cleaned_data["cast"], settings=form.simulation_settings(),
                                                sequel_of=form.cleaned_data.get("sequel_of"))
         return redirect("simulation_detail", pk=simulation.pk)
-    return TemplateResponse(request, "chronicle/simulation_create.html", {"form": form})
+    # A scenario chosen in the list (the cast is swapped in, the rest of the form stays as typed): its
+    # own run settings are offered, not put over what the writer typed.
+    chosen = form.chosen_scenario
+    offer = chosen if request.htmx and chosen is not None and chosen.run_settings else None
+    return TemplateResponse(request, "chronicle/simulation_create.html", {"form": form, "settings_offer": offer})
 
 
 def _create_initial(request: HttpRequest) -> dict | None:
@@ -66,7 +70,9 @@ def _create_initial(request: HttpRequest) -> dict | None:
     if scenario.isdigit():
         chosen = Scenario.objects.owned_by(request.user).filter(pk=scenario).first()
         return initial_from(chosen.run_settings if chosen else {}) | {"scenario": scenario}
-    return None
+    # The scenario the form starts on (the first of the list) runs with its own settings too.
+    first = Scenario.objects.owned_by(request.user).first()
+    return initial_from(first.run_settings) | {"scenario": first.pk} if first and first.run_settings else None
 
 
 @login_required

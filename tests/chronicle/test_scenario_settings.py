@@ -79,3 +79,25 @@ def test_a_sequel_starts_from_its_parents_settings(user, client_for):
     for name in SETTING_FIELDS:
         if name not in NOT_INHERITED:
             assert getattr(sequel, name) == getattr(parent, name), name
+
+
+def test_the_new_run_form_starts_from_the_scenario_it_shows_and_offers_another_ones_settings(
+        user, client_for, make_scenario, make_character):
+    client = client_for(user)
+    client.post(reverse("import"), {"file": SimpleUploadedFile("rumour.json", RUMOUR.read_bytes(), "application/json")})
+    rumour = Scenario.objects.owned_by(user).get()
+    settings = json.loads(RUMOUR.read_text())["settings"]
+    # The plain "New simulation" form opens on the only scenario: a run started as shown has its settings.
+    response = submit_as_shown(client, reverse("simulation_create"))
+    assert response.status_code == 302
+    run = Simulation.objects.owned_by(user).get()
+    assert run.stage_directions == settings["stage_directions"] and run.planted_beliefs == settings["planted_beliefs"]
+
+    # Another scenario first in the list: choosing the rumour swaps its cast in and offers its settings,
+    # without putting them over what was typed.
+    make_scenario(user, title="A quiet dinner", cast=[make_character(user, name="Ada")])
+    page = client.get(reverse("simulation_create")).content.decode()
+    assert "settings-offer" not in page and 'name="stage_directions"' in page
+    swap = client.get(reverse("simulation_create"), {"scenario": rumour.pk}, HTTP_HX_REQUEST="true").content.decode()
+    offer = swap[swap.index('id="settings-offer"'):]
+    assert "A rumour at the Harbour Inn" in offer[:200] and f"?scenario={rumour.pk}" in offer
