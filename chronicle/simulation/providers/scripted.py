@@ -16,6 +16,7 @@ import textwrap
 
 from chronicle.simulation.prompts import NOTE_OPENING
 from chronicle.simulation.providers.topics import insight, topics
+from chronicle.simulation.providers.voice import named_voice, own_sheet_voice
 from chronicle.simulation.providers.base import ChatResult, Provider, TurnHints, estimate_messages_tokens
 
 NAME_RE = re.compile(r"\b(?:You are|I am|I'm)\s+([A-Z][\w'\-]*(?:\s+[A-Z][\w'\-]*)?)")
@@ -36,6 +37,11 @@ _DANGLING = re.compile(r"(?:\s+(?:a|an|the|and|or|but|of|in|on|at|to|for|from|wi
                        r"who|which|his|her|their|my|your|its|our|is|are|was|were|be))+$", re.IGNORECASE)
 
 
+# The scene's memories (memory.forming.seed_specs' labels), said without the label.
+SCENE_SAID = (("Location: ", "look where we are: {}."), ("Atmosphere: ", "you can feel it: {}."),
+              ("Time: ", "remember the time: {}."), ("Situation: ", "remember why we're here: {}."))
+
+
 def _clause(text: str, width: int) -> str:
     """The text up to `width` characters, cut at a clause or word (never after "the", "in"…), with no
     mark of the cut."""
@@ -49,14 +55,18 @@ def _clause(text: str, width: int) -> str:
     return _DANGLING.sub("", head.rsplit(" ", 1)[0]).rstrip(" .,;:")
 
 
-def first_person(fact: str) -> str:
+def first_person(fact: str, agent: str = "") -> str:
     """What the agent knows, said as itself: "My goals: get everyone fed" → "what I want is to get
-    everyone fed."; "Oren told me: …" and what it knows of others are said as they are."""
+    everyone fed."; its own sheet written about it ("Sam got a bonus", "his friends") as "I" and
+    "my"; the scene without its labels; "Oren told me: …" and what it knows of others as they are."""
     fact = re.sub(r"^\(turn \d+\)\s*", "", re.sub(r"\s*\(weak match\)$", "", " ".join(fact.split())))
     for label, said in FIRST_PERSON:
         if fact.startswith(label):
-            rest = _clause(fact[len(label):], 140)
+            rest = _clause(own_sheet_voice(named_voice(fact[len(label):], agent)), 140)
             return said.format(rest[:1].lower() + rest[1:] if label != "My secret: " else rest)
+    for label, said in SCENE_SAID:
+        if fact.startswith(label):  # as written: a place is often a name ("Alex's apartment")
+            return said.format(_clause(fact[len(label):], 140))
     if " told me: " in fact:
         teller, _, claim = fact.partition(" told me: ")
         return f"{teller} told me {_clause(claim, 140)}."
@@ -255,7 +265,7 @@ class ScriptedProvider(Provider):
             return f"{addressee}, I remember {speaker} saying “{_clause(said, 80)}”."
         if not fact:
             return f"{addressee}, I hear you. Give me a moment to think about that."
-        line = f"{addressee}, {first_person(fact)}"
+        line = f"{addressee}, {first_person(fact, hints.agent)}"
         # A secret is whispered to the one addressed (stage.deliver: only they hear it), and so is a
         # belief the writer planted (gossip starts in a whisper; "X told me: …" is said aloud).
         secret = fact.startswith("My secret") or (fact in believed and " told me: " not in fact)

@@ -22,6 +22,18 @@ def test_what_a_character_knows_is_said_as_itself_without_markers(fact, said):
     assert first_person(fact) == said
 
 
+@pytest.mark.parametrize("fact, agent, said", [
+    ("My secret: Sam got a small bonus this month and could afford Bella's.", "Sam",
+     "between us: I got a small bonus this month and could afford Bella's"),
+    ("My goals: warn his friends about what he heard, keep his seat by the fire.", "Oren",
+     "what I want is to warn my friends about what I heard, keep my seat by the fire."),
+    ("Location: Alex's apartment, living room: a comfortable sofa.", "Sam",
+     "look where we are: Alex's apartment, living room: a comfortable sofa."),
+])
+def test_the_characters_own_sheet_and_the_scene_are_said_in_its_words_not_as_labels(fact, agent, said):
+    assert first_person(fact, agent) == said
+
+
 def test_a_later_line_answers_the_last_speaker_without_quoting_what_it_reads():
     transcript = [(1, "Alex", "Thai or Italian tonight?"), (2, "Jordan", "Italian, obviously, Bella's!")]
     hints = TurnHints(agent="Sam", others=["Alex", "Jordan"], index=3, first_turn_of_agent=False,
