@@ -138,7 +138,9 @@ def seat_view(simulation: Simulation) -> SeatView | None:
         return None
     given = turn_input(turn=turn)
     sections = [s for s in prepopulate(given, TurnOutcome()) if s.lines]
-    return SeatView(turn=turn, header=now_header(given), sections=sections,
+    # The header as the writer reads it: its "## " marks are for the model.
+    header = "\n".join(line.removeprefix("## ") for line in now_header(given).splitlines())
+    return SeatView(turn=turn, header=header, sections=sections,
                     transcript=transcript_text(given.transcript, given.stage), present=given.others,
                     mode=given.mode, tools=seat_tools(simulation))
 

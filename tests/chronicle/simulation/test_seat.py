@@ -44,6 +44,9 @@ def test_the_run_waits_for_the_writers_line_and_takes_it_like_an_agents(celery_w
     assert "Here with you: <strong>Alex, Jordan</strong>" in page
     assert "spend less than fifteen euros" in page  # what Sam wants, from Sam's own memories
     assert "[turn 2] Jordan:" in page  # the transcript Sam witnessed
+    shown = page[page.index('class="seat-header"'):]
+    shown = shown[:shown.index("</pre>")]
+    assert "You are Sam" in shown and "Here with you" in shown and "## " not in shown  # the model's marks left out
 
     found = client.get(reverse("seat_search", args=[simulation.pk]), {"tool": "query_character", "q": "Jordan"}, **HX)
     assert "Jordan" in found.content.decode() and 'data-memory="' in found.content.decode()
