@@ -102,7 +102,9 @@ def other_text(other: CharacterSheet) -> str:
     the writer's label for the inner type ("the manipulator", "the traitor"), which the others
     could not see; a writer who wants it known writes it into the public face.
     """
-    head = f"{other.name} is {' '.join(other.role.split())}" if other.role.strip() else other.name
+    # "Sam: Junior accountant." as the header says one's own ("You are Sam: Junior accountant"): a role
+    # is written as a title, and "Sam is Junior accountant." reads as broken.
+    head = f"{other.name}: {' '.join(other.role.split())}" if other.role.strip() else other.name
     return " ".join(p for p in [_sentence(head), _sentence(other.public_face)] if p)
 
 

@@ -105,7 +105,7 @@ def test_each_call_begins_with_the_agents_last_call_and_no_memory_comes_back_twi
     assert noted and len(noted) == len(set(noted))
     # Who the others are came with the first note and is still in the conversation: not searched for again.
     sections = [[(r.arguments or {}).get("section") for r in turn.retrievals.filter(tool="prepopulate")] for turn in alex]
-    assert "The others present" in sections[0] and "Jordan is" in alex[-1].prompt_messages[1]["content"]
+    assert "The others present" in sections[0] and "- Jordan: " in alex[-1].prompt_messages[1]["content"]
     assert all("The others present" not in later for later in sections[1:])
 
 
