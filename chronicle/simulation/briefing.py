@@ -46,7 +46,10 @@ def _beyond_header(content: str, turn: TurnInput) -> str:
     if not content.startswith(f"You are {turn.agent}"):
         return content  # "How others see me: …", or a writer's own
     sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
-    rest = re.sub(r"^You are [^.!?]*[.!?]\s*", "", content)
+    # memory.forming.seed_specs.identity_text's head: "You are NAME, ROLE." (a role may hold a "Dr.").
+    head = f"You are {sheet.name}" + (f", {' '.join(sheet.role.split())}" if sheet.role.strip() else "")
+    rest = content[len(head):].lstrip(".!? ") if content.startswith(head) else \
+        re.sub(r"^You are [^.!?]*[.!?]\s*", "", content)
     first = re.split(r"(?<=[.!?])\s", (sheet.description or "").strip(), maxsplit=1)[0]
     return " ".join(rest.replace(first, "", 1).split()) if first else rest
 

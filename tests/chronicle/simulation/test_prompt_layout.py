@@ -127,3 +127,21 @@ def test_a_memory_revised_since_a_note_showed_it_comes_back_as_it_now_reads(user
     conversation_text = later.prompt_messages[1]["content"]
     assert conversation_text.count("Jordan has just owned up to knowing Bella's owner.") == 1
     assert conversation_text.count(known.content.split(" Jordan has just")[0]) == 2  # the old note, and the new one
+
+
+def test_who_the_agent_is_comes_once_without_what_the_header_says():
+    """The identity memory in the first turn's whole sheet, less the header's name, role (a role may
+    hold a full stop) and first sentence of the description; nothing left, nothing sent."""
+    from types import SimpleNamespace
+
+    from chronicle.simulation.briefing import _beyond_header
+    from memory.api import CharacterSheet
+
+    turn = SimpleNamespace(agent="Ann", cast=[CharacterSheet(name="Ann", role="Dr. Smith's assistant",
+                                                             description="Ann keeps the books. She never sleeps.")])
+    assert _beyond_header("You are Ann, Dr. Smith's assistant. Archetype: The ledger. Ann keeps the books. "
+                          "She never sleeps.", turn) == "Archetype: The ledger. She never sleeps."
+    assert _beyond_header("How others see me: Ann is always at her desk.", turn) == \
+        "How others see me: Ann is always at her desk."
+    turn.cast = [CharacterSheet(name="Ann", description="Ann keeps the books.")]
+    assert _beyond_header("You are Ann. Ann keeps the books.", turn) == ""
