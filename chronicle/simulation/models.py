@@ -81,8 +81,8 @@ class Simulation(RunSettingsMixin, models.Model):
         MODEL_PICKS = "model_picks", "The model picks who speaks next"
 
     class RetrievalMode(models.TextChoices):
-        TOOLS = "tools", "Tools (agents query their memories)"
-        PREPOPULATE = "prepopulate", "Pre-populate (memories injected before each turn)"
+        TOOLS = "tools", "Tools"  # what each means: the run form's help (RETRIEVAL_MODE_HELP)
+        PREPOPULATE = "prepopulate", "Pre-populate"
         BOTH = "both", "Both"
 
     class ImportanceScorer(models.TextChoices):
