@@ -149,20 +149,23 @@ def belief_note(believed: list[Memory]) -> str:
 
 def distortion_note(captured: list[Memory]) -> str:
     """"Jordan remembers it as: “…” (paranoia)", one line per listener whose filters changed its copy."""
+    distortions = [(m, (m.metadata or {}).get("distortion") or {}) for m in captured]
+    # The memory each association is said by, for every listener in one query.
+    firsts = [(d["association"].get("linked") or [None])[0] for _m, d in distortions if d.get("association")]
+    quoted = dict(Memory.objects.filter(pk__in=[i for i in firsts if i]).values_list("pk", "content"))
     lines = []
-    for m in captured:
-        d = (m.metadata or {}).get("distortion") or {}
+    for m, d in distortions:
         if d.get("original"):
             lines.append(f"{m.agent} remembers it as: “{_changed_part(d['original'], m.content)}” ({d['filter']})")
         if d.get("association"):
-            lines.append(_association_line(m.agent, d["association"]))
+            lines.append(_association_line(m.agent, d["association"], quoted))
     return "\n".join(lines)
 
 
-def _association_line(agent: str, association: dict) -> str:
+def _association_line(agent: str, association: dict, quoted: dict[int, str]) -> str:
     """"Mira connects it with 3 earlier memories that touch Mira's trauma (storm, …), such as “…”"."""
     linked, touched = association.get("linked") or [], f"{agent}'s {association['filter']}"
-    first = Memory.objects.filter(pk__in=linked[:1]).values_list("content", flat=True).first()
+    first = quoted.get(linked[0]) if linked else None
     if not first:
         return f"Nothing {agent} remembers yet touches {touched}."
     many = f"{len(linked)} earlier memories" if len(linked) > 1 else "an earlier memory"
