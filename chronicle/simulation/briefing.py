@@ -29,15 +29,23 @@ def identity_header(turn: TurnInput) -> str:
     scenario = turn.scenario
     place = (scenario.location.split(":")[0].strip() if scenario and scenario.location else "") or \
         (scenario.title if scenario else "")
-    scene = ", ".join(x for x in [place, scenario.time_of_day if scenario else ""] if x) or "(not described)"
+    # A sentence each: the writer's "Early evening" keeps its capital without reading as a name.
+    scene = ". ".join(x.strip().rstrip(".") for x in [place, scenario.time_of_day if scenario else ""]
+                      if x and x.strip()) or "(not described)"
     # With tools alone, what the agent wants is asked for nearly every turn (a model in the loop
     # spent 9 of its 16 calls on query_self for it): a line here saves a whole round.
     wants = "; ".join(sheet.goals) if turn.mode == "tools" else ""
-    # And what else there is to ask for: with the header, a model in the loop never called query_self
-    # in twelve turns, so its secret and background never reached it.
-    more = [aspect for aspect in sheet_aspects(sheet) if aspect not in ("identity", "goals")] \
-        if turn.mode == "tools" and "query_self" in turn.tool_set else []
-    return header(agent=turn.agent, identity=identity, scene=scene, wants=wants, more=more)
+    return header(agent=turn.agent, identity=identity, scene=scene, wants=wants, more=header_aspects(turn))
+
+
+def header_aspects(turn: TurnInput) -> list[str]:
+    """What else the sheet holds, by query_self's aspect names, for the header to list (tools mode).
+    With the header alone, a model in the loop never called query_self in twelve turns, so its
+    secret and background never reached it."""
+    if turn.mode != "tools" or "query_self" not in turn.tool_set:
+        return []
+    sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
+    return [aspect for aspect in sheet_aspects(sheet) if aspect not in ("identity", "goals")]
 
 
 def _beyond_header(content: str, turn: TurnInput) -> str:

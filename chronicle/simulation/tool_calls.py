@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from chronicle.simulation.briefing import header_aspects
 from memory.api import SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
 
 if TYPE_CHECKING:
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 # Seed 000's minimal prompt names these six: offered alone with it, so the prompt says what is sent.
 SEED_000_TOOLS = ("query_self", "query_background", "query_communication_style", "query_scene", "query_character",
                   "query_memory")
+HEADER_ASPECTS = "One listed as also on your sheet; omit for all"
 
 
 def offered_tools(turn: TurnInput, mode: str) -> list[dict] | None:
@@ -21,8 +23,24 @@ def offered_tools(turn: TurnInput, mode: str) -> list[dict] | None:
     wanted = [n for n in SIMULATION_TOOLS if n in set(turn.tool_set)
               and (turn.tool_prompt != "seed000" or n in SEED_000_TOOLS)]
     if mode in ("tools", "both") and turn.max_tool_calls > 0 and wanted:
-        return compact_schemas(openai_tool_schemas(wanted))
+        tools = compact_schemas(openai_tool_schemas(wanted))
+        return _aspects_from_header(tools) if header_aspects(turn) else tools
     return None
+
+
+def _aspects_from_header(tools: list[dict]) -> list[dict]:
+    """query_self's aspect without its enum where the header lists this sheet's aspects for it: the
+    list of every aspect there is, re-sent with both calls of a turn, said less than the header's."""
+    out = []
+    for tool in tools:
+        function = tool["function"]
+        aspect = (function.get("parameters") or {}).get("properties", {}).get("aspect")
+        if function["name"] == "query_self" and aspect:
+            parameters = dict(function["parameters"],
+                              properties={"aspect": {"type": "string", "description": HEADER_ASPECTS}})
+            tool = dict(tool, function=dict(function, parameters=parameters))
+        out.append(tool)
+    return out
 
 
 def compact_schemas(tools: list[dict]) -> list[dict]:

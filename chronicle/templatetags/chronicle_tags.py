@@ -5,7 +5,7 @@ from django.utils.html import format_html
 
 from chronicle.forms import knowledge_rows as _knowledge_rows
 from chronicle.writing.analytics import KIND_COLOURS
-from chronicle.writing.wording import filter_sentence as _filter_sentence
+from chronicle.writing.wording import filter_sentence as _filter_sentence, kind_label as _kind_label
 from urllib.parse import urlencode
 
 register = template.Library()
@@ -74,6 +74,13 @@ def seed_badge(bank):
 # A coloured mark per kind of memory (the analytics chart's colours), beside its label: drawn by CSS,
 # so it shows on a machine with no emoji font (an emoji there is an empty box).
 STAGE_COLOUR = "#e07b00"
+
+
+@register.simple_tag
+def kind_label(kind: str, category: str = "") -> str:
+    """A memory's kind in words, its stored name on hover (what the admin and the API call it)."""
+    stored = f"{kind}/{category}" if category else kind
+    return format_html('<span class="kind-label" title="{}">{}</span>', stored, _kind_label(kind, category or ""))
 
 
 @register.simple_tag

@@ -55,3 +55,28 @@ def filter_sentence(flt: dict | None) -> str:
     if any(statuses):
         parts.append(f"including {_either([s for s in statuses if s])} ones")
     return " ".join(parts) + "."
+
+
+# A memory's kind as a badge reads to a writer; the stored names stay in the admin and the API.
+KIND_LABELS = {
+    "character": "sheet", "scene": "scene", "character_knowledge": "knows of another", "episodic": "conversation",
+    "semantic": "fact", "procedural": "lesson", "emotional": "feeling", "observation": "seen", "action": "action",
+    "reflection": "insight", "plan": "plan",
+}
+# Where the category says it better than the kind (a belief is a fact held on someone's word).
+CATEGORY_LABELS = {
+    ("semantic", "belief"): "belief", ("semantic", "lore"): "lore", ("semantic", "learned"): "fact learned",
+    ("observation", "stage"): "stage direction", ("scene", "context"): "scene · situation",
+}
+# Categories that only restate their kind.
+PLAIN_CATEGORIES = {"knowledge", "dialogue", "reaction", "reflection", "done", "witnessed", "formed", "lesson"}
+
+
+def kind_label(kind: str, category: str = "") -> str:
+    """"sheet · decision style", "knows of another", "belief": a memory's kind and category in words."""
+    if (kind, category) in CATEGORY_LABELS:
+        return CATEGORY_LABELS[kind, category]
+    label = KIND_LABELS.get(kind, (kind or "").replace("_", " "))
+    if category and category != kind and category not in PLAIN_CATEGORIES:
+        label += f" · {category.replace('_', ' ')}"
+    return label

@@ -96,6 +96,8 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
     # and what else its sheet holds, by the aspect query_self takes: the secret is there to ask for.
     assert "\nAlso on your sheet, for query_self: background, communication, decision_style, traits, skills, " \
            "values, secrets\nScene: " in system
+    # The place and the writer's time each a sentence: "Early evening" is not a name mid-sentence.
+    assert "\nScene: Alex's apartment, living room. Early evening, around seven" in system
     system, user_message = told(7)  # Alex, after the alarm at 6
     assert "*The neighbour's smoke alarm goes off upstairs*" in user_message
     # Sam, back at 9: its own exit and return, not what happened while it was out.
@@ -160,6 +162,28 @@ def test_the_header_names_what_else_a_sheet_holds_only_where_a_tool_is_the_way_t
     assert "Also on your sheet" not in identity_header(TurnInput(
         bank=None, agent="Ann", index=0, cast=[CharacterSheet(name="Ann", role="Guest")], scenario=None,
         transcript=[], mode="tools"))
+
+
+def test_query_selfs_aspects_are_named_once_a_call_where_the_header_lists_them():
+    from chronicle.simulation.engine import TurnInput
+    from chronicle.simulation.tool_calls import offered_tools
+    from memory.forming.sheets import CharacterSheet
+
+    sheet = CharacterSheet(name="Tess", role="Innkeeper", background="Tess came from the islands.",
+                           secrets=["Tess owes the smugglers money."])
+
+    def aspect(mode, cast=(sheet,)):
+        turn = TurnInput(bank=None, agent="Tess", index=0, cast=list(cast), scenario=None, transcript=[], mode=mode,
+                         tool_set=["query_self", "query_memory"])
+        schema = next(t for t in offered_tools(turn, mode) if t["function"]["name"] == "query_self")
+        return schema["function"]["parameters"]["properties"]["aspect"]
+
+    # In tools mode the header says "Also on your sheet, for query_self: background, secrets": the
+    # schema points there instead of listing every aspect there is with both calls of a turn.
+    assert "enum" not in aspect("tools") and "also on your sheet" in aspect("tools")["description"]
+    # Where no header lists them (both modes carry the sheet; a sheet of a name alone), the enum stays.
+    assert "secrets" in aspect("both")["enum"]
+    assert "secrets" in aspect("tools", cast=[CharacterSheet(name="Tess")])["enum"]
 
 
 @pytest.mark.django_db

@@ -54,9 +54,9 @@ def test_a_first_line_in_the_default_mode_introduces_the_character_from_its_head
     who it is and where, from the header every prompt carries."""
     system = ("You are an agent in a simulation.\n\n## Who you are\n- Short, dry sentences; asks pointed questions.\n"
               "- My traits: sharp, proud.\n\n## You\nYou are Mira: Innkeeper — Mira keeps the Harbour Inn.\n"
-              "Scene: The Harbour Inn, Late evening")
+              "Scene: The Harbour Inn. Late evening")
     provider = ScriptedProvider()
     hints = TurnHints(agent="Mira", others=["Oren"], index=0, first_turn_of_agent=True, transcript=[], max_tool_calls=0)
     line = provider.compose(hints, {}, provider._prepopulated([{"role": "system", "content": system},
                                                                 {"role": "user", "content": "Conversation so far:"}]))
-    assert line == "Hello, I'm Mira, Innkeeper. So here we are: The Harbour Inn, Late evening. Oren, shall we begin?"
+    assert line == "Hello, I'm Mira, Innkeeper. So here we are: The Harbour Inn. Late evening. Oren, shall we begin?"

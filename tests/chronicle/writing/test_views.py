@@ -30,6 +30,13 @@ def test_inspector_shows_tools_memories_context_and_tokens(client_for, user, fin
     assert reverse("turn_inspect", args=[finished.pk, 3]) in detail  # reachable from the live chronicle
 
 
+def test_a_memorys_kind_reads_in_words_with_its_stored_name_on_hover(client_for, user, finished):
+    page = client_for(user).get(reverse("turn_inspect", args=[finished.pk, 0])).content.decode()
+    assert 'title="character_knowledge/knowledge">knows of another</span>' in page
+    assert 'title="scene/context">scene · situation</span>' in page
+    assert "character_knowledge/knowledge</" not in page and " character/identity" not in page
+
+
 def test_exclude_button_answers_with_the_row(client_for, user, finished):
     client = client_for(user)
     turn = finished.turns.get(index=3)
