@@ -14,6 +14,9 @@ With a model the judgement after the line says which (memory.living.after_turn);
   ("Sam told me: …"), with the chain it came through (nearest first) and a confidence that falls by
   HOP_CONFIDENCE a hop;
 - **questions**: nothing is planted (each listener's memory of the line says who asked what);
+- **doubts** (passes it on, or speaks of it, as uncertain: "I heard …, not sure it's true", "I doubt
+  it"): a listener who did not hold it comes to, but no surer than HEDGED (under SURE: it does not
+  pass it on as true); whoever holds it is DOUBT_WEIGHT less sure, and the speaker no surer than HEDGED;
 - **denies**: each listener who holds it believes it less (more when the speaker is trusted, or is
   who told them), the claim is marked *disputed*, and their belief now says who denied it and how;
   a speaker who held it has retracted it; whoever else heard it keeps the correction, with its source.
@@ -44,7 +47,13 @@ TELLER_WEIGHT = 0.8  # …and at least this much when it comes from who told the
 RETRACTED = 0.05  # a holder who says its own claim is not so keeps this little of it
 DISPUTED_IMPORTANCE = 7.0
 SURE = 0.5  # below this confidence a holder no longer passes the claim on as true
-STANCES = ("asserts", "questions", "denies", "none")
+DOUBT_WEIGHT = 0.25  # a doubt takes this share of a holder's confidence (half a denial's)
+HEDGED = 0.4  # the surest one holds a claim heard or said with doubt: below SURE
+STANCES = ("asserts", "questions", "doubts", "denies", "none")
+# Said as uncertain: "not sure", "I doubt", "maybe", "apparently", "supposedly", "if it's true"…
+_HEDGE = re.compile(r"\b(?:not (?:so |entirely |totally |completely )?sure|unsure|(?:i )?doubt(?:s|ful)?|maybe|"
+                    r"perhaps|apparently|supposedly|allegedly|rumou?r has it|if (?:it|that)['’]?s true|"
+                    r"if (?:it|that) is true|can['’]t be sure|who knows)\b", re.IGNORECASE)
 _LINE = re.compile(r"^\s*([^:]{1,100}?)\s*:\s*(.+?)\s*(?:\[(true|false)\])?\s*$", re.IGNORECASE)
 # A reply that opens by contradicting what it answers.
 _CONTRADICTS = re.compile(r"^\W*(?:no\b|nope\b|not true\b|not at all\b|nonsense\b|rubbish\b|untrue\b|"
@@ -140,8 +149,8 @@ def retells(line: str, similarity: float, claim: str) -> bool:
 
 def stance(line: str, claim: str, *, similarity: float = 0.0, previous: str | Callable[[], str] = "") -> str:
     """The offline rule for what a line does with a claim: the sentences that share the claim's
-    words decide — one ending in "?" questions it, one with an explicit negation (or a line opening
-    with "No") denies it; a line that retells it (retells()) asserts it; anything else: none.
+    words decide — one ending in "?" questions it, one said as uncertain ("not sure", "maybe",
+    "apparently") doubts it, one with an explicit negation (or a line opening with "No") denies it; a line that retells it (retells()) asserts it; anything else: none.
     similarity: of the line's vector to the claim's (0.0 when the line has none). A line that opens
     by contradicting the one before it ("No, that isn't true.") denies what that one asked or said
     (previous: the line the speaker heard just before, or what reads it when needed)."""
@@ -164,6 +173,8 @@ def _stance(line: str, similarity: float, claim: str) -> str:
         return "none"
     if any(s.rstrip("\"”’)* ").endswith("?") for s in touching):
         return "questions"
+    if any(_HEDGE.search(s) for s in touching):
+        return "doubts"
     opening = sentences[0].rstrip(".!,").strip().lower() if sentences else ""
     if opening in ("no", "nope", "not true", "not at all") or any(_NEGATION.search(s) for s in touching):
         return "denies"
@@ -198,7 +209,49 @@ def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: 
                          standing(bank, other=speaker, agents=heard_by).items()}
             memories = {m.agent: m for m in Memory.objects.filter(pk__in=[h.id for h in held.values()])}
             changed += _correct(bank, data, speaker, heard_by, memories, turn, trust)
+        elif said == "doubts":
+            memories = {m.agent: m for m in Memory.objects.filter(pk__in=[h.id for h in held.values()])}
+            changed += _doubt(bank, data, speaker, heard_by, memories, turn)
     return changed
+
+
+def _doubt(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, Memory], turn: int) -> list[Memory]:
+    """A line that speaks of the claim as uncertain: who did not hold it now does, unsure; who did is
+    less sure (see the module)."""
+    changed: dict[str, Memory] = {}
+    new: dict[str, dict] = {}
+    mine = held[speaker].metadata["belief"] if speaker in held else None
+    chain = [speaker, *(mine["source_chain"] if mine else [])]
+    heard = min(HEDGED, (float(mine["confidence"]) if mine else HEDGED) * HOP_CONFIDENCE)
+    names = list(dict.fromkeys([speaker, *heard_by]))
+    for name in names:
+        own = name == speaker
+        memory = held.get(name)
+        if memory is None:
+            if not own and name in data["source_chain"]:
+                continue  # nobody learns a rumour from its own retelling
+            content = (f"I said (turn {turn}) I was not sure that {data['claim']}" if own
+                       else f"{speaker} told me (turn {turn}), not sure of it: {data['claim']}")
+            state = _state(id=data["id"], claim=data["claim"], true=data["true"], chain=[] if own else chain,
+                           confidence=HEDGED if own else round(heard, 3), hops=0 if own else len(chain),
+                           turn=turn, stance="doubts")
+            new[name] = dict(content=content, agent=name, kind="semantic", category="belief", source="earned",
+                             turn=turn, importance=6.0, speaker=speaker, keys=belief_keys(data["claim"]),
+                             metadata={"belief": state})
+            continue
+        state = dict(memory.metadata["belief"])
+        after = float(state["confidence"]) * (1 - DOUBT_WEIGHT)
+        state["confidence"] = round(min(after, HEDGED) if own else after, 3)
+        state["history"] = [*(state.get("history") or []), {"turn": turn, "confidence": state["confidence"],
+                                                          "source_chain": [speaker], "stance": "doubts"}]
+        base = (memory.metadata or {}).get("told") or memory.content
+        told = (f"then I said (turn {turn}) I was not sure of it" if own
+                else f"then {speaker} said (turn {turn}) they were not sure of it")
+        changed[name] = memory_revise(memory=memory, content=f"{base} — {told}", importance=memory.importance,
+                                      metadata={**memory.metadata, "belief": state, "told": base})
+    if new:
+        changed.update(zip(new, memories_create(bank=bank, memories=list(new.values()))))
+    return [changed[name] for name in names if name in changed]
 
 
 def _pass_on(bank, mine: HeldBelief, speaker: str, heard_by: list[str], held: dict[str, HeldBelief],

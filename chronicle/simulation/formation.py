@@ -134,7 +134,16 @@ def belief_note(believed: list[Memory]) -> str:
     for m in believed:
         data = m.metadata["belief"]
         history = data.get("history") or []
-        if data.get("stance") == "denies" and len(history) == 1:
+        by = (history[-1].get("source_chain") or [m.agent])[0] if history else m.agent
+        if history and history[-1].get("stance") == "doubts":
+            if len(history) == 1:
+                lines.append(f"{m.agent} {'says it is not sure' if by == m.agent else f'heard {by} say it, unsure'}: "
+                             f"{data['claim']}")
+            else:
+                why = "said it was not sure" if by == m.agent else f"{by} was not sure of it"
+                lines.append(f"{m.agent} is less sure ({history[-2]['confidence']:.2f} → {data['confidence']:.2f}; "
+                             f"{why}): {data['claim']}")
+        elif data.get("stance") == "denies" and len(history) == 1:
             by = data["disputed"]["by"]
             lines.append(f"{m.agent} {'says' if by == m.agent else f'heard {by} say'} it is not so: {data['claim']}")
         elif data.get("disputed") and len(history) > 1:

@@ -57,11 +57,12 @@ REFLECT_SHAPE = ', "reflections": {{"{agent}": [{{"insight": "...", "because": [
 CLAIMS = """Claims some of them hold, numbered:
 {claims}
 Also give "stances": what the line does with each claim: "asserts" (says it or passes it on as
-true), "questions" (asks whether it is true), "denies" (says it is false, or corrects it), or "none".
+true), "questions" (asks whether it is true), "doubts" (passes it on or speaks of it as uncertain: "I
+heard …, not sure it's true", "I doubt it"), "denies" (says it is false, or corrects it), or "none".
 
 """
 CLAIMS_SHAPE = ', "stances": {"1": "none"}'  # (put in as it is: not formatted again)
-STANCES = ("asserts", "questions", "denies", "none")
+STANCES = ("asserts", "questions", "doubts", "denies", "none")
 # Which of the speaker's secrets the line tells (chronicle marks them told to its listeners, and its
 # speaker stops keeping them: so a secret half told is not told; a model asked). Only a
 # model says so: on a model's run of the demo, Jordan's pitch for Bella's was closer in meaning to
@@ -90,7 +91,7 @@ class AfterTurn:
     facts: dict[str, list[str]] = field(default_factory=dict)
     # Per agent that was due to reflect: (insight, the 1-based numbers of the statements it cites).
     insights: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
-    stances: dict[str, str] = field(default_factory=dict)  # claim → asserts | questions | denies | none
+    stances: dict[str, str] = field(default_factory=dict)  # claim → asserts | questions | doubts | denies | none
     revealed: list[str] = field(default_factory=list)  # the speaker's secrets the line tells, as asked
     raw: str = ""
     error: str = ""

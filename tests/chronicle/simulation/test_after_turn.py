@@ -155,6 +155,8 @@ def test_the_models_stance_on_a_claim_revises_beliefs_where_the_words_alone_woul
     # The model hears a retelling the words alone miss, a question where the words look like a claim…
     ("You'll never guess what I heard about Bella's this week. End of an era, friends.", "asserts", "none"),
     ("So Bella's trattoria is closing down at the end of the month, you reckon, Jordan.", "questions", "asserts"),
+    # …and a claim passed on as someone else's word, with doubt.
+    ("Bella's trattoria is closing down at the end of the month, or so Sam's cousin claims.", "doubts", "asserts"),
 ])
 def test_the_models_stance_decides_whether_a_claim_is_passed_on(user, dinner, server, line, stance, rule):
     from chronicle.simulation import beliefs
@@ -168,9 +170,11 @@ def test_the_models_stance_decides_whether_a_claim_is_passed_on(user, dinner, se
     similarity = float(np.dot(embed_one(f"Alex said: {line}"), embed_one(claim)))
     assert beliefs.stance(line, claim, similarity=similarity) == rule
     assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
-    believers = sorted(Memory.objects.in_bank(simulation.bank).filter(category="belief").exclude(agent="Alex")
-                       .values_list("agent", flat=True))
-    assert believers == (["Jordan", "Sam"] if stance == "asserts" else [])
+    held = dict(Memory.objects.in_bank(simulation.bank).filter(category="belief").exclude(agent="Alex")
+                .values_list("agent", "metadata__belief__confidence"))
+    assert sorted(held) == (["Jordan", "Sam"] if stance in ("asserts", "doubts") else [])
+    # Heard with doubt, it is held too unsure to be passed on as true.
+    assert all((c < beliefs.SURE) == (stance == "doubts") for c in held.values())
 
 
 @pytest.mark.django_db

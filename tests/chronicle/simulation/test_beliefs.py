@@ -1,5 +1,5 @@
 """Planted beliefs spread by retelling, with who told whom and a falling confidence; a question
-plants nothing, a denial revises what each listener believes, and every belief keeps its history."""
+plants nothing, a doubt plants an unsure belief, a denial revises what each listener believes, and every belief keeps its history."""
 
 from __future__ import annotations
 
@@ -87,6 +87,9 @@ def _similarity(a: str, b: str) -> float:
     ("It's only a rumour that Bella's trattoria is closing.", "denies"),
     (f"*whispers to Jordan* Did you know? {CLAIM}", "asserts"),
     ("Bella's trattoria is closing down, I heard it from Sam.", "asserts"),
+    ("I heard Bella's trattoria is closing down, but I'm not sure it's true.", "doubts"),
+    ("Apparently Bella's is closing down at the end of the month.", "doubts"),
+    ("I doubt Bella's trattoria is closing, they were packed last night.", "doubts"),
     ("I love Bella's trattoria, the pasta is great.", "none"),
     ("Shall we decide on dinner tonight?", "none"),
 ])
@@ -162,3 +165,21 @@ def test_a_belief_heard_in_a_line_the_agent_still_reads_is_not_handed_back_unles
     assert told not in found("What is happening to Bella's trattoria?", frozenset({1, 2, 3}))
     assert told in found("What do I believe about Bella's trattoria?", frozenset({1, 2, 3}))
     assert told in found("What is happening to Bella's trattoria?", frozenset())
+
+
+def test_a_rumour_passed_on_with_doubt_leaves_its_listeners_unsure_and_they_do_not_spread_it(user, dinner, client_for):
+    simulation = start_seeded(user, dinner, max_turns=6, planted_beliefs=f"Sam: {CLAIM} [false]")
+    doubted = say(simulation, 0, "Sam", f"I heard {CLAIM[0].lower()}{CLAIM[1:-1]}, but I'm not sure it's true.")
+    (jordan,) = held(simulation, "Jordan")
+    assert jordan["confidence"] <= beliefs.HEDGED < beliefs.SURE and jordan["source_chain"] == ["Sam"]
+    assert jordan["history"][0]["stance"] == "doubts"
+    (sam,) = held(simulation, "Sam")  # who said it was not sure is, by its own words, no surer than that
+    assert sam["confidence"] <= beliefs.HEDGED and [h["stance"] for h in sam["history"]] == ["asserts", "doubts"]
+    assert "Jordan heard Sam say it, unsure" in doubted.note and "Sam is less sure (1.00 →" in doubted.note
+    # Unsure, Jordan passing it on plants nothing in whoever has not heard it.
+    memory = Memory.objects.in_bank(simulation.bank).get(agent="Alex", category="belief")
+    memory.delete()
+    say(simulation, 1, "Jordan", f"Sam says {CLAIM[0].lower()}{CLAIM[1:]}")
+    assert held(simulation, "Alex") == []
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    assert "heard Sam say it, unsure (turn 1)" in page and "said it was not sure" in page
