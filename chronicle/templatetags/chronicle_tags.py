@@ -76,6 +76,12 @@ def seed_badge(bank):
 STAGE_COLOUR = "#e07b00"
 
 
+@register.filter
+def kind_words(kind: str) -> str:
+    """A memory kind in words, as plain text (an <option>, an SVG title)."""
+    return _kind_label(kind)
+
+
 @register.simple_tag
 def kind_label(kind: str, category: str = "") -> str:
     """A memory's kind in words, its stored name on hover (what the admin and the API call it)."""

@@ -14,6 +14,7 @@ from django.db.models import Count, Q
 from chronicle.simulation.context import KIND_LABELS
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.writing.charts import Chart, stacked
+from chronicle.writing.wording import kind_label
 from memory.models import Memory
 
 KIND_COLOURS = {  # memory kinds, in the order the chart stacks them
@@ -281,5 +282,5 @@ def memory_map(simulation: Simulation, bank_map, *, colour: str = "agent", agent
 
 def _legend_label(field: str, key: str) -> str:
     if field == "kind":
-        return key.replace("_", " ")
+        return kind_label(key)
     return key or "shared (everyone)"

@@ -58,7 +58,7 @@ def filter_sentence(flt: dict | None) -> str:
 
 
 # A memory's kind as a badge reads to a writer; the stored names stay in the admin and the API.
-KIND_LABELS = {
+MEMORY_KIND_LABELS = {
     "character": "sheet", "scene": "scene", "character_knowledge": "knows of another", "episodic": "conversation",
     "semantic": "fact", "procedural": "lesson", "emotional": "feeling", "observation": "seen", "action": "action",
     "reflection": "insight", "plan": "plan",
@@ -76,7 +76,7 @@ def kind_label(kind: str, category: str = "") -> str:
     """"sheet · decision style", "knows of another", "belief": a memory's kind and category in words."""
     if (kind, category) in CATEGORY_LABELS:
         return CATEGORY_LABELS[kind, category]
-    label = KIND_LABELS.get(kind, (kind or "").replace("_", " "))
+    label = MEMORY_KIND_LABELS.get(kind, (kind or "").replace("_", " "))
     if category and category != kind and category not in PLAIN_CATEGORIES:
         label += f" · {category.replace('_', ' ')}"
     return label

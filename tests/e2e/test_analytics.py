@@ -58,5 +58,5 @@ def test_the_demo_runs_analytics_and_memory_map(logged_in_page, user, celery_wor
 
     # Coloured by kind, the legend names the kinds drawn.
     page.goto(f"/chronicle/{simulation.pk}/map/?colour=kind")
-    expect(page.locator(".map-wrap .legend")).to_contain_text("episodic")
+    expect(page.locator(".map-wrap .legend")).to_contain_text("conversation")
     shot(page, "analytics-02-memory-map-by-kind")

@@ -105,7 +105,7 @@ def test_the_map_places_every_memory_and_follows_changes(client_for, user, finis
 
     # Colour by kind: the legend names the kinds.
     legend = client.get(url, {"colour": "kind"}).context["map"].legend
-    assert {label for label, _colour, _n in legend} >= {"character", "episodic"}
+    assert {label for label, _colour, _n in legend} >= {"sheet", "conversation"}
 
     # An archived memory leaves the map at the next visit (the kept map is out of date).
     memory_archive(memory=memory)
