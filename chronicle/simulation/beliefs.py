@@ -230,8 +230,8 @@ def _doubt(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, 
         if memory is None:
             if not own and name in data["source_chain"]:
                 continue  # nobody learns a rumour from its own retelling
-            content = (f"I said (turn {turn}) I was not sure that {data['claim']}" if own
-                       else f"{speaker} told me (turn {turn}), not sure of it: {data['claim']}")
+            content = (f"I said I was not sure that {data['claim']}" if own
+                       else f"{speaker} told me, not sure of it: {data['claim']}")
             state = _state(id=data["id"], claim=data["claim"], true=data["true"], chain=[] if own else chain,
                            confidence=HEDGED if own else round(heard, 3), hops=0 if own else len(chain),
                            turn=turn, stance="doubts")
@@ -284,8 +284,8 @@ def _correct(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str
         memory = held.get(name)
         if memory is None:  # it never held the claim: it keeps the correction, with its source
             own = name == speaker
-            content = (f"I said (turn {turn}) it is not so that {data['claim']}" if own
-                       else f"{speaker} told me (turn {turn}) it is not so that {data['claim']}")
+            content = (f"I said it is not so that {data['claim']}" if own
+                       else f"{speaker} told me it is not so that {data['claim']}")
             chain = [] if own else through
             state = _state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain, confidence=0.0,
                            hops=0 if own else 1, turn=turn, stance="denies")
