@@ -182,4 +182,5 @@ def test_a_rumour_passed_on_with_doubt_leaves_its_listeners_unsure_and_they_do_n
     say(simulation, 1, "Jordan", f"Sam says {CLAIM[0].lower()}{CLAIM[1:]}")
     assert held(simulation, "Alex") == []
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
-    assert "heard Sam say it, unsure (turn 1)" in page and "said it was not sure" in page
+    assert "heard Sam say it, unsure (turn 1)" in page and "heard, unsure, from Sam" in page
+    assert "said it was not sure" in page
