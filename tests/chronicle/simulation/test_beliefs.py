@@ -181,6 +181,8 @@ def test_a_rumour_passed_on_with_doubt_leaves_its_listeners_unsure_and_they_do_n
     memory.delete()
     say(simulation, 1, "Jordan", f"Sam says {CLAIM[0].lower()}{CLAIM[1:]}")
     assert held(simulation, "Alex") == []
+    say(simulation, 2, "Alex", "No, Bella's isn't closing at all.")
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
-    assert "heard Sam say it, unsure (turn 1)" in page and "heard, unsure, from Sam" in page
+    assert "heard Sam say it, unsure (turn 1)" in page
+    assert "turn 1: heard, unsure, from Sam · 0.40" in page and "turn 3: disputed by Alex" in page
     assert "said it was not sure" in page
