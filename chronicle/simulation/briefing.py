@@ -289,6 +289,33 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             section.ids.append(snap["memory_id"])
 
 
+# How the agent took the lines it heard since its last turn, where a formation filter (paranoia, the
+# writer's own) bent its memory of them: the transcript shows what was said, this what it heard. Without
+# it a filter reached the agent only once a line had left its window (32 entries on), so in most runs
+# a paranoid character never was. In every mode: it is perception, not a search.
+TOOK_IT = "How you took it"
+
+
+def took_it(turn: TurnInput, outcome: TurnOutcome) -> Section:
+    """The agent's distorted copies of the lines since its last turn (each once: the note it is in stays
+    in the conversation), recorded as what the writer set, not a search."""
+    section = Section(TOOK_IT)
+    if turn.bank is None or not any(d.agent == turn.agent and d.stage == "formation" for d in turn.distortions):
+        return section
+    since = max((n for n, speaker, _text in turn.transcript if speaker == turn.agent), default=0)
+    copies = list(Memory.objects.in_bank(turn.bank).filter(
+        agent=turn.agent, turn__gt=since, turn__lt=turn.number, metadata__distortion__stage="formation",
+    ).exclude(pk__in=turn.excluded).order_by("turn", "id"))
+    for memory in copies:
+        section.lines.append(f"(turn {memory.turn}) {memory.content}")
+        section.ids.append(memory.pk)
+    if copies:
+        outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": TOOK_IT}, query="",
+                       filter={"agent": turn.agent, "min_turn": since + 1, "max_turn": turn.number - 1},
+                       results=[m.snapshot() for m in copies], error="", latency_ms=0.0, path="")
+    return section
+
+
 PINNED_HEADING = "## Pinned by the writer"
 
 

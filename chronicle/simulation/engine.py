@@ -21,7 +21,7 @@ from chronicle.simulation.prompts import (
     user_message, window,
 )
 from chronicle.simulation.briefing import (
-    clock_text, header_shows, identity_header, now_text, pinned_note, prepopulate, still_as_shown,
+    clock_text, header_shows, identity_header, now_text, pinned_note, prepopulate, still_as_shown, took_it,
 )
 from chronicle.simulation.replies import is_refusal, text_tool_calls
 from chronicle.simulation.tool_calls import for_model, offered_tools, run_round
@@ -186,8 +186,10 @@ def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str,
     """The turn's messages (outcome.messages): the system message, the conversation and the call's
     own part; this turn's note is kept on the outcome for the agent's next turns. Also the memories
     those messages show (this turn's sections, the notes kept from earlier turns, what the writer pinned)."""
-    sections = prepopulate(turn, outcome) if mode in ("prepopulate", "both") else []
     minimal = turn.tool_prompt == "seed000"
+    sections = prepopulate(turn, outcome) if mode in ("prepopulate", "both") else []
+    if not minimal and (took := took_it(turn, outcome)).lines:
+        sections.append(took)
     parts = system_parts(mode=mode, agent=turn.agent, sections=sections, consult_memories=turn.consult_memories,
                          confidence_gating=turn.confidence_gating, tools=tools or False, budget=turn.max_tool_calls,
                          now=identity_header(turn), minimal=minimal)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
-from chronicle.simulation.briefing import now_header, prepopulate
+from chronicle.simulation.briefing import now_header, prepopulate, took_it
 from chronicle.simulation.engine import TurnFailed, TurnOutcome, run_turn, tool_context
 from chronicle.simulation.models import Simulation, Turn, TurnOverride
 from chronicle.simulation.prompts import MARKUP, Section, transcript_text
@@ -137,7 +137,7 @@ def seat_view(simulation: Simulation) -> SeatView | None:
     if turn is None:
         return None
     given = turn_input(turn=turn)
-    sections = [s for s in prepopulate(given, TurnOutcome()) if s.lines]
+    sections = [s for s in [*prepopulate(given, TurnOutcome()), took_it(given, TurnOutcome())] if s.lines]
     # The header as the writer reads it: its "## " marks are for the model.
     header = "\n".join(line.removeprefix("## ") for line in now_header(given).splitlines())
     return SeatView(turn=turn, header=header, sections=sections,

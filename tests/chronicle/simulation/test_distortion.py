@@ -142,3 +142,28 @@ def test_depression_shows_in_the_score_bars_of_what_it_dampened(user, dinner, cl
     page = client_for(user).get(reverse("turn_inspect", args=[simulation.pk, 1])).content.decode()
     assert "dampened (depression)" in page
     assert "no longer add up" not in page  # the bars, dampening included, add up to each score
+
+
+@pytest.mark.parametrize("mode", ["tools", "prepopulate"])
+def test_a_paranoid_listener_is_told_how_it_took_each_line_once_while_the_line_is_still_on_screen(user, dinner, mode):
+    """The transcript shows what was said; a formation filter bends what the listener heard, and the
+    listener is told so before its next turn, not only once the line has left its window."""
+    simulation = start_seeded(user, dinner, max_turns=6, distortions="Jordan: paranoia", retrieval_mode=mode)
+    say(simulation, 0, "Alex", "I booked us a table at Bella's for eight.")
+    assert run_turn_task.apply(args=(simulation.pk, 1)).get() == "done"  # Jordan, turn 2
+    took = ("## How you took it\n- (turn 1) Alex said: I booked us a table at Bella's for eight. "
+            "(Jordan suspects there is something threatening behind it.)")
+    second = simulation.turns.get(index=1).prompt_messages
+    assert sum(took in (m.get("content") or "") for m in second) == 1
+    assert "[turn 1] Alex: I booked us a table at Bella's for eight." in second[1]["content"]  # as said
+    say(simulation, 2, "Sam", "Sounds good to me.")
+    say(simulation, 3, "Alex", "Then it's settled.")
+    assert run_turn_task.apply(args=(simulation.pk, 4)).get() == "done"  # Jordan, turn 5
+    fifth = "\n".join(m.get("content") or "" for m in simulation.turns.get(index=4).prompt_messages)
+    assert fifth.count("(turn 1) Alex said: I booked") == 1  # in the note kept from turn 2, not again
+    assert "- (turn 3) Sam said: Sounds good to me. (Jordan suspects" in fifth
+    assert "- (turn 4) Alex said: Then it's settled. (Jordan suspects" in fifth
+    # Sam, without the filter, hears it as said: no such section.
+    assert run_turn_task.apply(args=(simulation.pk, 5)).get() == "done"  # Sam, turn 6
+    assert "How you took it" not in "\n".join(m.get("content") or "" for m in
+                                                simulation.turns.get(index=5).prompt_messages)
