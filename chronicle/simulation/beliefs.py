@@ -246,7 +246,7 @@ def _doubt(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, 
                                                           "source_chain": [speaker], "stance": "doubts"}]
         base = (memory.metadata or {}).get("told") or memory.content
         told = (f"then I said (turn {turn}) I was not sure of it" if own
-                else f"then {speaker} said (turn {turn}) they were not sure of it")
+                else f"then {speaker} (turn {turn}) was not sure of it")
         changed[name] = memory_revise(memory=memory, content=f"{base} — {told}", importance=memory.importance,
                                       metadata={**memory.metadata, "belief": state, "told": base})
     if new:

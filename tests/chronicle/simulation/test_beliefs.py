@@ -185,4 +185,8 @@ def test_a_rumour_passed_on_with_doubt_leaves_its_listeners_unsure_and_they_do_n
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert "heard Sam say it, unsure (turn 1)" in page
     assert "turn 1: heard, unsure, from Sam · 0.40" in page and "turn 3: disputed by Alex" in page
+    # A holder's belief says who doubted it, and when, in words that need no pronoun.
+    say(simulation, 3, "Jordan", f"Maybe {CLAIM[0].lower()}{CLAIM[1:]}")
+    sam = Memory.objects.in_bank(simulation.bank).get(agent="Sam", category="belief")
+    assert sam.content.endswith("— then Jordan (turn 4) was not sure of it")
     assert "said it was not sure" in page
