@@ -343,7 +343,7 @@ def _judge_batched(plan: CapturePlan, ask) -> AfterTurn:
     return judge_line(speaker=plan.speaker, content=plan.content, turn=plan.turn,
                       profiles={name: known.get(name, "") for name in plan.listeners}, ask=ask,
                       reflect={agent: [m.content for m in pool] for agent, pool in plan.reflect.items()},
-                      claims=plan.claims, secrets=plan.secrets, before=plan.before)
+                      claims=plan.claims, secrets=plan.secrets, before=plan.before, took=plan.contents)
 
 
 def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, names: list[str],

@@ -25,7 +25,7 @@ PROMPT = PROMPT_OPENING + """
 
 Listeners: {names}
 {profiles}
-
+{heard}
 For each listener give:
 - "importance", 0-10, of this line to that listener: 0-2 routine or small talk, 3-4 ordinary
   conversation, 5-6 notable (plans, news, meaningful talk), 7-8 emotional moments or a change in a
@@ -99,8 +99,8 @@ class AfterTurn:
 
 def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
-               secrets: list[str] | None = None, before: Sequence[str] = ()) -> str:
-    """before: what the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"),
+               secrets: list[str] | None = None, before: Sequence[str] = (), took: dict[str, str] | None = None) -> str:
+    """took: how a listener with a distortion filter took the line (its own copy), to be judged by; before: what the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"),
     so a reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
     some listener has not been told."""
@@ -124,20 +124,26 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
         shape += SECRETS_SHAPE
     # Each part cut on its own: a long line keeps what followed it.
     before = f"Just before it (context only): {'; then '.join(_last_sentences(part, 400) for part in before)}\n" if before else ""
+    heard = "".join(f"- {name} took it as: {_sentences(text, 400)}\n" for name, text in (took or {}).items()
+                    if name in profiles and name != speaker)
+    # A paranoid listener's trust moves by what it heard, not by the words a neutral ear hears.
+    heard = f"Some heard it their own way; judge them by how they took it:\n{heard}" if heard else ""
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described, before=before,
+                         heard=heard,
                          speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker,
                          reflections=reflections, claims=asked, secrets=kept, shape=shape)
 
 
 def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None,
-               claims: list[str] | None = None, secrets: list[str] | None = None, before: Sequence[str] = ()) -> AfterTurn:
+               claims: list[str] | None = None, secrets: list[str] | None = None, before: Sequence[str] = (),
+               took: dict[str, str] | None = None) -> AfterTurn:
     """One call for every listener in `profiles` (name → identity and goals), and the reflections of
     those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
     judge it, and the reflections wait."""
     try:
         answer = str(ask(prompt_for(speaker=speaker, content=content, turn=turn, profiles=profiles,
-                                    reflect=reflect, claims=claims, secrets=secrets, before=before)) or "")
+                                    reflect=reflect, claims=claims, secrets=secrets, before=before, took=took)) or "")
     except Exception as exc:  # the line must not be lost to a failed judgement
         return AfterTurn(error=f"the model could not be asked: {exc}"[:300])
     return parse(answer, names=list(profiles), speaker=speaker,

@@ -193,3 +193,18 @@ def test_a_reply_is_judged_with_the_line_it_answers(user, dinner, server):
             "The line (turn 2): Jordan whispered to Alex: I'm sorry.") in second
     # Sam saw the whisper, no more; then the lights.
     assert "Just before it (context only): Jordan whispers something to Alex; then *The lights flicker*\n" in third
+
+
+@pytest.mark.django_db
+def test_a_listener_who_heard_the_line_its_own_way_is_judged_by_how_it_took_it(user, dinner, server):
+    """Jordan's paranoia retells Alex's kind words as a threat: the one judgement after the line reads
+    Jordan's version for Jordan (so Jordan's trust can fall), and the plain line for Sam."""
+    line = "I booked us a table at Bella's for eight, my treat."
+    took = "Alex said he booked Bella's for eight, his treat, which is how he keeps me where he can watch me."
+    server.script(ok(line), ok(took))  # the line, then Jordan's retelling
+    simulation = start(user, dinner, server, distortions="Jordan: paranoia")
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    prompt = server.scored[-1]["messages"][-1]["content"]
+    assert f"The line (turn 1): Alex said: {line}" in prompt
+    assert f"Some heard it their own way; judge them by how they took it:\n- Jordan took it as: {took}" in prompt
+    assert "Sam took it as" not in prompt and "Alex took it as" not in prompt
