@@ -43,7 +43,8 @@ def start(path: Path, owner, **overrides) -> Simulation:
                                   "demo_both_standing", "demo_prepopulate_away", "rumour", "will_at_hollins_farm", "dress_rehearsal_at_st_aldhelms",
                                   "cracked_core_at_skarvik", "long_prose_tools_model", "long_prose_prepopulate_model",
                                   "long_sheets_prepopulate_model", "long_sheets_tools_repeats", "demo_prepopulate_twentieth",
-                                  "long_sheets_tools_aspects_named", "rumour_doubts", "rumour_paranoia_took_it"])
+                                  "long_sheets_tools_aspects_named", "rumour_doubts", "rumour_paranoia_took_it",
+                                  "rumour_paranoia_judged"])
 def test_a_recorded_model_run_replays_line_by_line_with_its_tool_calls(name):
     recording = json.loads((RECORDED / f"{name}.json").read_text())
     result = run_file(RECORDED / f"{name}.json", keep=True)
