@@ -34,7 +34,8 @@ _RULE = re.compile(r"^\s*(?P<name>[^:]+?)\s*:\s*(?P<what>.+?)\s*$")
 _TRIGGERS = re.compile(r"^(?P<kind>\w+)\s*\((?P<words>[^)]*)\)\s*$")
 REWRITE_PROMPT = (
     "You rewrite a memory the way a character remembers it.\n{instruction}\n\n"
-    "Memory: {content}\n\nAnswer with the rewritten memory only, one or two sentences, in the same voice."
+    "Memory: {content}\n\nAnswer with the rewritten memory only, one or two sentences in its own form: a line "
+    "someone said stays \"NAME said: …\", told in the third person, not as {name} speaking."
 )
 
 
@@ -116,7 +117,7 @@ def form(content: str, *, agent: str, speaker: str, filters: list[Distortion],
 def _rewrite(text: str, f: Distortion, rewrite: Callable[[str], str] | None) -> str:
     if rewrite is not None:
         try:
-            answer = " ".join(str(rewrite(REWRITE_PROMPT.format(instruction=f.instruction, content=text)) or "").split())
+            answer = " ".join(str(rewrite(REWRITE_PROMPT.format(instruction=f.instruction, content=text, name=f.agent)) or "").split())
             if 8 <= len(answer) <= 4 * len(text) + 200:
                 return answer
         except Exception:  # a failed call must not lose the line: the offline rule distorts it

@@ -87,6 +87,8 @@ def test_with_a_real_model_a_formation_filter_has_the_model_retell_the_line(user
     assert run(simulation) == "done"
     rewrite = server.requests[-1]["messages"][-1]["content"]
     assert rewrite.startswith("You rewrite a memory") and "Jordan is paranoid" in rewrite
+    # Told how to keep its form: two models in the loop mixed "Alex said" with Jordan's own "I".
+    assert 'stays "NAME said: …", told in the third person, not as Jordan speaking' in rewrite
     jordan = Memory.objects.in_bank(simulation.bank).get(kind="episodic", turn=1, agent="Jordan")
     assert jordan.content == "Alex insisted on Bella's before eight, surely to keep me from seeing something."
     assert jordan.metadata["distortion"]["original"] == "Alex said: We should book Bella's before eight."
