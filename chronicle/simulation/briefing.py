@@ -311,7 +311,8 @@ def took_it(turn: TurnInput, outcome: TurnOutcome) -> Section:
         section.ids.append(memory.pk)
     if copies:
         outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": TOOK_IT}, query="",
-                       filter={"agent": turn.agent, "min_turn": since + 1, "max_turn": turn.number - 1},
+                       filter={"agent": turn.agent, "kinds": ["episodic"], "min_turn": since + 1,
+                               "max_turn": turn.number - 1},
                        results=[m.snapshot() for m in copies], error="", latency_ms=0.0, path="")
     return section
 

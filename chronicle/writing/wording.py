@@ -36,7 +36,9 @@ def filter_sentence(flt: dict | None) -> str:
     if flt.get("participant"):
         parts.append(f"with {flt['participant']} in them")
     low, high = flt.get("min_turn"), flt.get("max_turn")
-    if low is not None and high is not None:
+    if low is not None and low == high:
+        parts.append(f"at turn {low}")
+    elif low is not None and high is not None:
         parts.append(f"from turn {low} to {high}")
     elif high is not None:
         parts.append(f"up to turn {high}")

@@ -145,7 +145,8 @@ def test_depression_shows_in_the_score_bars_of_what_it_dampened(user, dinner, cl
 
 
 @pytest.mark.parametrize("mode", ["tools", "prepopulate"])
-def test_a_paranoid_listener_is_told_how_it_took_each_line_once_while_the_line_is_still_on_screen(user, dinner, mode):
+def test_a_paranoid_listener_is_told_how_it_took_each_line_once_while_the_line_is_still_on_screen(user, dinner, mode,
+                                                                                                   client_for):
     """The transcript shows what was said; a formation filter bends what the listener heard, and the
     listener is told so before its next turn, not only once the line has left its window."""
     simulation = start_seeded(user, dinner, max_turns=6, distortions="Jordan: paranoia", retrieval_mode=mode)
@@ -156,6 +157,9 @@ def test_a_paranoid_listener_is_told_how_it_took_each_line_once_while_the_line_i
     second = simulation.turns.get(index=1).prompt_messages
     assert sum(took in (m.get("content") or "") for m in second) == 1
     assert "[turn 1] Alex: I booked us a table at Bella's for eight." in second[1]["content"]  # as said
+    # The writer sees it among what the turn was given, and where it came from.
+    page = client_for(user).get(reverse("turn_inspect", args=[simulation.pk, 1])).content.decode()
+    assert "section=How you took it" in page and "Searched Jordan&#x27;s own memories of what was said at turn 1." in page
     say(simulation, 2, "Sam", "Sounds good to me.")
     say(simulation, 3, "Alex", "Then it's settled.")
     assert run_turn_task.apply(args=(simulation.pk, 4)).get() == "done"  # Jordan, turn 5
