@@ -150,7 +150,8 @@ def retells(line: str, similarity: float, claim: str) -> bool:
 def stance(line: str, claim: str, *, similarity: float = 0.0, previous: str | Callable[[], str] = "") -> str:
     """The offline rule for what a line does with a claim: the sentences that share the claim's
     words decide — one ending in "?" questions it, one said as uncertain ("not sure", "maybe",
-    "apparently") doubts it, one with an explicit negation (or a line opening with "No") denies it; a line that retells it (retells()) asserts it; anything else: none.
+    "apparently") doubts it, one with an explicit negation (or a line opening with "No") denies it;
+    a line that retells it (retells()) asserts it; anything else: none.
     similarity: of the line's vector to the claim's (0.0 when the line has none). A line that opens
     by contradicting the one before it ("No, that isn't true.") denies what that one asked or said
     (previous: the line the speaker heard just before, or what reads it when needed)."""

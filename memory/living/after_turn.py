@@ -99,8 +99,10 @@ class AfterTurn:
 
 def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
-               secrets: list[str] | None = None, before: Sequence[str] = (), took: dict[str, str] | None = None) -> str:
-    """took: how a listener with a distortion filter took the line (its own copy), to be judged by; before: what the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"),
+               secrets: list[str] | None = None, before: Sequence[str] = (),
+               took: dict[str, str] | None = None) -> str:
+    """took: how a listener with a formation filter took the line (its own copy), to be judged by;
+    before: what the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"),
     so a reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
     some listener has not been told."""

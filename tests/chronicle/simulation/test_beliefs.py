@@ -1,5 +1,6 @@
 """Planted beliefs spread by retelling, with who told whom and a falling confidence; a question
-plants nothing, a doubt plants an unsure belief, a denial revises what each listener believes, and every belief keeps its history."""
+plants nothing, a doubt plants an unsure belief, a denial revises what each listener believes, and
+every belief keeps its history."""
 
 from __future__ import annotations
 
