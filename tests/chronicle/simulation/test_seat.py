@@ -28,7 +28,7 @@ def test_the_run_waits_for_the_writers_line_and_takes_it_like_an_agents(celery_w
     client = client_for(user)
     scenario = make_dinner(user)
     simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
-        "max_turns": 6, "retrieval_mode": "tools", "seats": ["Sam"]})
+        "max_turns": 6, "retrieval_mode": "tools", "seats": ["Sam"], "distortions": "Sam: paranoia"})
 
     waiting = seat_turn(simulation, 2)  # Alex and Jordan (agents) spoke; Sam's turn waits
     simulation.refresh_from_db()
@@ -44,6 +44,8 @@ def test_the_run_waits_for_the_writers_line_and_takes_it_like_an_agents(celery_w
     assert "Here with you: <strong>Alex, Jordan</strong>" in page
     assert "spend less than fifteen euros" in page  # what Sam wants, from Sam's own memories
     assert "[turn 2] Jordan:" in page  # the transcript Sam witnessed
+    # and how Sam took it, as Sam's agent would be told (Sam's paranoia bent Sam's copy of the line).
+    assert "How you took it" in page and "(turn 2) Jordan said:" in page and "(Sam suspects there is something" in page
     shown = page[page.index('class="seat-header"'):]
     shown = shown[:shown.index("</pre>")]
     assert "You are Sam" in shown and "Here with you" in shown and "## " not in shown  # the model's marks left out
