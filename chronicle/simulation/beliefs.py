@@ -54,6 +54,8 @@ STANCES = ("asserts", "questions", "doubts", "denies", "none")
 _HEDGE = re.compile(r"\b(?:not (?:so |entirely |totally |completely )?sure|unsure|(?:i )?doubt(?:s|ful)?|maybe|"
                     r"perhaps|apparently|supposedly|allegedly|rumou?r has it|if (?:it|that)['’]?s true|"
                     r"if (?:it|that) is true|can['’]t be sure|who knows)\b", re.IGNORECASE)
+_CERTAIN = re.compile(r"\b(?:(?:there(?:['’]s| is) )?no|without a|without any|beyond (?:a|any)) doubt(?: about it)?\b",
+                      re.IGNORECASE)
 _LINE = re.compile(r"^\s*([^:]{1,100}?)\s*:\s*(.+?)\s*(?:\[(true|false)\])?\s*$", re.IGNORECASE)
 # A reply that opens by contradicting what it answers.
 _CONTRADICTS = re.compile(r"^\W*(?:no\b|nope\b|not true\b|not at all\b|nonsense\b|rubbish\b|untrue\b|"
@@ -168,7 +170,9 @@ def _stance(line: str, similarity: float, claim: str) -> str:
     share = len(words & _words(line)) / len(words) if words else 0.0
     if share < ABOUT_WORDS and similarity < ABOUT_SIMILARITY:
         return "none"
-    sentences = [s.strip(" *") for s in _SENTENCE.split(line.strip()) if s.strip(" *")]
+    # "No doubt", "without a doubt": certainty, neither a doubt nor a "no".
+    sentences = [_CERTAIN.sub("", s).strip(" ,*") for s in _SENTENCE.split(line.strip()) if s.strip(" *")]
+    sentences = [s for s in sentences if s]
     touching = [s for s in sentences if words & _words(s)]
     if not touching:
         return "none"

@@ -91,6 +91,9 @@ def _similarity(a: str, b: str) -> float:
     ("I heard Bella's trattoria is closing down, but I'm not sure it's true.", "doubts"),
     ("Apparently Bella's is closing down at the end of the month.", "doubts"),
     ("I doubt Bella's trattoria is closing, they were packed last night.", "doubts"),
+    # Certainty is neither a doubt nor a "no".
+    (f"No doubt about it: {CLAIM}", "asserts"),
+    (f"{CLAIM[:-1]}, without a doubt.", "asserts"),
     ("I love Bella's trattoria, the pasta is great.", "none"),
     ("Shall we decide on dinner tonight?", "none"),
 ])
