@@ -303,7 +303,7 @@ def took_it(turn: TurnInput, outcome: TurnOutcome) -> Section:
     if turn.bank is None or not any(d.agent == turn.agent and d.stage == "formation" for d in turn.distortions):
         return section
     since = max((n for n, speaker, _text in turn.transcript if speaker == turn.agent), default=0)
-    copies = list(Memory.objects.in_bank(turn.bank).filter(
+    copies = list(Memory.objects.in_bank(turn.bank).active().filter(
         agent=turn.agent, turn__gt=since, turn__lt=turn.number, metadata__distortion__stage="formation",
     ).exclude(pk__in=turn.excluded).order_by("turn", "id"))
     for memory in copies:
