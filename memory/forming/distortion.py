@@ -117,7 +117,8 @@ def form(content: str, *, agent: str, speaker: str, filters: list[Distortion],
 def _rewrite(text: str, f: Distortion, rewrite: Callable[[str], str] | None) -> str:
     if rewrite is not None:
         try:
-            answer = " ".join(str(rewrite(REWRITE_PROMPT.format(instruction=f.instruction, content=text, name=f.agent)) or "").split())
+            asked = REWRITE_PROMPT.format(instruction=f.instruction, content=text, name=f.agent)
+            answer = " ".join(str(rewrite(asked) or "").split())
             if 8 <= len(answer) <= 4 * len(text) + 200:
                 return answer
         except Exception:  # a failed call must not lose the line: the offline rule distorts it
