@@ -107,7 +107,7 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
     some listener has not been told."""
     names = list(profiles)
-    described = "\n".join(f"- {name}: {_sentences(text, 300)}" for name, text in profiles.items() if text)
+    described = "\n".join(f"- {name}: {_sentences(_about(text, name), 300)}" for name, text in profiles.items() if text)
     reflections = shape = ""
     if reflect:
         reflections = "".join(REFLECT.format(agent=agent, statements="\n".join(
@@ -197,6 +197,13 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
         if kept:
             result.facts[name] = kept[:MAX_FACTS]
     return result
+
+
+def _about(text: str, name: str) -> str:
+    """A sheet's own words ("You are Tess, Harbour clerk.", "My goals: …") as the judge reads them,
+    about the listener: "Harbour clerk.", "Goals: …"."""
+    text = re.sub(rf"\bYou are {re.escape(name)}\b[,.:]?\s*", "", text)
+    return re.sub(r"\bMy (goals|secret|secrets|traits|skills):", lambda m: f"{m.group(1).capitalize()}:", text)
 
 
 def _sentences(text: str, limit: int) -> str:

@@ -208,3 +208,7 @@ def test_a_listener_who_heard_the_line_its_own_way_is_judged_by_how_it_took_it(u
     assert f"The line (turn 1): Alex said: {line}" in prompt
     assert f"Some heard it their own way; judge them by how they took it:\n- Jordan took it as: {took}" in prompt
     assert "Sam took it as" not in prompt and "Alex took it as" not in prompt
+    # Each listener is described about itself, not in its sheet's "You are …" and "My goals: …".
+    listeners = prompt[prompt.index("Listeners:"):prompt.index("Some heard it")]
+    assert "- Jordan: " in listeners and "Goals: " in listeners
+    assert "You are" not in listeners and "My goals" not in listeners
