@@ -212,12 +212,22 @@ def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: 
             if trust is None:  # how far each listener trusts the speaker, as it stood before this line
                 trust = {agent: row.trust for (agent, _other), row in
                          standing(bank, other=speaker, agents=heard_by).items()}
-            memories = {m.agent: m for m in Memory.objects.filter(pk__in=[h.id for h in held.values()])}
-            changed += _correct(bank, data, speaker, heard_by, memories, turn, trust)
+            changed += _correct(bank, data, speaker, heard_by, _memories(held), turn, trust)
         elif said == "doubts":
-            memories = {m.agent: m for m in Memory.objects.filter(pk__in=[h.id for h in held.values()])}
-            changed += _doubt(bank, data, speaker, heard_by, memories, turn)
+            changed += _doubt(bank, data, speaker, heard_by, _memories(held), turn)
     return changed
+
+
+def _memories(held: dict[str, HeldBelief]) -> dict[str, Memory]:
+    """The holdings themselves, by holder: read only when a line changes them."""
+    return {m.agent: m for m in Memory.objects.filter(pk__in=[h.id for h in held.values()])}
+
+
+def _belief_row(name: str, content: str, *, speaker: str, turn: int, state: dict, **extra) -> dict:
+    """A belief a line gave `name` (memories_create's row): its words, and the state beliefs revise."""
+    return dict(content=content, agent=name, kind="semantic", category="belief", source="earned", turn=turn,
+                importance=6.0, speaker=speaker, keys=belief_keys(state["claim"]), metadata={"belief": state},
+                **extra)
 
 
 def _doubt(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, Memory], turn: int) -> list[Memory]:
@@ -240,9 +250,7 @@ def _doubt(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, 
             state = _state(id=data["id"], claim=data["claim"], true=data["true"], chain=[] if own else chain,
                            confidence=HEDGED if own else round(heard, 3), hops=0 if own else len(chain),
                            turn=turn, stance="doubts")
-            new[name] = dict(content=content, agent=name, kind="semantic", category="belief", source="earned",
-                             turn=turn, importance=6.0, speaker=speaker, keys=belief_keys(data["claim"]),
-                             metadata={"belief": state})
+            new[name] = _belief_row(name, content, speaker=speaker, turn=turn, state=state)
             continue
         state = dict(memory.metadata["belief"])
         after = float(state["confidence"]) * (1 - DOUBT_WEIGHT)
@@ -267,13 +275,11 @@ def _pass_on(bank, mine: HeldBelief, speaker: str, heard_by: list[str], held: di
     # hearer's memories but not its belief) is where it started, not a new believer.
     believers = [name for name in heard_by if name != speaker and name not in held and name not in data["source_chain"]]
     # Every new believer's copy in one statement (the same words and keys: one model call).
-    return memories_create(bank=bank, memories=[dict(
-        content=f"{speaker} told me: {data['claim']}", agent=name, kind="semantic", category="belief",
-        source="earned", turn=turn, importance=6.0, speaker=speaker, evidence=[mine.id],
-        keys=belief_keys(data["claim"]),
-        metadata={"belief": _state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain,
-                                   confidence=round(data["confidence"] * HOP_CONFIDENCE, 3),
-                                   hops=data["hops"] + 1, turn=turn, stance="asserts")},
+    return memories_create(bank=bank, memories=[_belief_row(
+        name, f"{speaker} told me: {data['claim']}", speaker=speaker, turn=turn, evidence=[mine.id],
+        state=_state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain,
+                     confidence=round(data["confidence"] * HOP_CONFIDENCE, 3), hops=data["hops"] + 1, turn=turn,
+                     stance="asserts"),
     ) for name in believers]) if believers else []
 
 
@@ -295,9 +301,7 @@ def _correct(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str
             state = _state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain, confidence=0.0,
                            hops=0 if own else 1, turn=turn, stance="denies")
             state["disputed"] = {"turn": turn, "by": speaker}
-            new[name] = dict(content=content, agent=name, kind="semantic", category="belief", source="earned",
-                             turn=turn, importance=6.0, speaker=speaker, keys=belief_keys(data["claim"]),
-                             metadata={"belief": state})
+            new[name] = _belief_row(name, content, speaker=speaker, turn=turn, state=state)
             continue
         state = dict(memory.metadata["belief"])
         before = float(state["confidence"])

@@ -203,7 +203,7 @@ def _about(text: str, name: str) -> str:
     """A sheet's own words ("You are Tess, Harbour clerk.", "My goals: …") as the judge reads them,
     about the listener: "Harbour clerk.", "Goals: …"."""
     text = re.sub(rf"\bYou are {re.escape(name)}\b[,.:]?\s*", "", text)
-    return re.sub(r"\bMy (goals|secret|secrets|traits|skills):", lambda m: f"{m.group(1).capitalize()}:", text)
+    return re.sub(r"\bMy goals:", "Goals:", text)  # the profile is the identity and the goals
 
 
 def _sentences(text: str, limit: int) -> str:
