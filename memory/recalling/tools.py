@@ -290,7 +290,7 @@ REGISTRY: dict[str, Tool] = {
               "time_range": Param("array", "Optional [from_turn, to_turn]", required=False, items="integer"),
               "importance_threshold": Param(_N, "Optional minimum importance, 0-10", required=False)},
              _recall_episodes, "seed001"),
-        Tool("recall_facts", "Retrieve learned information about a topic",
+        Tool("recall_facts", "Facts you know or have heard about a topic",
              {"topic": Param(_S, "")}, _recall_facts, "seed001"),
         Tool("recall_interactions", "Get your history with another character, in time order",
              {"character_name": Param(_S, "")}, _recall_interactions, "seed001"),
