@@ -36,25 +36,27 @@ def _database_quiet(timeout: float = 30.0) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _patient_flush(django_db_setup, django_db_blocker):
-    """A transactional test's closing flush waits for the workers and retries once on a lock clash.
+    """A transactional test's closing flush waits for the workers and retries on a lock clash.
 
     A worker may still be running a task the test queued (seeding after an import, a reflection
     after a turn) when the test ends. TRUNCATE then deadlocks with the task's inserts, Postgres
     aborts the flush, and the next test starts on the last test's rows. Waiting for the other
-    connections to go quiet avoids almost all of it; the retry covers a task that starts in between.
+    connections to go quiet avoids almost all of it; the retries cover tasks that start in between
+    (a run's last turn can queue a reflection, whose end queues more: two clashes in a row were seen).
     """
     from django.core.management import CommandError
     from django.test import testcases
 
     original = testcases.TransactionTestCase._fixture_teardown
 
-    def patient(self):
-        _database_quiet()
-        try:
-            original(self)
-        except CommandError:
+    def patient(self, attempts: int = 4):
+        for attempt in range(attempts):
             _database_quiet()
-            original(self)
+            try:
+                return original(self)
+            except CommandError:
+                if attempt == attempts - 1:
+                    raise
 
     testcases.TransactionTestCase._fixture_teardown = patient
     yield
