@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from chronicle import headless
 from chronicle.simulation import measures, probes
 from chronicle.simulation.models import Simulation
+from chronicle.simulation.prompts import TRANSCRIPT_LINES, WINDOW_STEP
 from chronicle.simulation.services import simulation_resume, simulation_start
 
 ECE_BINS = 10
@@ -61,8 +62,15 @@ class Tally:
         redundant = self.redundant + sum(measures.in_window(i["content"], a.window) for _f, a in self.answers for i in a.items)
         returned = self.returned + sum(len(a.items) for _f, a in self.answers)
         prompt, full = measures.p50(self.prompt_per_turn), measures.p50(self.full_definition_per_turn)
+        beyond = [a for _f, a in expect if a.turns_back is not None and a.turns_back >= WINDOW_REACH]
         return {
             "files": self.files, "probes": len(self.answers), "k": self.k,
+            # How far back the answer's line was (turns, and story days): what the transcript window
+            # shows is not what memory had to find.
+            "by_distance": self._grouped(expect, lambda a: distance_bucket(a.turns_back)),
+            "by_story_days": self._grouped(expect, lambda a: days_bucket(a.days_back)),
+            "beyond_window": {"n": len(beyond), "hit_at_1": _share(a.hit(1) for a in beyond),
+                              "hit_at_k": _share(a.hit(self.k) for a in beyond)},
             "hit_at_1": _share(a.hit(1) for _f, a in expect), "hit_at_k": _share(a.hit(self.k) for _f, a in expect),
             "by_kind": by_kind, "leaks": leaks,
             "redundancy": round(redundant / returned, 4) if returned else None,
@@ -74,6 +82,33 @@ class Tally:
             "memory_ms_p50": measures.p50(self.memory_ms),
             "errors": [{"file": f, "probe": a.probe.number, "error": a.error} for f, a in self.answers if a.error],
         }
+
+
+    def _grouped(self, expect: list[tuple[str, probes.Answer]], bucket: Callable[[probes.Answer], str]) -> dict:
+        groups: dict[str, list[probes.Answer]] = {}
+        for _f, answer in expect:
+            groups.setdefault(bucket(answer), []).append(answer)
+        return {name: {"n": len(mine), "hit_at_1": _share(a.hit(1) for a in mine),
+                       "hit_at_k": _share(a.hit(self.k) for a in mine)} for name, mine in sorted(groups.items())}
+
+
+# The transcript window keeps fewer entries than this (chronicle.simulation.prompts): a probe whose
+# answer is this many turns back or more is answered by memory, not by what the agent reads.
+WINDOW_REACH = TRANSCRIPT_LINES + WINDOW_STEP
+DISTANCES = ((WINDOW_REACH, "0-39 turns back"), (200, "40-199 turns back"))
+DAYS = ((1, "same story day"), (7, "1-6 story days back"), (30, "7-29 story days back"))
+
+
+def distance_bucket(turns_back: int | None) -> str:
+    if turns_back is None:
+        return "the sheet (no line)"
+    return next((name for limit, name in DISTANCES if turns_back < limit), "200+ turns back")
+
+
+def days_bucket(days_back: int | None) -> str:
+    if days_back is None:
+        return "undated"
+    return next((name for limit, name in DAYS if days_back < limit), "30+ story days back")
 
 
 def _share(flags) -> float | None:
@@ -141,8 +176,14 @@ def evaluate_file(*, name: str, raw: bytes, tally: Tally, mode: str | None, pres
                 raise headless.HeadlessError(f"the run paused: {simulation.pause_reason}")
             wait_settled(simulation)
             due = [p for p in pending if p.after_turn <= done]
+            times = simulation.story_times if due else []
             for probe in due:
-                tally.answers.append((name, probes.ask(simulation, probe)))
+                answer = probes.ask(simulation, probe)
+                if probe.answer_turn is not None:
+                    answer.turns_back = probe.after_turn - probe.answer_turn
+                    asked, said = times[probe.after_turn], times[probe.answer_turn]
+                    answer.days_back = (asked.date() - said.date()).days if asked and said else None
+                tally.answers.append((name, answer))
             pending = [p for p in pending if p.after_turn > done]
             if due:
                 say(f"{name}: asked {len(due)} probes after turn {done}.")

@@ -86,7 +86,8 @@ def _script_in_file(data, file_settings: dict) -> tuple[list[dict], list]:
         except replay.ScriptError as exc:
             raise HeadlessError(str(exc)) from None
     try:
-        found = probes.parse(data.get("probes"), cast=cast, turns=len(script) or int(file_settings.get("max_turns") or 6))
+        found = probes.with_answer_turns(
+            probes.parse(data.get("probes"), cast=cast, turns=len(script) or int(file_settings.get("max_turns") or 6)), script)
     except probes.ProbeError as exc:
         raise HeadlessError(str(exc)) from None
     return script, found

@@ -24,7 +24,7 @@ from memory.living.consolidation import memory_statuses_set, statuses_of
 from memory.services import (
     accesses_record, bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, bank_rename,
     banks_delete,
-    memories_create, memories_supersede, memory_archive, memory_associate, memory_create, memory_mark, memory_reinforce,
+    memories_create, memories_dated, memories_supersede, memory_archive, memory_associate, memory_create, memory_mark, memory_reinforce,
     memory_restore, memory_revise, memory_update, secrets_mark_told, validate_content,
 )
 from memory.services.banks import (
@@ -45,6 +45,7 @@ from memory.forming.seed_specs import SECRET_LABEL
 from memory.recalling.held import HeldBelief, HeldSecret, beliefs_planted, held_beliefs, held_claims, held_secrets
 from memory.recalling.scoring import SCORING_PRESETS, resolve_weights
 from memory.recalling.search import recall
+from memory.recalling.story_time import said_date, story_span
 from memory.recalling.sheet_recall import MEMORY_KINDS, recall_sheet, recall_stable, stable_snapshot
 
 # The agent's tools (served over MCP too: build_server, below).
@@ -101,14 +102,15 @@ __all__ = [
     "CapturePlan", "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "banks_delete",
     "bank_hold", "bank_rename",
     "bank_mark_seeded", "bank_request_seed", "capture_commit", "capture_prepare", "capture_soon", "memories_supersede",
-    "memories_create", "memory_archive", "memory_associate", "memory_create", "memory_mark", "memory_reinforce", "memory_restore",
+    "memories_create", "memories_dated", "memory_archive", "memory_associate", "memory_create", "memory_mark", "memory_reinforce", "memory_restore",
     "memory_revise",
     "memory_statuses_set", "memory_update", "validate_content", "CARRY_MODES", "earlier_lines", "statuses_of",
     "CaptureFilters", "Skipped", "memory_edited", "remember_utterance",
     "INT_MAX", "NAME_LIMIT", "OFFSET_MAX", "RECALL_K_MAX", "RETAIN_LISTENERS_MAX", "TEXT_LIMIT", "clean_kinds",
     "clean_text",
     "SECRET_LABEL", "HeldBelief", "HeldSecret", "beliefs_planted", "held_beliefs", "held_claims", "held_secrets", "secrets_mark_told",
-    "MemoryFilter", "recall", "calibrated", "SCORING_PRESETS", "resolve_weights", "MEMORY_KINDS", "recall_sheet",
+    "MemoryFilter", "recall", "said_date", "story_span",
+    "calibrated", "SCORING_PRESETS", "resolve_weights", "MEMORY_KINDS", "recall_sheet",
     "recall_stable", "stable_snapshot",
     "DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "REGISTRY", "SIMULATION_TOOLS", "WRITE_TOOLS", "ToolContext",
     "call_tool", "openai_tool_schemas", "build_server", "WITNESSED_KINDS", "restates_window", "told_text",

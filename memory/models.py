@@ -120,6 +120,8 @@ class Memory(models.Model):
     category = models.CharField(max_length=50, blank=True)
     about = models.CharField(max_length=100, blank=True, help_text="The other character this memory is about.")
     turn = models.IntegerField(null=True, blank=True, help_text="Simulation turn; blank for gifted memories.")
+    # The story's date and time when it was formed (a run with a story calendar), beside its turn.
+    story_time = models.DateTimeField(null=True, blank=True, help_text="Story date and time; blank: none known.")
     speaker = models.CharField(max_length=100, blank=True)
     content = models.TextField(
         validators=[MinLengthValidator(1), MaxLengthValidator(MAX_CONTENT_CHARS)],

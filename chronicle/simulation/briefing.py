@@ -14,7 +14,7 @@ from memory.models import Memory
 from memory.api import (
     CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, WITNESSED_KINDS, calibrated, describe, recall_sheet,
     SECRET_LABEL, recall_stable, restates_window, retrieval_filter, sheet_aspects, stable_snapshot, standing,
-    told_text,
+    said_date, told_text,
 )
 
 if TYPE_CHECKING:
@@ -72,6 +72,8 @@ def header_shows(turn: TurnInput) -> frozenset[tuple[str, str]]:
 
 def clock_text(turn: TurnInput) -> str:
     """The turn, and how long since the scene began ("turn 14, 2 hours 26 minutes since the scene began")."""
+    if turn.story_time is not None:  # the story calendar: the date and time, then the turn
+        return f"{said_date(turn.story_time, with_time=True)} (turn {turn.number})"
     clock = f"turn {turn.number}"
     if turn.minutes_per_turn:
         skipped = turn.clock[turn.number] if turn.clock and turn.number < len(turn.clock) else 0.0

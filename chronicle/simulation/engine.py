@@ -10,6 +10,7 @@ import json
 import re
 import time
 from collections.abc import Callable
+from datetime import datetime
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -113,6 +114,7 @@ class TurnInput:
     consult_memories: bool = False
     confidence_gating: bool = False
     minutes_per_turn: float = 0.0  # the scenario clock (Simulation.minutes_per_turn): the header's time
+    story_time: datetime | None = None  # the story calendar's date and time at this turn (None: no date)
     tool_prompt: str = "exact"  # "exact": the tools as offered, with the budget; "seed000": seed 000's prompt
     # What came back to the agent before its earlier turns, as sent: {turn number: {"text", "ids"}}.
     notes: dict[int, dict] = field(default_factory=dict)
@@ -277,7 +279,7 @@ def tool_context(turn: TurnInput, *, deferred: list[dict]) -> ToolContext:
                        associations=turn.associations, distort=retrieval_filter(turn.agent, turn.distortions),
                        present=[turn.agent, *turn.others], confidence=turn.confidence_gating,
                        window_turns=frozenset(number for number, _speaker, _text in window(turn.transcript, turn.stage)),
-                       shown=header_shows(turn), now=clock_text(turn))
+                       shown=header_shows(turn), now=clock_text(turn), story_now=turn.story_time)
 
 
 def enhance_options(turn: TurnInput) -> dict:

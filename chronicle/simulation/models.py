@@ -194,6 +194,13 @@ class Simulation(RunSettingsMixin, models.Model):
         "Minutes per turn (clock)", default=0, validators=[MinValueValidator(0), MaxValueValidator(24 * 60)],
         help_text="Simulated minutes one line takes; 0: no clock, memories age by turns. With a clock, a stage "
                   "direction like “9: Three hours later” ages every memory by those hours’ worth of turns.")
+    # The story calendar (chronicle.simulation.calendar): when the story starts. Time then moves by the
+    # clock and by the writer's skips ("The next day", "A new day: it is 1:56 pm on 8 May 2023").
+    story_start = models.DateTimeField(
+        "Story starts at", null=True, blank=True,
+        help_text="The date and time in the story at the first line (optional). Memories are dated by it, the "
+                  "characters know the date, and they can ask for what happened “yesterday” or “in May”. "
+                  "Without it, the first stage direction that names a date starts the calendar.")
     # Beliefs the writer plants, "Sam: Bella's is closing down. [false]" one per line
     # (chronicle.simulation.beliefs): they spread when their holder retells them.
     planted_beliefs = models.TextField(

@@ -11,7 +11,11 @@ After turn N a probe calls the agent's tool (default `query_memory` with the que
 the agent's call at turn N + 1 would: the same bank, presence, witnesses, distortions and presets.
 An `expect` probe hits at k when its text (any case) is in what the agent already sees at N + 1
 (its header and transcript window, which the tools leave out) or in one of the first k memories
-returned; a `forbid` probe leaks when its text is in those or in anything returned.
+returned; `expect` may be a list (a question with several evidence lines): any of them hits. A
+`forbid` probe leaks when its text is in those or in anything returned. `answer_turn` (optional)
+is the turn whose line holds the answer; without it, the last script line up to after_turn that
+holds the expected text (none for what only the sheet holds). evaluate_agents reports hits by how
+far back that is, and by how many story days.
 """
 
 from __future__ import annotations
@@ -41,8 +45,14 @@ class Probe:
     question: str
     expect: str = ""
     forbid: str = ""
+    also: tuple[str, ...] = ()  # more expected texts (an "expect" list): any of them hits
+    answer_turn: int | None = None  # the turn whose line holds the answer (None: the sheet, or not known)
     tool: str = "query_memory"
     arguments: dict | None = None  # None: {"query": question} for query_memory, {} for another tool
+
+    @property
+    def expected(self) -> tuple[str, ...]:
+        return (self.expect, *self.also) if self.expect else ()
 
     def call(self) -> tuple[str, dict]:
         if self.arguments is not None:
@@ -73,6 +83,12 @@ def parse(raw, *, cast: list[str], turns: int) -> list[Probe]:
         if agent not in cast:
             raise ProbeError(f"{where}: {agent!r} is not in the cast ({', '.join(cast)}).")
         expect, forbid = item.get("expect"), item.get("forbid")
+        if isinstance(expect, list):
+            if not expect or not all(isinstance(e, str) and e.strip() for e in expect):
+                raise ProbeError(f"{where}: an \"expect\" list holds the texts, each not empty.")
+            expect, also = expect[0], tuple(e.strip() for e in expect[1:])
+        else:
+            also = ()
         if bool(isinstance(expect, str) and expect.strip()) == bool(isinstance(forbid, str) and forbid.strip()):
             raise ProbeError(f"{where}: give one of \"expect\" (text the answer must hold) or \"forbid\" "
                              "(text that must not come back).")
@@ -87,10 +103,25 @@ def parse(raw, *, cast: list[str], turns: int) -> list[Probe]:
         arguments = item.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
             raise ProbeError(f"{where}: arguments must be an object.")
+        answer_turn = item.get("answer_turn")
+        if answer_turn is not None and (not isinstance(answer_turn, int) or isinstance(answer_turn, bool)
+                                        or not 1 <= answer_turn <= after):
+            raise ProbeError(f"{where}: answer_turn must be the turn of the answer's line, from 1 to after_turn ({after}).")
         probes.append(Probe(number=number, after_turn=after, agent=agent, kind=kind.strip(), question=question.strip(),
                             expect=(expect or "").strip(), forbid=(forbid or "").strip(), tool=tool,
-                            arguments=arguments))
+                            arguments=arguments, also=also, answer_turn=answer_turn))
     return probes
+
+
+def with_answer_turns(found: list[Probe], script: list[dict]) -> list[Probe]:
+    """Each expect probe without an answer_turn gets the last script line up to its turn that holds
+    what it expects (a probe of the sheet finds none and keeps None)."""
+    for probe in found:
+        if probe.expect and probe.answer_turn is None:
+            needles = [e.casefold() for e in probe.expected]
+            probe.answer_turn = next((n for n in range(min(probe.after_turn, len(script)), 0, -1)
+                                      if any(e in str(script[n - 1].get("text") or "").casefold() for e in needles)), None)
+    return found
 
 
 @dataclass
@@ -100,14 +131,18 @@ class Answer:
     items: list[dict]  # the memories returned: {"content", "confidence" (None: none reported), "memory_id"}
     error: str = ""
     latency_ms: float = 0.0
+    turns_back: int | None = None  # how far back the answer's line was said (evaluate_agents sets it)
+    days_back: int | None = None  # and how many story days before (None: undated, or no line)
 
     def rank(self) -> int | None:
         """0: in the window already; r: the r-th memory returned; None: nowhere."""
-        needle = self.probe.expect.casefold()
-        if needle in self.window.casefold():
+        needles = [e.casefold() for e in self.probe.expected]
+        window = self.window.casefold()
+        if any(n in window for n in needles):
             return 0
         for position, item in enumerate(self.items, start=1):
-            if needle in item["content"].casefold():
+            content = item["content"].casefold()
+            if any(n in content for n in needles):
                 return position
         return None
 

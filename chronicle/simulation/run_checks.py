@@ -10,6 +10,7 @@ from chronicle.simulation import run_settings
 from chronicle.simulation.beliefs import BeliefError
 from chronicle.simulation.beliefs import parse as parse_beliefs
 from chronicle.simulation.replay import ScriptError, check_script
+from chronicle.simulation.calendar import skips_from, story_times
 from chronicle.simulation.stage import StageError, clock_skips, present_at
 from chronicle.simulation.stage import parse as parse_stage
 from memory.api import SIMULATION_TOOLS, DistortionError, parse_distortions
@@ -97,8 +98,26 @@ class RunSettingsMixin:
             return []
 
     @property
+    def story_times(self) -> list:
+        """The story's date and time at each turn 0..max_turns (chronicle.simulation.calendar); None
+        where the story has no date yet."""
+        start = self.story_start.replace(tzinfo=None) if self.story_start else None
+        return story_times(self.directions, start=start, minutes_per_turn=self.minutes_per_turn, turns=self.max_turns)
+
+    def story_time_at(self, number: int):
+        """The story's date and time at turn `number` (1-based), or None."""
+        start = self.story_start.replace(tzinfo=None) if self.story_start else None
+        times = story_times(self.directions, start=start, minutes_per_turn=self.minutes_per_turn, turns=number)
+        return times[number] if number < len(times) else None
+
+    @property
     def clock(self) -> list[float] | None:
-        """The clock's skips per turn as memory's recall takes them (stage.clock_skips); None: no clock."""
+        """The clock's skips per turn as memory's recall takes them (stage.clock_skips, or the story
+        calendar's when it has dates); None: no clock."""
+        if self.story_start or any(d.kind == "event" for d in self.directions):
+            skips = skips_from(self.story_times, self.minutes_per_turn)
+            if skips is not None:
+                return skips
         return clock_skips(self.directions, self.minutes_per_turn, self.max_turns)
 
     def present_at(self, number: int) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from memory.api import SIMULATION_TOOLS
+from memory.api import SIMULATION_TOOLS, said_date
 
 
 def _as_is(value: Any) -> Any:
@@ -106,6 +106,9 @@ RUN_SETTINGS: tuple[RunSetting, ...] = (
     RunSetting("stage_directions"),
     RunSetting("minutes_per_turn", optional=True, turn="minutes_per_turn",
                label=lambda run: f"clock: {run.minutes_per_turn:g} min a turn" if run.minutes_per_turn else ""),
+    RunSetting("story_start", optional=True,
+               label=lambda run: f"story starts {said_date(run.story_start.replace(tzinfo=None), with_time=True)}"
+               if run.story_start else ""),
     RunSetting("planted_beliefs"),
     RunSetting("distortions", label=_distortions_label),
     RunSetting("reflection_threshold", optional=True, label=lambda run: f"reflects at {run.reflection_threshold:g}"),

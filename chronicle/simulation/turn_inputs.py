@@ -70,5 +70,6 @@ def turn_input(*, turn: Turn) -> TurnInput:
         mode=mode,
         present=simulation.present_at(turn.number) if simulation.stage_directions else None,
         clock=simulation.clock, distortions=simulation.distortion_filters,
+        story_time=simulation.story_time_at(turn.number),
         notes=notes_for(simulation, turn.index, turn.agent),
     )

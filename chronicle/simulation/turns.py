@@ -30,7 +30,7 @@ from chronicle.simulation.stage import deliver
 from chronicle.simulation.turn_inputs import heard_before
 from memory.api import (
     CapturePlan, accesses_record, capture_commit, insights_store, lesson_of,
-    lifecycle_totals, relationships_update,
+    lifecycle_totals, memories_dated, relationships_update,
 )
 from chronicle.simulation.formation import (  # noqa: F401 (stage_apply: read from here too)
     _notes,
@@ -175,6 +175,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
                        distortion_note(captured),
                        _degraded_note(simulation, outcome, capture))
     _record_reading_and_writes(simulation, turn, outcome, capture)
+    memories_dated(bank=simulation.bank, turn=turn.number, when=simulation.story_time_at(turn.number))
     _mark_due(simulation, turn)
     _record_memory_time(turn, outcome, capture, captured, started, not_kept)
     turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()

@@ -4,11 +4,13 @@ the result of a call, and how recalled memories are put in a tool's answer (memo
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Callable
 
 from memory.recalling.enhance import EnhancedQuery, QueryEnhancement
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.options import AgentRecall
+from memory.recalling.story_time import said_date
 
 # What the caller's transcript shows as it happened: a line, a stage direction, an action or a whisper
 # seen. Within its window a search leaves them out (the window says them already).
@@ -58,6 +60,9 @@ class ToolContext(AgentRecall):
     # The time now, as the caller's clock tells it (query_scene says it beside the scene's own time of
     # day, which is when the scene began); "": not known.
     now: str = ""
+    # The story's date and time now (a run with a story calendar): recall_episodes' "yesterday" and
+    # "in May" are read against it. None: no date (then time ranges are turns).
+    story_now: datetime | None = None
     # Whether answers carry their retrieval confidence (seed 001's metadata). A simulation shows it only
     # with confidence gating, whose prompt uses it: on in-run probes the calibrated similarity was
     # off by ~0.4 (ECE), and a number that misleads is worse than none.
@@ -200,6 +205,8 @@ def entries(results: list[RecallResult], *, with_turn: bool = False, extra: bool
         entry: dict = {"content": r.memory.content, "relevance": round(r.score, 4), "memory_id": r.memory.pk}
         if with_turn and r.memory.turn is not None:
             entry["turn"] = str(r.memory.turn)  # seed 000 writes turns as strings
+        if with_turn and r.memory.story_time is not None:
+            entry["when"] = said_date(r.memory.story_time)  # the story's calendar: "8 May 2023, afternoon"
         until = (r.memory.metadata or {}).get("superseded_turn") if isinstance(r.memory.metadata, dict) else None
         if until is not None:
             entry["until_turn"] = str(until)  # no longer so since then ("Tess leaves", until Tess arrived)

@@ -18,6 +18,7 @@ from memory.recalling.confidence import calibrated, retrieval_confidence
 from memory.recalling.enhance import EnhancedQuery
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.search import recall
+from memory.recalling.story_time import dated_first, time_range_turns
 from memory.recalling.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
 from memory.services import memory_associate, memory_create, memory_reinforce
 # A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
@@ -102,12 +103,15 @@ BELIEFS_FIRST = 2
 
 
 def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | None = None,
-                  enhanced: EnhancedQuery | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
+                  enhanced: EnhancedQuery | None = None,
+                  within: tuple[int, int] | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
     """query_memory's search, k aside: evaluate_retrieval measures exactly this path (bench_memory
     compares it with exact=True). enhanced: the call's query enhancement (ctx's when not given)."""
     # What happened and what was learned: the agent's own copies (episodic memories are stored once
     # per listener) and the memories shared with everyone, of every kind a run or a writer forms.
     flt = MemoryFilter(agent=ctx.agent, kinds=QUERY_MEMORY_KINDS, shared=True)
+    if within:  # a span of turns the question's time words name (dated_turns)
+        flt.min_turn, flt.max_turn = within
     if enhanced is None:
         enhanced = ctx.enhanced(query)
     held = []
@@ -129,6 +133,8 @@ def _query_memory(ctx: ToolContext, args: dict):
     query = args["query"].strip()
     enhanced = ctx.enhanced(query)
     flt, results = search_memory(ctx, query, enhanced=enhanced)
+    # "What did Sam say yesterday?": what is dated so comes first.
+    results = dated_first(ctx, query, results, lambda span: search_memory(ctx, query, enhanced=enhanced, within=span)[1])
     return ({"query": query, "memories": entries(results, with_turn=True)} | _metadata(results, enhanced),
             query, flt, results)
 
@@ -136,11 +142,11 @@ def _query_memory(ctx: ToolContext, args: dict):
 def _recall_episodes(ctx: ToolContext, args: dict):
     query = args["query"].strip()
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action"])
-    time_range = args.get("time_range")
-    if time_range is not None:
-        if len(time_range) != 2 or not all(isinstance(t, int) and not isinstance(t, bool) for t in time_range):
-            raise ToolError("time_range must be two turn numbers [from, to].")
-        flt.min_turn, flt.max_turn = min(time_range), max(time_range)
+    if args.get("time_range") not in (None, "", []):
+        try:  # words ("yesterday", "in May") read against the story's calendar, or turns
+            flt.min_turn, flt.max_turn, _words = time_range_turns(ctx, args["time_range"], flt)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
     if args.get("importance_threshold") is not None:
         threshold = float(args["importance_threshold"])
         if not 0 <= threshold <= 10:
@@ -287,7 +293,7 @@ REGISTRY: dict[str, Tool] = {
              {"query": Param(_S, "e.g. \"what did Alice say about restaurants?\"")}, _query_memory),
         Tool("recall_episodes", "Search specific events and experiences; results in time order",
              {"query": Param(_S, ""),
-              "time_range": Param("array", "Optional [from_turn, to_turn]", required=False, items="integer"),
+              "time_range": Param(_S, "Optional: \"yesterday\", \"in May\", or turns \"12-40\"", required=False),
               "importance_threshold": Param(_N, "Optional minimum importance, 0-10", required=False)},
              _recall_episodes, "seed001"),
         Tool("recall_facts", "Facts you know or have heard about a topic",

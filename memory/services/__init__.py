@@ -13,8 +13,8 @@ from memory.services.banks import (
     bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, bank_rename, banks_delete,
 )
 from memory.services.memories import (
-    accesses_record, bank_refresh_stale, memories_create, memories_supersede, memory_archive, memory_associate, memory_create,
-    memory_mark, memory_reembed, memory_reinforce, memory_restore, memory_revise, memory_update, secrets_mark_told,
+    accesses_record, bank_refresh_stale, memories_create, memories_dated, memories_supersede, memory_archive,
+    memory_associate, memory_create, memory_mark, memory_reembed, memory_reinforce, memory_restore, memory_revise, memory_update, secrets_mark_told,
 )
 from memory.services.validation import clean_int, clean_kinds, clean_text, validate_content
 
@@ -22,7 +22,8 @@ __all__ = [
     "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "banks_delete", "bank_hold",
     "bank_rename",
     "bank_mark_seeded",
-    "bank_refresh_stale", "memories_create", "memories_supersede", "memory_archive", "memory_associate", "memory_mark", "memory_create",
+    "bank_refresh_stale", "memories_create", "memories_dated", "memories_supersede", "memory_archive",
+    "memory_associate", "memory_mark", "memory_create",
     "memory_reembed", "memory_reinforce", "memory_restore", "memory_revise", "memory_update", "secrets_mark_told",
     "clean_int", "clean_kinds", "clean_text", "validate_content",
 ]

@@ -4,6 +4,7 @@ reinforce, associate; and the access log that recall's callers write."""
 from __future__ import annotations
 
 import json
+from datetime import timezone as dt_timezone
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
@@ -30,7 +31,7 @@ REINFORCE_IMPORTANCE = 0.5     # and importance + 0.5, at most 10
 
 _EXTRA_FIELDS = {
     "about", "speaker", "participants", "location", "related_goals", "emotional_valence", "decay_rate",
-    "metadata", "status", "last_accessed_turn",
+    "metadata", "status", "last_accessed_turn", "story_time",
 }
 
 
@@ -75,6 +76,7 @@ def insert_memories(memories: list[Memory]) -> list[Memory]:
     as bulk_create gives it. Sets the pks; sends no signals (neither does bulk_create)."""
     if not memories:
         return memories
+    _dated_by_turn(memories)
     sql, plan = _insert_plan()
     params = []
     for field, kind in plan:
@@ -94,6 +96,30 @@ def insert_memories(memories: list[Memory]) -> list[Memory]:
         memory.pk = pk
         memory._state.adding, memory._state.db = False, DEFAULT_DB_ALIAS
     return memories
+
+
+def _dated_by_turn(memories: list[Memory]) -> None:
+    """A memory formed after its turn (a reflection, a fact drawn from a line) takes the story time of
+    that turn's memories (memories_dated), so everything of a turn carries its date."""
+    undated = [m for m in memories if m.story_time is None and m.turn is not None]
+    if not undated:
+        return
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT DISTINCT ON (bank_id, turn) bank_id, turn, story_time FROM {Memory._meta.db_table} "
+                    "WHERE bank_id = ANY(%s) AND turn = ANY(%s) AND story_time IS NOT NULL",
+                    [list({m.bank_id for m in undated}), list({m.turn for m in undated})])
+        dated = {(bank, turn): when for bank, turn, when in cur.fetchall()}
+    for memory in undated:
+        memory.story_time = dated.get((memory.bank_id, memory.turn))
+
+
+def memories_dated(*, bank: MemoryBank, turn: int, when) -> int:
+    """Date the memories of one turn in the story's calendar (those not dated yet); how many."""
+    if when is None:
+        return 0
+    if timezone.is_naive(when):
+        when = when.replace(tzinfo=dt_timezone.utc)  # story time: a date, in no zone
+    return Memory.objects.filter(bank=bank, turn=turn, story_time__isnull=True).update(story_time=when)
 
 
 def insert_keys(memory_ids: list[int], queries: list[str], vectors) -> None:
@@ -119,6 +145,7 @@ def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str 
                                     importance=importance, tags=tags, source=source, turn=turn, **extra)
     if memory.embedding is None:
         memory.embedding = embed_one(content)
+    _dated_by_turn([memory])
     memory.save()
     if keys:
         insert_keys([memory.pk] * len(keys), keys, embed_texts(keys))
