@@ -52,6 +52,16 @@ def said_date(moment: datetime, *, with_time: bool = False) -> str:
     return f"{moment.day} {moment.strftime('%B %Y')}, {day_part(moment)}"
 
 
+def said_span(start: datetime, end: datetime) -> str:
+    """[start, end) as a reader says it: "19 June 2023", "1 May 2023 to 31 May 2023"."""
+    def day(moment: datetime) -> str:
+        return f"{moment.day} {moment.strftime('%B %Y')}"
+    if start == _day(start) and end == _day(end):
+        last = end - timedelta(days=1)
+        return day(start) if last <= start else f"{day(start)} to {day(last)}"
+    return f"{said_date(start)} to {said_date(end)}"
+
+
 def _day(moment: datetime) -> datetime:
     return moment.replace(hour=0, minute=0, second=0, microsecond=0)
 
@@ -168,7 +178,7 @@ def time_range_turns(ctx, value, flt) -> tuple[int, int, str]:
         raise ValueError(f"time_range: could not read {words!r} as a time{told}.")
     turns = turns_within(ctx.bank, ctx.agent, span[0], span[1])
     if turns is None:
-        raise ValueError(f"You remember nothing dated {span[2]} ({said_date(span[0])} to {said_date(span[1])}).")
+        raise ValueError(f"You remember nothing dated {span[2]} ({said_span(span[0], span[1])}).")
     return turns[0], turns[1], span[2]
 
 

@@ -1,0 +1,54 @@
+"""The story calendar (chronicle.simulation.calendar): where the writer's time skips move the story's
+date, and what each turn's date is."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from chronicle.simulation.calendar import moved, skips_from, story_times
+from chronicle.simulation.stage import parse
+
+MONDAY = datetime(2023, 5, 8, 13, 56)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("A new day: it is 1:14 pm on 25 May 2023", datetime(2023, 5, 25, 13, 14)),
+    ("May 30, 2023", datetime(2023, 5, 30, 9, 0)),
+    ("Three hours later", datetime(2023, 5, 8, 16, 56)),
+    ("Twenty minutes pass", datetime(2023, 5, 8, 14, 16)),
+    ("The next day", datetime(2023, 5, 9, 13, 56)),
+    ("The next morning, the fog has lifted.", datetime(2023, 5, 9, 9, 0)),
+    ("Two weeks later", datetime(2023, 5, 22, 13, 56)),
+    ("That evening", datetime(2023, 5, 8, 19, 0)),
+    ("Later that night", datetime(2023, 5, 8, 22, 0)),
+    ("Tuesday morning", datetime(2023, 5, 9, 9, 0)),
+    ("A new day", datetime(2023, 5, 9, 9, 0)),
+    ("It is 3 pm", datetime(2023, 5, 8, 15, 0)),
+])
+def test_a_skip_moves_the_story_to_its_date(text, expected):
+    assert moved(text, MONDAY) == expected
+
+
+@pytest.mark.parametrize("text", ["The lights go out.", "Dad died on Tuesday, the doctor says.",
+                                  "The ferry leaves at 3 pm", "Sam enters"])
+def test_an_event_that_only_mentions_a_time_moves_nothing(text):
+    assert moved(text, MONDAY) is None
+
+
+def test_each_turn_has_its_date_the_clock_moving_between_skips_and_decay_reads_the_time_that_passed():
+    directions = parse("1: It begins: it is 1:56 pm on 8 May 2023\n4: The next day\n6: Three hours later",
+                       cast=["Ann", "Bo"])
+    times = story_times(directions, start=None, minutes_per_turn=2, turns=6)
+    assert times[0] is None and times[1] == MONDAY
+    assert times[3] == datetime(2023, 5, 8, 14, 0)  # two minutes a line
+    assert times[4] == datetime(2023, 5, 9, 14, 2)  # the skip, after that line's two minutes
+    assert times[6] == datetime(2023, 5, 9, 17, 6)
+    skips = skips_from(times, 2)
+    assert skips[3] == 0 and skips[4] == pytest.approx(24 * 60 / 2)  # a day's worth of turns skipped
+
+
+def test_a_start_date_dates_every_turn_and_no_date_leaves_turns_undated():
+    assert story_times([], start=MONDAY, minutes_per_turn=0, turns=3) == [MONDAY] * 4
+    assert story_times(parse("2: Three hours later", cast=["Ann"]), start=None, minutes_per_turn=5, turns=3) == [None] * 4

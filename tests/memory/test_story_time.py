@@ -1,0 +1,55 @@
+"""A question's time words read against the story's date (memory.recalling.story_time)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from memory.recalling.story_time import said_date, said_span, story_span
+
+NOW = datetime(2023, 6, 20, 19, 30)  # a Tuesday evening
+
+
+@pytest.mark.parametrize("words, start, end", [
+    ("what happened yesterday?", datetime(2023, 6, 19), datetime(2023, 6, 20)),
+    ("what did she say today", datetime(2023, 6, 20), datetime(2023, 6, 21)),
+    ("the day before yesterday", datetime(2023, 6, 18), datetime(2023, 6, 19)),
+    ("what did we talk about in May?", datetime(2023, 5, 1), datetime(2023, 6, 1)),
+    ("on 8 May 2023", datetime(2023, 5, 8), datetime(2023, 5, 9)),
+    ("on May 9", datetime(2023, 5, 9), datetime(2023, 5, 10)),
+    ("last week", datetime(2023, 6, 12), datetime(2023, 6, 19)),
+    ("last month", datetime(2023, 5, 1), datetime(2023, 6, 1)),
+    ("last Sunday", datetime(2023, 6, 18), datetime(2023, 6, 19)),
+])
+def test_time_words_name_a_span_of_story_time(words, start, end):
+    span = story_span(words, NOW)
+    assert span is not None and span[:2] == (start, end)
+
+
+def test_in_december_is_last_december_and_a_date_needs_no_now():
+    assert story_span("in December", NOW)[:2] == (datetime(2022, 12, 1), datetime(2023, 1, 1))
+    assert story_span("on 8 May 2023", None)[:2] == (datetime(2023, 5, 8), datetime(2023, 5, 9))
+    assert story_span("yesterday", None) is None  # no date now: nothing to count back from
+
+
+@pytest.mark.parametrize("words", ["May I ask what you think?", "what did Sam say about the budget?", "a week of rain"])
+def test_words_that_name_no_time_name_no_span(words):
+    assert story_span(words, NOW) is None
+
+
+def test_two_days_after_an_event_counts_from_when_it_happened():
+    storm = datetime(2023, 6, 2, 22, 0)
+    span = story_span("what did we do two days after the storm?", NOW,
+                      anchor=lambda event: storm if "storm" in event else None)
+    assert span[:2] == (datetime(2023, 6, 4), datetime(2023, 6, 5))
+
+
+def test_a_date_is_said_as_a_reader_says_it():
+    assert said_date(datetime(2023, 5, 8, 13, 56)) == "8 May 2023, afternoon"
+    assert said_date(datetime(2023, 5, 8, 13, 56), with_time=True) == "Monday 8 May 2023, 1:56 pm"
+
+
+def test_a_span_of_whole_days_is_said_as_dates():
+    assert said_span(datetime(2023, 6, 19), datetime(2023, 6, 20)) == "19 June 2023"
+    assert said_span(datetime(2023, 5, 1), datetime(2023, 6, 1)) == "1 May 2023 to 31 May 2023"
