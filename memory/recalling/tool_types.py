@@ -3,14 +3,18 @@ the result of a call, and how recalled memories are put in a tool's answer (memo
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable
+
+from django.core.exceptions import ValidationError
 
 from memory.recalling.enhance import EnhancedQuery, QueryEnhancement
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.options import AgentRecall
 from memory.recalling.story_time import said_date
+from memory.services.validation import INT_MAX, TEXT_LIMIT, clean_text
 
 # What the caller's transcript shows as it happened: a line, a stage direction, an action or a whisper
 # seen. Within its window a search leaves them out (the window says them already).
@@ -140,6 +144,7 @@ class Param:
     required: bool = True
     items: str | None = None
     enum: list[str] | None = None
+    or_list: bool = False  # also takes a list (time_range's older form, [from_turn, to_turn])
 
 
 @dataclass
@@ -246,3 +251,39 @@ def without_confidence(response: dict) -> dict:
         response["facts"] = [{k: v for k, v in f.items() if k != "confidence"} if isinstance(f, dict) else f
                              for f in response["facts"]]
     return response
+
+
+_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "array": (list,)}
+
+
+def check_arguments(tool: Tool, arguments) -> dict:
+    if arguments is None or arguments == "":
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError as exc:
+            raise ToolError(f"Arguments for {tool.name} are not valid JSON: {exc}.") from exc
+    if not isinstance(arguments, dict):
+        raise ToolError(f"Arguments for {tool.name} must be a JSON object.")
+    unexpected = set(arguments) - set(tool.params)
+    if unexpected:
+        allowed = ", ".join(tool.params) or "none"
+        raise ToolError(f"{tool.name} got unexpected argument(s): {', '.join(sorted(unexpected))}. Allowed: {allowed}.")
+    for pname, param in tool.params.items():
+        value = arguments.get(pname)
+        if value is None:
+            if param.required:
+                raise ToolError(f"{tool.name} needs the argument {pname!r} ({param.type}).")
+            continue
+        if isinstance(value, bool) or not isinstance(value, _TYPES[param.type] + ((list,) if param.or_list else ())):
+            raise ToolError(f"{tool.name}: {pname!r} must be a {param.type}, not {type(value).__name__}.")
+        if param.type == "string" and isinstance(value, str):
+            try:  # the API's and the forms' rule for text (memory.services.validation)
+                clean_text(value, pname, limit=TEXT_LIMIT)
+            except ValidationError as exc:
+                raise ToolError(f"{tool.name}: {pname!r} {' '.join(exc.message_dict[pname])}") from None
+        numbers = [value] if param.type == "integer" else [v for v in value if isinstance(v, int)] if isinstance(value, list) else []
+        if any(not -INT_MAX - 1 <= n <= INT_MAX for n in numbers):
+            raise ToolError(f"{tool.name}: {pname!r} must be between {-INT_MAX - 1:,} and {INT_MAX:,}.")
+    return arguments

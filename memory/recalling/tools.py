@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
 
@@ -22,13 +21,14 @@ from memory.recalling.story_time import dated_first, time_range_turns
 from memory.recalling.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
 from memory.services import memory_associate, memory_create, memory_reinforce
 # A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
-from memory.recalling.tool_types import (Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of, entries,
-                                         note_in_front, without_confidence)
+from memory.recalling.tool_types import (Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of,
+                                         check_arguments as _check_arguments, entries, note_in_front,
+                                         without_confidence)
 
 __all__ = ["DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "READ_TOOLS", "REGISTRY", "SIMULATION_TOOLS", "TOOL_NAMES", "WRITE_TOOLS", "Param",
            "Tool", "ToolCallResult", "ToolContext", "ToolError", "call_tool", "openai_tool_schemas", "recall_sheet",
            "search_memory", "without_confidence"]
-from memory.services.validation import INT_MAX, TEXT_LIMIT, clean_text, validate_content
+from memory.services.validation import validate_content
 
 
 def _fixed(query: str, k: int, *, kinds: list[str], category: str | None = None, own: bool = True):
@@ -293,7 +293,8 @@ REGISTRY: dict[str, Tool] = {
              {"query": Param(_S, "e.g. \"what did Alice say about restaurants?\"")}, _query_memory),
         Tool("recall_episodes", "Search specific events and experiences; results in time order",
              {"query": Param(_S, ""),
-              "time_range": Param(_S, "Optional: \"yesterday\", \"in May\", or turns \"12-40\"", required=False),
+              "time_range": Param(_S, "Optional: \"yesterday\", \"in May\", or turns \"12-40\"", required=False,
+                                  or_list=True),
               "importance_threshold": Param(_N, "Optional minimum importance, 0-10", required=False)},
              _recall_episodes, "seed001"),
         Tool("recall_facts", "Facts you know or have heard about a topic",
@@ -329,42 +330,6 @@ DEFAULT_SIMULATION_TOOLS = ["query_self", "query_scene", "query_character", "que
 def openai_tool_schemas(names: list[str] | None = None) -> list[dict]:
     chosen = names if names is not None else TOOL_NAMES
     return [REGISTRY[n].schema() for n in chosen if n in REGISTRY]
-
-
-_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "array": (list,)}
-
-
-def _check_arguments(tool: Tool, arguments) -> dict:
-    if arguments is None or arguments == "":
-        arguments = {}
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError as exc:
-            raise ToolError(f"Arguments for {tool.name} are not valid JSON: {exc}.") from exc
-    if not isinstance(arguments, dict):
-        raise ToolError(f"Arguments for {tool.name} must be a JSON object.")
-    unexpected = set(arguments) - set(tool.params)
-    if unexpected:
-        allowed = ", ".join(tool.params) or "none"
-        raise ToolError(f"{tool.name} got unexpected argument(s): {', '.join(sorted(unexpected))}. Allowed: {allowed}.")
-    for pname, param in tool.params.items():
-        value = arguments.get(pname)
-        if value is None:
-            if param.required:
-                raise ToolError(f"{tool.name} needs the argument {pname!r} ({param.type}).")
-            continue
-        if isinstance(value, bool) or not isinstance(value, _TYPES[param.type]):
-            raise ToolError(f"{tool.name}: {pname!r} must be a {param.type}, not {type(value).__name__}.")
-        if param.type == "string":
-            try:  # the API's and the forms' rule for text (memory.services.validation)
-                clean_text(value, pname, limit=TEXT_LIMIT)
-            except ValidationError as exc:
-                raise ToolError(f"{tool.name}: {pname!r} {' '.join(exc.message_dict[pname])}") from None
-        numbers = [value] if param.type == "integer" else [v for v in value if isinstance(v, int)] if param.type == "array" else []
-        if any(not -INT_MAX - 1 <= n <= INT_MAX for n in numbers):
-            raise ToolError(f"{tool.name}: {pname!r} must be between {-INT_MAX - 1:,} and {INT_MAX:,}.")
-    return arguments
 
 
 def call_tool(name: str, arguments: dict | str | None, *, context: ToolContext) -> ToolCallResult:

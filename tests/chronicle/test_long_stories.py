@@ -90,3 +90,19 @@ def test_memory_answers_far_past_the_window_by_distance_and_story_day_and_reads_
     last = run.turns.get(index=79)
     sent = "\n".join(str(m.get("content") or "") for m in last.prompt_messages)
     assert "Time: Tuesday 20 June 2023, 7:55 pm (turn 80)" in sent
+
+
+def test_the_long_run_bench_prints_each_bucket_with_every_call_and_the_baselines(tmp_path):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("bench_long_run", str(_scene(tmp_path)), "--turns", "30", "--bucket", "10", stdout=out, stderr=err)
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert [row["turns"] for row in report["buckets"]] == ["1-10", "11-20", "21-30"]
+    for row in report["buckets"]:
+        assert row["memory_ms_p50"] > 0 and row["memory_ms_p95"] >= row["memory_ms_p50"]
+        # Every call counted: the speaker's and the judgement a model would be asked after the line.
+        assert row["prompt_per_turn"] > row["full_definition_per_turn"] / 2
+    # The memories and the history a model without memory would need both grow; the run is removed.
+    first, last = report["buckets"][0], report["buckets"][-1]
+    assert last["memories"] > first["memories"] and last["full_plus_history"] > first["full_plus_history"]
+    assert "mem p95" in err.getvalue()
+    assert not Simulation.objects.exists()
