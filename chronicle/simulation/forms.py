@@ -111,7 +111,8 @@ class SimulationForm(forms.ModelForm):
                    "planted_beliefs": forms.Textarea(attrs={"rows": 2, "placeholder": "Sam: Bella's is closing down next month. [false]"}),
                    "stage_directions": forms.Textarea(attrs={"rows": 4, "placeholder": "1: Sam is away\n5: Sam enters\n6: The lights go out."}),
                    "distortions": forms.Textarea(attrs={"rows": 3, "placeholder": "Jordan: paranoia\nJordan: trauma (fire, smoke)"}),
-                   "sequel_carry": forms.Textarea(attrs={"rows": 3, "placeholder": "Alex: all\nJordan: reflections\nSam: none"})}
+                   "sequel_carry": forms.Textarea(attrs={"rows": 3, "placeholder": "Alex: all\nJordan: reflections\nSam: none"}),
+                   "story_start": forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")}
         labels = {"max_turns": "Turns", "max_tool_calls": "Maximum tool calls per turn", "timeout_s": "Time-out (s)",
                   "base_url": "Base URL",
                   "pace_s": "Pace (seconds before each line)"}

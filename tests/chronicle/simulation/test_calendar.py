@@ -52,3 +52,45 @@ def test_each_turn_has_its_date_the_clock_moving_between_skips_and_decay_reads_t
 def test_a_start_date_dates_every_turn_and_no_date_leaves_turns_undated():
     assert story_times([], start=MONDAY, minutes_per_turn=0, turns=3) == [MONDAY] * 4
     assert story_times(parse("2: Three hours later", cast=["Ann"]), start=None, minutes_per_turn=5, turns=3) == [None] * 4
+
+
+@pytest.mark.django_db
+def test_the_writers_start_date_reaches_the_agent_its_memories_and_its_time_words(user, dinner, client_for,
+                                                                                  django_capture_on_commit_callbacks):
+    from django.urls import reverse
+
+    from chronicle.simulation import services
+    from chronicle.simulation.models import Simulation
+    from chronicle.simulation.tasks import run_turn_task
+    from memory.api import ToolContext, call_tool
+    from memory.models import Memory
+
+    client = client_for(user)
+    page = client.get(reverse("simulation_create")).content.decode()
+    assert 'name="story_start"' in page and 'type="datetime-local"' in page
+    data = {"scenario": dinner.pk, "max_turns": 4, "speaking_order": "round_robin", "retrieval_mode": "prepopulate",
+            "scoring": "similarity", "provider": "scripted", "temperature": "0.7", "max_tokens": 300,
+            "max_tool_calls": 4, "timeout_s": 30, "pace_s": 0, "importance_scorer": "llm",
+            "capture_duplicate_threshold": "1.0", "minutes_per_turn": "5", "story_start": "2025-01-13T18:30",
+            "stage_directions": "3: The next morning"}
+    with django_capture_on_commit_callbacks(execute=False):
+        assert client.post(reverse("simulation_create"), data).status_code == 302
+    simulation = Simulation.objects.get()
+    services.simulation_seed(simulation_id=simulation.pk)  # the run's first task, in-process
+    simulation.refresh_from_db()
+    assert "story starts Monday 13 January 2025, 6:30 pm" in simulation.option_labels
+    for index in range(3):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    third = simulation.turns.get(index=2)
+    sent = "\n".join(str(m.get("content") or "") for m in third.prompt_messages)
+    assert "Time: Tuesday 14 January 2025, 9:00 am (turn 3)" in sent
+    first_line = Memory.objects.in_bank(simulation.bank).filter(kind="episodic", turn=1).first()
+    assert first_line.story_time.replace(tzinfo=None) == datetime(2025, 1, 13, 18, 30)
+    # On the next morning, "yesterday" is the first evening: its lines, and nothing said since.
+    context = ToolContext(bank=simulation.bank, agent="Sam", current_turn=4, story_now=datetime(2025, 1, 14, 9, 5))
+    result = call_tool("recall_episodes", {"query": "what was said", "time_range": "yesterday"}, context=context)
+    assert not result.error and result.results
+    assert {r.memory.turn for r in result.results} <= {1, 2}
+    assert all(m["when"] == "13 January 2025, evening" for m in result.response["memories"])
+    result = call_tool("recall_episodes", {"query": "what was said", "time_range": "in March"}, context=context)
+    assert "You remember nothing dated in March (1 March 2024 to 31 March 2024)" in result.error
