@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from chronicle.simulation.stage import _ACTION
+from chronicle.simulation.stage import _ACTION, Direction, present_at
 
 # Places a speaker leaves: "*leaves the room*" is an exit, "*leaves the key*" is not.
 _PLACES = (r"room|house|kitchen|table|bar|inn|pub|tavern|shop|office|building|hall|cabin|galley|mess|deck|"
@@ -98,6 +98,31 @@ def moves_in(text: str, *, speaker: str, cast: list[str], present: list[str]) ->
     away = [name for name in cast if name not in present and name != speaker]
     moves += [Move(name, "enter") for name in away if comes_in(text, name, cast)]
     return moves
+
+
+def line_moves(text: str, *, speaker: str, cast: list[str], present: list[str], left=(), came=()) -> list[Move]:
+    """The line's moves as read here, and as the model's judgement read them (`left`, `came`: names;
+    those not in the room, or not in the cast, are ignored)."""
+    found = moves_in(text, speaker=speaker, cast=cast, present=present)
+    by_name = {name.lower(): name for name in cast}
+    here = {speaker, *present}
+    found += [Move(by_name[n.lower()], "leave") for n in left if by_name.get(n.lower()) in here]
+    found += [Move(by_name[n.lower()], "enter") for n in came if n.lower() in by_name and by_name[n.lower()] not in here]
+    return list(dict.fromkeys(found))
+
+
+def direction_lines(moves: list[Move], *, speaker: str, turn: int, directions: list[Direction],
+                    cast: list[str]) -> list[str]:
+    """The directions the run adds for a line's moves, from the next turn, saying where they came from
+    ("8: Sam leaves (from Sam's line at turn 7)"): only what changes who is in the room then."""
+    after = present_at(directions, cast, turn + 1)
+    lines = []
+    for move in moves:
+        if move.kind == "leave" and move.who in after:
+            lines.append(f"{turn + 1}: {move.who} leaves (from {speaker}'s line at turn {turn})")
+        elif move.kind == "enter" and move.who not in after:
+            lines.append(f"{turn + 1}: {move.who} enters (from {speaker}'s line at turn {turn})")
+    return lines
 
 
 def leaves_by_action(text: str, speaker: str) -> bool:

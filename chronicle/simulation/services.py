@@ -178,6 +178,7 @@ def simulation_replay(*, source: Simulation, changes: dict) -> Simulation:
                      cast_snapshot=source.cast_snapshot, sequel_of=source.sequel_of, status=Simulation.Status.SEEDING)
     for name in BRANCH_SETTINGS:  # a replay keeps what a branch keeps
         setattr(run, name, getattr(source, name))
+    run.stage_directions = without_added(source.stage_directions)  # its lines add their moves again
     run.provider, run.script, run.max_turns, run.pause_after = Simulation.Provider.REPLAY, script, len(script), None
     run.seats = []  # the writer's lines are in the script, said as they were
     for name, value in changes.items():
