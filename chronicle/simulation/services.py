@@ -20,6 +20,7 @@ from chronicle.simulation.formation import stage_ahead
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.replay import script_from_simulation
 from chronicle.simulation.run_settings import BRANCH_SETTINGS, FILE_SETTINGS, LLM_SETTING_FIELDS, SETTING_FIELDS
+from chronicle.simulation.stage import without_added
 from chronicle.simulation.turns import next_index, queue_next, stale_after
 from memory.models import Memory
 from memory.api import bank_carry, bank_create, bank_delete, seed_bank_task
