@@ -33,7 +33,7 @@ _WALK = (r"goes|walks|heads|steps|slips|storms|hurries|wanders|strides|marches|s
 # ("quietly") taken off first. Not "inside": at a doorway that is coming in.
 _EXIT_ACTION = re.compile(
     rf"^(?:(?:leaves|exits|departs)(?=$|\s+(?:the\s+(?:{_PLACES})\b|without|for|through|with|at once|now|again))"
-    rf"|(?:{_WALK})\s+(?:back\s+)?(?:{_AWAY})\b(?!\s+(?:of\s+(?:the|her|his|their|my)\s+way|like|on\b|to\s+(?:her|his|their)\s+(?:feet|knees)))"
+    rf"|(?:{_WALK})\s+(?:back\s+)?(?:{_AWAY})\b(?!\s+(?:of\s+(?:(?:the|her|his|their|my)\s+way|bed|(?:the|her|his|their)\s+(?:chair|seat|bunk|bath))|like|on\b|to\s+(?:her|his|their)\s+(?:feet|knees)))"
     rf"|(?:walks|storms|hurries|runs|rushes|strides|marches|stalks)\s+away\b(?=$|\s+(?:into|toward|towards|down|without|from\s+the\s+(?:{_PLACES})\b))"
     r"|excuses\s+(?:her|him|them|my)sel(?:f|ves)"
     r"|takes\s+(?:her|his|their)\s+leave)")

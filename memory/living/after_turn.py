@@ -39,8 +39,8 @@ For each listener give:
   feelings.
 {speaker} said it: give {speaker} an importance only (trust and affinity 0, no facts).
 
-{reflections}{claims}{secrets}Also give "left": who walks out of the room in this line (now; not a plan or a
-question), and "came": who comes in. Answer with JSON only, one entry per listener, in this shape:
+{reflections}{claims}{secrets}Also "left": who walks out in this line (now, not a plan); "came": who comes in.
+Answer with JSON only, one entry per listener, in this shape:
 {{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}, "left": [], "came": []{shape}}}"""
 
 # Seed 003's reflection, asked in the same call for whoever is due (memory.living.reflection's threshold):

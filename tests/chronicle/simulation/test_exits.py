@@ -105,7 +105,7 @@ def test_the_models_judgement_says_who_left_and_who_came_in(user, dinner, server
     simulation.refresh_from_db()
     # No rule reads "I could do with some air" as leaving; the model did.
     assert simulation.stage_directions == "2: Alex leaves (from Alex's line at turn 1)"
-    assert '"left": who walks out of the room' in str(server.scored[0]["messages"][-1]["content"])
+    assert '"left": who walks out in this line' in str(server.scored[0]["messages"][-1]["content"])
     server.judgement = json.dumps(answer | {"left": ["Alex"], "came": ["alex", "Robin"]})  # Alex is away: ignored as left
     assert run_turn_task.apply(args=(simulation.pk, 1)).get() == "done"
     turn = simulation.turns.get(index=1)

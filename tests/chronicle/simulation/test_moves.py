@@ -59,6 +59,7 @@ def test_a_speaker_who_walks_out_or_says_it_leaves_now_leaves(line):
     "*heads out, then stops at the door and turns back*",
     "*steps out of the way*",
     "*goes out of her way to smile*",
+    "*climbs out of her chair*",
     "*turns to leave*",
     "*looks away*",
     "*The wind leaves the shutters rattling*",
