@@ -113,3 +113,18 @@ def test_the_models_judgement_says_who_left_and_who_came_in(user, dinner, server
     simulation.refresh_from_db()
     assert simulation.stage_directions.splitlines()[1:] == ["3: Alex enters (from Jordan's line at turn 2)"]
     assert simulation.present_at(3) == ["Alex", "Jordan", "Sam"]
+
+
+def test_a_branch_keeps_the_moves_of_the_lines_it_keeps_and_not_of_those_it_says_anew(user, dinner):
+    from chronicle.simulation.branching import simulation_branch
+
+    simulation = start_seeded(user, dinner, max_turns=6)
+    for index, (agent, line) in enumerate([("Alex", "Thai or Italian?"), ("Sam", "*slips out the back*"),
+                                           ("Jordan", "Italian."), ("Jordan", "I'll wait outside.")]):
+        say(simulation, index, agent, line)
+    services.simulation_pause(simulation=simulation)
+    simulation.refresh_from_db()
+    assert simulation.stage_directions.splitlines() == ["3: Sam leaves (from Sam's line at turn 2)",
+                                                        "5: Jordan leaves (from Jordan's line at turn 4)"]
+    branch, _turns = simulation_branch(parent=simulation, index=3)  # turn 4 is said again
+    assert branch.stage_directions == "3: Sam leaves (from Sam's line at turn 2)"
