@@ -83,9 +83,10 @@ def normalise(raw) -> list[dict]:
     return lines
 
 
-def check_script(script: list[dict], *, cast: list[str], stage_directions: str = "") -> None:
+def check_script(script: list[dict], *, cast: list[str], stage_directions: str = "", said: int = 0) -> None:
     """Every speaker is in the cast and in the room at its turn (the run's directions, and the exits and
-    entrances the lines make, as the run adds them); ScriptError names the first line that is not."""
+    entrances the lines make, as the run adds them); ScriptError names the first line that is not.
+    said: the lines a run has said, whose moves are in its directions already (or the writer took them back)."""
     try:
         directions = parse(stage_directions or "", cast=cast)
     except StageError:
@@ -107,8 +108,9 @@ def check_script(script: list[dict], *, cast: list[str], stage_directions: str =
             raise ScriptError(f"Script line {number}: {speaker} is not in the room at turn {number} "
                               f"(present: {', '.join(here) or 'nobody'}).")
         # The run adds the moves a line makes (chronicle.simulation.moves) as it goes: so here.
-        moves = line_moves(entry.get("text") or "", speaker=speaker, cast=cast, present=here)
-        added += direction_lines(moves, speaker=speaker, turn=number, directions=directions, cast=cast)
+        if number > said:
+            moves = line_moves(entry.get("text") or "", speaker=speaker, cast=cast, present=here)
+            added += direction_lines(moves, speaker=speaker, turn=number, directions=directions, cast=cast)
 
 
 def script_from_export(data: dict) -> list[dict]:

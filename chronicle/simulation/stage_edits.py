@@ -11,6 +11,7 @@ from django.db import transaction
 
 from chronicle.simulation.errors import ControlError
 from chronicle.simulation.models import Simulation
+from chronicle.simulation.replay import ScriptError, check_script
 from chronicle.simulation.stage import StageError, parse
 
 
@@ -36,7 +37,11 @@ def stage_directions_update(*, simulation: Simulation, text: str) -> Simulation:
                            f"{done + 1} on, or regenerate from an earlier turn.")
     locked.stage_directions = text
     try:
-        locked.full_clean()  # a replay's script must still find each speaker in the room
+        if locked.script:  # a replay's next speakers must still be in the room, as the run will have it
+            check_script(locked.script, cast=locked.cast_names, stage_directions=text, said=done)
+        locked.full_clean()
+    except ScriptError as exc:
+        raise ControlError(f"{exc} Its script says who speaks: leave them in the room.") from None
     except ValidationError as exc:
         raise ControlError(" ".join(exc.messages)) from None
     locked.save(update_fields=["stage_directions", "updated"])

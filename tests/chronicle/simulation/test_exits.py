@@ -128,3 +128,18 @@ def test_a_branch_keeps_the_moves_of_the_lines_it_keeps_and_not_of_those_it_says
                                                         "5: Jordan leaves (from Jordan's line at turn 4)"]
     branch, _turns = simulation_branch(parent=simulation, index=3)  # turn 4 is said again
     assert branch.stage_directions == "3: Sam leaves (from Sam's line at turn 2)"
+
+
+def test_a_replays_writer_cannot_take_out_of_the_room_one_its_script_says_speaks_next(user, dinner, client_for):
+    script = [{"speaker": "Sam", "text": "*heads out to the yard*"},
+              {"speaker": "Alex", "text": "*Sam comes back in with the firewood*"},
+              {"speaker": "Sam", "text": "Cold out there."}]
+    simulation = start_seeded(user, dinner, provider="replay", script=script, max_turns=3)
+    for index in (0, 1):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    services.simulation_pause(simulation=simulation)
+    entrance = "3: Sam enters (from Alex's line at turn 2)"
+    response = client_for(user).post(reverse("simulation_stage", args=[simulation.pk]), {"undo": entrance}, follow=True)
+    assert "Script line 3: Sam is not in the room at turn 3" in response.content.decode()
+    simulation.refresh_from_db()
+    assert entrance in simulation.stage_directions.splitlines()
