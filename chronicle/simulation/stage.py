@@ -60,12 +60,6 @@ class Direction:
         """The direction as the writer types it."""
         return f"{self.turn}: {self.text}" + (f" ({self.source})" if self.source else "")
 
-    @property
-    def source_turn(self) -> int | None:
-        """The turn of the line a direction the run added came from; None: the writer's own."""
-        match = _SOURCE.search(f"({self.source})") if self.source else None
-        return int(match.group(2)) if match else None
-
 
 class StageError(ValueError):
     """A direction the form cannot take; the message names the line."""

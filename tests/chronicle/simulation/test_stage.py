@@ -63,7 +63,7 @@ def test_what_a_witness_keeps_of_an_action_or_a_narration(action, seen):
 def test_a_direction_the_run_added_keeps_where_it_came_from_apart_from_what_is_remembered():
     (added,) = parse("3: Sam leaves (from Sam's line at turn 2)", cast=CAST)
     assert (added.kind, added.who, added.text, added.source) == ("leave", "Sam", "Sam leaves", "from Sam's line at turn 2")
-    assert added.line() == "3: Sam leaves (from Sam's line at turn 2)" and added.source_turn == 2
+    assert added.line() == "3: Sam leaves (from Sam's line at turn 2)"
     assert Direction.from_dict(added.as_dict()) == added
     (event,) = parse("4: The lights go out (from the fuse box).", cast=CAST)  # the writer's own brackets stay
     assert event.text == "The lights go out (from the fuse box)." and event.source == ""
