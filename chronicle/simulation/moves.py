@@ -47,14 +47,17 @@ _WILL = r"\bi(?:'ll| will| shall|'m going to| am going to|'m gonna| am gonna)\s+
 _NOW = r"\bi(?:'m| am)\s+(?:just\s+)?"
 _WHERE = r"out|outside|outdoors|off|home|below|upstairs|downstairs|ashore|on deck|next door|to bed|back to bed"
 _ERRAND = r"check(?: on)?|fetch|see to|see|feed|find|look (?:for|at)"
+# "out of my mind", "off my head": where one goes that is no place.
+_IDIOM = (r"(?!\s+(?:of\s+(?:(?:my|your|his|her|our|their|the)\s+(?:mind|head|way|depth|league|skin|wits)|line|business|"
+          r"turn|order)|on a limb|like a light|my head))")
 # First-person words that leave now. "I'll be back (after …)" leaves; "I'll be back to normal" does not.
 _EXIT_SPEECH = re.compile(
     rf"{_WILL}(?:go\s+(?:and\s+)?)?wait\s+(?:{_WHERE}|out front|out back|in the (?:car|hall|hallway|corridor|yard|boat|truck|van))\b"
     rf"|{_WILL}be\s+(?:right\s+)?back\b(?!\s+(?:to|on|in\s+(?:the|business|form|shape|touch)|with you|here|at it))"
-    rf"|{_WILL}(?:go|head|step|slip|pop|nip|run)\s+(?:{_WHERE}|(?:and\s+)?(?:{_ERRAND})\b)"
+    rf"|{_WILL}(?:go|head|step|slip|pop|nip|run)\s+(?:(?:{_WHERE})\b{_IDIOM}|(?:and\s+)?(?:{_ERRAND})\b)"
     rf"|{_WILL}go\s+now\b"
     rf"|\bi(?:'m| am) going to (?:go\s+(?:and\s+)?)?(?:check(?: on)?|see to|fetch|feed)\s+(?:the|my|our|on)\b"
-    rf"|{_NOW}(?:going|heading|off|stepping|popping|nipping|slipping)\s+(?:{_WHERE}|to (?:the|my|our) \w+)\b"
+    rf"|{_NOW}(?:going|heading|off|stepping|popping|nipping|slipping)\s+(?:{_WHERE}|to (?:the|my|our) \w+)\b{_IDIOM}"
     rf"|{_NOW}off\s*(?:now\s*)?(?:[.!,]|$)"
     rf"|(?:{_WILL}|{_NOW})(?:leave|leaving)(?=\s*(?:now\s*)?(?:[.!,]|$)|\s+you (?:to it|two|both|all|alone|in peace)|\s+for (?:home|a (?:bit|while|minute|moment))\b)"
     r"|\bi(?: must| have to|'ve got to| have got to| got to|'d better| had better| need to)\s+(?:go|leave|get going|be going|be off)"

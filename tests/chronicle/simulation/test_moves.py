@@ -65,6 +65,9 @@ def test_a_speaker_who_walks_out_or_says_it_leaves_now_leaves(line):
     "*The wind leaves the shutters rattling*",
     "*watches Alex walk out*",
     "I'll be back to normal once this is over.",
+    "I'm going out of my mind.",
+    "I'll step out of line once, for you.",
+    "I'm going off my head in here.",
     "*steps inside, shaking off the rain*",
 ])
 def test_words_about_leaving_that_do_not_leave_now_move_nobody(line):
