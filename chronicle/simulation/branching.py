@@ -16,6 +16,7 @@ from chronicle import queueing
 from chronicle.simulation.errors import ControlError
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
 from chronicle.simulation.run_settings import BRANCH_SETTINGS
+from chronicle.simulation.stage import without_added
 from chronicle.simulation.turns import queue_next
 from memory.api import bank_copy, bank_create, bank_mark_seeded
 
@@ -38,6 +39,8 @@ def simulation_branch(*, parent: Simulation, index: int, changes: dict | None = 
     branch = Simulation(owner=parent.owner, parent=parent, branch_turn=index, status=Simulation.Status.SEEDING)
     for name in BRANCH_FIELDS:
         setattr(branch, name, getattr(parent, name))
+    # The moves the parent's lines from this turn on added are not the branch's: its lines are said anew.
+    branch.stage_directions = without_added(parent.stage_directions, since=index + 1)
     for name, value in (changes or {}).items():
         setattr(branch, name, value)
     branch.max_turns = max(parent.max_turns, index + 1)

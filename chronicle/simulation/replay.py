@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 
-from chronicle.simulation.stage import StageError, deliver, parse, present_at
+from chronicle.simulation.moves import direction_lines, line_moves
+from chronicle.simulation.stage import StageError, parse, present_at
 from memory.api import SIMULATION_TOOLS
 
 MAX_LINES = 500  # Simulation.max_turns' ceiling
@@ -82,9 +83,10 @@ def normalise(raw) -> list[dict]:
     return lines
 
 
-def check_script(script: list[dict], *, cast: list[str], stage_directions: str = "") -> None:
-    """Every speaker is in the cast and in the room at its turn (the run's directions, and a line's own
-    "*leaves the room*" as the run would apply it); ScriptError names the first line that is not."""
+def check_script(script: list[dict], *, cast: list[str], stage_directions: str = "", said: int = 0) -> None:
+    """Every speaker is in the cast and in the room at its turn (the run's directions, and the exits and
+    entrances the lines make, as the run adds them); ScriptError names the first line that is not.
+    said: the lines a run has said, whose moves are in its directions already (or the writer took them back)."""
     try:
         directions = parse(stage_directions or "", cast=cast)
     except StageError:
@@ -105,8 +107,10 @@ def check_script(script: list[dict], *, cast: list[str], stage_directions: str =
         if speaker not in here:
             raise ScriptError(f"Script line {number}: {speaker} is not in the room at turn {number} "
                               f"(present: {', '.join(here) or 'nobody'}).")
-        if deliver(entry.get("text") or "", speaker=speaker, present=here).leaves:
-            added.append(f"{number + 1}: {speaker} leaves")
+        # The run adds the moves a line makes (chronicle.simulation.moves) as it goes: so here.
+        if number > said:
+            moves = line_moves(entry.get("text") or "", speaker=speaker, cast=cast, present=here)
+            added += direction_lines(moves, speaker=speaker, turn=number, directions=directions, cast=cast)
 
 
 def script_from_export(data: dict) -> list[dict]:

@@ -63,6 +63,13 @@ def attach_stage(simulation: Simulation, turns: list[Turn]) -> list[Turn]:
     return turns
 
 
+def upcoming_stage(simulation: Simulation, turns: list[Turn]) -> list:
+    """The directions before the next turn to run (an exit the last line made, say): shown after the
+    last line, where the writer can still take them back."""
+    following = max((turn.number for turn in turns), default=0) + 1
+    return [d for d in simulation.directions if d.turn == following]
+
+
 def turn_with_retrievals(simulation: Simulation, index: int) -> Turn | None:
     """One turn with what it recalled, in the order the agent called its tools."""
     return (simulation.turns.filter(index=index)

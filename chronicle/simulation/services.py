@@ -20,6 +20,7 @@ from chronicle.simulation.formation import stage_ahead
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.replay import script_from_simulation
 from chronicle.simulation.run_settings import BRANCH_SETTINGS, FILE_SETTINGS, LLM_SETTING_FIELDS, SETTING_FIELDS
+from chronicle.simulation.stage import without_added
 from chronicle.simulation.turns import next_index, queue_next, stale_after
 from memory.models import Memory
 from memory.api import bank_carry, bank_create, bank_delete, seed_bank_task
@@ -178,6 +179,7 @@ def simulation_replay(*, source: Simulation, changes: dict) -> Simulation:
                      cast_snapshot=source.cast_snapshot, sequel_of=source.sequel_of, status=Simulation.Status.SEEDING)
     for name in BRANCH_SETTINGS:  # a replay keeps what a branch keeps
         setattr(run, name, getattr(source, name))
+    run.stage_directions = without_added(source.stage_directions)  # its lines add their moves again
     run.provider, run.script, run.max_turns, run.pause_after = Simulation.Provider.REPLAY, script, len(script), None
     run.seats = []  # the writer's lines are in the script, said as they were
     for name, value in changes.items():

@@ -18,7 +18,7 @@ present remember that "Alex whispered something to Sam". Actions between asteris
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 ENTER = ("enters", "arrives", "comes in", "comes back", "returns", "is back")
 LEAVE = ("leaves", "exits", "is away", "is out", "goes out", "steps out")
@@ -28,7 +28,8 @@ _WHISPER = re.compile(r"^\s*(?:\*\s*whispers?\s+to\s+([^*]+?)\s*\*|\(\s*whisper(
 _ACTION = re.compile(r"\*([^*\n]{2,200})\*")
 # A line's opening action or aside: "*leans over to Sam and whispers*", "(whispering in Sam's ear)".
 _OPENING = re.compile(r"^\s*(?:\*([^*\n]{2,200})\*|\(([^)\n]{2,200})\))\s*[:,—-]?\s*")
-_LEAVING = re.compile(r"^(?:leaves|exits|walks out|steps out|goes out)\b", re.IGNORECASE)
+# Where a direction the run added came from, after its words: "8: Sam leaves (from Sam's line at turn 7)".
+_SOURCE = re.compile(r"\s*\((from [^()]*?\bturn (\d+))\)\s*$", re.IGNORECASE)
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
             "nine": 9, "ten": 10, "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50}
 _UNITS = {"minute": 1, "min": 1, "hour": 60, "day": 24 * 60, "week": 7 * 24 * 60}
@@ -43,18 +44,21 @@ class Direction:
     who: str = ""
     text: str = ""
     minutes: float = 0.0  # an event that moves the clock on ("Three hours later"): how far
+    source: str = ""  # one the run added: "from Sam's line at turn 7" (kept out of `text`, which is remembered)
 
     def as_dict(self) -> dict:
-        return {"turn": self.turn, "kind": self.kind, "who": self.who, "text": self.text, "minutes": self.minutes}
+        return {"turn": self.turn, "kind": self.kind, "who": self.who, "text": self.text, "minutes": self.minutes,
+                "source": self.source}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Direction":
         return cls(turn=int(data["turn"]), kind=str(data["kind"]), who=str(data.get("who") or ""),
-                   text=str(data.get("text") or ""), minutes=float(data.get("minutes") or 0.0))
+                   text=str(data.get("text") or ""), minutes=float(data.get("minutes") or 0.0),
+                   source=str(data.get("source") or ""))
 
     def line(self) -> str:
         """The direction as the writer types it."""
-        return f"{self.turn}: {self.text}"
+        return f"{self.turn}: {self.text}" + (f" ({self.source})" if self.source else "")
 
 
 class StageError(ValueError):
@@ -75,8 +79,23 @@ def parse(text: str, *, cast: list[str], max_turns: int | None = None) -> list[D
             raise StageError(f"Line {number}: turns count from 1.")
         if max_turns and turn > max_turns:
             raise StageError(f"Line {number}: turn {turn} is past the run's {max_turns} turns.")
-        directions.append(_direction(turn, what, cast, number))
+        source = _SOURCE.search(what)
+        if source and source.start() > 0:
+            what = what[:source.start()]
+        direction = _direction(turn, what, cast, number)
+        directions.append(replace(direction, source=source.group(1)) if source and source.start() > 0 else direction)
     return sorted(directions, key=lambda d: d.turn)
+
+
+def without_added(text: str, *, since: int = 1) -> str:
+    """The directions with those the run added from lines at turn `since` or later taken out (a branch
+    from turn `since`, or a replay from the first, says those lines again and adds them again)."""
+    kept = []
+    for raw in (text or "").splitlines():
+        source = _SOURCE.search(raw)
+        if not (source and _LINE.match(raw) and int(source.group(2)) >= since):
+            kept.append(raw)
+    return "\n".join(kept).strip()
 
 
 def _direction(turn: int, what: str, cast: list[str], number: int) -> Direction:
@@ -142,11 +161,6 @@ class Delivery:
     overheard: list[str] | None = None  # present, but only saw the whisper happen
     actions: list[str] | None = None  # "*pours the wine*" → "pours the wine"
     text: str = ""  # the line without its whisper marker
-
-    @property
-    def leaves(self) -> bool:
-        """The speaker walks out ("*leaves the room*", "*steps out*"): away from the next turn."""
-        return any(_LEAVING.match(action) for action in self.actions or [])
 
 
 def deliver(text: str, *, speaker: str, present: list[str]) -> Delivery:

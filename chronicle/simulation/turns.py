@@ -25,6 +25,7 @@ from chronicle.simulation import secrets
 from chronicle.simulation.beliefs import revise
 from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.moves import direction_lines, line_moves
 from chronicle.simulation.pins import dropped_pins
 from chronicle.simulation.stage import deliver
 from chronicle.simulation.turn_inputs import heard_before
@@ -180,8 +181,19 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     _record_memory_time(turn, outcome, capture, captured, started, not_kept)
     turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
     turn.save()
-    _advance(simulation, turn, line, outcome)
+    _advance(simulation, turn, outcome, _comings_and_goings(simulation, turn, capture))
     return turn
+
+
+def _comings_and_goings(simulation: Simulation, turn: Turn, capture: CapturePlan) -> list[str]:
+    """The directions the line's exits and entrances add (chronicle.simulation.moves): read off its
+    words, and as the model's judgement of it said."""
+    after = capture.after
+    found = line_moves(turn.utterance, speaker=turn.agent, cast=simulation.cast_names,
+                       present=simulation.present_at(turn.number),
+                       left=after.left if after else (), came=after.came if after else ())
+    return direction_lines(found, speaker=turn.agent, turn=turn.number, directions=simulation.directions,
+                           cast=simulation.cast_names)
 
 
 def _locked_turn(turn_id: int) -> tuple[Simulation, Turn]:
@@ -293,14 +305,14 @@ def _record_memory_time(turn: Turn, outcome: TurnOutcome, capture: CapturePlan, 
                         not_kept=len(captured.skipped), not_kept_notes=not_kept.splitlines())
 
 
-def _advance(simulation: Simulation, turn: Turn, line, outcome: TurnOutcome) -> None:
-    """The run after the line: a speaker who left is away from the next turn, a model without tool
-    calling is remembered; then it completes, pauses as asked, or queues the next turn."""
+def _advance(simulation: Simulation, turn: Turn, outcome: TurnOutcome, moves: list[str]) -> None:
+    """The run after the line: who it took out of the room or brought in, from the next turn; a model
+    without tool calling is remembered; then it completes, pauses as asked, or queues the next turn."""
     fields = ["updated"]
-    if line.leaves and turn.number < simulation.max_turns:
-        # "*leaves the room*": from the next turn the speaker is away, as if the writer had said so
-        # (the direction is added to the run's own, where the writer sees it and can change it).
-        simulation.stage_directions = f"{simulation.stage_directions.rstrip()}\n{turn.number + 1}: {turn.agent} leaves".strip()
+    if moves:
+        # As if the writer had said so: added to the run's own directions, where the writer sees
+        # them (with the line they came from) and can change or take them back.
+        simulation.stage_directions = "\n".join([simulation.stage_directions.rstrip(), *moves]).strip()
         fields.append("stage_directions")
     if outcome.tools_unsupported and not simulation.tools_unsupported:
         simulation.tools_unsupported = True

@@ -12,6 +12,7 @@ urlpatterns = [
     path("<int:pk>/llm/", views.simulation_llm, name="simulation_llm"),
     path("<int:pk>/delete/", views.simulation_delete, name="simulation_delete"),
     path("<int:pk>/replay/", views.simulation_replay, name="simulation_replay"),
+    path("<int:pk>/stage/", views.simulation_stage, name="simulation_stage"),
     path("<int:pk>/seat/", seat_views.seat_change, name="seat_change"),
     path("<int:pk>/seat/line/", seat_views.seat_line, name="seat_line"),
     path("<int:pk>/seat/search/", seat_views.seat_search, name="seat_search"),

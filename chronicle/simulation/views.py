@@ -20,7 +20,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from chronicle.models import Scenario
-from chronicle.simulation import seats, selectors, services
+from chronicle.simulation import seats, selectors, services, stage_edits
 from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.connection import check_connection
 from chronicle.simulation.forms import LLMSettingsForm, ReplayForm, SimulationForm, initial_from
@@ -113,7 +113,8 @@ def page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None
                "beliefs": who_believes(simulation) if simulation.planted_beliefs else [],
                "progress": selectors.progress(simulation, turns), "llm_form": llm_form,
                "replay_form": ReplayForm(instance=simulation) if simulation.is_finished and turns else None,
-               "seat": seats.seat_view(simulation) if simulation.status == Simulation.Status.RUNNING else None}
+               "seat": seats.seat_view(simulation) if simulation.status == Simulation.Status.RUNNING else None,
+               "upcoming": selectors.upcoming_stage(simulation, turns)}
     context["portraits"] = selectors.cast_portraits(simulation)
     if not poll:
         context["tree"] = selectors.branch_tree(simulation, simulation.owner)
@@ -208,6 +209,23 @@ def simulation_llm(request: HttpRequest, pk: int) -> HttpResponse:
     simulation.refresh_from_db()
     response = TemplateResponse(request, "chronicle/simulation_detail.html", page_context(simulation, form), status=400)
     return response
+
+
+@login_required
+@require_POST
+def simulation_stage(request: HttpRequest, pk: int) -> HttpResponse:
+    """Save a paused or finished run's stage directions, or take one back ("undo": its line)."""
+    simulation = get_object_or_404(Simulation.objects.owned_by(request.user), pk=pk)
+    try:
+        if "undo" in request.POST:
+            stage_edits.stage_direction_undo(simulation=simulation, line=request.POST["undo"])
+            messages.success(request, f"Taken back: {request.POST['undo']}. The next turns run without it.")
+        else:
+            stage_edits.stage_directions_update(simulation=simulation, text=request.POST.get("stage_directions", ""))
+            messages.success(request, "Stage directions saved: the next turns follow them.")
+    except services.ControlError as exc:
+        messages.error(request, str(exc))
+    return redirect(simulation)
 
 
 @login_required

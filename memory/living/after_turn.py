@@ -39,8 +39,9 @@ For each listener give:
   feelings.
 {speaker} said it: give {speaker} an importance only (trust and affinity 0, no facts).
 
-{reflections}{claims}{secrets}Answer with JSON only, one entry per listener, in this shape:
-{{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}{shape}}}"""
+{reflections}{claims}{secrets}Also "left": who walks out in this line (now, not a plan); "came": who comes in.
+Answer with JSON only, one entry per listener, in this shape:
+{{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}, "left": [], "came": []{shape}}}"""
 
 # Seed 003's reflection, asked in the same call for whoever is due (memory.living.reflection's threshold):
 # what the agent remembers since it last reflected, and insights citing it.
@@ -93,6 +94,10 @@ class AfterTurn:
     insights: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
     stances: dict[str, str] = field(default_factory=dict)  # claim → asserts | questions | doubts | denies | none
     revealed: list[str] = field(default_factory=list)  # the speaker's secrets the line tells, as asked
+    # Who the line takes out of the room (of those who heard it) and brings in (any name: the caller
+    # knows who is away): a model reads "I'll wait outside" where no rule on words dares.
+    left: list[str] = field(default_factory=list)
+    came: list[str] = field(default_factory=list)
     raw: str = ""
     error: str = ""
 
@@ -172,6 +177,10 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
         numbers = [int(n) for n in data["revealed"]
                    if (isinstance(n, (int, float)) and not isinstance(n, bool)) or (isinstance(n, str) and n.strip().isdigit())]
         result.revealed = [secrets[n - 1] for n in dict.fromkeys(numbers) if 1 <= n <= len(secrets)]
+    if isinstance(data, dict):
+        by_name = {name.lower(): name for name in names}
+        result.left = list(dict.fromkeys(by_name[n.lower()] for n in _names(data.get("left")) if n.lower() in by_name))
+        result.came = [n for n in _names(data.get("came")) if n.lower() not in by_name]
     rows = data.get("listeners") if isinstance(data, dict) else None
     if not isinstance(rows, dict):
         result.error = "the answer was not the JSON asked for" if answer.strip() else "no answer"
@@ -197,6 +206,13 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
         if kept:
             result.facts[name] = kept[:MAX_FACTS]
     return result
+
+
+def _names(value) -> list[str]:
+    """A list of names as the model gave it: strings only, a few, each short."""
+    if not isinstance(value, list):
+        return []
+    return list(dict.fromkeys(" ".join(n.split())[:100] for n in value if isinstance(n, str) and n.strip()))[:5]
 
 
 def _about(text: str, name: str) -> str:

@@ -100,6 +100,14 @@ def test_parse_takes_what_is_usable_and_clamps_it():
     assert parse("", names=["Sam"], speaker="Alex").error == "no answer"
 
 
+def test_parse_reads_who_left_among_the_listeners_and_who_came_by_any_name():
+    answer = json.dumps({"listeners": {}, "left": ["sam", "Nobody", 3, "Sam"], "came": ["Okafor", "alex", ""]})
+    judged = parse(answer, names=["Alex", "Sam"], speaker="Alex")
+    assert judged.left == ["Sam"]  # one who heard it; its spelling as the run has it
+    assert judged.came == ["Okafor"]  # one who was not there to hear it (the run checks the cast)
+    assert parse('{"listeners": {}}', names=["Sam"], speaker="Alex").left == []
+
+
 @pytest.mark.django_db
 def test_whoever_is_due_reflects_in_the_judgement_of_the_next_line_not_in_calls_of_its_own(user, dinner, server):
     server.script(ok("We should book Bella's before eight."), ok("Eight is late for me, Alex."))

@@ -102,7 +102,8 @@ def test_a_character_who_walks_out_is_away_from_the_next_turn(user, dinner):
     simulation = start_seeded(user, dinner, max_turns=4)
     say(simulation, 0, "Sam", "*leaves the room* Back in a minute.")
     simulation.refresh_from_db()
-    assert simulation.stage_directions == "2: Sam leaves"  # where the writer sees it and can change it
+    # Where the writer sees it, with the line it came from, and can change it.
+    assert simulation.stage_directions == "2: Sam leaves (from Sam's line at turn 1)"
     assert simulation.present_at(2) == ["Alex", "Jordan"]
     line = say(simulation, 1, "Alex", "Now that Sam is out: the Thai place?")
     assert line.heard_by == ["Alex", "Jordan"]

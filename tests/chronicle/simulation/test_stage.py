@@ -58,3 +58,20 @@ def test_what_a_witness_keeps_of_an_action_or_a_narration(action, seen):
     from chronicle.simulation.stage import seen_action
 
     assert seen_action("Jordan", action) == seen
+
+
+def test_a_direction_the_run_added_keeps_where_it_came_from_apart_from_what_is_remembered():
+    (added,) = parse("3: Sam leaves (from Sam's line at turn 2)", cast=CAST)
+    assert (added.kind, added.who, added.text, added.source) == ("leave", "Sam", "Sam leaves", "from Sam's line at turn 2")
+    assert added.line() == "3: Sam leaves (from Sam's line at turn 2)"
+    assert Direction.from_dict(added.as_dict()) == added
+    (event,) = parse("4: The lights go out (from the fuse box).", cast=CAST)  # the writer's own brackets stay
+    assert event.text == "The lights go out (from the fuse box)." and event.source == ""
+
+
+def test_a_branch_or_replay_drops_the_moves_its_lines_will_make_again():
+    from chronicle.simulation.stage import without_added
+
+    text = "1: Sam is away\n3: Sam enters (from Alex's line at turn 2)\n6: Jordan leaves (from Jordan's line at turn 5)"
+    assert without_added(text, since=4) == "1: Sam is away\n3: Sam enters (from Alex's line at turn 2)"
+    assert without_added(text) == "1: Sam is away"
