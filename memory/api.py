@@ -66,7 +66,7 @@ from memory.living.consolidation import (
 )
 from memory.living.reflection import (
     importance_since_last_reflection, importance_since_last_reflections, insights_store, lifecycle_totals,
-    recent_memories, reflect,
+    recent_memories, reflect, reflections_between,
 )
 from memory.living.relationships import describe, relationships_update, standing
 
@@ -117,7 +117,7 @@ __all__ = [
     "AFTER_TURN_PROMPT_OPENING", "REFLECT_STATEMENTS", "RECENT_TURNS", "consolidate", "consolidation_due",
     "consolidations_due", "summarizer",
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
-    "importance_since_last_reflections", "insights_store", "lifecycle_totals", "recent_memories", "reflect",
+    "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "recent_memories", "reflect",
     "describe", "relationships_update", "standing", "relationship_check", "relationships_export", "relationships_import",
     "access_check", "accesses_export", "accesses_import",
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",

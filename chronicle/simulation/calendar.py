@@ -20,6 +20,7 @@ MONTHS = {name: number for number, names in enumerate(
      ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
      ("december", "dec")], start=1) for name in names}
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+REFLECTIONS_PER_DAY = 3  # seed 003: at most three reflections an agent a day (a story day, here)
 PARTS = {"dawn": 6, "morning": 9, "noon": 12, "midday": 12, "lunchtime": 12, "afternoon": 15, "evening": 19,
          "night": 22, "midnight": 0}
 _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
@@ -137,6 +138,31 @@ def story_times(directions: list[Direction], *, start: datetime | None, minutes_
             now = moved(direction.text, now) or now
         times.append(now)
     return times
+
+
+def story_time_at(directions: list[Direction], *, start: datetime | None, minutes_per_turn: float,
+                  number: int) -> datetime | None:
+    """story_times' date at one turn, reading only the skips (a turn of a long run asks several times)."""
+    now, last = start, 1
+    for direction in sorted((d for d in directions if d.kind == "event" and d.turn <= number), key=lambda d: d.turn):
+        if now is not None and minutes_per_turn:
+            now += timedelta(minutes=minutes_per_turn * (max(direction.turn, 1) - last))
+        last = max(direction.turn, 1)
+        now = moved(direction.text, now) or now
+    if now is not None and minutes_per_turn:
+        now += timedelta(minutes=minutes_per_turn * (number - last))
+    return now
+
+
+def at_daily_limit(counts: dict[str, int]) -> set[str]:
+    """Who has reflected REFLECTIONS_PER_DAY times on the story's day already (seed 003's daily limit)."""
+    return {name for name, count in counts.items() if count >= REFLECTIONS_PER_DAY}
+
+
+def day_of(moment: datetime) -> tuple[datetime, datetime]:
+    """The story day a moment falls on, [midnight, the next midnight)."""
+    day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    return day, day + timedelta(days=1)
 
 
 def skips_from(times: list[datetime | None], minutes_per_turn: float) -> list[float] | None:

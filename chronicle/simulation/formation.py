@@ -207,10 +207,13 @@ def judged_by_model(simulation: Simulation) -> bool:
             and simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY))
 
 
-def due_to_reflect(simulation: Simulation) -> dict[str, list[Memory]]:
-    """Who has reached the reflection threshold, with what it will reflect on (its latest memories)."""
+def due_to_reflect(simulation: Simulation, number: int) -> dict[str, list[Memory]]:
+    """Who has reached the reflection threshold (and not made the story day's reflections yet), with
+    what it will reflect on (its latest memories)."""
     totals = lifecycle_totals(simulation.bank, simulation.cast_names)
     due = [name for name in simulation.cast_names if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
+    done_today = simulation.reflected_out_today(due, number)
+    due = [name for name in due if name not in done_today]
     pools = {name: recent_memories(simulation.bank, name, REFLECT_STATEMENTS) for name in due}
     return {name: pool for name, pool in pools.items() if pool}
 
@@ -226,7 +229,7 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     capture_soon(speaker=turn.agent, text=line.text or outcome.utterance, said=said)  # encoded while we read
     options = capture_options(simulation, turn, outcome)
     # With a model judging each line, whoever is due to reflect does so in that same call.
-    reflect = due_to_reflect(simulation) if options["batched"] else None
+    reflect = due_to_reflect(simulation, turn.number) if options["batched"] else None
     claims = held_claims(simulation.bank_id, line.heard_by) if options["batched"] and simulation.planted_beliefs else None
     secrets = untold(simulation.bank_id, turn.agent, line.heard_by) if options["batched"] else None
     plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,

@@ -10,10 +10,10 @@ from chronicle.simulation import run_settings
 from chronicle.simulation.beliefs import BeliefError
 from chronicle.simulation.beliefs import parse as parse_beliefs
 from chronicle.simulation.replay import ScriptError, check_script
-from chronicle.simulation.calendar import skips_from, story_times
+from chronicle.simulation.calendar import at_daily_limit, day_of, skips_from, story_time_at, story_times
 from chronicle.simulation.stage import StageError, clock_skips, present_at
 from chronicle.simulation.stage import parse as parse_stage
-from memory.api import SIMULATION_TOOLS, DistortionError, parse_distortions
+from memory.api import SIMULATION_TOOLS, DistortionError, parse_distortions, reflections_between
 
 
 class RunSettingsMixin:
@@ -107,8 +107,14 @@ class RunSettingsMixin:
     def story_time_at(self, number: int):
         """The story's date and time at turn `number` (1-based), or None."""
         start = self.story_start.replace(tzinfo=None) if self.story_start else None
-        times = story_times(self.directions, start=start, minutes_per_turn=self.minutes_per_turn, turns=number)
-        return times[number] if number < len(times) else None
+        return story_time_at(self.directions, start=start, minutes_per_turn=self.minutes_per_turn, number=number)
+
+    def reflected_out_today(self, names: list[str], number: int) -> set[str]:
+        """Who has had the day's reflections already at turn `number` (none without a calendar)."""
+        now = self.story_time_at(number)
+        if now is None or not names:
+            return set()
+        return at_daily_limit(reflections_between(self.bank, names, *day_of(now)))
 
     @property
     def clock(self) -> list[float] | None:

@@ -288,8 +288,9 @@ def _mark_due(simulation: Simulation, turn: Turn) -> None:
     """Who is due to reflect or to consolidate, with this line counted (the caller queues them after
     the commit: chronicle.simulation.tasks)."""
     totals = lifecycle_totals(simulation.bank, simulation.cast_names)
-    turn.due_reflections = [name for name in simulation.cast_names
-                            if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
+    due = [name for name in simulation.cast_names if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
+    done_today = simulation.reflected_out_today(due, turn.number)  # the story day's three, made already
+    turn.due_reflections = [name for name in due if name not in done_today]
     turn.due_consolidations = [name for name in simulation.cast_names if simulation.consolidation_budget > 0
                                and totals.get(name, (0.0, 0))[1] > simulation.consolidation_budget]
 

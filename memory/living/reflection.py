@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import timezone as dt_timezone
 
 from django.db import connection, transaction
+from django.db.models import Count
 
 from memory.models import Memory, MemoryBank
 from memory.recalling.filters import MemoryFilter
@@ -82,6 +84,14 @@ def recent_memories(bank: MemoryBank, agent: str, recent: int = 100) -> list[Mem
 def importance_since_last_reflection(bank: MemoryBank, agent: str) -> float:
     """Sum of the importance of the agent's earned memories formed after the turn of its latest reflection."""
     return importance_since_last_reflections(bank, [agent]).get(agent, 0.0)
+
+
+def reflections_between(bank: MemoryBank, agents: list[str], start, end) -> dict[str, int]:
+    """How many reflections each agent made in [start, end) of story time (a calendar's day)."""
+    start, end = (t if t.tzinfo else t.replace(tzinfo=dt_timezone.utc) for t in (start, end))
+    rows = (Memory.objects.filter(bank=bank, agent__in=agents, kind=Memory.Kind.REFLECTION, story_time__gte=start,
+                                  story_time__lt=end).values("agent").annotate(n=Count("id")))
+    return {row["agent"]: row["n"] for row in rows}
 
 
 def importance_since_last_reflections(bank: MemoryBank, agents: list[str]) -> dict[str, float]:

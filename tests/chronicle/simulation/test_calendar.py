@@ -94,3 +94,26 @@ def test_the_writers_start_date_reaches_the_agent_its_memories_and_its_time_word
     assert all(m["when"] == "13 January 2025, evening" for m in result.response["memories"])
     result = call_tool("recall_episodes", {"query": "what was said", "time_range": "in March"}, context=context)
     assert "You remember nothing dated in March (1 March 2024 to 31 March 2024)" in result.error
+
+
+@pytest.mark.django_db
+def test_an_agent_reflects_at_most_three_times_a_story_day(user, dinner):
+    from datetime import timezone
+
+    from chronicle.simulation.formation import due_to_reflect
+    from memory.api import memory_create
+    from tests.chronicle.simulation.conftest import start_seeded
+
+    simulation = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
+                              minutes_per_turn=5, reflection_threshold=5, stage_directions="4: The next morning")
+    evening = datetime(2025, 1, 13, 18, 5, tzinfo=timezone.utc)
+    for _ in range(3):
+        memory_create(bank=simulation.bank, agent="Sam", kind="reflection", category="reflection", source="reflection",
+                      content="Alex decides quickly when money is involved.", turn=1, importance=8, story_time=evening)
+    for name in ("Sam", "Alex"):
+        memory_create(bank=simulation.bank, agent=name, kind="episodic", source="earned", turn=2, importance=9,
+                      content="Jordan said: Bella's has a table at eight.")
+    # That evening Sam has made the day's three; Alex has made none.
+    assert set(due_to_reflect(simulation, 3)) == {"Alex"}
+    # The next morning is a new story day: Sam may reflect again.
+    assert set(due_to_reflect(simulation, 4)) == {"Alex", "Sam"}
