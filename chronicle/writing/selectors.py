@@ -24,7 +24,7 @@ from memory.models import Memory
 from memory.api import MemoryFilter, recall
 
 __all__ = [
-    "turns_with_entries", "entry_text", "entry_for", "history", "ComparedRow", "compare",
+    "turns_with_entries", "lines_with_entries", "entry_text", "entry_for", "history", "ComparedRow", "compare",
     "turn_began", "memory_marks", "with_marks", "mark_retrievals", "turn_search_results", "turn_search",
     "InspectorOverrides", "inspector_overrides", "override_row",
     # bank_selectors.py (the bank page's view pages by selectors.BANK_PAGE_SIZE: tests patch it here)
@@ -38,6 +38,12 @@ __all__ = [
 def turns_with_entries(simulation: Simulation):
     return (simulation.turns.order_by("index").select_related("entry")
             .prefetch_related(Prefetch("retrievals", queryset=Retrieval.objects.order_by("order", "id"))))
+
+
+def lines_with_entries(simulation: Simulation):
+    """The reading view's lines: each with the writer's entry, without what was sent to the model or
+    the retrievals (a long run is read a page at a time: line_pages.LinePage.of)."""
+    return simulation.turns.order_by("index").select_related("entry").defer("prompt_messages", "context")
 
 
 def entry_text(turn: Turn) -> str:
@@ -100,11 +106,15 @@ def _marked(a: str, b: str) -> tuple[str, str]:
     return " ".join(left), " ".join(right)
 
 
-def compare(left: Simulation, right: Simulation) -> list[ComparedRow]:
-    """Both runs' lines aligned by turn index, with the differences marked as changes from the other
-    run to this one: this run's own words are additions (<ins>), the other's words it lacks removals."""
-    lefts = {t.index: t for t in turns_with_entries(left)}
-    rights = {t.index: t for t in turns_with_entries(right)}
+def compare(left: Simulation, right: Simulation, page=None) -> list[ComparedRow]:
+    """Both runs' lines aligned by turn index (one page of them: a line_pages.LinePage; None: all), with
+    the differences marked as changes from the other run to this one: this run's own words are
+    additions (<ins>), the other's words it lacks removals."""
+    lefts, rights = lines_with_entries(left), lines_with_entries(right)
+    if page is not None:
+        lefts, rights = page.of(lefts), page.of(rights)
+    lefts = {t.index: t for t in lefts}
+    rights = {t.index: t for t in rights}
     rows = []
     for index in sorted(set(lefts) | set(rights)):
         lt, rt = lefts.get(index), rights.get(index)

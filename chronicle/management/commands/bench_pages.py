@@ -30,7 +30,7 @@ def pages(run, branch) -> list[tuple[str, str, dict]]:
     return [
         ("run page (latest lines)", reverse("simulation_detail", args=[pk]), {}),
         ("run page, page 1", reverse("simulation_detail", args=[pk]) + "?page=1", {}),
-        ("run page, jump to turn 2500", reverse("simulation_detail", args=[pk]) + "?turn=2500", {}),
+        ("run page, page 25 (turn 2500)", reverse("simulation_detail", args=[pk]) + "?page=25", {}),
         ("live poll (htmx)", reverse("simulation_detail", args=[pk]), HX),
         ("review", reverse("chronicle_review", args=[pk]), {}),
         ("review, page 1", reverse("chronicle_review", args=[pk]) + "?page=1", {}),
