@@ -17,7 +17,7 @@ from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverrid
 from chronicle.simulation.pins import pin_refusal
 from chronicle.simulation.selectors import Overrides, turn_overrides  # noqa: F401  (the writer's pages read them too)
 from chronicle.writing.bank_selectors import (BANK_PAGE_SIZE, SEARCH_K, BankCard, BankFilters, LinkNode,
-                                              bank_cards, bank_search, line_copies, memory_links)
+                                              bank_card_page, bank_search, line_copies, memory_links)
 from chronicle.writing.models import ChronicleEntry, Edit
 from chronicle.writing.reach import PREPOPULATE_REACH, TOOL_REACH, Reach, reach
 from memory.models import Memory
@@ -28,7 +28,7 @@ __all__ = [
     "turn_began", "memory_marks", "with_marks", "mark_retrievals", "turn_search_results", "turn_search",
     "InspectorOverrides", "inspector_overrides", "override_row",
     # bank_selectors.py (the bank page's view pages by selectors.BANK_PAGE_SIZE: tests patch it here)
-    "SEARCH_K", "bank_search", "BANK_PAGE_SIZE", "BankFilters", "BankCard", "line_copies", "bank_cards",
+    "SEARCH_K", "bank_search", "BANK_PAGE_SIZE", "BankFilters", "BankCard", "line_copies", "bank_card_page",
     "LinkNode", "memory_links",
     # reach.py
     "TOOL_REACH", "PREPOPULATE_REACH", "Reach", "reach",
