@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.functional import cached_property
 
 from chronicle.simulation.run_checks import RunSettingsMixin
+from chronicle.simulation.run_settings import MAX_TURNS
 from memory.api import CARRY_MODES, DEFAULT_SIMULATION_TOOLS
 from wonda_site.crypto import EncryptedTextField, decryption_error
 from wonda_site.querysets import OwnedQuerySet
@@ -107,7 +108,9 @@ class Simulation(RunSettingsMixin, models.Model):
     bank = models.ForeignKey("memory.MemoryBank", null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="simulations")
 
-    max_turns = models.PositiveIntegerField(default=6, validators=[MinValueValidator(1), MaxValueValidator(500)])
+    max_turns = models.PositiveIntegerField(
+        default=6, validators=[MinValueValidator(1), MaxValueValidator(
+            MAX_TURNS, message=f"A run has at most {MAX_TURNS:,} turns; to go on past that, start a sequel.")])
     speaking_order = models.CharField(max_length=16, choices=SpeakingOrder.choices, default=SpeakingOrder.ROUND_ROBIN)
     # Pre-populate by default: one call a turn, the cheaper mode at equal reach (docs/simulations.md, "Token figures").
     retrieval_mode = models.CharField(max_length=16, choices=RetrievalMode.choices, default=RetrievalMode.PREPOPULATE)
@@ -282,6 +285,11 @@ class Simulation(RunSettingsMixin, models.Model):
         if self.is_dry_run:
             return "scripted provider"
         return f"{self.model} at {self.base_url}"
+
+    @property
+    def runs_until_paused(self) -> bool:
+        """Set to run until the writer pauses it ("Run until I pause" sets the ceiling as its end)."""
+        return self.max_turns >= MAX_TURNS
 
     @property
     def is_dry_run(self) -> bool:

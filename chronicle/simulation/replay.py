@@ -16,10 +16,9 @@ from __future__ import annotations
 import json
 
 from chronicle.simulation.moves import direction_lines, line_moves
+from chronicle.simulation.run_settings import MAX_TURNS
 from chronicle.simulation.stage import StageError, parse, present_at
 from memory.api import SIMULATION_TOOLS
-
-MAX_LINES = 500  # Simulation.max_turns' ceiling
 
 
 class ScriptError(ValueError):
@@ -53,8 +52,8 @@ def normalise(raw) -> list[dict]:
     """The script as the run stores it: [{"speaker", "text", "replies"}]; ScriptError names a bad line."""
     if not isinstance(raw, list):
         raise ScriptError("The script must be a list of lines, each {\"speaker\": name, \"text\": line}.")
-    if len(raw) > MAX_LINES:
-        raise ScriptError(f"The script has {len(raw)} lines; a run has at most {MAX_LINES} turns.")
+    if len(raw) > MAX_TURNS:
+        raise ScriptError(f"The script has {len(raw):,} lines; a run has at most {MAX_TURNS:,} turns.")
     lines = []
     for number, entry in enumerate(raw, start=1):
         where = f"Script line {number}"

@@ -14,6 +14,11 @@ from typing import Any, Callable
 
 from memory.api import SIMULATION_TOOLS, said_date
 
+# The most turns a run may have: Simulation.max_turns' ceiling, the longest script a replay plays and
+# where "Run until I pause" stops. Long enough for a novel's worth of scenes; the run pages read a
+# page of lines at a time, so their cost does not grow with it (manage.py bench_pages measures them).
+MAX_TURNS = 10_000
+
 
 def _as_is(value: Any) -> Any:
     return value

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db.models import Count, Prefetch
-from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from chronicle.models import Character
@@ -16,25 +15,24 @@ from memory.models import Memory, Relationship
 from wonda_site.pool import pool_status
 
 
-def turns_for_page(simulation: Simulation):
-    """The run page's lines (polled every 2 s while live): each with `retrieval_count` counted in the
-    database, without the messages sent or any retrieval's JSON. On a 300-turn run (3 retrievals a
-    turn) this took one poll from 7 queries and ~280 ms to 4 queries and ~57 ms."""
-    return (simulation.turns.order_by("index").defer("prompt_messages", "context")
-            .annotate(retrieval_count=Count("retrievals"),
-                      # Only the context's per-kind totals (a few numbers), for the token report.
-                      context_totals=KeyTransform("totals", "context"),
-                      tools_tokens=KeyTransform("tools_tokens", "context"),
-                      tool_count=KeyTransform("tool_count", "context")))
+def turns_for_page(simulation: Simulation, page=None):
+    """The run page's lines (polled every 2 s while live), one page of them (line_pages.LinePage; None:
+    all): each with `retrieval_count` counted in the database, without the messages sent, the context
+    or any retrieval's JSON (the token totals are summed in SQL: line_pages.run_tokens)."""
+    turns = (simulation.turns.order_by("index").defer("prompt_messages", "context")
+             .annotate(retrieval_count=Count("retrievals")))
+    return page.of(turns) if page is not None else turns
 
 
 def attach_reflections(simulation: Simulation, turns: list[Turn]) -> list[Turn]:
     """Give each turn `reflections`: the active reflections made after it, each with its evidence
-    (id, agent, content). Two queries however long the run."""
+    (id, agent, content). Two queries however long the run, reading only the given turns' reflections."""
     by_turn: dict[int, list[Memory]] = {}
-    if simulation.bank_id:
+    if simulation.bank_id and turns:
+        numbers = [turn.number for turn in turns]
         rows = (Memory.objects.in_bank(simulation.bank).active()
-                .filter(kind=Memory.Kind.REFLECTION, source=Memory.Source.REFLECTION, turn__isnull=False)
+                .filter(kind=Memory.Kind.REFLECTION, source=Memory.Source.REFLECTION,
+                        turn__gte=min(numbers), turn__lte=max(numbers))
                 .only("id", "agent", "content", "turn")
                 .prefetch_related(Prefetch("evidence", queryset=Memory.objects.only("id", "agent", "content", "turn")
                                            .order_by("turn", "id")))
@@ -192,8 +190,9 @@ def token_summary(turns) -> TokenSummary:
     return summary
 
 
-def progress(simulation: Simulation, turns) -> dict:
-    done = sum(1 for t in turns if t.status == Turn.Status.DONE)
+def progress(simulation: Simulation, figures) -> dict:
+    """The run page's progress from line_pages.run_figures (counted in SQL, not from the page's lines)."""
+    done = figures.done
     bank = simulation.bank
     return {
         "turns_done": done,
@@ -201,27 +200,27 @@ def progress(simulation: Simulation, turns) -> dict:
         "seed_percent": bank.seed_percent if bank else 0,
         "seed_done": bank.seed_done if bank else 0,
         "seed_total": bank.seed_total if bank else 0,
-        "running_turn": next((t for t in turns if t.status == Turn.Status.RUNNING), None),
-        "waiting": worker_wait(simulation, turns),
+        "running_turn": figures.running,
+        "waiting": worker_wait(simulation, figures),
     }
 
 
-def worker_wait(simulation: Simulation, turns, *, now=None) -> dict | None:
+def worker_wait(simulation: Simulation, figures, *, now=None) -> dict | None:
     """A running run that nobody is working on: the turn due has had no live worker for longer than
     the stale window (its worker died and none has taken it over yet, or no worker is running).
     None when all is well."""
-    if simulation.status != Simulation.Status.RUNNING or any(t.status == Turn.Status.SEAT for t in turns):
+    if simulation.status != Simulation.Status.RUNNING or figures.seat_waiting:
         return None  # not running, or waiting for the writer's line, not for a worker
     now = now or timezone.now()
     window = settings.TURN_STALE_SECONDS
-    running = next((t for t in turns if t.status == Turn.Status.RUNNING), None)
+    running = figures.running
     if running is not None:
         since = running.heartbeat or running.started
         number = running.number
     else:
         # Between turns: the next one should have been claimed moments after the last one finished.
         since = simulation.updated
-        number = sum(1 for t in turns if t.status == Turn.Status.DONE) + 1
+        number = figures.done + 1
     if since is None or (now - since).total_seconds() <= window:
         return None
     return {"turn": number, "seconds": int((now - since).total_seconds()), "pool": _pool_words()}

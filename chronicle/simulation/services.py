@@ -19,7 +19,8 @@ from chronicle.simulation.errors import ControlError
 from chronicle.simulation.formation import stage_ahead
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.replay import script_from_simulation
-from chronicle.simulation.run_settings import BRANCH_SETTINGS, FILE_SETTINGS, LLM_SETTING_FIELDS, SETTING_FIELDS
+from chronicle.simulation.run_settings import (BRANCH_SETTINGS, FILE_SETTINGS, LLM_SETTING_FIELDS, MAX_TURNS,
+                                               SETTING_FIELDS)
 from chronicle.simulation.stage import without_added
 from chronicle.simulation.turns import next_index, queue_next, stale_after
 from memory.models import Memory
@@ -235,7 +236,6 @@ def simulation_one_more_turn(*, simulation: Simulation) -> Simulation:
 
 
 MORE_TURNS_LIMIT = 100  # turns one "Run N more turns" may ask for
-UNTIL_PAUSED = 500  # the most turns a run may have (Simulation.max_turns): "until I pause" runs up to it
 
 
 @transaction.atomic
@@ -249,11 +249,12 @@ def simulation_more_turns(*, simulation: Simulation, turns: int | None) -> Simul
         raise ControlError(f"More turns need a completed or paused simulation (this one is {locked.status}).")
     start = next_index(locked)
     if turns is None:
-        if start >= UNTIL_PAUSED:
-            raise ControlError(f"This run has reached the most turns a run may have ({UNTIL_PAUSED}).")
-        locked.max_turns, locked.pause_after = UNTIL_PAUSED, None
+        if start >= MAX_TURNS:
+            raise ControlError(f"This run has reached the most turns a run may have ({MAX_TURNS:,}): "
+                               "start a sequel to go on.")
+        locked.max_turns, locked.pause_after = MAX_TURNS, None
     else:
-        locked.max_turns = min(UNTIL_PAUSED, max(locked.max_turns, start + turns))
+        locked.max_turns = min(MAX_TURNS, max(locked.max_turns, start + turns))
         # Paused, it pauses again after them; completed, it completes after them.
         locked.pause_after = start + turns if locked.status == Simulation.Status.PAUSED else None
     paused = locked.status == Simulation.Status.PAUSED

@@ -20,7 +20,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from chronicle.models import Scenario
-from chronicle.simulation import seats, selectors, services, stage_edits
+from chronicle.simulation import line_pages, seats, selectors, services, stage_edits
 from chronicle.simulation.beliefs import who_believes
 from chronicle.simulation.connection import check_connection
 from chronicle.simulation.forms import LLMSettingsForm, ReplayForm, SimulationForm, initial_from
@@ -103,18 +103,23 @@ def simulation_demo(request: HttpRequest) -> HttpResponse:
     return redirect(simulation)
 
 
-def page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None, *, poll: bool = False) -> dict:
+def page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None, *, poll: bool = False,
+                 params=None) -> dict:
     """The run page, or (poll) only what its 2 s poll swaps (the branch tree, outside `#live`, is added
-    out of band by simulation_detail when the run has one)."""
-    turns = selectors.attach_stage(simulation, selectors.attach_reflections(simulation, list(selectors.turns_for_page(simulation))))
+    out of band by simulation_detail when the run has one). One page of lines (`params`: ?page=, ?turn=;
+    else the latest); the figures are the whole run's, counted in SQL."""
+    page = line_pages.line_page(simulation, params or {})
+    turns = list(selectors.turns_for_page(simulation, page))
+    turns = selectors.attach_stage(simulation, selectors.attach_reflections(simulation, turns))
+    figures = line_pages.run_figures(simulation)
     if llm_form is None and simulation.status in (Simulation.Status.PAUSED, Simulation.Status.FAILED):
         llm_form = LLMSettingsForm(instance=simulation)
-    context = {"simulation": simulation, "turns": turns, "tokens": selectors.token_summary(turns),
+    context = {"simulation": simulation, "turns": turns, "page": page, "tokens": line_pages.run_tokens(simulation),
                "beliefs": who_believes(simulation) if simulation.planted_beliefs else [],
-               "progress": selectors.progress(simulation, turns), "llm_form": llm_form,
-               "replay_form": ReplayForm(instance=simulation) if simulation.is_finished and turns else None,
+               "progress": selectors.progress(simulation, figures), "llm_form": llm_form,
+               "replay_form": ReplayForm(instance=simulation) if simulation.is_finished and page.lines else None,
                "seat": seats.seat_view(simulation) if simulation.status == Simulation.Status.RUNNING else None,
-               "upcoming": selectors.upcoming_stage(simulation, turns)}
+               "upcoming": selectors.upcoming_stage(simulation, turns) if page.is_latest else []}
     context["portraits"] = selectors.cast_portraits(simulation)
     if not poll:
         context["tree"] = selectors.branch_tree(simulation, simulation.owner)
@@ -128,8 +133,12 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     simulation = get_object_or_404(Simulation.objects.owned_by(request.user).select_related("bank", "parent"), pk=pk)
     if request.method == "POST":
         return _control(request, simulation)
+    if not request.htmx and request.GET.get("turn"):
+        # "Go to turn N": the page that holds it, scrolled to the line (an address that stays right).
+        page = line_pages.line_page(simulation, request.GET)
+        return redirect(f"{simulation.get_absolute_url()}?page={page.number}#turn-{page.turn_index(request.GET)}")
     if request.htmx:
-        context = page_context(simulation, poll=True)
+        context = page_context(simulation, poll=True, params=request.GET)
         html = render_to_string("chronicle/simulation_detail.html#live", context, request=request)
         if simulation.parent_id or simulation.branches.exists():
             # The branch tree sits outside the polled region: sent along out of band, so a branch
@@ -143,7 +152,8 @@ def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
         # 286 once the run is over (and its insights are in): htmx swaps this last version and stops polling.
         response = HttpResponse(html) if simulation.polls else HttpResponseStopPolling(html)
     else:
-        response = TemplateResponse(request, "chronicle/simulation_detail.html", page_context(simulation))
+        response = TemplateResponse(request, "chronicle/simulation_detail.html",
+                                    page_context(simulation, params=request.GET))
     # The polled fragment and the page share a URL: without this, Back can show the bare fragment.
     patch_vary_headers(response, ("HX-Request",))
     return response

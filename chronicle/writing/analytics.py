@@ -1,7 +1,8 @@
 """A run's numbers, drawn: what its bank holds and how its agents used it (the analytics page).
 
 Everything is per simulation (its bank) and, with `agent`, per agent. Each chart comes with its own
-table (chronicle.writing.charts). Reads only: a few aggregate queries, one pass over the turns.
+table (chronicle.writing.charts). Reads only: a few aggregate queries; the per-turn series are summed
+by the database in columns of turns (chronicle.writing.turn_series), so a long run costs the same.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db import connection
-from django.db.models import Count, Q
+from django.db.models import Case, Count, F, Q, Value, When
 
 from chronicle.simulation.context import KIND_LABELS
-from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.models import Simulation
+from chronicle.writing import turn_series
 from chronicle.writing.charts import Chart, stacked
 from chronicle.writing.wording import kind_label
 from memory.models import Memory
@@ -66,35 +68,37 @@ class Analytics:
 def analytics(simulation: Simulation, *, agent: str = "") -> Analytics:
     agent = agent if agent in simulation.cast_names else ""
     result = Analytics(simulation=simulation, agent=agent)
-    turns = list(Turn.objects.filter(simulation=simulation, status=Turn.Status.DONE)
-                 .filter(Q(agent=agent) if agent else Q()).order_by("index")
-                 .only("index", "agent", "usage", "context", "started", "finished"))
-    result.turns = len(turns)
+    cols = turn_series.columns(simulation, agent)
+    result.turns = sum(cols.turns.values())
     memories = Memory.objects.none()
     if simulation.bank_id is not None:
         memories = Memory.objects.in_bank(simulation.bank).filter(Q(agent=agent) | Q(agent="") if agent else Q())
     result.memories = memories.filter(status=Memory.Status.ACTIVE).count()
-    result.charts = [_by_kind(memories), _importance(memories), _tools(simulation, turns, agent),
-                     _tokens(turns), _latency(turns)]
+    result.charts = [_by_kind(memories, cols.width), _importance(memories), _tools(simulation, cols, agent),
+                     _tokens(simulation, cols, agent), _latency(simulation, cols, agent)]
     result.use, counts = _use(simulation, agent)
     _most_and_never(result, memories, counts)
     return result
 
 
-def _by_kind(memories) -> Chart:
-    """Active memories by kind and by the turn they were formed (before the story: turn 0 or none)."""
-    rows = memories.filter(status=Memory.Status.ACTIVE).order_by().values("turn", "kind").annotate(n=Count("id"))
-    last = max([r["turn"] or 0 for r in rows], default=0)
-    columns = ["before"] + [str(n) for n in range(1, last + 1)]
+def _by_kind(memories, width: int = 1) -> Chart:
+    """Active memories by kind and by the turn they were formed (before the story: turn 0 or none), in
+    columns of `width` turns (a long run's: their sum over the span)."""
+    rows = (memories.filter(status=Memory.Status.ACTIVE).order_by()
+            .annotate(key=Case(When(turn__gt=0, then=(F("turn") - 1) / width + 1), default=Value(0)))
+            .values("key", "kind").annotate(n=Count("id")))
+    last = max([r["key"] for r in rows], default=0)
+    spans = [f"{(k - 1) * width + 1}–{k * width}" if width > 1 else str(k) for k in range(1, last + 1)]
+    columns = ["before"] + spans
     values: list[dict[str, float]] = [{} for _ in columns]
     for row in rows:
-        at = max(row["turn"] or 0, 0)
-        values[at][row["kind"]] = values[at].get(row["kind"], 0) + row["n"]
+        values[row["key"]][row["kind"]] = values[row["key"]].get(row["kind"], 0) + row["n"]
     present = {kind for cell in values for kind in cell}
     series = [(kind, kind.replace("_", " "), colour) for kind, colour in KIND_COLOURS.items() if kind in present]
     return stacked(id="kinds", title="Memories by kind, over turns", x_name="turn ", columns=columns, values=values,
                    series=series, caption="Active memories by the turn they were formed: “before” holds what the "
-                   "writer gave (cards, scene, planted beliefs), then each turn's lines, observations and insights.")
+                   "writer gave (cards, scene, planted beliefs), then each turn's lines, observations and insights."
+                   + (f" Each column is {width} turns." if width > 1 else ""))
 
 
 def _importance(memories) -> Chart:
@@ -113,70 +117,45 @@ def _importance(memories) -> Chart:
                    "5 everywhere means nothing scored them.")
 
 
-def _tools(simulation: Simulation, turns: list[Turn], agent: str) -> Chart:
+def _spans(cols: turn_series.Columns) -> str:
+    return f" Each column is {cols.width} turns: the mean per turn over them." if cols.width > 1 else ""
+
+
+def _tools(simulation: Simulation, cols: turn_series.Columns, agent: str) -> Chart:
     """Searches per turn, by tool (pre-populated sections count as one search each)."""
-    rows = (Retrieval.objects.filter(turn__simulation=simulation, turn__status=Turn.Status.DONE)
-            .filter(Q(agent=agent) if agent else Q()).order_by().values("turn__index", "tool").annotate(n=Count("id")))
-    tools = sorted({r["tool"] for r in rows}, key=lambda t: (t == "prepopulate", t))
+    sums = turn_series.tools(simulation, cols, agent)
+    tools = sorted({tool for cell in sums.values() for tool in cell}, key=lambda t: (t == "prepopulate", t))
     series = [(tool, "pre-populated searches" if tool == "prepopulate" else tool, TOOL_PALETTE[i % len(TOOL_PALETTE)])
               for i, tool in enumerate(tools)]
-    by_index = {t.index: i for i, t in enumerate(turns)}
-    values: list[dict[str, float]] = [{} for _ in turns]
-    for row in rows:
-        if row["turn__index"] in by_index:
-            values[by_index[row["turn__index"]]][row["tool"]] = row["n"]
-    return stacked(id="tools", title="Tool calls per turn", x_name="turn ", series=series, values=values,
-                   columns=[str(t.number) for t in turns],
+    return stacked(id="tools", title="Tool calls per turn", x_name="turn ", series=series, values=cols.means(sums),
+                   columns=cols.labels,
                    caption="The memory tools the speaking agent called each turn, and the searches Wonda ran "
-                   "to pre-populate its prompt.")
+                   "to pre-populate its prompt." + _spans(cols))
 
 
-def _tokens(turns: list[Turn]) -> Chart:
+def _tokens(simulation: Simulation, cols: turn_series.Columns, agent: str) -> Chart:
     """Prompt tokens per turn by context section (as the turn view's context window counts them)."""
-    values = []
-    present: set[str] = set()
-    for turn in turns:
-        cell: dict[str, float] = {}
-        for call in (turn.context or {}).get("calls") or []:
-            for section in call.get("sections") or []:
-                kind = section.get("kind", "")
-                cell[kind] = cell.get(kind, 0) + int(section.get("tokens", 0))
-        if not cell and (turn.usage or {}).get("prompt_tokens"):
-            cell["unsplit"] = int(turn.usage["prompt_tokens"])  # a turn from before sections were recorded
-        completion = int((turn.usage or {}).get("completion_tokens") or 0)
-        if completion:
-            cell["completion"] = completion
-        present |= set(cell)
-        values.append(cell)
+    values = cols.means(turn_series.tokens(simulation, cols, agent))
+    present = {kind for cell in values for kind in cell}
     series = [(kind, label, SECTION_COLOURS[kind]) for kind, label in KIND_LABELS.items() if kind in present]
     series += [s for s in [("unsplit", "prompt (not split)", "#bbbbbb"), ("completion", "the reply", "#333333")]
                if s[0] in present]
     return stacked(id="tokens", title="Tokens per turn", x_name="turn ", series=series, values=values,
-                   columns=[str(t.number) for t in turns],
+                   columns=cols.labels,
                    caption="What each turn sent the model, by section of its context window (every call of "
-                   "the turn added up), and what the model wrote back. Open a turn to see the sections' text.")
+                   "the turn added up), and what the model wrote back. Open a turn to see the sections' text."
+                   + _spans(cols))
 
 
-def _latency(turns: list[Turn]) -> Chart:
+def _latency(simulation: Simulation, cols: turn_series.Columns, agent: str) -> Chart:
     """Each turn's time: the model's and the memory system's (and the rest: queues, the database)."""
-    values = []
-    for turn in turns:
-        context = turn.context or {}
-        memory_ms = float(context.get("memory_ms") or 0)
-        llm_ms = context.get("llm_ms")
-        wall = (turn.finished - turn.started).total_seconds() * 1000 if turn.started and turn.finished else 0.0
-        if llm_ms is None:  # a turn from before the model's time was recorded
-            llm_ms = max(wall - memory_ms, 0.0)
-            rest = 0.0
-        else:
-            rest = max(wall - memory_ms - float(llm_ms), 0.0)
-        values.append({"llm": round(float(llm_ms), 1), "memory": round(memory_ms, 1), "rest": round(rest, 1)})
+    values = cols.means(turn_series.latency(simulation, cols, agent))
     return stacked(id="latency", title="Time per turn", x_name="turn ", unit=" ms", values=values,
-                   columns=[str(t.number) for t in turns],
+                   columns=cols.labels,
                    series=[("llm", "the model", "#c0504d"), ("memory", "memory (searches, capture)", "#2f8f83"),
                            ("rest", "the rest", "#d0d0d0")],
                    caption="Milliseconds per turn: waiting for the model, the memory system's own work "
-                   "(searches, embedding and storing the line, scoring it), and everything else.")
+                   "(searches, embedding and storing the line, scoring it), and everything else." + _spans(cols))
 
 
 def _use(simulation: Simulation, agent: str) -> tuple[list[AgentUse], dict[int, int]]:

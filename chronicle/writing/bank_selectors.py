@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from django.db.models import F
+from django.core.paginator import Paginator
+from django.db.models import Case, CharField, F, Min, Value, When
+from django.db.models.functions import MD5, Cast, Concat
 
 from chronicle.simulation.models import Simulation
 from memory.models import Memory
@@ -99,32 +101,61 @@ def line_copies(memory: Memory) -> list[Memory]:
                 .order_by("agent", "id")) or [memory]
 
 
-def bank_cards(simulation: Simulation, filters: BankFilters) -> list[BankCard]:
-    """The bank page's cards, filtered: a search's results in rank order, else by turn; the copies of
-    one line (each listener's) become one card, unless one agent's memories are asked for."""
-    if simulation.bank_id is None:
-        return []
-    memories = filters.apply(Memory.objects.in_bank(simulation.bank)).defer("embedding")
+def _card_key(filters: BankFilters):
+    """What makes memories one card: a line's copies (episodic, same turn, speaker, words and status)
+    share a key, unless one agent's memories are asked for; anything else is its own card."""
+    own = Cast("id", CharField())
+    if filters.agent:
+        return own
+    line = MD5(Concat(Cast("turn", CharField()), Value("\x1f"), "speaker", Value("\x1f"), "content", Value("\x1f"),
+                      "status", output_field=CharField()))
+    return Case(When(kind=Memory.Kind.EPISODIC, turn__isnull=False, then=line), default=own, output_field=CharField())
+
+
+def _cards(rows) -> list[BankCard]:
+    """Memories (in card order) grouped by their `card` key."""
+    cards: dict[str, BankCard] = {}
+    for memory in rows:
+        if memory.card in cards:
+            cards[memory.card].copies.append(memory)
+        else:
+            cards[memory.card] = BankCard(memory=memory, copies=[memory])
+    return list(cards.values())
+
+
+def bank_card_page(simulation: Simulation, filters: BankFilters, number, *, size: int = BANK_PAGE_SIZE,
+                   first: int | None = None):
+    """One page of the bank page's cards (a Paginator page whose object_list is the cards), grouped and
+    paged by the database: a long run's bank is never read whole. A search's results come in rank
+    order; else by turn. `first`: the card holding that memory goes first on page 1, whatever its place."""
+    memories = filters.apply(Memory.objects.in_bank(simulation.bank)).defer("embedding") \
+        if simulation.bank_id else Memory.objects.none()
     if filters.query:
         found = bank_search(simulation, filters.query, filters.agent if filters.agent not in ("", "(shared)") else None)
         order = [r["memory_id"] for r in found]
-        by_id = {m.pk: m for m in memories.filter(pk__in=order)}
-        rows = [by_id[i] for i in order if i in by_id]
-    else:
-        rows = list(memories.order_by(F("turn").asc(nulls_first=True), "kind", "id"))
-    cards: list[BankCard] = []
-    lines: dict[tuple, BankCard] = {}
-    for memory in rows:
-        key = (memory.turn, memory.speaker, memory.content, memory.status) \
-            if memory.kind == Memory.Kind.EPISODIC and memory.turn is not None and not filters.agent else None
-        if key is not None and key in lines:
-            lines[key].copies.append(memory)
-            continue
-        card = BankCard(memory=memory, copies=[memory])
-        cards.append(card)
-        if key is not None:
-            lines[key] = card
-    return cards
+        by_id = {m.pk: m for m in memories.filter(pk__in=order).annotate(card=_card_key(filters))}
+        page = Paginator(_cards([by_id[i] for i in order if i in by_id]), size).get_page(number)
+        return _first(page, first)
+    keyed = memories.annotate(card=_card_key(filters))
+    held = keyed.filter(pk=first).values_list("card", flat=True).first() if first else None
+    groups = (keyed.exclude(card=held) if held else keyed).order_by().values("card").annotate(
+        first=Min("id"), turn=Min("turn"), kind=Min("kind")).order_by(F("turn").asc(nulls_first=True), "kind", "first")
+    page = Paginator(groups, size).get_page(number)
+    keys = [group["card"] for group in page.object_list]
+    if held and page.number == 1:
+        keys = [held, *keys]
+    rows = keyed.filter(card__in=keys).order_by(F("turn").asc(nulls_first=True), "kind", "id")
+    cards = {card.memory.card: card for card in _cards(rows)}
+    page.object_list = [cards[key] for key in keys if key in cards]
+    return page
+
+
+def _first(page, first: int | None):
+    """A search's page with the card holding `first` moved to the front (page 1 only)."""
+    holder = next((c for c in page.object_list if first in {m.pk for m in c.copies}), None) if first else None
+    if holder is not None and page.number == 1:
+        page.object_list = [holder, *[c for c in page.object_list if c is not holder]]
+    return page
 
 
 # --- a memory's links: a small graph (bank page) ------------------------------------------------

@@ -10,7 +10,6 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -38,21 +37,17 @@ def _memory_list_context(request: HttpRequest, simulation: Simulation, *, form: 
     """The memory bank page, filtered and paged; `draft` is a refused edit of one card (its error and
     what was typed), shown first whatever the filters."""
     filters = selectors.BankFilters.from_request(request.GET)
-    cards = selectors.bank_cards(simulation, filters)
     focus = request.GET.get("memory", "")
-    if focus.isdigit() and not draft:  # a link to one memory (map, analytics, evidence): its card first
-        holder = next((c for c in cards if int(focus) in {m.pk for m in c.copies}), None)
-        if holder is not None:
-            cards = [holder, *[c for c in cards if c is not holder]]
+    # A refused edit's card, or the memory a link points to (map, analytics, evidence): first on page 1.
+    first = draft["memory"].pk if draft else int(focus) if focus.isdigit() else None
+    page = selectors.bank_card_page(simulation, filters, 1 if draft else request.GET.get("page"),
+                                    size=selectors.BANK_PAGE_SIZE, first=first)
     if draft:
-        holder = next((c for c in cards if draft["memory"].pk in {m.pk for m in c.copies}), None)
-        if holder is None:
-            holder = selectors.BankCard(draft["memory"], [draft["memory"]])
+        holder = next((c for c in page.object_list if draft["memory"].pk in {m.pk for m in c.copies}), None)
+        if holder is None:  # filtered out: shown all the same, with its error
+            page.object_list = [selectors.BankCard(draft["memory"], [draft["memory"]]), *page.object_list]
         else:
-            cards.remove(holder)
             holder.memory = draft["memory"]  # the card shows the copy that was edited, with its error
-        cards = [holder, *cards]  # first: on page 1 whatever the filters
-    page = Paginator(cards, selectors.BANK_PAGE_SIZE).get_page(request.GET.get("page"))
     params = request.GET.copy()
     params.pop("page", None)
     form = form or MemoryFormForm(simulation=simulation)

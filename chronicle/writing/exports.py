@@ -32,11 +32,12 @@ MEMORY_FIELDS = ("agent", "kind", "category", "about", "turn", "speaker", "conte
                  "participants", "location", "tags", "related_goals", "decay_rate", "source", "status", "metadata")
 
 
-def _lines(simulation: Simulation):
-    """(turn, text, entry) for every done line, in order, with the writer's text."""
-    for turn in selectors.turns_with_entries(simulation):
-        if turn.status == Turn.Status.DONE:
-            yield turn, selectors.entry_text(turn), selectors.entry_for(turn)
+CHUNK = 500  # rows read at a time: a 10,000-turn run is never all in memory as model objects
+
+
+def _lines(simulation: Simulation):  # (turn, text, entry) of every done line, with the writer's text
+    for turn in selectors.lines_with_entries(simulation).filter(status=Turn.Status.DONE).iterator(chunk_size=CHUNK):
+        yield turn, selectors.entry_text(turn), selectors.entry_for(turn)
 
 
 def filename(simulation: Simulation, ext: str) -> str:
@@ -147,20 +148,28 @@ def to_fountain(simulation: Simulation) -> str:
 # --- JSON -----------------------------------------------------------------------------------
 
 def to_json(simulation: Simulation) -> dict:
-    """Everything needed to rebuild the run elsewhere; the API key is never exported."""
-    turns = []
-    for turn in selectors.turns_with_entries(simulation):
+    """Everything to rebuild the run elsewhere, but the API key (the page streams it: export_stream)."""
+    return export_head(simulation) | {"turns": list(turn_rows(simulation)), "memories": list(memory_rows(simulation))}
+
+
+def turn_rows(simulation: Simulation):
+    """The export's turns, read CHUNK at a time with their retrievals."""
+    for turn in selectors.turns_with_entries(simulation).iterator(chunk_size=CHUNK):
         entry = selectors.entry_for(turn)
-        turns.append({
-            "id": turn.pk, **{f: getattr(turn, f) for f in TURN_FIELDS},
-            "entry": {f: getattr(entry, f) for f in ("text", "annotation", "struck", "starred")} if entry else None,
-            "retrievals": [{f: getattr(r, f) for f in RETRIEVAL_FIELDS} for r in turn.retrievals.all()],
-        })
-    memories = []
-    if simulation.bank_id:
-        for m in Memory.objects.in_bank(simulation.bank).prefetch_related("keys").order_by("id"):
-            memories.append({"id": m.pk, **{f: getattr(m, f) for f in MEMORY_FIELDS},
-                             "keys": [k.query for k in m.keys.all()]})
+        yield {"id": turn.pk, **{f: getattr(turn, f) for f in TURN_FIELDS},
+               "entry": {f: getattr(entry, f) for f in ("text", "annotation", "struck", "starred")} if entry else None,
+               "retrievals": [{f: getattr(r, f) for f in RETRIEVAL_FIELDS} for r in turn.retrievals.all()]}
+
+
+def memory_rows(simulation: Simulation):
+    if simulation.bank_id:  # without their vectors: an import embeds them again
+        for m in (Memory.objects.in_bank(simulation.bank).defer("embedding").prefetch_related("keys")
+                  .order_by("id").iterator(chunk_size=CHUNK)):
+            yield {"id": m.pk, **{f: getattr(m, f) for f in MEMORY_FIELDS}, "keys": [k.query for k in m.keys.all()]}
+
+
+def export_head(simulation: Simulation) -> dict:
+    """The export but its turns and memories (empty lists, in their places)."""
     return {
         "format": FORMAT, "version": VERSION,
         "simulation": {**{f: getattr(simulation, f) for f in SETTINGS}, "status": simulation.status,
@@ -170,14 +179,14 @@ def to_json(simulation: Simulation) -> dict:
                        "sequel_of": ({"id": simulation.sequel_of_id, "title": str(simulation.sequel_of)}
                                      if simulation.sequel_of_id else None)},
         "scenario": simulation.scenario_snapshot, "cast": simulation.cast_snapshot,
-        "turns": turns,
+        "turns": [],
         "overrides": [{"turn_index": o.turn_index, "kind": o.kind, "memory_id": o.memory_id, "content": o.content}
                       for o in TurnOverride.objects.filter(simulation=simulation)],
         "edits": [{"actor": e.actor.get_username() if e.actor else "", "created": e.created.isoformat(),
                    "target_type": e.target_type, "target_id": e.target_id, "field": e.field, "before": e.before,
                    "after": e.after, "label": e.label}
                   for e in Edit.objects.for_simulation(simulation).select_related("actor").order_by("id")],
-        "memories": memories,
+        "memories": [],
         "relationships": relationships_export(simulation.bank_id) if simulation.bank_id else [],
         "accesses": accesses_export(simulation.bank_id) if simulation.bank_id else [],
     }

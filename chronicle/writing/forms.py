@@ -46,7 +46,7 @@ class MemoryFormForm(MemoryEditForm):
 
     The turn is 1 or more: the inspector of turn N sends N - 1 (the memory exists before turn N),
     and sends nothing on turn 1 (then it exists from the start, like a gifted memory). It is at most
-    the simulation's `max_turns` (itself at most 500): no turn past that is ever run, and that bound
+    the simulation's `max_turns` (itself at most run_settings.MAX_TURNS): no turn past that is ever run, and that bound
     is far inside the column's 32-bit range, so 99999999999 is refused here, not by the worker.
     """
 

@@ -17,18 +17,18 @@ from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverrid
 from chronicle.simulation.pins import pin_refusal
 from chronicle.simulation.selectors import Overrides, turn_overrides  # noqa: F401  (the writer's pages read them too)
 from chronicle.writing.bank_selectors import (BANK_PAGE_SIZE, SEARCH_K, BankCard, BankFilters, LinkNode,
-                                              bank_cards, bank_search, line_copies, memory_links)
+                                              bank_card_page, bank_search, line_copies, memory_links)
 from chronicle.writing.models import ChronicleEntry, Edit
 from chronicle.writing.reach import PREPOPULATE_REACH, TOOL_REACH, Reach, reach
 from memory.models import Memory
 from memory.api import MemoryFilter, recall
 
 __all__ = [
-    "turns_with_entries", "entry_text", "entry_for", "history", "ComparedRow", "compare",
+    "turns_with_entries", "lines_with_entries", "entry_text", "entry_for", "history", "ComparedRow", "compare",
     "turn_began", "memory_marks", "with_marks", "mark_retrievals", "turn_search_results", "turn_search",
     "InspectorOverrides", "inspector_overrides", "override_row",
     # bank_selectors.py (the bank page's view pages by selectors.BANK_PAGE_SIZE: tests patch it here)
-    "SEARCH_K", "bank_search", "BANK_PAGE_SIZE", "BankFilters", "BankCard", "line_copies", "bank_cards",
+    "SEARCH_K", "bank_search", "BANK_PAGE_SIZE", "BankFilters", "BankCard", "line_copies", "bank_card_page",
     "LinkNode", "memory_links",
     # reach.py
     "TOOL_REACH", "PREPOPULATE_REACH", "Reach", "reach",
@@ -38,6 +38,12 @@ __all__ = [
 def turns_with_entries(simulation: Simulation):
     return (simulation.turns.order_by("index").select_related("entry")
             .prefetch_related(Prefetch("retrievals", queryset=Retrieval.objects.order_by("order", "id"))))
+
+
+def lines_with_entries(simulation: Simulation):
+    """The reading view's lines: each with the writer's entry, without what was sent to the model or
+    the retrievals (a long run is read a page at a time: line_pages.LinePage.of)."""
+    return simulation.turns.order_by("index").select_related("entry").defer("prompt_messages", "context")
 
 
 def entry_text(turn: Turn) -> str:
@@ -100,11 +106,15 @@ def _marked(a: str, b: str) -> tuple[str, str]:
     return " ".join(left), " ".join(right)
 
 
-def compare(left: Simulation, right: Simulation) -> list[ComparedRow]:
-    """Both runs' lines aligned by turn index, with the differences marked as changes from the other
-    run to this one: this run's own words are additions (<ins>), the other's words it lacks removals."""
-    lefts = {t.index: t for t in turns_with_entries(left)}
-    rights = {t.index: t for t in turns_with_entries(right)}
+def compare(left: Simulation, right: Simulation, page=None) -> list[ComparedRow]:
+    """Both runs' lines aligned by turn index (one page of them: a line_pages.LinePage; None: all), with
+    the differences marked as changes from the other run to this one: this run's own words are
+    additions (<ins>), the other's words it lacks removals."""
+    lefts, rights = lines_with_entries(left), lines_with_entries(right)
+    if page is not None:
+        lefts, rights = page.of(lefts), page.of(rights)
+    lefts = {t.index: t for t in lefts}
+    rights = {t.index: t for t in rights}
     rows = []
     for index in sorted(set(lefts) | set(rights)):
         lt, rt = lefts.get(index), rights.get(index)

@@ -25,6 +25,7 @@ SERIES = [  # key, label, colour (the same in the chart, its legend and the list
     ("archived", "archived", "#c0392b"),
 ]
 WIDTH, HEIGHT, GUTTER = 720, 90, 28  # one agent's chart, in SVG units; GUTTER holds the y labels
+MAX_COLUMNS = 200  # past this many turns a column spans several
 
 
 @dataclass
@@ -92,28 +93,42 @@ def bank_timeline(simulation: Simulation, *, agent: str = "") -> Timeline:
                 number = numbers[at - 1] if at else 1
                 lanes[name].counts[key][number] = lanes[name].counts[key].get(number, 0) + 1
         last_turn = max([last_turn] + [n for lane in lanes.values() for c in lane.counts.values() for n in c])
-    peak = max([sum(lane.counts[key].get(n, 0) for key, _l, _c in SERIES)
-                for lane in lanes.values() for n in range(1, last_turn + 1)], default=0)
-    for lane in lanes.values():
-        lane.bars = _bars(lane, last_turn, peak)
+    # A long run's chart has a column per span of turns (their sum), not thousands of thin bars.
+    width = max(1, -(-last_turn // MAX_COLUMNS))
+    columns = {name: {key: _spans(lane.counts[key], width) for key, _l, _c in SERIES} for name, lane in lanes.items()}
+    peak = max([sum(cols[key].get(c, 0) for key, _l, _c in SERIES)
+                for cols in columns.values() for c in range(-(-last_turn // width))], default=0)
+    for name, lane in lanes.items():
+        lane.bars = _bars(columns[name], last_turn, width, peak)
     return Timeline(turns=last_turn, peak=peak, lanes=list(lanes.values()))
 
 
-def _bars(lane: Lane, turns: int, peak: int) -> list[Bar]:
-    """Stacked bars, one column per turn, on one scale for every agent (peak = the tallest column)."""
+def _spans(counts: dict[int, int], width: int) -> dict[int, int]:
+    """Counts by turn number as counts by column (turns 1..width are column 0)."""
+    out: dict[int, int] = {}
+    for number, n in counts.items():
+        out[(number - 1) // width] = out.get((number - 1) // width, 0) + n
+    return out
+
+
+def _bars(columns: dict[str, dict[int, int]], turns: int, width: int, peak: int) -> list[Bar]:
+    """Stacked bars, one column per `width` turns, on one scale for every agent (peak = the tallest column)."""
     if not turns or not peak:
         return []
-    step = (WIDTH - GUTTER) / turns
+    count = -(-turns // width)
+    step = (WIDTH - GUTTER) / count
     bars = []
-    for number in range(1, turns + 1):
+    for column in range(count):
+        first = column * width + 1
+        when = f"Turn {first}" if width == 1 else f"Turns {first}–{min(first + width - 1, turns)}"
         base = HEIGHT
         for key, label, colour in SERIES:
-            n = lane.counts[key].get(number, 0)
+            n = columns[key].get(column, 0)
             if not n:
                 continue
             height = n / peak * (HEIGHT - 4)
             base -= height
-            bars.append(Bar(x=round(GUTTER + (number - 1) * step, 2), y=round(base, 2),
+            bars.append(Bar(x=round(GUTTER + column * step, 2), y=round(base, 2),
                             width=round(max(step - (1 if step > 3 else 0), 0.5), 2), height=round(height, 2),
-                            colour=colour, title=f"Turn {number}: {n} {label}"))
+                            colour=colour, title=f"{when}: {n} {label}"))
     return bars

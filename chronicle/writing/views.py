@@ -6,12 +6,11 @@ Every lookup starts from `Simulation.objects.owned_by(request.user)`: another wr
 
 from __future__ import annotations
 
-import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -20,10 +19,11 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
+from chronicle.simulation import line_pages
 from chronicle.simulation import selectors as simulation_selectors
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.views.common import vary_on_htmx
-from chronicle.writing import actions, exports, selectors, services
+from chronicle.writing import actions, export_stream, exports, selectors, services
 from chronicle.writing.forms import ImportForm, LineOverrideForm, MemoryFormForm
 from chronicle.writing.models import Edit
 from memory.models import Memory
@@ -196,8 +196,12 @@ def replay_undistorted(request: HttpRequest, pk: int) -> HttpResponse:
 # --- the chronicle --------------------------------------------------------------------------
 
 def _review_context(request: HttpRequest, simulation: Simulation, draft: dict | None = None) -> dict:
-    rows = [(t, selectors.entry_text(t), selectors.entry_for(t)) for t in selectors.turns_with_entries(simulation)]
-    return {"simulation": simulation, "rows": rows, "draft": draft,
+    # One page of lines, from the first (a chronicle reads from the start); a refused edit shows its own.
+    params = {"turn": draft["index"] + 1} if draft else request.GET
+    page = line_pages.line_page(simulation, params, latest=False)
+    rows = [(t, selectors.entry_text(t), selectors.entry_for(t))
+            for t in page.of(selectors.lines_with_entries(simulation))]
+    return {"simulation": simulation, "rows": rows, "draft": draft, "page": page,
             "tree": simulation_selectors.branch_tree(simulation, request.user)}
 
 
@@ -205,6 +209,9 @@ def _review_context(request: HttpRequest, simulation: Simulation, draft: dict | 
 @require_GET
 def chronicle_review(request: HttpRequest, pk: int) -> HttpResponse:
     simulation = _simulation(request, pk)
+    if request.GET.get("turn"):  # "Go to turn N": its page, at its line
+        page = line_pages.line_page(simulation, request.GET, latest=False)
+        return redirect(f"{reverse('chronicle_review', args=[pk])}?page={page.number}#line-{page.turn_index(request.GET)}")
     return TemplateResponse(request, "chronicle/writing/chronicle_review.html", _review_context(request, simulation))
 
 
@@ -227,7 +234,8 @@ def line_update(request: HttpRequest, pk: int, index: int) -> HttpResponse:
         return TemplateResponse(request, "chronicle/writing/chronicle_review.html",
                                 _review_context(request, simulation, draft), status=400)
     if not request.htmx:
-        return redirect(reverse("chronicle_review", args=[pk]) + f"#line-{index}")
+        page = line_pages.page_at(index + 1, {"turn": index + 1}, latest=False)
+        return redirect(reverse("chronicle_review", args=[pk]) + f"?page={page.number}#line-{index}")
     # htmx swaps only 2xx answers (its default responseHandling): the row with the error comes back as 200.
     turn = _turn(simulation, index)
     return TemplateResponse(request, "chronicle/writing/chronicle_review.html#line-row", {
@@ -278,17 +286,28 @@ def branch_compare(request: HttpRequest, pk: int) -> HttpResponse:
         other = relatives[int(other_id)] if other_id else None
     except (KeyError, ValueError) as exc:
         raise Http404("Not a branch of this run.") from exc
+    # A page of aligned lines at a time, over the longer run's turns: unless asked, the page where a
+    # branch parts from its parent (the lines before it are the same).
+    params = request.GET
+    if other is not None and not (params.get("page") or params.get("turn")):
+        child = simulation if simulation.parent_id == other.pk else other if other.parent_id == simulation.pk else None
+        params = {"turn": (child.branch_turn or 0) + 1} if child is not None else params
+    page = line_pages.page_at(max(_lines(simulation), _lines(other) if other else 0), params, latest=False)
     return TemplateResponse(request, "chronicle/writing/branch_compare.html", {
-        "simulation": simulation, "other": other, "tree": tree, "choices": list(relatives.values()),
-        "rows": selectors.compare(simulation, other) if other else []})
+        "simulation": simulation, "other": other, "tree": tree, "choices": list(relatives.values()), "page": page,
+        "rows": selectors.compare(simulation, other, page) if other else []})
+
+
+def _lines(simulation: Simulation) -> int:
+    return line_pages.line_page(simulation, {}).lines
 
 
 # --- export / import ------------------------------------------------------------------------
 
-EXPORTS = {
+EXPORTS = {  # the JSON export is streamed as it is read (a long run's is tens of MB)
     "md": (exports.to_markdown, "text/markdown; charset=utf-8"),
     "fountain": (exports.to_fountain, "text/plain; charset=utf-8"),
-    "json": (lambda s: json.dumps(exports.to_json(s), indent=2, ensure_ascii=False), "application/json"),
+    "json": (export_stream.json_chunks, "application/json"),
 }
 
 
@@ -299,7 +318,8 @@ def chronicle_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     if fmt not in EXPORTS:
         raise Http404("Unknown export format.")
     render, content_type = EXPORTS[fmt]
-    response = HttpResponse(render(simulation), content_type=content_type)
+    body = render(simulation)
+    response = (HttpResponse if isinstance(body, str) else StreamingHttpResponse)(body, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{exports.filename(simulation, fmt)}"'
     return response
 

@@ -103,7 +103,7 @@ def test_the_forms_refuse_the_same_input_with_a_field_message(user, client_for):
             "scoring": "similarity", "provider": "scripted", "temperature": "0.7", "max_tokens": 300,
             "max_tool_calls": 4, "timeout_s": 30, "pace_s": 0}
     page = client.post(reverse("simulation_create"), data).content.decode()
-    assert "Ensure this value is less than or equal to 500" in page and not Simulation.objects.exists()
+    assert "A run has at most 10,000 turns" in page and not Simulation.objects.exists()
 
 
 def test_recall_for_an_agent_the_bank_does_not_have_is_a_404_naming_its_agents(own_bank, token):

@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from chronicle.simulation.line_pages import PAGE_LINES
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -40,7 +41,8 @@ def test_one_poll_costs_the_same_queries_for_a_short_and_a_long_run(user, client
             response = client.get(simulation.get_absolute_url(), **HX)
         html = response.content.decode()
         assert response.status_code == 200 and f'id="turn-{turns - 1}"' in html
-        assert html.count("Memories &amp; context (3 retrievals)") == turns  # counted by the database
+        # Counted by the database, for the latest page of lines (pages of PAGE_LINES turns: 101–120 here).
+        assert html.count("Memories &amp; context (3 retrievals)") == turns - (turns - 1) // PAGE_LINES * PAGE_LINES
         assert not any('"results"' in q for q in sql(ctx))  # no retrieval's JSON is read to count it
         assert not any('"prompt_messages"' in q for q in sql(ctx))
         # The run itself, whether it has branches, and its tree (one query of the writer's runs, sent

@@ -110,7 +110,7 @@ def test_the_bank_page_groups_a_lines_copies_pages_and_filters(client_for, user,
     url = reverse("chronicle_memories", args=[finished.pk])
     bank = Memory.objects.in_bank(finished.bank).active()
     page = client.get(url)
-    cards = page.context["page"].paginator.object_list
+    cards = page.context["cards"]  # the page's cards (grouped and paged by the database)
     line = next(c for c in cards if len(c.copies) > 1)
     # One card per line everyone heard: the same words, a memory for each listener.
     assert {m.content for m in line.copies} == {line.memory.content} and len(set(line.agents)) == len(line.copies)

@@ -114,7 +114,7 @@ def test_exports_download_and_import_page(client_for, user, finished):
     fountain = client.get(reverse("chronicle_export", args=[finished.pk, "fountain"]))
     assert fountain["Content-Disposition"] == 'attachment; filename="dinner-plans.fountain"'
     assert b"INT. ALEX'S APARTMENT" in fountain.content
-    data = client.get(reverse("chronicle_export", args=[finished.pk, "json"])).content
+    data = b"".join(client.get(reverse("chronicle_export", args=[finished.pk, "json"])).streaming_content)  # streamed
     assert json.loads(data)["format"] == "wonda.simulation"
     from django.core.files.uploadedfile import SimpleUploadedFile
 

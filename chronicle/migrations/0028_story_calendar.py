@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chronicle', '0026_retrieval_mode_labels'),
+        ('chronicle', '0027_max_turns_10000'),
     ]
 
     operations = [
