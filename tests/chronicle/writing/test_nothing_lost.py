@@ -183,7 +183,7 @@ def _upload(data) -> SimpleUploadedFile:
     (lambda d: d["memories"][0].update(tags=[f"t{i}" for i in range(21)]), "A memory has at most 20 tags"),
     (lambda d: d["memories"][1].update(importance=42), "memories[1]"),
     (lambda d: d["memories"][0].update(content=""), "Memory content cannot be empty"),
-    (lambda d: d.update(simulation={"max_turns": 9999}), "settings are not valid"),
+    (lambda d: d.update(simulation={"max_turns": 10_001}), "settings are not valid"),
     (lambda d: d.update(relationships=[{"agent": "Alex", "other": "Sam", "turn": 2, "trust": 3, "affinity": 0}]),
      "relationships[0]: trust"),
     (lambda d: d.update(accesses=[{"memory_id": "12", "turn": 1, "count": 1}]), "accesses[0]: malformed"),
