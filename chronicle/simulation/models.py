@@ -5,7 +5,8 @@ Turn, Retrieval and TurnOverride are in turn_models.py."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -66,6 +67,15 @@ class SimulationQuerySet(OwnedQuerySet):
     def active(self):
         return self.filter(status__in=Simulation.ACTIVE_STATUSES)
 
+
+
+class StoryTimeField(models.DateTimeField):
+    """A date and time in the story: in no time zone, so one given without a zone ("2025-01-13T09:00",
+    from a file or the form's picker) is taken as it is written (stored as UTC), not as the server's."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        return value.replace(tzinfo=dt_timezone.utc) if isinstance(value, datetime) and value.tzinfo is None else value
 
 class Simulation(RunSettingsMixin, models.Model):
     class Status(models.TextChoices):
@@ -199,7 +209,7 @@ class Simulation(RunSettingsMixin, models.Model):
                   "direction like “9: Three hours later” ages every memory by those hours’ worth of turns.")
     # The story calendar (chronicle.simulation.calendar): when the story starts. Time then moves by the
     # clock and by the writer's skips ("The next day", "A new day: it is 1:56 pm on 8 May 2023").
-    story_start = models.DateTimeField(
+    story_start = StoryTimeField(
         "Story starts at", null=True, blank=True,
         help_text="The date and time in the story at the first line (optional). Memories are dated by it, the "
                   "characters know the date, and they can ask for what happened “yesterday” or “in May”. "

@@ -186,8 +186,11 @@ DATED_FIRST = 3  # query_memory: this many memories of the span a question names
 
 
 def dated_first(ctx, query: str, results: list, search: Callable[[tuple[int, int]], list], k: int = 5) -> list:
-    """query_memory's results with, first, up to DATED_FIRST of the span its time words name."""
-    span = dated_turns(ctx, query)
+    """query_memory's results with, first, up to DATED_FIRST of the span its time words name, or of
+    the lines around the event it is anchored on (memory.recalling.anchors)."""
+    from memory.recalling.anchors import anchored_turns  # it searches, as this module's callers do
+
+    span = dated_turns(ctx, query) or anchored_turns(ctx, query)
     if not span:
         return results
     within = list(search(span))[:DATED_FIRST]

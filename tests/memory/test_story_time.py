@@ -53,3 +53,24 @@ def test_a_date_is_said_as_a_reader_says_it():
 def test_a_span_of_whole_days_is_said_as_dates():
     assert said_span(datetime(2023, 6, 19), datetime(2023, 6, 20)) == "19 June 2023"
     assert said_span(datetime(2023, 5, 1), datetime(2023, 6, 1)) == "1 May 2023 to 31 May 2023"
+
+
+@pytest.mark.parametrize("question, anchor", [
+    ("What did Orla say the moment the power went out?", ("at", "the power went out")),
+    ("What did Declan say he would do right after the big wave took the bollards?", ("after", "the big wave took the bollards")),
+    ("What did Orla say about her supplies on the morning the ferry turned back?", ("day", "the ferry turned back")),
+    ("Where was Sam just before the lights went out?", ("before", "the lights went out")),
+    ("What did I say to Nessa when she handed me the money?", ("at", "she handed me the money")),
+])
+def test_a_question_anchored_on_an_event_names_the_event(question, anchor):
+    from memory.recalling.anchors import anchor_of
+
+    assert anchor_of(question) == anchor
+
+
+@pytest.mark.parametrize("question", ["When did Caroline go to the support group?", "What did Sam say about the budget?",
+                                      "What is my job?", "Who was here after all?"])
+def test_a_question_with_no_event_clause_has_no_anchor(question):
+    from memory.recalling.anchors import anchor_of
+
+    assert anchor_of(question) is None
