@@ -82,10 +82,6 @@ class TurnOutcome:
         self.estimated = self.estimated or result.estimated
 
 
-KEPT_NOTES = 3  # the agent's latest notes stay in its conversation whatever they cost
-KEPT_NOTES_TOKENS = 600  # older ones while all of them come to at most this
-
-
 @dataclass
 class TurnInput:
     bank: object
@@ -132,20 +128,11 @@ class TurnInput:
         """The others in the room (the whole cast but the agent, unless stage directions say otherwise)."""
         return [c.name for c in self.cast if c.name != self.agent and (self.present is None or c.name in self.present)]
 
-    @cached_property
+    @property
     def kept_notes(self) -> dict[int, dict]:
-        """The notes still in the agent's conversation: those before its own lines in the window, the
-        latest KEPT_NOTES always, older ones while all of them come to at most KEPT_NOTES_TOKENS (in a
-        long scene of long lines, every note kept would cost as much as the window itself)."""
-        own = [number for number, speaker, _text in window(self.transcript, self.stage) if speaker == self.agent]
-        notes = [(number, self.notes[number]) for number in reversed(own) if (self.notes.get(number) or {}).get("text")]
-        kept, spent = {}, 0
-        for position, (number, note) in enumerate(notes):
-            spent += count_tokens(note["text"])
-            if position >= KEPT_NOTES and spent > KEPT_NOTES_TOKENS:
-                break
-            kept[number] = note
-        return dict(sorted(kept.items()))
+        """The notes still in the agent's conversation: those before its own lines in the window."""
+        own = {number for number, speaker, _text in window(self.transcript, self.stage) if speaker == self.agent}
+        return {number: note for number, note in self.notes.items() if number in own and note.get("text")}
 
     @cached_property
     def kept(self) -> dict[int, str]:
