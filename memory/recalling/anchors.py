@@ -22,6 +22,7 @@ _ANCHOR = re.compile(
 # Turns around the event that a line "when" or "after" it may be said in: a reply comes a few lines on.
 AROUND = {"before": (-8, 0), "after": (0, 8), "at": (-2, 5)}
 EVENT_KINDS = ["episodic", "observation", "action"]
+KEPT_AHEAD, ANCHORED = 3, 2  # query_memory: its own first three, then two of the lines around the event
 
 
 def anchor_of(query: str) -> tuple[str, str] | None:

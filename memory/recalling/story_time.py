@@ -186,16 +186,22 @@ DATED_FIRST = 3  # query_memory: this many memories of the span a question names
 
 
 def dated_first(ctx, query: str, results: list, search: Callable[[tuple[int, int]], list], k: int = 5) -> list:
-    """query_memory's results with, first, up to DATED_FIRST of the span its time words name, or of
-    the lines around the event it is anchored on (memory.recalling.anchors)."""
-    from memory.recalling.anchors import anchored_turns  # it searches, as this module's callers do
+    """query_memory's results with, first, up to DATED_FIRST of the span its time words name; or,
+    for a question anchored on an event (memory.recalling.anchors), up to ANCHORED of the lines
+    said around it after the search's own first three (the event may be found wrongly: what the
+    search ranks first stays first)."""
+    from memory.recalling.anchors import ANCHORED, KEPT_AHEAD, anchored_turns  # it searches, as this module's callers do
 
-    span = dated_turns(ctx, query) or anchored_turns(ctx, query)
-    if not span:
+    if span := dated_turns(ctx, query):
+        within = list(search(span))[:DATED_FIRST]
+        ahead = []
+    elif span := anchored_turns(ctx, query):
+        ahead = results[:KEPT_AHEAD]
+        within = [r for r in search(span) if r.memory.pk not in {a.memory.pk for a in ahead}][:ANCHORED]
+    else:
         return results
-    within = list(search(span))[:DATED_FIRST]
-    ids = {r.memory.pk for r in within}
-    return within + [r for r in results if r.memory.pk not in ids][:k - len(within)]
+    ids = {r.memory.pk for r in [*ahead, *within]}
+    return (ahead + within + [r for r in results if r.memory.pk not in ids])[:k]
 
 
 def dated_turns(ctx, query: str) -> tuple[int, int] | None:
