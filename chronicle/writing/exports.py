@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -172,14 +173,13 @@ def export_head(simulation: Simulation) -> dict:
     """The export but its turns and memories (empty lists, in their places)."""
     return {
         "format": FORMAT, "version": VERSION,
-        "simulation": {**{f: getattr(simulation, f) for f in SETTINGS}, "status": simulation.status,
-                       "branch_turn": simulation.branch_turn,
+        "simulation": {**{f: v.isoformat() if isinstance(v := getattr(simulation, f), datetime) else v  # a story date
+                          for f in SETTINGS}, "status": simulation.status, "branch_turn": simulation.branch_turn,
                        # A sequel's source, for the reader (an import does not link runs: its bank
                        # already holds the memories carried in, marked carried_from).
                        "sequel_of": ({"id": simulation.sequel_of_id, "title": str(simulation.sequel_of)}
                                      if simulation.sequel_of_id else None)},
-        "scenario": simulation.scenario_snapshot, "cast": simulation.cast_snapshot,
-        "turns": [],
+        "scenario": simulation.scenario_snapshot, "cast": simulation.cast_snapshot, "turns": [],
         "overrides": [{"turn_index": o.turn_index, "kind": o.kind, "memory_id": o.memory_id, "content": o.content}
                       for o in TurnOverride.objects.filter(simulation=simulation)],
         "edits": [{"actor": e.actor.get_username() if e.actor else "", "created": e.created.isoformat(),

@@ -117,3 +117,18 @@ def test_an_agent_reflects_at_most_three_times_a_story_day(user, dinner):
     assert set(due_to_reflect(simulation, 3)) == {"Alex"}
     # The next morning is a new story day: Sam may reflect again.
     assert set(due_to_reflect(simulation, 4)) == {"Alex", "Sam"}
+
+
+@pytest.mark.django_db
+def test_a_run_with_a_story_start_exports_to_json_and_imports_back_with_it(user, dinner):
+    import json
+    from datetime import timezone
+
+    from chronicle.writing.exports import simulation_import, to_json
+    from tests.chronicle.simulation.conftest import start_seeded
+
+    simulation = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 30, tzinfo=timezone.utc))
+    exported = json.loads(json.dumps(to_json(simulation)))  # what the download holds
+    assert exported["simulation"]["story_start"] == "2025-01-13T18:30:00+00:00"
+    copy = simulation_import(owner=user, data=exported)
+    assert copy.story_start == simulation.story_start and copy.story_time_at(1) == datetime(2025, 1, 13, 18, 30)
