@@ -13,6 +13,7 @@ Errors are JSON: {"detail": "..."}.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Annotated
 
 from django.conf import settings
@@ -164,6 +165,7 @@ class MemoryOut(Schema):
     content: str
     importance: float
     turn: int | None
+    story_time: datetime | None  # the story's date and time (a run with a story calendar)
     speaker: str
     about: str
     emotional_valence: float

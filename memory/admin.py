@@ -61,16 +61,18 @@ class MemoryBankAdmin(admin.ModelAdmin):
 
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
-    list_display = ["id", "bank_ref", "agent", "kind", "category", "importance", "turn", "source", "status", "short_content"]
+    list_display = ["id", "bank_ref", "agent", "kind", "category", "importance", "turn", "story_time", "source", "status",
+                    "short_content"]
     list_filter = ["kind", "category", "source", "status", "bank", "agent"]
     list_select_related = ["bank"]
     search_fields = ["content", "agent", "about", "speaker"]
     # What a person may change here is what the writer may change on a run's bank page (content,
     # importance, tags, status), through the same services, so it is re-embedded and in History.
-    fields = ["bank", "agent", "kind", "category", "about", "speaker", "turn", "source", "content", "importance",
-              "tags", "status", "participants", "metadata", "embedding_summary", "access_count",
+    fields = ["bank", "agent", "kind", "category", "about", "speaker", "turn", "story_time", "source", "content",
+              "importance", "tags", "status", "participants", "metadata", "embedding_summary", "access_count",
               "last_accessed_turn", "created_at", "updated_at"]
-    readonly_fields = ["bank", "agent", "kind", "category", "about", "speaker", "turn", "source", "participants",
+    readonly_fields = ["bank", "agent", "kind", "category", "about", "speaker", "turn", "story_time", "source",
+                       "participants",
                        "metadata", "embedding_summary", "access_count", "last_accessed_turn", "created_at",
                        "updated_at"]
     inlines = [MemoryKeyInline]

@@ -61,6 +61,8 @@ from memory.forming.distortion import parse as parse_distortions
 from memory.forming.extraction import lesson_of
 from memory.living.after_turn import PROMPT_OPENING as AFTER_TURN_PROMPT_OPENING
 from memory.living.after_turn import REFLECT_STATEMENTS
+from memory.living.after_turn import prompt_for as judgement_prompt  # what the judgement after a line is asked
+from memory.forming.importance import profiles as listener_profiles
 from memory.living.consolidation import (
     RECENT_TURNS, ConsolidationResult, consolidate, consolidation_due, consolidations_due, summarizer,
 )
@@ -114,7 +116,8 @@ __all__ = [
     "recall_stable", "stable_snapshot",
     "DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "REGISTRY", "SIMULATION_TOOLS", "WRITE_TOOLS", "ToolContext",
     "call_tool", "openai_tool_schemas", "build_server", "WITNESSED_KINDS", "restates_window", "told_text",
-    "AFTER_TURN_PROMPT_OPENING", "REFLECT_STATEMENTS", "RECENT_TURNS", "consolidate", "consolidation_due",
+    "AFTER_TURN_PROMPT_OPENING", "REFLECT_STATEMENTS", "judgement_prompt", "listener_profiles",
+    "RECENT_TURNS", "consolidate", "consolidation_due",
     "consolidations_due", "summarizer",
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
     "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "recent_memories", "reflect",

@@ -159,6 +159,11 @@ def at_daily_limit(counts: dict[str, int]) -> set[str]:
     return {name for name, count in counts.items() if count >= REFLECTIONS_PER_DAY}
 
 
+def short_date(moment: datetime) -> str:
+    """A line's date on the run page: "Tue 14 Jan 2025, 9:04 am"."""
+    return f"{moment.strftime('%a')} {moment.day} {moment.strftime('%b %Y')}, {moment.strftime('%I:%M %p').lstrip('0').lower()}"
+
+
 def day_of(moment: datetime) -> tuple[datetime, datetime]:
     """The story day a moment falls on, [midnight, the next midnight)."""
     day = moment.replace(hour=0, minute=0, second=0, microsecond=0)

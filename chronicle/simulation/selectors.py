@@ -9,6 +9,7 @@ from django.db.models import Count, Prefetch
 from django.utils import timezone
 
 from chronicle.models import Character
+from chronicle.simulation.calendar import short_date
 from chronicle.simulation.context import tokenizer_name
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
 from memory.models import Memory, Relationship
@@ -46,11 +47,14 @@ def attach_reflections(simulation: Simulation, turns: list[Turn]) -> list[Turn]:
 
 def attach_stage(simulation: Simulation, turns: list[Turn]) -> list[Turn]:
     """Give each turn `stage_before` (the writer's directions just before it: who came or went, what
-    happened) and `heard_note` (who heard the line, when not everyone: a whisper, someone away)."""
+    happened), `story_when` (its date in the story, when the run has one) and `heard_note` (who heard the line, when not everyone: a whisper, someone away)."""
     directions = simulation.directions
     cast = simulation.cast_names
     for turn in turns:
         turn.stage_before = [d for d in directions if d.turn == turn.number]
+        # The story's date at the line (a run with a story calendar): "Tue 14 Jan 2025, 9:04 am".
+        when = simulation.story_time_at(turn.number)
+        turn.story_when = short_date(when) if when else ""
         heard = list(turn.heard_by or [])
         turn.heard_note = ""
         if turn.whisper_to:

@@ -82,7 +82,8 @@ TOKENS_SQL = """
     SELECT t.index / %(width)s, 'unsplit', SUM(COALESCE((t.usage ->> 'prompt_tokens')::float, 0))
     FROM {table} t
     WHERE t.simulation_id = %(run)s AND t.status = %(done)s AND (%(agent)s = '' OR t.agent = %(agent)s)
-      AND NOT jsonb_path_exists(t.context, 'strict $.calls[*].sections[*]')
+      -- silent: a turn whose context has no calls (a line written by hand) has no sections, not an error
+      AND NOT COALESCE(jsonb_path_exists(t.context, 'strict $.calls[*].sections[*]', '{{}}', true), false)
     GROUP BY 1
     UNION ALL
     SELECT t.index / %(width)s, 'completion', SUM(COALESCE((t.usage ->> 'completion_tokens')::float, 0))

@@ -14,6 +14,7 @@ from datetime import timezone as dt_timezone
 from django.db.models import Max, Min
 
 from memory.models import Memory
+from memory.recalling.anchors import ANCHORED, KEPT_AHEAD, anchored_turns
 from memory.recalling.search import recall
 
 MONTHS = {name: number for number, names in enumerate(
@@ -190,8 +191,6 @@ def dated_first(ctx, query: str, results: list, search: Callable[[tuple[int, int
     for a question anchored on an event (memory.recalling.anchors), up to ANCHORED of the lines
     said around it after the search's own first three (the event may be found wrongly: what the
     search ranks first stays first)."""
-    from memory.recalling.anchors import ANCHORED, KEPT_AHEAD, anchored_turns  # it searches, as this module's callers do
-
     if span := dated_turns(ctx, query):
         within = list(search(span))[:DATED_FIRST]
         ahead = []

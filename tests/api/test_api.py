@@ -4,6 +4,8 @@ has a rate limit."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -68,6 +70,9 @@ def test_memories_crud_and_every_call_scoped_to_the_tokens_owner(own_bank, ada_t
                   content_type="application/json", **bearer(ada_token)).json()
     memory_url = f"{base}/{made['id']}"
     assert c.get(memory_url, **bearer(ada_token)).json()["content"] == "Alex keeps a spare key under the mat."
+    # A memory of a run with a story calendar says when in the story it was formed.
+    Memory.objects.filter(pk=made["id"]).update(story_time=datetime(2025, 1, 13, 18, 30, tzinfo=timezone.utc))
+    assert c.get(memory_url, **bearer(ada_token)).json()["story_time"].startswith("2025-01-13T18:30:00")
     edited = c.patch(memory_url, {"importance": 8}, content_type="application/json", **bearer(ada_token)).json()
     assert edited["importance"] == 8
     empty = c.patch(memory_url, {"content": ""}, content_type="application/json", **bearer(ada_token))

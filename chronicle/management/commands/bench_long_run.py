@@ -35,9 +35,7 @@ from chronicle.simulation.prompts import full_definition_text
 from chronicle.simulation.services import simulation_start
 from chronicle.simulation.tool_calls import offered_tools
 from chronicle.simulation.turn_inputs import turn_input
-from memory.api import CharacterSheet, ScenarioSheet
-from memory.forming.importance import profiles
-from memory.living.after_turn import prompt_for
+from memory.api import CharacterSheet, ScenarioSheet, judgement_prompt, listener_profiles
 
 
 def _p(values: list[float], q: float) -> float | None:
@@ -98,7 +96,7 @@ class Command(BaseCommand):
         cast = [CharacterSheet.from_dict(c) for c in simulation.cast_snapshot]
         scenario = ScenarioSheet.from_dict(simulation.scenario_snapshot) if simulation.scenario_snapshot else None
         definition = {c.name: count_tokens(full_definition_text(c, scenario, cast)) for c in cast}
-        known = profiles(bank=simulation.bank, agents=[c.name for c in cast])
+        known = listener_profiles(bank=simulation.bank, agents=[c.name for c in cast])
         tools_mode = mode_of(simulation)
         history = 0
         rows, current = [], None
@@ -111,7 +109,7 @@ class Command(BaseCommand):
                 current["memory_ms"].append(float(context["memory_ms"]))
             spoken = counted_prompt(turn.prompt_messages, offered_tools(turn_input(turn=turn), tools_mode))
             listeners = [name for name in (turn.heard_by or [c.name for c in cast]) if name != turn.agent]
-            judged = count_tokens(prompt_for(speaker=turn.agent, content=f"{turn.agent} said: {turn.utterance}",
+            judged = count_tokens(judgement_prompt(speaker=turn.agent, content=f"{turn.agent} said: {turn.utterance}",
                                              turn=turn.number, profiles={n: known.get(n, "") for n in listeners})) \
                 if listeners else 0
             current["prompt"].append(spoken + judged)

@@ -94,6 +94,12 @@ def test_the_writers_start_date_reaches_the_agent_its_memories_and_its_time_word
     assert all(m["when"] == "13 January 2025, evening" for m in result.response["memories"])
     result = call_tool("recall_episodes", {"query": "what was said", "time_range": "in March"}, context=context)
     assert "You remember nothing dated in March (1 March 2024 to 31 March 2024)" in result.error
+    # The writer sees each line's date on the run page, and each memory's on the bank page.
+    page = client.get(reverse("simulation_detail", args=[simulation.pk])).content.decode()
+    assert "turn 1 · <span class=\"story-when\">Mon 13 Jan 2025, 6:30 pm</span>" in page
+    assert "Tue 14 Jan 2025, 9:00 am" in page
+    bank = client.get(reverse("chronicle_memories", args=[simulation.pk]) + "?kind=episodic").content.decode()
+    assert "13 January 2025, 6:30 PM" in bank
 
 
 @pytest.mark.django_db

@@ -121,6 +121,11 @@ def test_analytics_of_a_long_run_draw_spans_of_turns(user, client_for, long):
     assert "Each column is 6 turns: the mean per turn over them." in html
     assert "1195–1200" in html and "turn 1199:" not in html
 
+    # A line with no model call behind it (the writer's own) has no calls in its context: still drawn.
+    Turn.objects.filter(simulation=long, index=1199).update(context={})
+    response = client_for(user).get(reverse("chronicle_analytics", args=[long.pk]))
+    assert response.status_code == 200 and "1195–1200" in response.content.decode()
+
 
 @pytest.mark.django_db
 def test_the_form_takes_5000_turns_and_refuses_10001_saying_the_most(user, dinner):
