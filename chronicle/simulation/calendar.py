@@ -28,6 +28,8 @@ _CLOCK = r"(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s*m\b\.?"
 _TIME = re.compile(_CLOCK, re.IGNORECASE)
 _DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b\.?,?\s*(\d{{4}})?", re.IGNORECASE)
 _MONTH_DAY = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b,?\s*(\d{{4}})?", re.IGNORECASE)
+_SETS_DATE = re.compile(rf"(?:it is|it's|it was|now|today is|on|at)\b|\d|(?:{_MONTH}|{'|'.join(WEEKDAYS)})\b",
+                        re.IGNORECASE)
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2}))?\b")
 _NUMBER = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
            "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "several": 3, "a few": 3, "few": 3}
@@ -87,8 +89,11 @@ def _clauses(text: str) -> list[str]:
 def moved(text: str, now: datetime | None) -> datetime | None:
     """Where a stage direction moves the story's clock from `now`, or None when it does not move it
     (or moves it only relatively while there is no date yet: skipped_minutes reads those)."""
-    if (absolute := _date_in(text, now)) is not None:
-        return absolute
+    for clause in (part.strip() for part in re.split(r":\s|;", text)):
+        # A date sets the calendar where a clause opens with it ("8 May 2023", "it is 1:56 pm on 8
+        # May 2023"), not in passing ("A letter dated 3 March arrives").
+        if _SETS_DATE.match(clause) and (absolute := _date_in(clause, now)) is not None:
+            return absolute
     if now is None:
         return None
     clock = _clock_in(text)

@@ -191,12 +191,14 @@ def dated_first(ctx, query: str, results: list, search: Callable[[tuple[int, int
     for a question anchored on an event (memory.recalling.anchors), up to ANCHORED of the lines
     said around it after the search's own first three (the event may be found wrongly: what the
     search ranks first stays first)."""
+    # Only what was formed in the span: the sheet's memories (no turn) pass a turn filter, not a date.
     if span := dated_turns(ctx, query):
-        within = list(search(span))[:DATED_FIRST]
+        within = [r for r in search(span) if r.memory.turn is not None][:DATED_FIRST]
         ahead = []
     elif span := anchored_turns(ctx, query):
         ahead = results[:KEPT_AHEAD]
-        within = [r for r in search(span) if r.memory.pk not in {a.memory.pk for a in ahead}][:ANCHORED]
+        within = [r for r in search(span) if r.memory.turn is not None
+                  and r.memory.pk not in {a.memory.pk for a in ahead}][:ANCHORED]
     else:
         return results
     ids = {r.memory.pk for r in [*ahead, *within]}

@@ -16,6 +16,8 @@ MONDAY = datetime(2023, 5, 8, 13, 56)
 @pytest.mark.parametrize("text, expected", [
     ("A new day: it is 1:14 pm on 25 May 2023", datetime(2023, 5, 25, 13, 14)),
     ("May 30, 2023", datetime(2023, 5, 30, 9, 0)),
+    ("Tuesday 30 May 2023, at dawn", datetime(2023, 5, 30, 9, 0)),
+    ("2023-06-01 18:00", datetime(2023, 6, 1, 18, 0)),
     ("Three hours later", datetime(2023, 5, 8, 16, 56)),
     ("Twenty minutes pass", datetime(2023, 5, 8, 14, 16)),
     ("The next day", datetime(2023, 5, 9, 13, 56)),
@@ -32,7 +34,8 @@ def test_a_skip_moves_the_story_to_its_date(text, expected):
 
 
 @pytest.mark.parametrize("text", ["The lights go out.", "Dad died on Tuesday, the doctor says.",
-                                  "The ferry leaves at 3 pm", "Sam enters"])
+                                  "The ferry leaves at 3 pm", "Sam enters", "A letter dated 3 March 2025 arrives.",
+                                  "The ferry is due on 8 May"])
 def test_an_event_that_only_mentions_a_time_moves_nothing(text):
     assert moved(text, MONDAY) is None
 
