@@ -54,7 +54,7 @@ _IDIOM = (r"(?!\s+(?:of\s+(?:(?:my|your|his|her|our|their|the)\s+(?:mind|head|wa
 _EXIT_SPEECH = re.compile(
     rf"{_WILL}(?:go\s+(?:and\s+)?)?wait\s+(?:{_WHERE}|out front|out back|in the (?:car|hall|hallway|corridor|yard|boat|truck|van))\b"
     rf"|{_WILL}be\s+(?:right\s+)?back\b(?!\s+(?:to|on|in\s+(?:the|business|form|shape|touch)|with you|here|at it))"
-    rf"|{_WILL}(?:go|head|step|slip|pop|nip|run)\s+(?:(?:{_WHERE})\b{_IDIOM}|(?:and\s+)?(?:{_ERRAND})\b)"
+    rf"|{_WILL}(?:go|head|step|slip|pop|nip|run)\s+(?:(?:up|down|over|across|round)\s+)?(?:(?:{_WHERE})\b{_IDIOM}|(?:and\s+)?(?:{_ERRAND})\b)"
     rf"|{_WILL}go\s+now\b"
     rf"|\bi(?:'m| am) going to (?:go\s+(?:and\s+)?)?(?:check(?: on)?|see to|fetch|feed)\s+(?:the|my|our|on)\b"
     rf"|{_NOW}(?:going|heading|off|stepping|popping|nipping|slipping)\s+(?:{_WHERE}|to (?:the|my|our) \w+)\b{_IDIOM}"

@@ -107,3 +107,14 @@ def test_one_already_in_the_room_does_not_enter_again():
 def test_a_line_can_both_leave_and_bring_someone_in():
     assert moves("*lets Sam in* Sam comes back in? Good. *Sam comes back in* I'll wait outside.", speaker="Alex") == [
         Move("Alex", "leave"), Move("Sam", "enter")]
+
+
+@pytest.mark.parametrize("line", ["*reaches for her coat* I'll go up and check on them.",
+                                  "I'll go over and see what the noise is."])
+def test_going_up_or_over_to_see_to_something_is_an_exit(line):
+    assert moves_in(line, speaker="Nessa", cast=["Nessa", "Orla"], present=["Nessa", "Orla"]) == [Move("Nessa", "leave")]
+
+
+def test_going_up_and_down_is_no_exit():
+    assert moves_in("I'll go up and down the stairs all day if I have to.", speaker="Nessa", cast=["Nessa", "Orla"],
+                    present=["Nessa", "Orla"]) == []
