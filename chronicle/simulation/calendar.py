@@ -14,12 +14,8 @@ import re
 from datetime import datetime, timedelta
 
 from chronicle.simulation.stage import Direction, skipped_minutes
+from memory.api import MONTHS, WEEKDAYS
 
-MONTHS = {name: number for number, names in enumerate(
-    [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
-     ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
-     ("december", "dec")], start=1) for name in names}
-WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 REFLECTIONS_PER_DAY = 3  # seed 003: at most three reflections an agent a day (a story day, here)
 PARTS = {"dawn": 6, "morning": 9, "noon": 12, "midday": 12, "lunchtime": 12, "afternoon": 15, "evening": 19,
          "night": 22, "midnight": 0}

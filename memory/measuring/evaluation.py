@@ -1,4 +1,5 @@
-"""Retrieval quality on LoCoMo-format conversations (../shared/eval/README.md): recall@k of query_memory.
+"""Retrieval quality on LoCoMo-format conversations (LoCoMo, Maharana et al. 2024: conversations
+whose questions name their evidence lines): recall@k of query_memory.
 
 Each conversation becomes a fresh bank holding one episodic memory per turn, stored through the
 real capture path (remember_utterance); each question goes through query_memory's own search
