@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from memory.recalling.enhance import EnhancedQuery, QueryEnhancement
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.options import AgentRecall
-from memory.recalling.story_time import said_date
+from memory.recalling.story_time import only_time, said_date
 from memory.services.validation import INT_MAX, TEXT_LIMIT, clean_text
 
 # What the caller's transcript shows as it happened: a line, a stage direction, an action or a whisper
@@ -37,6 +37,22 @@ def restates_window(memory, turns, *, beliefs: bool = True) -> bool:
         return beliefs and all(isinstance(step, dict) and step.get("turn") in turns
                                for step in belief.get("history") or [{}])
     return memory.kind in WITNESSED_KINDS or metadata.get("extracted") in ("fact", "reaction")
+
+
+def _says_nothing(memory) -> bool:
+    """A stage note that only marks time: the memories around it carry their dates."""
+    return memory.kind == "observation" and only_time(memory.content)
+
+
+def _extracted(memory) -> str:
+    return (memory.metadata if isinstance(memory.metadata, dict) else {}).get("extracted") or ""
+
+
+def _without_echoes(results: list[RecallResult]) -> list[RecallResult]:
+    """The results less how a line moved me where the line itself is among them: the reaction quotes
+    it, so it would take a place and add nothing the line does not say."""
+    lines = {(r.memory.turn, r.memory.speaker) for r in results if r.memory.kind == "episodic"}
+    return [r for r in results if not (_extracted(r.memory) == "reaction" and (r.memory.turn, r.memory.speaker) in lines)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,7 +123,8 @@ class ToolContext(AgentRecall):
         `asked` (what the question asked for by name) first, window or not; beliefs=False: the agent's
         beliefs stay (a tool asked for what it holds)."""
         fresh = [r for r in results if not restates_window(r.memory, self.window_turns, beliefs=beliefs)
-                 and (r.memory.kind, r.memory.category) not in self.shown]
+                 and (r.memory.kind, r.memory.category) not in self.shown and not _says_nothing(r.memory)]
+        fresh = _without_echoes(fresh)
         kept = [*asked, *fresh]
         return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"),
                         in_front=len(results) - len(fresh))

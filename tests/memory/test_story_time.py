@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from memory.recalling.story_time import said_date, said_span, story_span
+from memory.recalling.story_time import only_time, said_date, said_span, story_span
 
 NOW = datetime(2023, 6, 20, 19, 30)  # a Tuesday evening
 
@@ -74,3 +74,13 @@ def test_a_question_with_no_event_clause_has_no_anchor(question):
     from memory.recalling.anchors import anchor_of
 
     assert anchor_of(question) is None
+
+
+@pytest.mark.parametrize("note, bare", [
+    ("A new day: it is 1:56 pm on 8 May 2023", True), ("Three hours later.", True), ("The next morning", True),
+    ("Tuesday morning", True), ("2023-05-08", True),
+    ("Two days later. The storm has passed.", False), ("A letter dated 3 March arrives", False),
+    ("That evening, Orla leaves.", False),
+])
+def test_a_note_that_only_says_when_it_is_is_told_from_one_that_says_what_happens(note, bare):
+    assert only_time(note) is bare

@@ -266,3 +266,30 @@ def test_recall_facts_gives_facts_or_says_there_are_none_never_the_profile(seede
 
     none = call_tool("recall_facts", {"topic": "the price of tea on the moon in 1802"}, context=ctx)
     assert none.response["facts"] == [] and none.response["note"] == "No facts on this topic."
+
+
+def test_a_search_gives_its_places_to_what_was_said_not_to_a_quote_of_it_or_a_bare_date(seeded_bank):
+    """Past the window, a line and how it moved me (which quotes it) would take two of five places,
+    and a stage note that only says the date ("A new day: it is …") one more: a question about the
+    lighthouse gets the line once and the other lines about it instead."""
+    from memory.forming.capture import remember_utterance
+    from memory.forming.extraction import reactions_create
+    from memory.models import Relationship
+    from memory.services import memory_create
+
+    line = "The lighthouse keeper rowed out to the wreck alone at dawn."
+    remember_utterance(bank=seeded_bank, speaker="Jordan", text=line, turn=5, listeners=["Alex", "Jordan"])
+    row = Relationship.objects.create(bank=seeded_bank, agent="Alex", other="Jordan", turn=5, trust=0.0, affinity=0.3,
+                                      affinity_change=0.3, reason=f"Jordan: “{line}”")
+    reactions_create(bank=seeded_bank, rows=[row], turn=5)
+    memory_create(bank=seeded_bank, agent="Alex", kind="observation", category="stage", turn=6, source="earned",
+                  content="A new day: it is 7:55 am on 9 June 2023", importance=6.0)
+    for turn, text in ((7, "The lighthouse lamp was lit an hour late."), (8, "Nobody has kept the lighthouse log since May.")):
+        remember_utterance(bank=seeded_bank, speaker="Jordan", text=text, turn=turn, listeners=["Alex", "Jordan"])
+
+    answer = call_tool("query_memory", {"query": "the lighthouse keeper and the wreck"},
+                       context=ToolContext(bank=seeded_bank, agent="Alex", current_turn=60))
+    contents = [r.memory.content for r in answer.results]
+    assert sum(line in c for c in contents) == 1, contents  # the line, not its echo besides
+    assert not any(c.startswith("A new day") for c in contents)
+    assert any("lamp was lit" in c for c in contents) and any("lighthouse log" in c for c in contents)
