@@ -45,7 +45,7 @@ from memory.forming.seed_specs import SECRET_LABEL
 from memory.recalling.held import HeldBelief, HeldSecret, beliefs_planted, held_beliefs, held_claims, held_secrets
 from memory.recalling.scoring import SCORING_PRESETS, resolve_weights
 from memory.recalling.search import recall
-from memory.recalling.story_time import MONTHS, WEEKDAYS, said_date, story_span
+from memory.recalling.story_time import MONTHS, WEEKDAYS, only_time, said_date, story_span
 from memory.recalling.sheet_recall import MEMORY_KINDS, recall_sheet, recall_stable, stable_snapshot
 
 # The agent's tools (served over MCP too: build_server, below).
@@ -111,7 +111,7 @@ __all__ = [
     "INT_MAX", "NAME_LIMIT", "OFFSET_MAX", "RECALL_K_MAX", "RETAIN_LISTENERS_MAX", "TEXT_LIMIT", "clean_kinds",
     "clean_text",
     "SECRET_LABEL", "HeldBelief", "HeldSecret", "beliefs_planted", "held_beliefs", "held_claims", "held_secrets", "secrets_mark_told",
-    "MemoryFilter", "recall", "said_date", "story_span", "MONTHS", "WEEKDAYS",
+    "MemoryFilter", "recall", "said_date", "story_span", "only_time", "MONTHS", "WEEKDAYS",
     "calibrated", "SCORING_PRESETS", "resolve_weights", "MEMORY_KINDS", "recall_sheet",
     "recall_stable", "stable_snapshot",
     "DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "REGISTRY", "SIMULATION_TOOLS", "WRITE_TOOLS", "ToolContext",

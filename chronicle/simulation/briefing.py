@@ -14,7 +14,7 @@ from memory.models import Memory
 from memory.api import (
     CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, WITNESSED_KINDS, calibrated, describe, recall_sheet,
     SECRET_LABEL, recall_stable, restates_window, retrieval_filter, sheet_aspects, stable_snapshot, standing,
-    said_date, told_text,
+    only_time, said_date, told_text,
 )
 
 if TYPE_CHECKING:
@@ -272,6 +272,8 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             continue
         if snap.get("category") == "reaction" and snap.get("speaker") in turn.others:
             continue  # how a line moved me towards someone present: the header's "Here with you" says it
+        if snap.get("kind") == "observation" and only_time(snap["content"]):
+            continue  # "A new day: it is …": the header says the date, and each memory its own
         content = _beyond_header(snap["content"], turn) if snap.get("category") == "identity" else snap["content"]
         if not content:
             continue

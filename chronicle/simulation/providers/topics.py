@@ -1,10 +1,10 @@
 """What keeps coming up: the offline reflection (the scripted and replay providers) finds the topics
 several statements share, and says each in the words of the lines that raised it.
 
-A topic is a word that at least two statements use, found by how many different people raised it
-and then how many statements. A name that only opens a statement ("Sam said: …") is who spoke, not
+A topic is a word that at least two lines someone said use (an earlier insight or a note is not
+quoted again), found by how many different people raised it and then how many statements. A name that only opens a statement ("Sam said: …") is who spoke, not
 what it was about, nor is the one it is said to ("No, Inspector."); a word every sentence has
-("think", "there") is no topic, nor is a contraction ("I'll", "don't", "it's").
+("think", "there") is no topic, nor is what people say of anything ("great", "always"), nor is a contraction ("I'll", "don't", "it's").
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ says shall should since some someone something still such sure take tell tells t
 them themselves then there these they thing things think this those though through told tonight took
 under until upon very want wants well went were what when where whether which while whispered whole
 will with within without would yeah year years your yours yourself
-""".split())
+""".split()) | set("""
+alright amazing awesome beautiful best better cool definitely easy excited exciting fantastic feel feeling
+feels felt fine glad great happy hard help helped helping helps hope hoping important incredible inspired
+inspiring kind lots love loved lovely mean means meant okay people place pretty proud real share shared
+sharing sorry sort sound sounds special stuff super thank thanks time times today totally true way ways
+week weeks wonderful yesterday
+""".split())  # what people say of anything (how it felt, how much): no subject of their own
 SPEAKER = re.compile(r"^([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?) (?:said|whispered to [^:]+|told me):\s*")
 WORD = re.compile(r"[A-Za-z][a-z'’-]{3,}")
 ACTION = re.compile(r"\*[^*]*\*")
@@ -50,12 +56,14 @@ def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> lis
     common: set[str] = set()  # topics written in lower case somewhere: a thing, not a name
     for number, text in statements:
         match = SPEAKER.match(text)
-        speaker = match.group(1) if match else ""
-        names.add(_stem(speaker.split(" ")[0])) if speaker else None
-        for word in WORD.findall(_said(text[match.end():] if match else text)):
+        if not match:
+            continue  # what was said, not an earlier insight (quoting one nests quotes in quotes) nor a note
+        speaker = match.group(1)
+        names.add(_stem(speaker.split(" ")[0]))
+        for word in WORD.findall(_said(text[match.end():])):
             stem = _stem(word)
-            if stem in COMMON or len(stem) < 4 or "'" in stem:  # short, or a contraction: grammar, not a topic
-                continue
+            if stem in COMMON or word.lower() in COMMON or len(stem) < 4 or "'" in stem:
+                continue  # short, or a contraction: grammar, not a topic
             display.setdefault(stem, word.removesuffix("'s").removesuffix("’s"))
             if word[0].islower():
                 common.add(stem)

@@ -141,3 +141,19 @@ def test_a_run_with_a_story_start_exports_to_json_and_imports_back_with_it(user,
     assert exported["simulation"]["story_start"] == "2025-01-13T18:30:00+00:00"
     copy = simulation_import(owner=user, data=exported)
     assert copy.story_start == simulation.story_start and copy.story_time_at(1) == datetime(2025, 1, 13, 18, 30)
+
+
+def test_a_note_that_only_says_the_date_is_not_recalled_before_a_turn_but_one_that_says_what_happened_is():
+    """Long past the window, "A new day: it is 8:56 pm on 20 July 2023" came back under "What you
+    know" as if it were knowledge: the header says today's date and every memory its own."""
+    from types import SimpleNamespace
+
+    from chronicle.simulation.briefing import Section, _fill
+
+    def note(memory_id, content):
+        return {"memory_id": memory_id, "content": content, "kind": "observation", "category": "stage", "turn": 12}
+
+    section = Section("What you know")
+    _fill(section, [note(1, "A new day: it is 8:56 pm on 20 July 2023"), note(2, "Two days later. The ferry is back.")],
+          SimpleNamespace(others=[], confidence_gating=False), shown=set())
+    assert section.lines == ["(turn 12) Two days later. The ferry is back."]

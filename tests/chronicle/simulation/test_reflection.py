@@ -238,3 +238,18 @@ def test_consolidation_is_queued_past_the_runs_own_budget_and_never_at_zero(user
     Simulation.objects.filter(pk=simulation.pk).update(consolidation_budget=0)
     assert tasks.queue_consolidations(simulation.pk, 6) == [] and len(queued) == 1
     assert "consolidates only on request" in Simulation.objects.get(pk=simulation.pk).option_labels
+
+
+def test_an_earlier_insight_is_not_quoted_again_and_praise_is_no_topic():
+    """Over a long run the offline reflection once quoted its own insights inside new ones ("The
+    acceptance keeps coming up: “The important keeps coming up: …””) and made topics of "great",
+    "important" and "always": what people say of anything, not what they talk about."""
+    statements = [
+        (1, "Caroline said: It's always great to see you! The pottery class was so important to me."),
+        (2, "Melanie said: Always great to hear from you. I finished a bowl at the pottery class yesterday."),
+        (3, "The pottery keeps coming up: Caroline said “The pottery class was so important to me.”"),
+        (4, "Caroline said: That's great, so important to have something of your own. The kiln was full."),
+        (5, "The important keeps coming up: “The great keeps coming up: Caroline said “It's always great.””")]
+    found = topics(statements, "Melanie")
+    assert found and {topic for topic, _cited in found} <= {"the pottery", "the class", "the kiln"}
+    assert all(n not in (3, 5) for _topic, cited in found for n in cited)
