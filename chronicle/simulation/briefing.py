@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from chronicle.simulation.context import count_tokens
 from chronicle.simulation.stage import skipped_minutes
-from chronicle.simulation.prompts import CONFIDENCE_FLOOR, TRANSCRIPT_LINES, Section, header, now_line, window
+from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, now_line, window
 from memory.models import Memory
 from memory.api import (
     CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, WITNESSED_KINDS, calibrated, describe, recall_sheet,
@@ -132,9 +132,6 @@ HEADER_SCENE = ("location", "time")
 # chunks, long lines) cannot crowd the turn: the most relevant come first and the rest wait.
 SECTION_BUDGETS = {"More about you": 200, "What you know": 200, "Recent events": 200}
 RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the agent's transcript begins
-# ... while its transcript is still short (it has just moved on): later the window itself holds the
-# scene's recent past, and on long runs the section cost ~330 tokens a turn for lines 40 turns back.
-RECENT_WHILE_WINDOW_UNDER = 2 * TRANSCRIPT_LINES
 
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
 PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMORY_KINDS if k != "episodic")]
@@ -223,7 +220,7 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]
                     MemoryFilter(agent=turn.agent, kinds=PREPOPULATED_FACT_KINDS, shared=True,
                                  max_turn=turn.index or None), 5))
     # What happened just before the transcript the agent reads (never a copy of it), in time order.
-    if in_window and in_window[0] > 1 and len(in_window) < RECENT_WHILE_WINDOW_UNDER:
+    if in_window and in_window[0] > 1:
         before = in_window[0] - 1
         queries.append(("Recent events", situation,
                         MemoryFilter(agent=turn.agent, kinds=list(WITNESSED_KINDS), max_turn=before,
