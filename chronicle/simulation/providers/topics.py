@@ -39,6 +39,8 @@ _NAME = r"(?:(?:Mr|Mrs|Ms|Miss|Dr)\.?\s+)?[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?
 # Not at its start: "Hail, same as Tuesday." opens with what it is about.
 VOCATIVE = re.compile(rf",\s+{_NAME}(?=\s*[.!?…]|\s*$)")
 QUOTE_CHARS = 180
+# An earlier insight among the statements (as `insight` writes it): its topic is said already.
+EARLIER = re.compile(r"^(?:the\s+)?([\w'’-]+) keeps coming up:", re.IGNORECASE)
 
 
 def _stem(word: str) -> str:
@@ -54,6 +56,7 @@ def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> lis
     found: dict[str, list[tuple[int, str]]] = {}  # topic -> [(statement number, who raised it)]
     display: dict[str, str] = {}  # topic -> how it reads: "the plane", "Bella"
     common: set[str] = set()  # topics written in lower case somewhere: a thing, not a name
+    said_already = {_stem(m.group(1)) for _n, text in statements if (m := EARLIER.match(text))}
     for number, text in statements:
         match = SPEAKER.match(text)
         if not match:
@@ -70,7 +73,8 @@ def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> lis
             if all(n != number for n, _who in found.get(stem, [])):
                 found.setdefault(stem, []).append((number, speaker))
     ranked = sorted(
-        ((stem, raised) for stem, raised in found.items() if len(raised) >= 2 and stem not in names),
+        ((stem, raised) for stem, raised in found.items()
+         if len(raised) >= 2 and stem not in names and stem not in said_already),
         key=lambda item: (-len({who for _n, who in item[1]}), -len(item[1]), item[1][0][0], item[0]))
     chosen: list[tuple[str, list[int]]] = []
     quoted: set[int] = set()

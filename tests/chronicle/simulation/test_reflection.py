@@ -243,7 +243,8 @@ def test_consolidation_is_queued_past_the_runs_own_budget_and_never_at_zero(user
 def test_an_earlier_insight_is_not_quoted_again_and_praise_is_no_topic():
     """Over a long run the offline reflection once quoted its own insights inside new ones ("The
     acceptance keeps coming up: “The important keeps coming up: …””) and made topics of "great",
-    "important" and "always": what people say of anything, not what they talk about."""
+    "important" and "always": what people say of anything, not what they talk about; and it said the
+    same insight again at each reflection ("The health keeps coming up" at turns 140 and 163)."""
     statements = [
         (1, "Caroline said: It's always great to see you! The pottery class was so important to me."),
         (2, "Melanie said: Always great to hear from you. I finished a bowl at the pottery class yesterday."),
@@ -251,5 +252,6 @@ def test_an_earlier_insight_is_not_quoted_again_and_praise_is_no_topic():
         (4, "Caroline said: That's great, so important to have something of your own. The kiln was full."),
         (5, "The important keeps coming up: “The great keeps coming up: Caroline said “It's always great.””")]
     found = topics(statements, "Melanie")
-    assert found and {topic for topic, _cited in found} <= {"the pottery", "the class", "the kiln"}
+    # The pottery was reflected on already (statement 3): the class is what is left to say.
+    assert [topic for topic, _cited in found] == ["the class"]
     assert all(n not in (3, 5) for _topic, cited in found for n in cited)
