@@ -12,7 +12,8 @@ from chronicle.simulation.stage import skipped_minutes
 from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, now_line, window
 from memory.models import Memory
 from memory.api import (
-    CharacterSheet, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, WITNESSED_KINDS, calibrated, describe, recall_sheet,
+    CharacterSheet, DAY_SUMMARY, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, WITNESSED_KINDS, calibrated, describe,
+    recall_sheet,
     SECRET_LABEL, recall_stable, restates_window, retrieval_filter, sheet_aspects, stable_snapshot, standing,
     only_time, said_date, told_text,
 )
@@ -130,7 +131,7 @@ IN_FRONT_OF_IT = ("identity", *(category for category, _n in CORE_SHEET))
 HEADER_SCENE = ("location", "time")
 # Tokens a pre-populated section may take beyond its first line, so that long memories (a background's
 # chunks, long lines) cannot crowd the turn: the most relevant come first and the rest wait.
-SECTION_BUDGETS = {"More about you": 200, "What you know": 200, "Recent events": 200}
+SECTION_BUDGETS = {"More about you": 200, "What you know": 200, "Earlier days": 200, "Recent events": 200}
 RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the agent's transcript begins
 
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
@@ -219,6 +220,12 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]
     queries.append(("What you know", situation,
                     MemoryFilter(agent=turn.agent, kinds=PREPOPULATED_FACT_KINDS, shared=True,
                                  max_turn=turn.index or None), 5))
+    # The story's earlier days as the agent keeps them (memory.living.days): the one that bears most
+    # on what was just said, once that day has left the transcript.
+    if in_window and in_window[0] > 1:
+        queries.append(("Earlier days", situation,
+                        MemoryFilter(agent=turn.agent, kinds=["episodic"], categories=[DAY_SUMMARY],
+                                     max_turn=in_window[0] - 1), 1))
     # What happened just before the transcript the agent reads (never a copy of it), in time order.
     if in_window and in_window[0] > 1:
         before = in_window[0] - 1

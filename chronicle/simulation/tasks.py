@@ -12,6 +12,8 @@ import logging
 import threading
 import time
 from contextlib import contextmanager
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from celery import shared_task
 from celery.exceptions import Retry
@@ -27,7 +29,8 @@ from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
 from memory.api import (
     EmbeddingError, RECENT_TURNS, background, bank_hold, consolidate, consolidate_bank_task, consolidation_due,
-    consolidations_due, importance_since_last_reflection, importance_since_last_reflections, reflect, summarizer,
+    consolidations_due, day_summarise, importance_since_last_reflection, importance_since_last_reflections, reflect,
+    summarizer,
 )
 from memory.models import Memory
 from wonda_site.outage import part_of
@@ -113,6 +116,7 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
     if finished is not None:
         queue_reflections(simulation_id, finished.number, due=finished.due_reflections)
         queue_consolidations(simulation_id, finished.number, due=finished.due_consolidations)
+        queue_day_summary(simulation_id, finished.number)
     return "done"
 
 
@@ -179,6 +183,36 @@ def queue_reflections(simulation_id: int, turn_number: int, due: list[str] | Non
             log.exception("could not queue %s's reflection at turn %s", name, turn_number)
             _mark_reflecting(simulation_id, name, False)
     return due
+
+
+def queue_day_summary(simulation_id: int, turn_number: int) -> bool:
+    """When this turn opened a new story day, each of the cast keeps the day before as one memory
+    (memory.living.days), in a task of its own: the next turn does not wait for it."""
+    simulation = Simulation.objects.filter(pk=simulation_id).first()
+    if simulation is None or simulation.bank_id is None or turn_number < 2:
+        return False
+    now, before = simulation.story_time_at(turn_number), simulation.story_time_at(turn_number - 1)
+    if now is None or before is None or now.date() <= before.date():
+        return False
+    try:
+        day_summary_task.delay(simulation_id, before.date().isoformat())
+    except Exception:  # the broker being down costs the day its summary, not the run
+        log.exception("could not queue the summary of %s for simulation %s", before.date(), simulation_id)
+        return False
+    return True
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=600, time_limit=660)
+def day_summary_task(simulation_id: int, day: str) -> str:
+    """Each of the cast's memory of one story day ("2023-05-08"), once: a redelivery makes nothing more."""
+    simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
+    if simulation is None or simulation.bank is None:
+        return "no simulation"
+    start = datetime.fromisoformat(day).replace(tzinfo=dt_timezone.utc)
+    ask = get_provider(simulation).complete if simulation.provider == Simulation.Provider.OPENAI else None
+    made = [name for name in simulation.cast_names
+            if day_summarise(bank=simulation.bank, agent=name, start=start, end=start + timedelta(days=1), summarize=ask)]
+    return f"{len(made)} day summar{'ies' if len(made) != 1 else 'y'}"
 
 
 def _mark_reflecting(simulation_id: int, agent: str, on: bool) -> None:

@@ -1,0 +1,96 @@
+"""A story day kept as one memory (memory.living.days): when the calendar moves to a new day, each
+of the cast keeps the day before, and an agent reads it before its turns once that day has left
+its transcript."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from chronicle.simulation import tasks
+from memory.api import ToolContext, call_tool
+from memory.models import Memory
+from tests.chronicle.simulation.conftest import start_seeded
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_new_story_day_leaves_each_of_the_cast_the_day_before_as_one_memory(user, dinner, monkeypatch):
+    from chronicle.simulation import prompts
+
+    queued = []
+    monkeypatch.setattr(tasks.day_summary_task, "delay", lambda *args: queued.append(args))
+    monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # so that the evening leaves the transcript by turn 6
+    monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
+    simulation = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
+                              minutes_per_turn=5, stage_directions="4: The next morning", retrieval_mode="prepopulate")
+    for index in range(4):
+        assert tasks.run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    # Turn 4 opened the next morning: the evening before is to be kept, once.
+    assert queued == [(simulation.pk, "2025-01-13")]
+
+    cast = sorted(simulation.cast_names)
+    assert tasks.day_summary_task(simulation.pk, "2025-01-13") == f"{len(cast)} day summaries"
+    assert tasks.day_summary_task(simulation.pk, "2025-01-13") == "0 day summaries"  # a redelivery
+    days = {m.agent: m for m in Memory.objects.filter(bank=simulation.bank, category="day")}
+    assert sorted(days) == cast
+    lines = {m.turn: m.content for m in Memory.objects.filter(bank=simulation.bank, kind="episodic", agent=cast[0])
+             .exclude(category="day")}
+    for agent, memory in days.items():
+        assert memory.content.startswith("What happened on Monday 13 January 2025: ")
+        assert memory.story_time.date().isoformat() == "2025-01-13" and memory.turn == 3
+        # It rests on that agent's own lines of the evening, none of the morning's.
+        evidence = list(memory.evidence.all())
+        assert evidence and {m.agent for m in evidence} == {agent} and {m.turn for m in evidence} <= {1, 2, 3}
+        # In the lines' own words: who said it, and the first sentence of what they said.
+        said = [text.split(": ", 1) for turn, text in lines.items() if turn in (1, 2, 3)]
+        assert any(f"{who.removesuffix(' said')} said “{text.split('.')[0]}" in memory.content for who, text in said)
+        assert "{" not in memory.content and "said said" not in memory.content
+
+    # Once the evening has left its transcript, an agent reads its day before its turn.
+    for index in (4, 5):
+        assert tasks.run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    sixth = simulation.turns.get(index=5)
+    sent = "\n".join(str(m.get("content") or "") for m in sixth.prompt_messages)
+    assert "## Earlier days\n- (turn 3) What happened on Monday 13 January 2025: " in sent
+    assert days[sixth.agent].content in sent
+
+    # Asked what happened that evening, an agent finds the day.
+    context = ToolContext(bank=simulation.bank, agent=cast[0], current_turn=60,
+                          story_now=datetime(2025, 1, 16, 9, 0))
+    answer = call_tool("recall_episodes", {"query": "what happened that evening", "time_range": "on 13 January 2025"},
+                       context=context)
+    assert any(r.memory.category == "day" for r in answer.results)
+
+
+def test_the_model_writes_the_day_when_there_is_one_and_a_failing_model_leaves_the_offline_one(user, dinner):
+    from memory.api import day_summarise, memory_create
+
+    simulation = start_seeded(user, dinner)
+    evening = datetime(2025, 1, 13, 19, 0, tzinfo=timezone.utc)
+    for turn, line in enumerate(["Jordan said: Bella's has a table at eight. We should go.",
+                                 "Sam said: I cannot spend more than fifteen euros tonight.",
+                                 "Alex said: Then we split the bill three ways and nobody orders wine."], start=1):
+        memory_create(bank=simulation.bank, agent="Alex", kind="episodic", source="earned", turn=turn, importance=5,
+                      content=line, story_time=evening)
+    asked = []
+
+    def model(prompt):
+        asked.append(prompt)
+        return "Jordan booked Bella's for eight; Sam could spend fifteen euros, so Alex had them split the bill."
+
+    start = datetime(2025, 1, 13, tzinfo=timezone.utc)
+    made = day_summarise(bank=simulation.bank, agent="Alex", start=start, end=start.replace(day=14), summarize=model)
+    assert made.content == ("On Monday 13 January 2025: Jordan booked Bella's for eight; Sam could spend fifteen "
+                            "euros, so Alex had them split the bill.")
+    assert "Sam said: I cannot spend more than fifteen euros tonight." in asked[0]
+    made.delete()
+
+    def down(prompt):
+        raise RuntimeError("cannot reach the LLM server")
+
+    offline = day_summarise(bank=simulation.bank, agent="Alex", start=start, end=start.replace(day=14), summarize=down)
+    assert offline.content == ("What happened on Monday 13 January 2025: Jordan said “Bella's has a table at eight.” "
+                               "Sam said “I cannot spend more than fifteen euros tonight.” Alex said “Then we split "
+                               "the bill three ways and nobody orders wine.”")
