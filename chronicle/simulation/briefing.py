@@ -12,10 +12,9 @@ from chronicle.simulation.stage import skipped_minutes
 from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, now_line, window
 from memory.models import Memory
 from memory.api import (
-    CharacterSheet, DAY_SUMMARY, MEMORY_KINDS, MemoryFilter, WHOLE_SHEET_K, WITNESSED_KINDS, calibrated, describe,
-    recall_sheet,
-    SECRET_LABEL, recall_stable, restates_window, retrieval_filter, sheet_aspects, stable_snapshot, standing,
-    only_time, said_date, told_text,
+    DAY_SUMMARY, MEMORY_KINDS, SECRET_LABEL, WHOLE_SHEET_K, WITNESSED_KINDS, CharacterSheet, MemoryFilter, calibrated,
+    describe, latest_day_turn, only_time, recall_sheet, recall_stable, restates_window, retrieval_filter, said_date,
+    sheet_aspects, stable_snapshot, standing, told_text,
 )
 
 if TYPE_CHECKING:
@@ -220,12 +219,13 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]
     queries.append(("What you know", situation,
                     MemoryFilter(agent=turn.agent, kinds=PREPOPULATED_FACT_KINDS, shared=True,
                                  max_turn=turn.index or None), 5))
-    # The story's earlier days as the agent keeps them (memory.living.days): the one that bears most
-    # on what was just said, once that day has left the transcript.
-    if in_window and in_window[0] > 1:
+    # The story's last day as the agent keeps it (memory.living.days), once that day has left the
+    # transcript: what a time skip left behind. Earlier days are a search away (query_memory).
+    last_day = latest_day_turn(turn.bank, turn.agent, before=in_window[0]) if in_window and in_window[0] > 1 else None
+    if last_day is not None:
         queries.append(("Earlier days", situation,
                         MemoryFilter(agent=turn.agent, kinds=["episodic"], categories=[DAY_SUMMARY],
-                                     max_turn=in_window[0] - 1), 1))
+                                     min_turn=last_day, max_turn=last_day), 1))
     # What happened just before the transcript the agent reads (never a copy of it), in time order.
     if in_window and in_window[0] > 1:
         before = in_window[0] - 1

@@ -174,7 +174,8 @@ def items_of(result) -> list[dict]:
         confidence = shown.get(snapshot["memory_id"])
         if confidence is None and position == 0 and isinstance(overall, (int, float)):
             confidence = overall
-        items.append({"content": snapshot["content"], "confidence": confidence, "memory_id": snapshot["memory_id"]})
+        content = f"{snapshot['content']}\n{snapshot['reply']['content']}" if snapshot.get("reply") else snapshot["content"]
+        items.append({"content": content, "confidence": confidence, "memory_id": snapshot["memory_id"]})
     return items
 
 

@@ -55,6 +55,12 @@ def day_memories(bank: MemoryBank, agent: str, start: datetime, end: datetime) -
     return [m for m in rows if not only_time(m.content)]
 
 
+def latest_day_turn(bank, agent: str, *, before: int) -> int | None:
+    """The turn of the agent's latest day summary made before turn `before` (None: none yet)."""
+    return (Memory.objects.in_bank(bank).filter(agent=agent, category=DAY, turn__lt=before).active()
+            .order_by("-turn").values_list("turn", flat=True).first())
+
+
 def _first_sentence(text: str) -> str:
     text = re.sub(r"\*[^*]*\*", " ", text)  # stage business: the summary says what was said
     text = re.sub(r"\[shares [^\]]*\]", " ", text)
@@ -65,8 +71,11 @@ def _first_sentence(text: str) -> str:
 
 
 def offline_summary(memories: list[Memory], day: str) -> str:
-    """The day's most important lines, first sentence each, in the order they were said."""
-    chosen = sorted(sorted(memories, key=lambda m: (-m.importance, m.turn or 0, m.pk))[:OFFLINE_LINES],
+    """The day's most important lines, first sentence each, in the order they were said (what was
+    seen only where too little was said: "Orla enters" is not what a day was about)."""
+    said = [m for m in memories if _SAID.match(m.content)]
+    pool = said if len(said) >= MIN_LINES else memories
+    chosen = sorted(sorted(pool, key=lambda m: (-m.importance, m.turn or 0, m.pk))[:OFFLINE_LINES],
                     key=lambda m: (m.turn or 0, m.pk))
     parts = []
     for memory in chosen:

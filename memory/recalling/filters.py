@@ -105,12 +105,15 @@ class RecallResult:
     score: float
     components: dict[str, float]
     matched_key: str | None
+    reply: Memory | None = None  # a line that asks, with the next line, that answered it (memory.recalling.replies)
 
     def snapshot(self) -> dict:
+        answered = {"reply": {"memory_id": self.reply.pk, "content": self.reply.content, "turn": self.reply.turn}} \
+            if self.reply is not None else {}
         return self.memory.snapshot() | {
             "rank": self.rank, "score": round(self.score, 6),
             "components": {k: round(v, 6) for k, v in self.components.items()}, "matched_key": self.matched_key,
-        }
+        } | answered
 
 
 def episode_context_text(previous: str, content: str) -> str:

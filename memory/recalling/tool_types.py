@@ -235,6 +235,8 @@ def entries(results: list[RecallResult], *, with_turn: bool = False, extra: bool
         belief = (r.memory.metadata or {}).get("belief") if isinstance(r.memory.metadata, dict) else None
         if isinstance(belief, dict):
             entry |= belief_fields(belief)
+        if r.reply is not None:  # a line that asks: the next line answered it
+            entry["reply"] = r.reply.content
         if told := told_text((r.memory.metadata or {}).get("told") if isinstance(r.memory.metadata, dict) else None):
             entry["told_to"] = told  # a secret its owner has told: whom, and when
         if extra:

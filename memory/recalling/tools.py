@@ -18,6 +18,7 @@ from memory.recalling.enhance import EnhancedQuery
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.search import recall
 from memory.recalling.story_time import dated_first, time_range_turns
+from memory.recalling.replies import with_replies
 from memory.recalling.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
 from memory.services import memory_associate, memory_create, memory_reinforce
 # A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
@@ -135,6 +136,7 @@ def _query_memory(ctx: ToolContext, args: dict):
     flt, results = search_memory(ctx, query, enhanced=enhanced)
     # "What did Sam say yesterday?": what is dated so comes first.
     results = dated_first(ctx, query, results, lambda span: search_memory(ctx, query, enhanced=enhanced, within=span)[1])
+    results = with_replies(ctx, results)  # a question found brings the line that answered it
     return ({"query": query, "memories": entries(results, with_turn=True)} | _metadata(results, enhanced),
             query, flt, results)
 

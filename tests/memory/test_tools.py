@@ -293,3 +293,33 @@ def test_a_search_gives_its_places_to_what_was_said_not_to_a_quote_of_it_or_a_ba
     assert sum(line in c for c in contents) == 1, contents  # the line, not its echo besides
     assert not any(c.startswith("A new day") for c in contents)
     assert any("lamp was lit" in c for c in contents) and any("lighthouse log" in c for c in contents)
+
+
+def test_a_question_found_comes_with_the_line_that_answered_it(seeded_bank):
+    """Asked what the dog is called, a search finds the question ("What's his name?") before the
+    answer, which shares none of its words: the answer comes with it, in the same place."""
+    from memory.forming.capture import remember_utterance
+
+    for turn, speaker, text, listeners in [
+        (3, "Jordan", "You got a dog? What's the dog's name?", ["Alex", "Jordan"]),
+        (4, "Alex", "Biscuit. He chews everything.", ["Alex", "Jordan"]),
+        (8, "Jordan", "Is the dog allowed in the café?", ["Alex", "Jordan"]),
+        (9, "Jordan", "Never mind, I'll ask the owner.", ["Alex", "Jordan"]),  # the same speaker: no answer
+        (12, "Jordan", "Does your dog like the beach?", ["Jordan"]),
+        (13, "Sam", "He loves it.", ["Jordan"]),  # Alex was not there to hear either
+        *((20 + n, "Jordan", text, ["Alex", "Jordan"]) for n, text in enumerate([
+            "The dog at the café barked all night.", "My neighbour's dog is called a terrier by everyone.",
+            "Dogs are not allowed on the ferry.", "The dog show is on Saturday, the big dogs first."])),
+    ]:
+        remember_utterance(bank=seeded_bank, speaker=speaker, text=text, turn=turn, listeners=listeners)
+
+    def ask(window=frozenset()):
+        answer = call_tool("query_memory", {"query": "what is the dog called?"},
+                           context=ToolContext(bank=seeded_bank, agent="Alex", current_turn=60, window_turns=window))
+        return {m["turn"]: m.get("reply") for m in answer.response["memories"] if "turn" in m}
+
+    replies = ask()
+    assert replies["3"] == "Alex said: Biscuit. He chews everything."
+    assert replies.get("8") is None and "12" not in replies
+    # Where the window shows the answer already, it is not sent again.
+    assert ask(frozenset({4})).get("3") is None
