@@ -49,10 +49,18 @@ def _extracted(memory) -> str:
 
 
 def _without_echoes(results: list[RecallResult]) -> list[RecallResult]:
-    """The results less how a line moved me where the line itself is among them: the reaction quotes
-    it, so it would take a place and add nothing the line does not say."""
-    lines = {(r.memory.turn, r.memory.speaker) for r in results if r.memory.kind == "episodic"}
-    return [r for r in results if not (_extracted(r.memory) == "reaction" and (r.memory.turn, r.memory.speaker) in lines)]
+    """The results with a line and how it moved me (which quotes it) given one place, the one found
+    first: asked how someone made me feel, the feeling; asked what was said, the line."""
+    kept, seen = [], set()
+    for r in results:
+        said = r.memory.kind == "episodic" or _extracted(r.memory) == "reaction"
+        pair = (r.memory.turn, r.memory.speaker)
+        if said and pair[0] is not None and pair in seen:
+            continue
+        if said:
+            seen.add(pair)
+        kept.append(r)
+    return kept
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,14 +125,16 @@ class ToolContext(AgentRecall):
             kept = self.outside_window(answerable(search(wider)), k, **options)
         return kept
 
-    def outside_window(self, results: list[RecallResult], k: int, *, asked=(), beliefs: bool = True) -> list[RecallResult]:
+    def outside_window(self, results: list[RecallResult], k: int, *, asked=(), beliefs: bool = True,
+                       feelings: bool = False) -> list[RecallResult]:
         """The results but what the caller reads in its window (restates_window) or prompt (shown), ranked
         anew, at most k;
         `asked` (what the question asked for by name) first, window or not; beliefs=False: the agent's
-        beliefs stay (a tool asked for what it holds)."""
+        beliefs stay (a tool asked for what it holds); feelings: a line and how it moved me both stay
+        (the question asks how it felt)."""
         fresh = [r for r in results if not restates_window(r.memory, self.window_turns, beliefs=beliefs)
                  and (r.memory.kind, r.memory.category) not in self.shown and not _says_nothing(r.memory)]
-        fresh = _without_echoes(fresh)
+        fresh = fresh if feelings else _without_echoes(fresh)
         kept = [*asked, *fresh]
         return Recalled([replace(r, rank=i) for i, r in enumerate(kept[:k], start=1)], path=getattr(results, "path", "exact"),
                         in_front=len(results) - len(fresh))

@@ -101,6 +101,9 @@ def _metadata(results: list[RecallResult], enhanced: EnhancedQuery) -> dict:
 # A question about what one believes or has heard: the agent's beliefs on it are searched first.
 ABOUT_BELIEFS = re.compile(r"\b(?:believe[sd]?|beliefs?|rumou?rs?|is it true|heard (?:about|that))\b", re.IGNORECASE)
 BELIEFS_FIRST = 2
+# A question about how something felt: a line and the feeling it left are both kept, not one for both.
+ABOUT_FEELINGS = re.compile(r"\b(?:feel|feels|felt|feelings?|mood|hurt|upset|warm(?:ed)? to|made (?:me|you|him|her|them))\b",
+                            re.IGNORECASE)
 
 
 def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | None = None,
@@ -127,7 +130,7 @@ def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | Non
         found = recall(ctx.bank, query, filter=flt, k=n, options=ctx.recall_options(), fusion=True, exact=exact,
                        enhance=enhanced)
         return Recalled([r for r in found if r.memory.pk not in ids], path=getattr(found, "path", "exact"))
-    return flt, ctx.recall_outside(search, k, asked=held)
+    return flt, ctx.recall_outside(search, k, asked=held, feelings=bool(ABOUT_FEELINGS.search(query)))
 
 
 def _query_memory(ctx: ToolContext, args: dict):
