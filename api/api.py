@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from functools import wraps
 from typing import Annotated
 
 from django.conf import settings
@@ -54,6 +55,22 @@ class TokenAuth(HttpBearer):
 
 api = NinjaAPI(title="Wonda API", version="1", auth=TokenAuth(), urls_namespace="api",
                openapi_url="/openapi.json", docs_url="/docs", throttle=[TokenRateThrottle()])
+
+
+def _json_only(run):
+    """A body in any other format is a 415, before anything reads it: django-ninja would parse any
+    Content-Type as JSON, so a form post or a text file could pass for a call."""
+    @wraps(run)
+    def check(request, *args, **kwargs):
+        has_body = int(request.META.get("CONTENT_LENGTH") or 0) > 0 or "HTTP_TRANSFER_ENCODING" in request.META
+        if has_body and request.content_type != "application/json":
+            return api.create_response(request, {"detail": f"Send the body as JSON (Content-Type: application/json), "
+                                                           f"not {request.content_type or 'no type'}."}, status=415)
+        return run(request, *args, **kwargs)
+    return check
+
+
+api.add_decorator(_json_only, mode="view")
 
 
 @api.exception_handler(ValidationError)

@@ -270,6 +270,7 @@ def without_confidence(response: dict) -> dict:
     return response
 
 
+LIST_MAX = 100  # items in one list argument: a tool's lists are a few turns or kinds
 _TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "array": (list,)}
 
 
@@ -296,6 +297,8 @@ def check_arguments(tool: Tool, arguments) -> dict:
             continue
         if isinstance(value, bool) or not isinstance(value, _TYPES[param.type] + ((list,) if param.or_list else ())):
             raise ToolError(f"{tool.name}: {pname!r} must be a {param.type}, not {type(value).__name__}.")
+        if isinstance(value, list) and len(value) > LIST_MAX:
+            raise ToolError(f"{tool.name}: {pname!r} has {len(value):,} items; the limit is {LIST_MAX}.")
         texts = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
         for text in texts:
             try:  # the API's, the forms' and the imports' rule for text (memory.services.validation)

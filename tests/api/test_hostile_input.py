@@ -129,6 +129,28 @@ def test_a_tool_argument_over_mcp_refuses_hostile_text_and_forms_no_memory(own_b
     assert Memory.objects.count() == before
 
 
+def test_a_list_parameter_has_a_maximum(own_bank, token):
+    response = send("post", f"/api/banks/{own_bank.pk}/recall", token, {"query": "x", "kinds": ["episodic"] * 10_000})
+    assert response.status_code == 400 and response.json()["detail"].startswith("kinds")
+    tags = send("post", f"/api/banks/{own_bank.pk}/memories", token, {"content": "x", "tags": ["t"] * 51})
+    assert tags.status_code == 400 and tags.json()["detail"].startswith("tags")
+    result = call_tool("recall_episodes", {"query": "x", "time_range": list(range(10_000))},
+                       context=ToolContext(bank=own_bank, agent="Alex"))
+    assert "'time_range' has 10,000 items; the limit is 100" in result.error
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
+                                          "application/xml"])
+def test_a_body_that_is_not_json_is_a_415_and_writes_nothing(user, token, content_type):
+    response = Client().post("/api/banks", data='{"name": "Harbour"}', content_type=content_type,
+                             HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 415 and "application/json" in response.json()["detail"]
+    assert not MemoryBank.objects.filter(owner=user).exists()
+    response = Client().post("/api/banks", data='{"name": "Harbour"}', content_type="application/json; charset=utf-8",
+                             HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 201
+
+
 def test_a_bank_name_too_long_or_with_a_nul_byte_is_refused(user, token):
     for name in ("x" * 10_000, "bank\x00", ""):
         response = send("post", "/api/banks", token, {"name": name})
