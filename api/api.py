@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from functools import wraps
 from typing import Annotated
 
 from django.conf import settings
@@ -26,6 +25,7 @@ from ninja.errors import HttpError, ValidationError as SchemaError
 from pydantic import AfterValidator, Field
 from ninja.security import HttpBearer
 
+from api.guards import json_only
 from api.models import ApiToken
 from api.throttle import TokenRateThrottle
 from chronicle.simulation.models import Simulation
@@ -57,20 +57,7 @@ api = NinjaAPI(title="Wonda API", version="1", auth=TokenAuth(), urls_namespace=
                openapi_url="/openapi.json", docs_url="/docs", throttle=[TokenRateThrottle()])
 
 
-def _json_only(run):
-    """A body in any other format is a 415, before anything reads it: django-ninja would parse any
-    Content-Type as JSON, so a form post or a text file could pass for a call."""
-    @wraps(run)
-    def check(request, *args, **kwargs):
-        has_body = int(request.META.get("CONTENT_LENGTH") or 0) > 0 or "HTTP_TRANSFER_ENCODING" in request.META
-        if has_body and request.content_type != "application/json":
-            return api.create_response(request, {"detail": f"Send the body as JSON (Content-Type: application/json), "
-                                                           f"not {request.content_type or 'no type'}."}, status=415)
-        return run(request, *args, **kwargs)
-    return check
-
-
-api.add_decorator(_json_only, mode="view")
+api.add_decorator(json_only, mode="view")  # a body in any other format is a 415
 
 
 @api.exception_handler(ValidationError)
