@@ -16,7 +16,7 @@ from wonda_site.workers import WorkerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
-OUTSIDE = pytest.StashKey[dict]()
+OUTSIDE, PROBLEMS = pytest.StashKey[dict](), pytest.StashKey[list]()
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright + live_server
 leftovers.adopt_orphans()  # as early as can be: a server a test starts stays findable (tests/leftovers.py)
@@ -34,13 +34,17 @@ def pytest_sessionfinish(session, exitstatus):
     leftovers.end(left)
     if (before := session.config.stash.get(OUTSIDE, None)) is not None:
         problems += [f"wrote outside the repository: {w}" for w in leftovers.writes_outside(before)]
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if problems and reporter is not None:
-        reporter.ensure_newline()
-        for problem in problems:
-            reporter.write_line(f"test run: {problem}", red=True)
+    session.config.stash[PROBLEMS] = problems
     if problems and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    problems = terminalreporter.config.stash.get(PROBLEMS, [])
+    if problems:
+        terminalreporter.write_sep("=", "what the test run left behind", red=True)
+        for problem in problems:
+            terminalreporter.write_line(problem, red=True)
 
 
 def _database_quiet(timeout: float = 30.0) -> None:

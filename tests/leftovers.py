@@ -48,8 +48,9 @@ def _reap() -> None:
             return
 
 
-def leftover_processes(var_dir: Path) -> list[psutil.Process]:
-    """This process's children still running, but the embedded servers of `var_dir`."""
+def leftover_processes(var_dir: Path, grace_s: float = 5.0) -> list[psutil.Process]:
+    """This process's children still running after `grace_s` (a browser's helpers go a moment
+    after the browser), but the embedded servers of `var_dir`."""
     _reap()
     kept = {_pidfile(var_dir / "pg" / "postmaster.pid"), _pidfile(var_dir / "redis" / "redis.pid")}
     left = []
@@ -59,7 +60,8 @@ def leftover_processes(var_dir: Path) -> list[psutil.Process]:
                 left.append(child)
         except psutil.NoSuchProcess:
             continue
-    return left
+    _gone, alive = psutil.wait_procs(left, timeout=grace_s) if left else ([], [])
+    return alive
 
 
 def describe(process: psutil.Process) -> str:
