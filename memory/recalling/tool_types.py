@@ -287,8 +287,10 @@ def check_arguments(tool: Tool, arguments) -> dict:
     unexpected = set(arguments) - set(tool.params)
     if unexpected:
         allowed = ", ".join(tool.params) or "none"
-        shown = sorted(k if k.isprintable() else ascii(k) for k in unexpected)  # a key may be hostile text too
-        raise ToolError(f"{tool.name} got unexpected argument(s): {', '.join(shown)}. Allowed: {allowed}.")
+        # A key may be hostile text too, and there may be thousands: ten, printable, say enough.
+        shown = sorted(k if k.isprintable() else ascii(k) for k in unexpected)
+        more = f" and {len(shown) - 10:,} more" if len(shown) > 10 else ""
+        raise ToolError(f"{tool.name} got unexpected argument(s): {', '.join(shown[:10])}{more}. Allowed: {allowed}.")
     for pname, param in tool.params.items():
         value = arguments.get(pname)
         if value is None:

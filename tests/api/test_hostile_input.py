@@ -137,6 +137,9 @@ def test_a_list_parameter_has_a_maximum(own_bank, token):
     result = call_tool("recall_episodes", {"query": "x", "time_range": list(range(10_000))},
                        context=ToolContext(bank=own_bank, agent="Alex"))
     assert "'time_range' has 10,000 items; the limit is 100" in result.error
+    many = send("post", f"/api/banks/{own_bank.pk}/tools/query_memory", token,
+                {"agent": "Alex", "arguments": {"query": "x", **{f"k{i}": 1 for i in range(10_000)}}})
+    assert many.status_code == 400 and "and 9,990 more" in many.json()["detail"] and len(many.content) < 1000
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
