@@ -110,10 +110,9 @@ def clean_int(value, field: str, *, low: int = -INT_MAX - 1, high: int = INT_MAX
 
 
 def clean_kinds(kinds, field: str = "kinds") -> list[str]:
-    """Memory kinds, each one Wonda knows, each at most once."""
+    """Memory kinds, each one Wonda knows, no more of them than there are kinds."""
     if len(kinds or []) > len(Memory.Kind.values):
-        raise ValidationError({field: f"{len(kinds):,} kinds given; there are {len(Memory.Kind.values)}, "
-                                      "so name each at most once."})
+        raise ValidationError({field: f"{len(kinds):,} kinds given; there are only {len(Memory.Kind.values)}."})
     unknown = [k for k in kinds or [] if k not in Memory.Kind.values]
     if unknown:
         raise ValidationError({field: f"unknown kind(s) {', '.join(map(repr, unknown))}; use {', '.join(Memory.Kind.values)}."})
