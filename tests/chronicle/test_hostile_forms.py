@@ -124,3 +124,14 @@ def test_a_form_body_over_the_limit_is_a_413_page_in_a_writers_words(client_for,
     assert "Too much at once" in page and "1 MB" in page and "nothing was saved" in page
     assert "Traceback" not in page and "RequestDataTooBig" not in page
     assert not Character.objects.exists()
+
+
+def test_a_run_export_with_a_nul_byte_is_refused_naming_where_and_imports_nothing(client_for, user):
+    from chronicle.simulation.models import Simulation
+
+    export = {"format": "wonda.simulation", "simulation": {"title": "Dinner"}, "scenario": {}, "cast": [],
+              "turns": [{"index": 1, "agent": "Alex", "utterance": "Pizza\u0000?"}]}
+    upload = SimpleUploadedFile("run.json", json.dumps(export).encode(), "application/json")
+    response = client_for(user).post(reverse("chronicle_import"), {"file": upload})
+    assert response.status_code == 400 and "turns[0].utterance: contains a NUL byte" in response.content.decode()
+    assert not Simulation.objects.exists()
