@@ -25,6 +25,7 @@ from ninja.errors import HttpError, ValidationError as SchemaError
 from pydantic import AfterValidator, Field
 from ninja.security import HttpBearer
 
+from api.guards import json_only
 from api.models import ApiToken
 from api.throttle import TokenRateThrottle
 from chronicle.simulation.models import Simulation
@@ -54,6 +55,9 @@ class TokenAuth(HttpBearer):
 
 api = NinjaAPI(title="Wonda API", version="1", auth=TokenAuth(), urls_namespace="api",
                openapi_url="/openapi.json", docs_url="/docs", throttle=[TokenRateThrottle()])
+
+
+api.add_decorator(json_only, mode="view")  # a body in any other format is a 415
 
 
 @api.exception_handler(ValidationError)
@@ -98,13 +102,14 @@ def _missing(request, exc):
 
 # --- schemas ------------------------------------------------------------------------------------
 # Each field is checked by memory's own input rules (memory.services.validation), the ones the MCP
-# tools and the forms use: a NUL byte, a number PostgreSQL cannot hold or an unknown kind is a 400
-# naming the field, before anything is written.
+# tools, the forms and the imports use: a NUL byte, a lone surrogate, a control character, a name
+# with nothing visible, a number PostgreSQL cannot hold or an unknown kind is a 400 naming the
+# field, before anything is written.
 
-def _text(limit: int, required: bool = True):
+def _text(limit: int, required: bool = True, name: bool = False):
     def check(value: str) -> str:
         try:
-            return clean_text(value, "value", limit=limit, required=required)
+            return clean_text(value, "value", limit=limit, required=required, name=name)
         except ValidationError as exc:
             raise ValueError(" ".join(exc.message_dict["value"])) from None
     return AfterValidator(check)
@@ -117,14 +122,14 @@ def _kinds(value: list[str] | None) -> list[str] | None:
         raise ValueError(" ".join(exc.message_dict["kinds"])) from None
 
 
-Name = Annotated[str, _text(NAME_LIMIT)]
-OptionalName = Annotated[str, _text(NAME_LIMIT, required=False)]
+Name = Annotated[str, _text(NAME_LIMIT, name=True)]
+OptionalName = Annotated[str, _text(NAME_LIMIT, required=False, name=True)]
 Text = Annotated[str, _text(TEXT_LIMIT)]
 Content = Annotated[str, _text(10**6)]  # memory.models.MAX_CONTENT_CHARS has the last word
 Turn = Annotated[int, Field(ge=-INT_MAX - 1, le=INT_MAX)]
 Importance = Annotated[float, Field(ge=0, le=10)]
 Valence = Annotated[float, Field(ge=-1, le=1)]
-Tags = Annotated[list[Annotated[str, _text(100)]], Field(max_length=50)]
+Tags = Annotated[list[Annotated[str, _text(100, name=True)]], Field(max_length=50)]
 Kinds = Annotated[list[str] | None, AfterValidator(_kinds)]
 
 
@@ -143,7 +148,7 @@ class MemoryIn(Schema):
     content: Content
     agent: OptionalName = ""
     kind: Annotated[str, AfterValidator(lambda v: _kinds([v])[0])] = "semantic"
-    category: Annotated[str, _text(50, required=False)] = ""
+    category: Annotated[str, _text(50, required=False, name=True)] = ""
     importance: Importance = 5.0
     turn: Turn | None = None
     about: OptionalName = ""

@@ -17,13 +17,14 @@ import json
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import ValidationError
 from django.db import close_old_connections
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
 
 from api.models import ApiToken
 from api.throttle import allowed
-from memory.api import SCORING_PRESETS, ToolContext, build_server
+from memory.api import INT_MAX, NAME_LIMIT, SCORING_PRESETS, ToolContext, build_server, clean_text
 from memory.models import MemoryBank
 
 PATH = "/mcp"
@@ -49,7 +50,7 @@ def _context(token: str, params: dict[str, str]) -> ToolContext:
         if not params.get("bank") or not params.get("agent"):
             raise Refused(400, "Name the memory bank and the agent: /mcp?bank=<id>&agent=<name> "
                                "(or the headers X-Wonda-Bank and X-Wonda-Agent).")
-        if not params["bank"].isdigit():
+        if not (params["bank"].isascii() and params["bank"].isdigit() and len(params["bank"]) < 19):
             raise Refused(400, "bank must be a memory bank's id (a number).")
         bank = MemoryBank.objects.owned_by(found.user).filter(pk=int(params["bank"])).first()
         if bank is None:
@@ -58,10 +59,13 @@ def _context(token: str, params: dict[str, str]) -> ToolContext:
         if scoring not in SCORING_PRESETS:
             raise Refused(400, f"scoring must be one of: {', '.join(SCORING_PRESETS)}.")
         turn = params.get("turn")
-        if turn and not turn.lstrip("-").isdigit():
-            raise Refused(400, "turn must be a whole number.")
-        return ToolContext(bank=bank, agent=params["agent"].strip(), current_turn=int(turn) if turn else None,
-                           scoring=scoring)
+        if turn and not (turn.isascii() and turn.lstrip("-").isdigit() and -INT_MAX - 1 <= int(turn) <= INT_MAX):
+            raise Refused(400, f"turn must be a whole number between {-INT_MAX - 1:,} and {INT_MAX:,}.")
+        try:  # the API's rule for a name (memory.services.validation): %00 or %07 in the URL is a 400
+            agent = clean_text(params["agent"], "agent", limit=NAME_LIMIT, name=True)
+        except ValidationError as exc:
+            raise Refused(400, f"agent: {' '.join(exc.message_dict['agent'])}") from None
+        return ToolContext(bank=bank, agent=agent, current_turn=int(turn) if turn else None, scoring=scoring)
     finally:
         close_old_connections()
 

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from memory.api import clean_text
+
 PREFIX = "wonda_"
 
 
@@ -40,9 +42,11 @@ class ApiToken(models.Model):
 
     @classmethod
     def issue(cls, *, user, name: str) -> tuple["ApiToken", str]:
-        """A new token and its secret, which is never stored and never shown again."""
+        """A new token and its secret, which is never stored and never shown again. A name that breaks
+        the text rule (memory.services.validation) is a ValidationError naming it."""
+        name = clean_text(name.strip()[:100], "name", limit=100, required=False, name=True)
         raw = PREFIX + secrets.token_urlsafe(32)
-        token = cls.objects.create(user=user, name=name.strip()[:100] or "API token", hint=f"{PREFIX}…{raw[-4:]}",
+        token = cls.objects.create(user=user, name=name or "API token", hint=f"{PREFIX}…{raw[-4:]}",
                                    digest=token_hash(raw))
         return token, raw
 

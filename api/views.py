@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -15,13 +16,18 @@ from api.models import ApiToken
 @login_required
 @require_http_methods(["GET", "POST"])
 def tokens(request: HttpRequest) -> HttpResponse:
-    secret = ""
+    secret, status = "", 200
     if request.method == "POST":
-        token, secret = ApiToken.issue(user=request.user, name=request.POST.get("name", ""))
-        messages.success(request, f"Token “{token.name}” made: copy it now, it is not shown again.")
+        try:
+            token, secret = ApiToken.issue(user=request.user, name=request.POST.get("name", ""))
+        except ValidationError as exc:
+            messages.error(request, f"Token name: {' '.join(exc.message_dict['name'])}")
+            status = 400
+        else:
+            messages.success(request, f"Token “{token.name}” made: copy it now, it is not shown again.")
     return TemplateResponse(request, "api/tokens.html", {
         "tokens": ApiToken.objects.filter(user=request.user), "secret": secret,
-        "base": request.build_absolute_uri("/api/")})
+        "base": request.build_absolute_uri("/api/")}, status=status)
 
 
 @login_required

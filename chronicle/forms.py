@@ -8,7 +8,8 @@ from django import forms
 from django.conf import settings
 
 from chronicle.models import ITEM_LIMIT, TEXT_LIMIT, Character, Scenario
-from memory.api import CHARACTER_FIELDS, CHARACTER_LIST_FIELDS, CHARACTER_TEXT_FIELDS
+from chronicle.text_rule import TextRuleForm
+from memory.api import CHARACTER_FIELDS, CHARACTER_LIST_FIELDS, CHARACTER_TEXT_FIELDS, text_problem
 
 LIST_FIELDS = CHARACTER_LIST_FIELDS
 
@@ -28,6 +29,7 @@ class ListWidget(forms.Widget):
 
 class ListField(forms.Field):
     widget = ListWidget
+    takes_text = True  # chronicle.text_rule checks each item
 
     def __init__(self, *, item_max_length: int = ITEM_LIMIT, max_items: int = 50, long: bool = False, **kwargs):
         # long: items are paragraphs (secrets, greetings), edited in text areas.
@@ -70,6 +72,7 @@ class KnowledgeWidget(forms.Widget):
 
 class KnowledgeField(forms.Field):
     widget = KnowledgeWidget
+    takes_text = True
 
     def __init__(self, **kwargs):
         kwargs.setdefault("required", False)
@@ -126,6 +129,7 @@ class LoreField(forms.Field):
     """Card lore (SillyTavern character_book entries) as [{"index", "keys", "content", "enabled"}]."""
 
     widget = LoreWidget
+    takes_text = True
 
     def __init__(self, **kwargs):
         kwargs.setdefault("required", False)
@@ -173,7 +177,7 @@ def _card_text(help_text: str, label: str) -> forms.CharField:
                            strip=True, widget=forms.Textarea(attrs={"rows": 4}))
 
 
-class CharacterForm(forms.ModelForm):
+class CharacterForm(TextRuleForm, forms.ModelForm):
     traits = ListField(help_text="Personality traits, one per item: “warm”, “impulsive”.")
     skills = ListField(help_text="What the character is good at.")
     values = ListField(help_text="What the character believes in.")
@@ -247,8 +251,6 @@ class CharacterForm(forms.ModelForm):
         name = self.cleaned_data["name"].strip()
         if not name:
             raise forms.ValidationError("Give the character a name.")
-        if re.search(r"[\x00-\x1f]", name):
-            raise forms.ValidationError("A name cannot contain control characters.")
         taken = Character.objects.owned_by(self.owner).filter(name__iexact=name)
         if self.instance.pk:
             taken = taken.exclude(pk=self.instance.pk)
@@ -264,7 +266,7 @@ class CharacterForm(forms.ModelForm):
         return knowledge
 
 
-class ScenarioForm(forms.ModelForm):
+class ScenarioForm(TextRuleForm, forms.ModelForm):
     cast = forms.ModelMultipleChoiceField(queryset=Character.objects.none(), required=False,
                                           widget=forms.CheckboxSelectMultiple,
                                           help_text="Who takes part. Each one remembers the scene.")
@@ -308,6 +310,8 @@ class ScenarioForm(forms.ModelForm):
             for about, text in row.items():
                 if len(text) > TEXT_LIMIT:
                     self.add_error(None, f"The note on what {knower} knows about {about} is longer than {TEXT_LIMIT:,} characters.")
+                elif problem := text_problem(text):
+                    self.add_error(None, f"The note on what {knower} knows about {about} {problem}")
         cleaned["pair_notes"] = notes
         return cleaned
 
@@ -327,14 +331,14 @@ def validate_upload_size(upload) -> None:
         raise forms.ValidationError(message, code="too_large")
 
 
-class ImportForm(forms.Form):
+class ImportForm(TextRuleForm, forms.Form):
     file = forms.FileField(help_text="A Wonda JSON export, or a Character Card V2 as .json or .png.",
                            validators=[validate_upload_size])
     as_copy = forms.BooleanField(required=False, label="If a name is taken, import as a copy",
                                  help_text="e.g. “Seraphina (2)”; otherwise you are asked first.")
 
 
-class ImportCopyForm(forms.Form):
+class ImportCopyForm(TextRuleForm, forms.Form):
     """The second step after a name clash: import the file kept from the first step, as a copy."""
 
     pending = forms.CharField(max_length=64)

@@ -33,9 +33,11 @@ from memory.services.banks import (
 )
 from memory.signals import memory_edited
 
-# The bounds every outside input is held to (the HTTP API's schemas), with their clean-up.
+# The bounds every outside input is held to (the HTTP API's schemas), with their clean-up, and the
+# one text rule (the API, the MCP tools, the forms and the imports share it).
 from memory.services.validation import (
     INT_MAX, NAME_LIMIT, OFFSET_MAX, RECALL_K_MAX, RETAIN_LISTENERS_MAX, TEXT_LIMIT, clean_kinds, clean_text,
+    text_problem, text_problem_in, visible,
 )
 
 # Reading: search, the sheet by category, confidence, scoring presets.
@@ -110,7 +112,7 @@ __all__ = [
     "memory_statuses_set", "memory_update", "validate_content", "CARRY_MODES", "earlier_lines", "statuses_of",
     "CaptureFilters", "Skipped", "memory_edited", "remember_utterance",
     "INT_MAX", "NAME_LIMIT", "OFFSET_MAX", "RECALL_K_MAX", "RETAIN_LISTENERS_MAX", "TEXT_LIMIT", "clean_kinds",
-    "clean_text",
+    "clean_text", "text_problem", "text_problem_in", "visible",
     "SECRET_LABEL", "HeldBelief", "HeldSecret", "beliefs_planted", "held_beliefs", "held_claims", "held_secrets", "secrets_mark_told",
     "MemoryFilter", "recall", "said_date", "story_span", "only_time", "MONTHS", "WEEKDAYS",
     "calibrated", "SCORING_PRESETS", "resolve_weights", "MEMORY_KINDS", "recall_sheet",

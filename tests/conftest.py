@@ -10,12 +10,41 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
+from tests import leftovers
+from wonda_site.embedded import VAR_DIR
 from wonda_site.workers import WorkerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
+OUTSIDE, PROBLEMS = pytest.StashKey[dict](), pytest.StashKey[list]()
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright + live_server
+leftovers.adopt_orphans()  # as early as can be: a server a test starts stays findable (tests/leftovers.py)
+
+
+def pytest_sessionstart(session):
+    session.config.stash[OUTSIDE] = leftovers.snapshot(ROOT, VAR_DIR)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The run fails if it left a process running (but its own embedded servers) or wrote outside
+    the repository and the temp dir; what it left is stopped."""
+    left = leftovers.leftover_processes(VAR_DIR)
+    problems = [f"left running: {leftovers.describe(p)}" for p in left]
+    leftovers.end(left)
+    if (before := session.config.stash.get(OUTSIDE, None)) is not None:
+        problems += [f"wrote outside the repository: {w}" for w in leftovers.writes_outside(before)]
+    session.config.stash[PROBLEMS] = problems
+    if problems and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    problems = terminalreporter.config.stash.get(PROBLEMS, [])
+    if problems:
+        terminalreporter.write_sep("=", "what the test run left behind", red=True)
+        for problem in problems:
+            terminalreporter.write_line(problem, red=True)
 
 
 def _database_quiet(timeout: float = 30.0) -> None:

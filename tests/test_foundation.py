@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -221,18 +222,42 @@ def test_docker_compose_runs_without_debug_and_needs_a_secret_key():
     assert environment["SECRET_KEY"].startswith("${SECRET_KEY:?")
 
 
-def test_the_compose_configuration_restarts_what_dies_and_passes_check_deploy():
+def _compose_defaults(compose: dict) -> dict[str, str]:
+    """The app's environment as compose gives it when the operator sets nothing: ${X:-default} is
+    its default, ${X:?message} (required) is left out."""
+    env = {}
+    for name, value in compose["x-app"]["environment"].items():
+        found = re.fullmatch(r"\$\{\w+(:-|:\?)(.*)\}", str(value))
+        if found is None:
+            env[name] = str(value)
+        elif found[1] == ":-":
+            env[name] = found[2]
+    return env
+
+
+def test_compose_serves_plain_http_on_localhost_unless_asked_for_https():
+    env = _compose_defaults(yaml.safe_load((ROOT / "docker-compose.yml").read_text()))
+    assert env["WONDA_HTTPS"] == "0"  # no redirect to HTTPS, no HSTS pinned on localhost
+    assert env["CSRF_TRUSTED_ORIGINS"].startswith("http://localhost")
+
+
+def test_the_compose_configuration_restarts_what_dies_and_passes_check_deploy(tmp_path):
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     for name, service in compose["services"].items():
         restart = service.get("restart") or compose["x-app"].get("restart")
         assert restart == "unless-stopped" and service.get("healthcheck"), name
-    # The environment compose gives the app, with the secret an operator sets: no deployment warning.
-    env = {k: v for k, v in compose["x-app"]["environment"].items() if not str(v).startswith("${")}
-    env |= {"WONDA_HTTPS": "1", "SECRET_KEY": "an-operator-set-secret-" + "x" * 40, "ALLOWED_HOSTS": "wonda.example"}
+    # The environment compose gives the app behind TLS, with the secret an operator sets: no
+    # deployment warning. Its database and broker are compose's own services, which the check never
+    # reaches, and its var dir a temporary one: the check starts no server and writes nothing on the host.
+    data = tmp_path / "data"
+    env = _compose_defaults(compose) | {"WONDA_HTTPS": "1", "SECRET_KEY": "an-operator-set-secret-" + "x" * 40,
+                                         "ALLOWED_HOSTS": "wonda.example", "WONDA_VAR_DIR": str(data)}
+    assert env["DATABASE_URL"].startswith("postgres://") and env["CELERY_BROKER_URL"].startswith("redis://")
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                            cwd=ROOT, capture_output=True, text=True,
+                            cwd=ROOT, capture_output=True, text=True, timeout=120,
                             env={k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"} | env)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert not (data / "pg").exists() and not (data / "redis").exists()
 
 
 @pytest.mark.worker

@@ -81,6 +81,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # A database or broker outage is a 503 naming it, never a traceback; /healthz answers before sessions.
     "wonda_site.outage.DependencyDownMiddleware",
+    # A form body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 page, before the CSRF check reads it.
+    "wonda_site.limits.BodyTooBigMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

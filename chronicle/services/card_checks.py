@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chronicle.models import ITEM_LIMIT, TEXT_LIMIT
+from memory.api import text_problem
 
 SHORT_LIMITS = {"name": 100, "role": 200, "archetype": 200, "title": 200, "time_of_day": 200, "user_name": 100}
 
@@ -26,6 +27,8 @@ class Checker:
             return ""
         if len(value) > limit:
             self.errors.append(f"{path}{key} is longer than {limit:,} characters")
+        elif key == "name" and (problem := text_problem(value, one_line=True)):  # the rest: cards._text_checked
+            self.errors.append(f"{path}{key} {problem}")
         return value
 
     def items(self, obj: dict, key: str, path: str, *, limit: int = ITEM_LIMIT) -> list[str]:

@@ -43,6 +43,7 @@ from chronicle.services.characters import character_request_preview
 from chronicle.services.portraits import PortraitError, portrait_from_image, portrait_set
 from chronicle.services.scenarios import clean_pair_notes, scenario_create
 from chronicle.simulation.services import file_settings_errors
+from memory.api import text_problem_in
 
 
 
@@ -123,6 +124,14 @@ def _scenario_from_wonda(data: Any, check: _Checker, names: list[str]) -> dict |
 
 # --- import -----------------------------------------------------------------------------------
 
+def _text_checked(data: Any) -> Any:
+    """The whole file by the one text rule (memory's, as the forms and the API): JSON can carry
+    "\\u0000" or a lone surrogate, which PostgreSQL cannot store, in any field or extra."""
+    if problem := text_problem_in(data):
+        raise CardImportError([problem])
+    return data
+
+
 def _parse(raw: bytes) -> tuple[str, Any]:
     too_large = upload_limit_message(len(raw))  # callers other than the import page (the form checks it first)
     if too_large:
@@ -130,13 +139,14 @@ def _parse(raw: bytes) -> tuple[str, Any]:
     if not raw.strip():
         raise CardImportError(["the file is empty"])
     if raw.startswith(b"\x89PNG"):
-        return "card", _card_from_png(raw)
+        return "card", _text_checked(_card_from_png(raw))
     try:
         data = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise CardImportError(["this file is neither JSON nor a PNG image"]) from None
     except json.JSONDecodeError as exc:
         raise CardImportError([f"this file is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"]) from None
+    data = _text_checked(data)
     if isinstance(data, dict) and data.get("format") == WONDA_FORMAT:
         return "wonda", data
     if isinstance(data, dict) and ("spec" in data or "data" in data):

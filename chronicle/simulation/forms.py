@@ -16,6 +16,7 @@ from chronicle.simulation.run_settings import (  # noqa: F401 (NOT_INHERITED: re
 )
 from chronicle.simulation.stage import StageError
 from chronicle.simulation.stage import parse as parse_stage
+from chronicle.text_rule import TextRuleForm
 from memory.api import (
     DEFAULT_SIMULATION_TOOLS, DistortionError, REGISTRY, SCORING_PRESETS, SIMULATION_TOOLS, WRITE_TOOLS,
     parse_distortions,
@@ -71,7 +72,7 @@ RETRIEVAL_MODE_HELP = (
     "usually two calls. Both: given, and free to ask for more.")
 
 
-class SimulationForm(forms.ModelForm):
+class SimulationForm(TextRuleForm, forms.ModelForm):
     scenario = forms.ModelChoiceField(queryset=Scenario.objects.none(), empty_label=None)
     cast = forms.ModelMultipleChoiceField(
         queryset=Character.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
@@ -227,7 +228,7 @@ class SimulationForm(forms.ModelForm):
         return values
 
 
-class LLMSettingsForm(forms.ModelForm):
+class LLMSettingsForm(TextRuleForm, forms.ModelForm):
     """The model settings of a paused or failed run: fix a model name or a key, then Resume."""
 
     api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False), label="API key",
@@ -264,7 +265,7 @@ class LLMSettingsForm(forms.ModelForm):
         return data
 
 
-class ReplayForm(forms.ModelForm):
+class ReplayForm(TextRuleForm, forms.ModelForm):
     """A finished run's lines, replayed under other memory settings (the replay provider)."""
 
     scoring = forms.ChoiceField(choices=[(name, name) for name in SCORING_PRESETS], label="Scoring preset")

@@ -22,7 +22,7 @@ from chronicle.simulation.prompts import MARKUP, Section, transcript_text
 from chronicle.simulation.providers import get_provider
 from chronicle.simulation.turn_inputs import turn_input
 from chronicle.simulation.turns import next_index, queue_next, script_end
-from memory.api import DEFAULT_SIMULATION_TOOLS, REGISTRY, WRITE_TOOLS, call_tool
+from memory.api import DEFAULT_SIMULATION_TOOLS, REGISTRY, WRITE_TOOLS, call_tool, text_problem
 
 
 class SeatError(Exception):
@@ -92,6 +92,8 @@ def seat_speak(*, simulation: Simulation, line: str, actor) -> Turn:
     text = (line or "").strip()
     if not text:
         raise SeatError(f"Write {turn.agent}'s line first.")
+    if problem := text_problem(text):
+        raise SeatError(f"{turn.agent}'s line {problem}")
     TurnOverride.objects.update_or_create(simulation=simulation, turn_index=turn.index, kind=TurnOverride.Kind.LINE,
                                           defaults={"content": text, "created_by": actor})
     _hand_over(simulation, turn)

@@ -13,6 +13,7 @@ from chronicle.simulation.errors import ControlError
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.replay import ScriptError, check_script
 from chronicle.simulation.stage import StageError, parse
+from memory.api import text_problem
 
 
 def played(simulation: Simulation) -> int:
@@ -27,6 +28,8 @@ def stage_directions_update(*, simulation: Simulation, text: str) -> Simulation:
     if locked.is_live:
         raise ControlError("Pause the run before changing its stage directions: a turn may be starting.")
     text = "\n".join(line.rstrip() for line in (text or "").strip().splitlines() if line.strip())
+    if problem := text_problem(text):
+        raise ControlError(f"The stage directions {problem}")
     try:
         changed = parse(text, cast=locked.cast_names)
     except StageError as exc:

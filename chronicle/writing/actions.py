@@ -15,6 +15,7 @@ from chronicle.writing import ask, exports, selectors, services
 from chronicle.writing.forms import LineForm, MemoryEditForm
 from chronicle.writing.models import ChronicleEntry
 from chronicle.writing.tasks import form_memory_task
+from memory.api import text_problem_in
 from memory.models import Memory
 
 
@@ -96,6 +97,8 @@ def simulation_import_file(*, owner, upload) -> Simulation:
         raise ValidationError("This is not a JSON file (it is not UTF-8 text).") from exc
     except ValueError as exc:
         raise ValidationError(f"This is not a JSON file: {exc}") from exc
+    if problem := text_problem_in(data):  # "\u0000" or a lone surrogate would fail in PostgreSQL, halfway
+        raise ValidationError(f"This export cannot be imported: {problem}")
     return exports.simulation_import(owner=owner, data=data)
 
 

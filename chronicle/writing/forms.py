@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 
 from chronicle.forms import validate_upload_size
+from chronicle.text_rule import TextRuleForm
 from chronicle.writing.services import writer_memory_check
 from memory.models import MAX_CONTENT_CHARS, MAX_TAG_CHARS, MAX_TAGS, Memory
 
@@ -35,7 +36,7 @@ class TagsField(forms.CharField):
                     f"The tag “{tag[:30]}…” is {len(tag)} characters long; each tag is at most {MAX_TAG_CHARS}.")
 
 
-class MemoryEditForm(forms.Form):
+class MemoryEditForm(TextRuleForm, forms.Form):
     content = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=MAX_CONTENT_CHARS)
     importance = forms.FloatField(min_value=0, max_value=10)
     tags = TagsField()
@@ -78,17 +79,17 @@ class MemoryFormForm(MemoryEditForm):
         return cleaned
 
 
-class LineForm(forms.Form):
+class LineForm(TextRuleForm, forms.Form):
     text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), max_length=LINE_CHARS)
     annotation = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), max_length=LINE_CHARS)
     remembered = forms.BooleanField(required=False)  # the listeners' memories of the line follow the new wording
 
 
-class LineOverrideForm(forms.Form):
+class LineOverrideForm(TextRuleForm, forms.Form):
     """The turn inspector's hand-written line ("" removes it)."""
 
     line = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), max_length=LINE_CHARS)
 
 
-class ImportForm(forms.Form):
+class ImportForm(TextRuleForm, forms.Form):
     file = forms.FileField(help_text="A .json file from “Export JSON”.", validators=[validate_upload_size])

@@ -282,6 +282,7 @@ def without_confidence(response: dict) -> dict:
     return response
 
 
+LIST_MAX = 100  # items in one list argument: a tool's lists are a few turns or kinds
 _TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "array": (list,)}
 
 
@@ -298,7 +299,10 @@ def check_arguments(tool: Tool, arguments) -> dict:
     unexpected = set(arguments) - set(tool.params)
     if unexpected:
         allowed = ", ".join(tool.params) or "none"
-        raise ToolError(f"{tool.name} got unexpected argument(s): {', '.join(sorted(unexpected))}. Allowed: {allowed}.")
+        # A key may be hostile text too, and there may be thousands: ten, printable, say enough.
+        shown = sorted(k if k.isprintable() else ascii(k) for k in unexpected)
+        more = f" and {len(shown) - 10:,} more" if len(shown) > 10 else ""
+        raise ToolError(f"{tool.name} got unexpected argument(s): {', '.join(shown[:10])}{more}. Allowed: {allowed}.")
     for pname, param in tool.params.items():
         value = arguments.get(pname)
         if value is None:
@@ -307,9 +311,12 @@ def check_arguments(tool: Tool, arguments) -> dict:
             continue
         if isinstance(value, bool) or not isinstance(value, _TYPES[param.type] + ((list,) if param.or_list else ())):
             raise ToolError(f"{tool.name}: {pname!r} must be a {param.type}, not {type(value).__name__}.")
-        if param.type == "string" and isinstance(value, str):
-            try:  # the API's and the forms' rule for text (memory.services.validation)
-                clean_text(value, pname, limit=TEXT_LIMIT)
+        if isinstance(value, list) and len(value) > LIST_MAX:
+            raise ToolError(f"{tool.name}: {pname!r} has {len(value):,} items; the limit is {LIST_MAX}.")
+        texts = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+        for text in texts:
+            try:  # the API's, the forms' and the imports' rule for text (memory.services.validation)
+                clean_text(text, pname, limit=TEXT_LIMIT, required=param.type == "string")
             except ValidationError as exc:
                 raise ToolError(f"{tool.name}: {pname!r} {' '.join(exc.message_dict[pname])}") from None
         numbers = [value] if param.type == "integer" else [v for v in value if isinstance(v, int)] if isinstance(value, list) else []

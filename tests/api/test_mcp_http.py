@@ -124,6 +124,20 @@ def test_no_valid_token_no_tools(server, user, other_user, alex_bank):
     assert unnamed.status_code == 400 and "agent" in unnamed.json()["detail"]
 
 
+def test_an_agent_name_that_breaks_the_text_rule_is_a_400_before_the_tools(server, user, alex_bank):
+    _token, raw = ApiToken.issue(user=user, name="mine")
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {raw}"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}}}
+    for agent in ("Al%00ex", "Al%07ex", "%E2%80%8B", "%E2%80%AE"):  # NUL, BEL, zero-width space, RLO
+        refused = httpx2.post(f"{server}/mcp?bank={alex_bank.pk}&agent={agent}", json=initialize, headers=headers)
+        assert refused.status_code == 400 and refused.json()["detail"].startswith("agent: "), agent
+    for turn in ("2147483648", "\u00b2"):  # past PostgreSQL's integer; a digit int() cannot read
+        refused = httpx2.post(f"{server}/mcp?bank={alex_bank.pk}&agent=Alex&turn={turn}", json=initialize,
+                              headers=headers)
+        assert refused.status_code == 400 and "turn must be a whole number" in refused.json()["detail"], turn
+
+
 def test_mcp_over_http_counts_against_the_same_per_token_budget_as_the_api(server, user, alex_bank, settings):
     from django.test import Client
 
