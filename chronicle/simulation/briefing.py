@@ -279,8 +279,10 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             continue
         if snap.get("category") == "reaction" and snap.get("speaker") in turn.others:
             continue  # how a line moved me towards someone present: the header's "Here with you" says it
-        if snap.get("kind") == "observation" and only_time(snap["content"]):
-            continue  # "A new day: it is …": the header says the date, and each memory its own
+        if snap.get("kind") == "observation" and (only_time(snap["content"]) or snap.get("until_turn")):
+            # "A new day: it is …": the header says the date, and each memory its own; "Ibrahim is
+            # away" until he came back: a state that is over ("Here with you" says who is here now)
+            continue
         content = _beyond_header(snap["content"], turn) if snap.get("category") == "identity" else snap["content"]
         if not content:
             continue

@@ -145,7 +145,8 @@ def test_a_run_with_a_story_start_exports_to_json_and_imports_back_with_it(user,
 
 def test_a_note_that_only_says_the_date_is_not_recalled_before_a_turn_but_one_that_says_what_happened_is():
     """Long past the window, "A new day: it is 8:56 pm on 20 July 2023" came back under "What you
-    know" as if it were knowledge: the header says today's date and every memory its own."""
+    know" as if it were knowledge (the header says today's date and every memory its own), and a
+    model found "Ibrahim is away (turn 56, until turn 62)" there, "mostly noise"."""
     from types import SimpleNamespace
 
     from chronicle.simulation.briefing import Section, _fill
@@ -154,6 +155,9 @@ def test_a_note_that_only_says_the_date_is_not_recalled_before_a_turn_but_one_th
         return {"memory_id": memory_id, "content": content, "kind": "observation", "category": "stage", "turn": 12}
 
     section = Section("What you know")
-    _fill(section, [note(1, "A new day: it is 8:56 pm on 20 July 2023"), note(2, "Two days later. The ferry is back.")],
+    # Nor a coming or going whose state is over: "Here with you" says who is here now.
+    over = note(3, "Ibrahim is away") | {"until_turn": 62}
+    _fill(section, [note(1, "A new day: it is 8:56 pm on 20 July 2023"), over,
+                    note(2, "Two days later. The ferry is back.")],
           SimpleNamespace(others=[], confidence_gating=False), shown=set())
     assert section.lines == ["(turn 12) Two days later. The ferry is back."]
