@@ -32,6 +32,7 @@ OFFLINE_LINES = 4        # the day's lines an offline summary quotes
 MODEL_LINES = 60         # the day's lines a model is shown (its most important, in order)
 QUOTE_CHARS = 160
 MIN_LINES = 2            # a day of one line is that line: no summary
+MIN_WORDS = 5            # a quote shorter than this says little of a day
 
 DAY_PROMPT = ("Here is what {agent} lived through on {day}, in order:\n{lines}\n\n"
               "Write what {agent} would remember of that day in two to four sentences, in the third person: "
@@ -61,30 +62,37 @@ def latest_day_turn(bank, agent: str, *, before: int) -> int | None:
             .order_by("-turn").values_list("turn", flat=True).first())
 
 
-def _first_sentence(text: str) -> str:
-    text = re.sub(r"\*[^*]*\*", " ", text)  # stage business: the summary says what was said
+def _telling_sentence(text: str) -> str:
+    """The sentence of a line that says most (its longest), stage business and photos left out:
+    "That's the island." says less of a day than the sentence after it."""
+    text = re.sub(r"\*[^*]*\*", " ", text)
     text = re.sub(r"\[shares [^\]]*\]", " ", text)
-    sentence = _SENTENCE_END.split(" ".join(text.split()), 1)[0].strip()
+    sentences = [s.strip() for s in _SENTENCE_END.split(" ".join(text.split())) if s.strip()]
+    sentence = max(sentences, key=lambda s: len(s.split()), default="")
     if len(sentence) <= QUOTE_CHARS:
         return sentence
     return sentence[:QUOTE_CHARS].rsplit(" ", 1)[0].rstrip(",;:—-") + "…"
 
 
 def offline_summary(memories: list[Memory], day: str) -> str:
-    """The day's most important lines, first sentence each, in the order they were said (what was
-    seen only where too little was said: "Orla enters" is not what a day was about)."""
+    """The day's most important lines, the sentence of each that says most, in the order they were
+    said (what was seen only where too little was said: "Orla enters" is not what a day was about).
+    Of lines as important, the fuller first; a line of a few words ("Grand. Wet.") is left out."""
     said = [m for m in memories if _SAID.match(m.content)]
     pool = said if len(said) >= MIN_LINES else memories
-    chosen = sorted(sorted(pool, key=lambda m: (-m.importance, m.turn or 0, m.pk))[:OFFLINE_LINES],
-                    key=lambda m: (m.turn or 0, m.pk))
+    quotes = {}
+    for memory in pool:
+        match = _SAID.match(memory.content)
+        quote = _telling_sentence(match.group("text") if match else memory.content)
+        if len(quote.split()) >= MIN_WORDS or pool is not said:
+            quotes[memory.pk] = (match.group("who") if match else "", quote)
+    ranked = sorted((m for m in pool if m.pk in quotes),
+                    key=lambda m: (-m.importance, -len(quotes[m.pk][1].split()), m.turn or 0, m.pk))
     parts = []
-    for memory in chosen:
-        said = _SAID.match(memory.content)
-        quote = _first_sentence(said.group("text") if said else memory.content)
-        if not quote:
-            continue
+    for memory in sorted(ranked[:OFFLINE_LINES], key=lambda m: (m.turn or 0, m.pk)):
+        who, quote = quotes[memory.pk]
         quote = quote if quote.endswith((".", "!", "?", "…")) else f"{quote}."
-        parts.append(f"{said.group('who')} said “{quote}”" if said else quote)
+        parts.append(f"{who} said “{quote}”" if who else quote)
     return f"What happened on {day}: {' '.join(parts)}"
 
 

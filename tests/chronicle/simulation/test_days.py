@@ -94,3 +94,24 @@ def test_the_model_writes_the_day_when_there_is_one_and_a_failing_model_leaves_t
     assert offline.content == ("What happened on Monday 13 January 2025: Jordan said “Bella's has a table at eight.” "
                                "Sam said “I cannot spend more than fifteen euros tonight.” Alex said “Then we split "
                                "the bill three ways and nobody orders wine.”")
+
+
+def test_the_offline_day_quotes_what_each_line_says_most_not_a_fragment(user, dinner):
+    """A model found a day summed up as "That's the island." "Candles from the island.": the
+    sentence of a line that says most is quoted, and a line of a few words is left out."""
+    from memory.api import day_summarise, memory_create
+
+    simulation = start_seeded(user, dinner)
+    evening = datetime(2025, 1, 14, 20, 0, tzinfo=timezone.utc)
+    for turn, line in enumerate([
+            "Declan said: Grand. Wet.",
+            "Nessa said: That's the island. The cable at the old creamery is down again, same as last year.",
+            "Orla said: Candles. There's soup on the stove for anyone who wants it until the lights come back."],
+            start=1):
+        memory_create(bank=simulation.bank, agent="Alex", kind="episodic", source="earned", turn=turn, importance=5,
+                      content=line, story_time=evening)
+    start = datetime(2025, 1, 14, tzinfo=timezone.utc)
+    made = day_summarise(bank=simulation.bank, agent="Alex", start=start, end=start.replace(day=15))
+    assert made.content == ("What happened on Tuesday 14 January 2025: Nessa said “The cable at the old creamery is "
+                            "down again, same as last year.” Orla said “There's soup on the stove for anyone who "
+                            "wants it until the lights come back.”")
