@@ -99,6 +99,7 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
             staging = time.perf_counter()
             beliefs.plant(simulation)  # the writer's planted beliefs, once
             formation.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
+            keep_the_day_before(simulation, turn.number)
             staged_ms = (time.perf_counter() - staging) * 1000
             outcome = run_turn(turn_inputs.turn_input(turn=turn), provider, pace_s=simulation.pace_s)
             capture = formation.capture_for(turn=turn, outcome=outcome)
@@ -116,7 +117,6 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
     if finished is not None:
         queue_reflections(simulation_id, finished.number, due=finished.due_reflections)
         queue_consolidations(simulation_id, finished.number, due=finished.due_consolidations)
-        queue_day_summary(simulation_id, finished.number)
     return "done"
 
 
@@ -185,34 +185,20 @@ def queue_reflections(simulation_id: int, turn_number: int, due: list[str] | Non
     return due
 
 
-def queue_day_summary(simulation_id: int, turn_number: int) -> bool:
-    """When this turn opened a new story day, each of the cast keeps the day before as one memory
-    (memory.living.days), in a task of its own: the next turn does not wait for it."""
-    simulation = Simulation.objects.filter(pk=simulation_id).first()
-    if simulation is None or simulation.bank_id is None or turn_number < 2:
-        return False
-    now, before = simulation.story_time_at(turn_number), simulation.story_time_at(turn_number - 1)
+def keep_the_day_before(simulation: Simulation, number: int) -> list[str]:
+    """When turn `number` opens a new story day, each of the cast keeps the day before as one memory
+    (memory.living.days) before the turn runs: the first to speak after "Two days later" reads it.
+    Once: a redone turn finds the days kept. With a model, one call an agent (a failing one leaves
+    the offline summary)."""
+    if simulation.bank_id is None or number < 2:
+        return []
+    now, before = simulation.story_time_at(number), simulation.story_time_at(number - 1)
     if now is None or before is None or now.date() <= before.date():
-        return False
-    try:
-        day_summary_task.delay(simulation_id, before.date().isoformat())
-    except Exception:  # the broker being down costs the day its summary, not the run
-        log.exception("could not queue the summary of %s for simulation %s", before.date(), simulation_id)
-        return False
-    return True
-
-
-@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=600, time_limit=660)
-def day_summary_task(simulation_id: int, day: str) -> str:
-    """Each of the cast's memory of one story day ("2023-05-08"), once: a redelivery makes nothing more."""
-    simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
-    if simulation is None or simulation.bank is None:
-        return "no simulation"
-    start = datetime.fromisoformat(day).replace(tzinfo=dt_timezone.utc)
+        return []
+    start = datetime.combine(before.date(), datetime.min.time(), tzinfo=dt_timezone.utc)
     ask = get_provider(simulation).complete if simulation.provider == Simulation.Provider.OPENAI else None
-    made = [name for name in simulation.cast_names
+    return [name for name in simulation.cast_names
             if day_summarise(bank=simulation.bank, agent=name, start=start, end=start + timedelta(days=1), summarize=ask)]
-    return f"{len(made)} day summar{'ies' if len(made) != 1 else 'y'}"
 
 
 def _mark_reflecting(simulation_id: int, agent: str, on: bool) -> None:

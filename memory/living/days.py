@@ -21,12 +21,12 @@ from django.db import transaction
 
 from memory.embedding.cache import embed_one
 from memory.models import Memory, MemoryBank
-from memory.recalling.story_time import only_time
+from memory.recalling.story_time import DAY_CATEGORY, only_time
 from memory.services.memories import memory_create
 
 log = logging.getLogger(__name__)
 
-DAY = "day"  # the summary's category; metadata["day"] is its date, "2023-05-08"
+DAY = DAY_CATEGORY  # the summary's category; metadata["day"] is its date, "2023-05-08"
 LIVED_KINDS = ("episodic", "observation", "action")
 OFFLINE_LINES = 4        # the day's lines an offline summary quotes
 MODEL_LINES = 60         # the day's lines a model is shown (its most important, in order)

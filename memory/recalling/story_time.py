@@ -40,7 +40,7 @@ _RELATIVE = re.compile(rf"\b{_AMOUNT}\s+(day|week|month)s?\s+(after|before)\s+(.
 
 # A note that only marks time ("A new day: it is 1:56 pm on 8 May 2023", "Three hours later."): every
 # memory carries its own date, so it answers no question by itself.
-_TIME_WORDS = re.compile(rf"\b(?:a|an|the|new|next|following|later|that|this|it|is|was|now|on|at|in|of|day|days|week|weeks|"
+_TIME_WORDS = re.compile(rf"\b(?:a|an|the|new|next|following|later|that|this|it|is|was|now|on|at|in|of|time|passed|day|days|week|weeks|"
                          rf"month|months|year|years|hours?|minutes?|morning|afternoon|evening|night|noon|midday|dawn|"
                          rf"am|pm|a\.m|p\.m|ago|passes|pass|{_MONTH}|{'|'.join(WEEKDAYS)}|"
                          rf"{'|'.join(k for k in _COUNT if ' ' not in k)}|few|several|couple|\d+(?:st|nd|rd|th)?)\b",
@@ -51,6 +51,10 @@ def only_time(text: str) -> bool:
     """Whether a note says nothing but when it is."""
     rest = _TIME_WORDS.sub(" ", text or "")
     return bool((text or "").strip()) and not re.search(r"[^\W\d_]{2,}", rest)
+
+
+# A story day kept as one memory (memory.living.days): its category.
+DAY_CATEGORY = "day"
 
 
 def day_part(moment: datetime) -> str:

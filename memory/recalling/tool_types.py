@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from memory.recalling.enhance import EnhancedQuery, QueryEnhancement
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.options import AgentRecall
-from memory.recalling.story_time import only_time, said_date
+from memory.recalling.story_time import DAY_CATEGORY, only_time, said_date
 from memory.services.validation import INT_MAX, TEXT_LIMIT, clean_text
 
 # What the caller's transcript shows as it happened: a line, a stage direction, an action or a whisper
@@ -36,7 +36,9 @@ def restates_window(memory, turns, *, beliefs: bool = True) -> bool:
     if isinstance(belief, dict) and belief.get("hops"):
         return beliefs and all(isinstance(step, dict) and step.get("turn") in turns
                                for step in belief.get("history") or [{}])
-    return memory.kind in WITNESSED_KINDS or metadata.get("extracted") in ("fact", "reaction")
+    # A story day kept as one memory says more than the lines of it the window still shows.
+    return (memory.kind in WITNESSED_KINDS and memory.category != DAY_CATEGORY) \
+        or metadata.get("extracted") in ("fact", "reaction")
 
 
 def _says_nothing(memory) -> bool:

@@ -29,7 +29,10 @@ feels felt fine glad great happy hard help helped helping helps hope hoping impo
 inspiring kind lots love loved lovely mean means meant okay people place pretty proud real share shared
 sharing sorry sort sound sounds special stuff super thank thanks time times today totally true way ways
 week weeks wonderful yesterday
-""".split())  # what people say of anything (how it felt, how much): no subject of their own
+""".split()) | set("""
+afternoon day days evening half hour hours minute minutes month months morning night nights noon
+tomorrow weekend
+""".split())  # what people say of anything (how it felt, how much, when): no subject of their own
 SPEAKER = re.compile(r"^([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?) (?:said|whispered to [^:]+|told me):\s*")
 WORD = re.compile(r"[A-Za-z][a-z'’-]{3,}")
 ACTION = re.compile(r"\*[^*]*\*")
@@ -40,7 +43,7 @@ _NAME = r"(?:(?:Mr|Mrs|Ms|Miss|Dr)\.?\s+)?[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?
 VOCATIVE = re.compile(rf",\s+{_NAME}(?=\s*[.!?…]|\s*$)")
 QUOTE_CHARS = 180
 # An earlier insight among the statements (as `insight` writes it): its topic is said already.
-EARLIER = re.compile(r"^(?:the\s+)?([\w'’-]+) keeps coming up:", re.IGNORECASE)
+EARLIER = re.compile(r"^(?:the\s+)?([\w'’-]+) keeps? coming up:", re.IGNORECASE)
 
 
 def _stem(word: str) -> str:
@@ -125,4 +128,6 @@ def insight(topic: str, statements: dict[int, str], cited: list[int]) -> str:
     for number in cited:
         who, sentence = sentence_about(statements[number], topic)
         said.append(f"{who} said “{sentence}”" if who else f"“{sentence}”")
-    return f"{topic[0].upper()}{topic[1:]} keeps coming up: {'; '.join(said)}"
+    last = topic.rsplit(" ", 1)[-1]
+    keep = "keep" if last.endswith("s") and not last.endswith(("ss", "us", "is")) else "keeps"  # "The pots keep"
+    return f"{topic[0].upper()}{topic[1:]} {keep} coming up: {'; '.join(said)}"

@@ -4,6 +4,7 @@ its transcript."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 import pytest
@@ -16,25 +17,23 @@ from tests.chronicle.simulation.conftest import start_seeded
 pytestmark = pytest.mark.django_db
 
 
-def test_a_new_story_day_leaves_each_of_the_cast_the_day_before_as_one_memory(user, dinner, monkeypatch):
-    from chronicle.simulation import prompts
-
-    queued = []
-    monkeypatch.setattr(tasks.day_summary_task, "delay", lambda *args: queued.append(args))
-    monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # so that the evening leaves the transcript by turn 6
-    monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
+def test_a_new_story_day_leaves_each_of_the_cast_the_day_before_as_one_memory(user, dinner):
     simulation = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
                               minutes_per_turn=5, stage_directions="4: The next morning", retrieval_mode="prepopulate")
-    for index in range(4):
+    for index in range(3):
         assert tasks.run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
-    # Turn 4 opened the next morning: the evening before is to be kept, once.
-    assert queued == [(simulation.pk, "2025-01-13")]
-
+    assert not Memory.objects.filter(bank=simulation.bank, category="day").exists()
+    # Turn 4 opens the next morning: before it runs, each of the cast keeps the evening before, once.
+    assert tasks.run_turn_task.apply(args=(simulation.pk, 3)).get() == "done"
     cast = sorted(simulation.cast_names)
-    assert tasks.day_summary_task(simulation.pk, "2025-01-13") == f"{len(cast)} day summaries"
-    assert tasks.day_summary_task(simulation.pk, "2025-01-13") == "0 day summaries"  # a redelivery
+    assert tasks.keep_the_day_before(simulation, 4) == []  # a redone turn makes nothing more
     days = {m.agent: m for m in Memory.objects.filter(bank=simulation.bank, category="day")}
     assert sorted(days) == cast
+    # The first to speak that morning read it already, under "Earlier days".
+    fourth = simulation.turns.get(index=3)
+    sent = "\n".join(str(m.get("content") or "") for m in fourth.prompt_messages)
+    assert "## Earlier days\n- (turn 3) What happened on Monday 13 January 2025: " in sent
+    assert days[fourth.agent].content in sent
     lines = {m.turn: m.content for m in Memory.objects.filter(bank=simulation.bank, kind="episodic", agent=cast[0])
              .exclude(category="day")}
     for agent, memory in days.items():
@@ -43,18 +42,11 @@ def test_a_new_story_day_leaves_each_of_the_cast_the_day_before_as_one_memory(us
         # It rests on that agent's own lines of the evening, none of the morning's.
         evidence = list(memory.evidence.all())
         assert evidence and {m.agent for m in evidence} == {agent} and {m.turn for m in evidence} <= {1, 2, 3}
-        # In the lines' own words: who said it, and the first sentence of what they said.
+        # In the lines' own words: who said it, and a sentence of what they said.
         said = [text.split(": ", 1) for turn, text in lines.items() if turn in (1, 2, 3)]
-        assert any(f"{who.removesuffix(' said')} said “{text.split('.')[0]}" in memory.content for who, text in said)
+        assert any(f"{who.removesuffix(' said')} said “{sentence.strip()}" in memory.content
+                   for who, text in said for sentence in re.split(r"(?<=[.!?])\s", text) if len(sentence.split()) >= 5)
         assert "{" not in memory.content and "said said" not in memory.content
-
-    # Once the evening has left its transcript, an agent reads its day before its turn.
-    for index in (4, 5):
-        assert tasks.run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
-    sixth = simulation.turns.get(index=5)
-    sent = "\n".join(str(m.get("content") or "") for m in sixth.prompt_messages)
-    assert "## Earlier days\n- (turn 3) What happened on Monday 13 January 2025: " in sent
-    assert days[sixth.agent].content in sent
 
     # Asked what happened that evening, an agent finds the day.
     context = ToolContext(bank=simulation.bank, agent=cast[0], current_turn=60,
