@@ -95,9 +95,10 @@ def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", 
     """Take turn `index` for this attempt, or say why not.
 
     A message Celery redelivers (`redelivered`) comes back only when the process that ran it died
-    (reject_on_worker_lost) or its worker stopped without acking it; if that attempt still holds
-    the turn (same task id in the claim) the turn is taken over at once instead of after the stale
-    window: a killed pool child costs seconds, not a stale window."""
+    (reject_on_worker_lost) or its worker stopped without acking it, and a task's retry only once
+    the attempt that asked for it has ended (an outage); if that attempt still holds the turn (same
+    task id in the claim) the turn is taken over at once instead of after the stale window: a killed
+    pool child or a crashed database costs seconds, not a stale window."""
     with transaction.atomic():
         simulation = Simulation.objects.select_for_update().filter(pk=simulation_id).first()
         if simulation is None or simulation.status != Simulation.Status.RUNNING:
