@@ -50,3 +50,30 @@ def test_a_turn_that_loses_the_database_waits_for_it_instead_of_pausing_the_run(
     simulation.refresh_from_db()
     assert simulation.status == Simulation.Status.RUNNING and retried  # not paused: retried, or found by the timer
     assert not simulation.turns.filter(status=Turn.Status.FAILED).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_retried_after_an_outage_takes_its_own_turn_back_at_once(user, dinner, monkeypatch):
+    """The database went away mid-turn (memory's raw cursor says so in psycopg's own words): the task
+    retries within seconds and, being the attempt that held the turn, does it then rather than
+    waiting out the 30 s a dead worker's turn is given."""
+    import psycopg
+
+    from chronicle import queueing
+    from chronicle.simulation import tasks
+
+    monkeypatch.setattr(queueing, "send", lambda *args: None)  # as above: no other worker takes turn 0
+    simulation = start_seeded(user, dinner, max_turns=2, provider="scripted")
+    retried = []
+    with monkeypatch.context() as patch:
+        def gone(*args, **kwargs):
+            raise psycopg.OperationalError("the connection is lost")
+
+        patch.setattr(tasks, "run_turn", gone)
+        patch.setattr(tasks.run_turn_task, "retry", lambda **kw: retried.append(kw) or Exception("kept for later"))
+        assert tasks.run_turn_task.apply(args=(simulation.pk, 0), task_id="turn-0-task").get() == "waiting"
+    assert retried and retried[0]["countdown"] <= 5
+    held = simulation.turns.get(index=0)
+    assert held.status == Turn.Status.RUNNING and held.claim.startswith("turn-0-task ")  # fresh: not stale
+    assert tasks.run_turn_task.apply(args=(simulation.pk, 0), task_id="turn-0-task", retries=1).get() == "done"
+    assert simulation.turns.get(index=0).status == Turn.Status.DONE
