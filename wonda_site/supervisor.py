@@ -24,14 +24,14 @@ import psutil
 
 BACKOFF_S = (1, 2, 5, 10, 30)  # waits before each restart in a row; a part up for STEADY_S starts over
 STEADY_S = 60
-START_GRACE_S = 120  # a child is not judged by its probe before it first answers, or before this
+START_GRACE_S = 300  # a child is judged by its probe once it has answered, or after this (a first start exports models)
 CHILD_PATIENCE_S = 30  # a busy web server or worker on two shared cores may be slow; not that slow
 SERVER_PATIENCE_S = float(os.environ.get("WONDA_SERVER_PATIENCE_SECONDS", "10"))
 SERVER_PROBE_EVERY_S = 1.0  # between, only its process is looked for (a crash is seen within a tick)
 CHILD_PROBE_EVERY_S = 5.0
 
 
-def http_answers(url: str, timeout: float = 5.0) -> bool:
+def http_answers(url: str, timeout: float = 3.0) -> bool:
     """Any HTTP reply (a 404, a 503) is an answer: the process lives; only silence is not."""
     try:
         urllib.request.urlopen(url, timeout=timeout).close()
@@ -99,9 +99,9 @@ class Server:
 class Supervisor:
     def __init__(self, children: list[Child], servers: list[Server], *, say: Callable[[str], None],
                  warn: Callable[[str], None], on_back: Callable[[str], str] | None = None,
-                 hint: Callable[[Child], str] = lambda child: "", before_restart: Callable[[], None] = lambda: None):
+                 hint: Callable[[Child], str] = lambda child: ""):
         self.children, self.servers = children, servers
-        self.say, self.warn, self.on_back, self.hint, self.before_restart = say, warn, on_back, hint, before_restart
+        self.say, self.warn, self.on_back, self.hint = say, warn, on_back, hint
         self.back_pending: list[str] = []  # parts whose return has not yet been followed by on_back
         self.next_back_try = 0.0
 
@@ -195,7 +195,6 @@ class Supervisor:
             self.warn(f"The {child.name} stopped (exit {code}){reason}; starting it again in {wait} s. The others go on.")
             return
         if now >= child.due:
-            self.before_restart()
             child.start()
             self.say(f"The {child.name} is starting again.")
 

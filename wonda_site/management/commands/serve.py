@@ -86,7 +86,7 @@ class Command(BaseCommand):
                               "(Authorization: Bearer <API token>)")
         supervisor = Supervisor(children, self.embedded_servers(), say=self.stdout.write,
                                 warn=lambda text: self.stderr.write(self.style.WARNING(text)),
-                                on_back=_recover_runs, hint=self.hint, before_restart=self.heal_broker)
+                                on_back=_recover_runs, hint=self.hint)
         for child in children:
             child.start()
         self.stdout.write(self.style.SUCCESS(f"Wonda is starting on http://{addr}/  (Ctrl-C stops it)"))
@@ -129,15 +129,6 @@ class Command(BaseCommand):
     def hint(self, child: Child) -> str:
         if child.name == "MCP server":
             return " (is its port taken? set WONDA_MCP_PORT)"
-        if child.name == "worker":
-            return " (often: the task queue, Redis, went away)"
+        if child.proc is not None and child.proc.returncode == -signal.SIGKILL:
+            return " (killed: often the system, out of memory)"
         return ""
-
-    def heal_broker(self) -> None:
-        """The embedded Redis, started again on its own port if it died (an external one is left alone)."""
-        if os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL"):
-            return
-        try:
-            embedded.redis_url(settings.REDIS_DB)
-        except Exception as exc:  # said, and tried again at the next restart
-            self.stderr.write(self.style.WARNING(f"The task queue (embedded Redis) is not back yet: {exc}"))
