@@ -308,7 +308,7 @@ def _agrees_with_torch(variant: str, encoder, probe: list[str], reference) -> bo
     except Exception as exc:
         _disable_query_encoder(variant, exc)
         return False
-    if cosine < (0.9999 if variant == "onnx" else 0.97):
+    if cosine < (0.97 if variant == "int8" else 0.9999):  # fp32 graphs (onnx, onnx-low) are torch's vectors
         _disable_query_encoder(variant, ValueError(f"cosine {cosine:.4f} to the torch vector"))
         return False
     try:
@@ -321,7 +321,9 @@ def _agrees_with_torch(variant: str, encoder, probe: list[str], reference) -> bo
 def warm_query_encoder() -> str:
     """Load (export if needed) the query encoder, checked against torch once per file; the variant in use.
 
-    An int8 encoder also warms the fp32 one, which stores a turn's line (encode_small)."""
+    An int8 encoder also warms the fp32 one, which stores a turn's line (encode_small), and both warm
+    the one-thread fp32 session of the work nobody waits on (encode_background): a replaced pool
+    process's first reflection would otherwise open it while the next turn waited behind it."""
     variant = query_variant()
     encoder = _query_encoder(variant) if variant != "torch" else None
     if encoder is None:
@@ -331,6 +333,9 @@ def warm_query_encoder() -> str:
         fp32 = _query_encoder("onnx")
         if fp32 is not None:
             encoders["onnx"] = fp32
+    background = _query_encoder(BACKGROUND)
+    if background is not None:
+        encoders[BACKGROUND] = background  # the fp32 file again: its check (or its mark) is the same
     probe = ["who am I and what do I remember about the harbour?"]
     reference = None
     for name, each in encoders.items():
