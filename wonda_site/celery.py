@@ -43,9 +43,9 @@ def _validate_embedding_model(sender=None, **_kwargs) -> None:
 
 
 def _warm_then_beat(hostname: str) -> None:
-    # Only the ONNX sessions (a turn's searches and its line): the torch model is loaded by the first
-    # task that stores a batch. Loaded here, beside a turn, its import held the GIL from a low-priority
-    # thread and a turn waited 19 s for it.
+    # Only the ONNX sessions (a turn's searches, its line, its background work): torch is loaded by the
+    # first encode that needs it (a big batch). Loaded here, beside a turn, its import held the GIL from
+    # a low-priority thread and a turn waited 19 s for it.
     from memory.embedding import warm_query_encoder  # not at the top: see _validate_embedding_model
 
     info = dict(_model_info)

@@ -263,6 +263,7 @@ ENCRYPTION_KEY = os.environ.get("WONDA_ENCRYPTION_KEY", "")
 # Former keys (or former SECRET_KEYs), comma-separated: they still decrypt, only the first key encrypts.
 ENCRYPTION_OLD_KEYS = [k.strip() for k in os.environ.get("WONDA_ENCRYPTION_OLD_KEYS", "").split(",") if k.strip()]
 
+
 def _not_a_probe(record) -> bool:
     return "/livez" not in record.getMessage()  # serve asks every few seconds whether the web server answers
 
