@@ -18,15 +18,16 @@ app.autodiscover_tasks()
 app.autodiscover_tasks(["chronicle.simulation", "chronicle.writing"])
 
 log = logging.getLogger(__name__)
-_model_info: dict = {}  # what the parent validated; children inherit it through fork
+_model_info: dict = {}  # what the parent checked; children inherit it through fork
 _worker: dict = {}  # the parent's hostname, for its children's heartbeats
 
 
 @worker_init.connect
 def _validate_embedding_model(sender=None, **_kwargs) -> None:
-    # Once, in the worker's main process, before the pool forks: load the model and check its
-    # dimension against the vector column. A wrong model stops the worker with a clear message
-    # (raised per child it made Celery restart children forever). Children inherit the loaded model.
+    # Once, in the worker's main process, before the pool forks: check the model's size against the
+    # vector column (from its files: no torch here, so a restarted worker is up in seconds). A wrong
+    # model stops the worker with a clear message (raised per child it made Celery restart children
+    # forever). Each child loads what it uses itself (_warm_then_beat).
     # Here, not at the top: every process imports this module (wonda_site/__init__) before the apps are ready.
     from memory.embedding import EmbeddingConfigError, EmbeddingError, validate_before_fork
 
@@ -42,11 +43,14 @@ def _validate_embedding_model(sender=None, **_kwargs) -> None:
 
 
 def _warm_then_beat(hostname: str) -> None:
+    # Only the ONNX sessions (a turn's searches, its line, its background work): torch is loaded by the
+    # first encode that needs it (a big batch). Loaded here, beside a turn, its import held the GIL from
+    # a low-priority thread and a turn waited 19 s for it.
     from memory.embedding import warm_query_encoder  # not at the top: see _validate_embedding_model
 
     info = dict(_model_info)
     try:
-        info["query_encoder"] = warm_query_encoder()  # this process's own ONNX session
+        info["query_encoder"] = warm_query_encoder()  # this process's own ONNX sessions, from var/models
     except Exception:  # never keep a child from working: queries then use torch
         log.exception("query encoder warm-up failed")
     _worker["heartbeat"] = PoolHeartbeat(hostname, info).start()

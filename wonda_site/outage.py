@@ -5,7 +5,8 @@ An exception raised anywhere below (a view, the session or login middleware read
 table) becomes a 500 response inside Django's handler; `got_request_exception` is sent while it is
 being handled, so the exception is kept on the request and DependencyDownMiddleware, outermost,
 turns that 500 into a 503 when a dependency caused it. /healthz is answered before the session and
-login middleware, so a caller with a session cookie gets its report, not an error.
+login middleware, so a caller with a session cookie gets its report, not an error. /livez says only
+that the web process answers (serve's supervisor asks it): no database, no broker, no session.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ RETRY_AFTER_S = 15
 
 def part_of(exc: BaseException | None) -> str | None:
     """Which dependency an exception says is down, or None for any other error."""
+    import psycopg
     import redis
     from kombu.exceptions import OperationalError as BrokerError
 
-    if isinstance(exc, (OperationalError, InterfaceError)):
+    # psycopg's own errors too: memory's vector queries use a raw cursor, which Django does not wrap.
+    if isinstance(exc, (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)):
         return "database"
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, BrokerError, ConnectionError)):
         return "broker"
@@ -55,6 +58,8 @@ class DependencyDownMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path == "/livez":
+            return HttpResponse("ok", content_type="text/plain")  # the process answers; nothing else is asked
         if request.path == "/healthz" and request.method == "GET":
             from wonda_site.views import healthz
 

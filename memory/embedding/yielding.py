@@ -2,10 +2,11 @@
 
 A turn's reply keys, what a line leaves behind (feelings, facts), reflections and consolidation run
 in a worker right after the turn that queued them, beside the next turn's searches and capture,
-on the same two cores. Inside `background()` the texts to store are encoded by torch on one thread
-of the lowest priority (nice 19), however many (torch's own threads would run at the usual
-priority: five listeners' reply keys, 5–10 texts, took 0.25–0.5 s on both cores beside each next
-turn), so the kernel runs a turn's encode first; the vectors are the same (fp32 either way).
+on the same two cores. Inside `background()` the texts to store are encoded on one thread of the
+lowest priority (nice 19), however many (torch's own threads would run at the usual priority: five
+listeners' reply keys, 5–10 texts, took 0.25–0.5 s on both cores beside each next turn), so the
+kernel runs a turn's encode first: by the fp32 ONNX graph on a one-thread session, or by torch for
+a batch of more than 32 texts (query_encoder.encode_background); the vectors are the same (fp32).
 Queries keep their usual path, and so does all work outside `background()`: a writer waits for it.
 """
 

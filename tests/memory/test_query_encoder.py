@@ -257,3 +257,31 @@ def test_validate_model_warms_the_query_encoder(settings, monkeypatch):
     assert info["dimension"] == 384 and info["query_encoder"] == "int8"
     assert isinstance(query_encoder._query_state["int8"], query_encoder._OnnxQueryEncoder)
     assert query_encoder._query_state["int8"].path.name.endswith("-int8.onnx")
+
+
+def test_a_restarted_worker_opens_its_checked_files_without_torch(settings, monkeypatch):
+    """The first warm-up checks each file against torch and marks it; a worker started again (a fresh
+    process) opens the marked files and never loads torch: it is back in seconds."""
+    settings.EMBEDDING_QUERY_ENCODER = "int8"
+    monkeypatch.setattr(query_encoder, "_query_state", {})
+    assert embedding.warm_query_encoder() == "int8"
+    files = [query_encoder._query_state[v].path for v in ("int8", "onnx")]
+    assert all(query_encoder._checked_mark(path).exists() for path in files)
+    monkeypatch.setattr(query_encoder, "_query_state", {})  # a new process
+    monkeypatch.setattr(local, "encode", _no_torch)
+    monkeypatch.setattr(local, "load_model", _no_torch)
+    assert embedding.warm_query_encoder() == "int8"
+    assert embedding.validate_before_fork() == {"backend": "local", "model": settings.EMBEDDING_MODEL, "dimension": 384}
+    settings.EMBEDDING_DIM = 512  # a model of the wrong size still stops the worker, said plainly
+    with pytest.raises(embedding.EmbeddingConfigError, match="384-d vectors but the memory column holds 512-d"):
+        embedding.validate_before_fork()
+
+
+def test_a_file_exported_again_is_checked_against_torch_again(settings, monkeypatch, tmp_path):
+    settings.EMBEDDING_QUERY_ENCODER = "onnx"
+    monkeypatch.setattr(query_encoder, "_query_state", {})
+    monkeypatch.setattr(query_encoder, "_models_dir", lambda: tmp_path / "models")
+    path = query_encoder._onnx_file("onnx")
+    query_encoder._checked_mark(path).write_text("cosine 1.0\n")
+    assert query_encoder._onnx_file("onnx", rebuild=True) == path
+    assert not query_encoder._checked_mark(path).exists()

@@ -1,5 +1,7 @@
 """Work nobody waits on (a turn's reply keys, what a line leaves behind, reflections) encodes on one
-thread of the lowest priority, so a turn running beside it gets the cores first; same vectors."""
+thread of the lowest priority, so a turn running beside it gets the cores first; same vectors. A
+run's few texts go through the fp32 ONNX graph on a one-thread session (no torch: a restarted
+worker does not load it for them); a big batch goes to torch on that same one thread."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import numpy as np
 import pytest
 
 from memory import embedding
-from memory.embedding import cache, local, yielding
+from memory.embedding import cache, local, query_encoder, yielding
 from memory.models import MemoryKey
 from memory.tasks import memory_keys_task
 
@@ -20,67 +22,85 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a 
 LINE = "Isla said: The mail boat was late, and nobody thought anything of it."
 
 
+def _nice() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
 @pytest.fixture
-def torch_calls(monkeypatch):
-    """Each torch encode: (its thread's name, that thread's nice value)."""
+def encodes(monkeypatch):
+    """Each encode by torch or by an ONNX session: (engine, its thread's name, that thread's nice value)."""
     calls = []
-    encode = local.encode
+    torch_encode, onnx_encode = local.encode, query_encoder._OnnxQueryEncoder.encode
 
-    def recording(texts, batch_size, *rest):
-        calls.append((threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
-        return encode(texts, batch_size, *rest)
+    def torch_recording(texts, batch_size, *rest):
+        calls.append(("torch", threading.current_thread().name, _nice()))
+        return torch_encode(texts, batch_size, *rest)
 
-    monkeypatch.setattr(local, "encode", recording)
+    def onnx_recording(self, texts):
+        threads = self.session.get_session_options().intra_op_num_threads
+        calls.append((f"onnx/{threads}", threading.current_thread().name, _nice()))
+        return onnx_encode(self, texts)
+
+    monkeypatch.setattr(local, "encode", torch_recording)
+    monkeypatch.setattr(query_encoder._OnnxQueryEncoder, "encode", onnx_recording)
     return calls
 
 
-def test_a_background_encode_runs_on_a_lowest_priority_thread_and_gives_the_same_vector(torch_calls):
+def test_a_background_encode_runs_on_a_lowest_priority_thread_and_gives_the_same_vector(encodes, settings):
+    settings.EMBEDDING_QUERY_ENCODER = "int8"
     usual = embedding.encode([LINE])  # a turn's line: the ONNX session (torch where it is unavailable)
-    assert all(nice < yielding.NICE for _thread, nice in torch_calls)
-    torch_calls.clear()
+    assert all(nice < yielding.NICE for _engine, _thread, nice in encodes)
+    encodes.clear()
     with yielding.background():
         low = embedding.encode([LINE])
-    ((thread, nice),) = torch_calls
+    ((engine, thread, nice),) = encodes
+    assert engine == "onnx/1"  # no torch for a run's background work
     assert thread != threading.current_thread().name and nice == yielding.NICE
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < yielding.NICE  # the caller is unchanged
+    assert _nice() < yielding.NICE  # the caller is unchanged
     np.testing.assert_allclose(low, usual, atol=1e-5)
     assert not yielding.active()
 
 
-def test_many_texts_in_the_background_run_on_that_one_thread_alone(monkeypatch):
-    """Five listeners' reply keys are 5–10 texts: torch's own pool (the usual priority, every core)
-    must not run them beside the next turn."""
+def test_many_texts_in_the_background_run_on_that_one_thread_alone(monkeypatch, encodes):
+    """Five listeners' reply keys are 5–10 texts, a bank's seeding hundreds: torch's own pool (the
+    usual priority, every core) must run neither beside the next turn."""
     import torch
 
-    texts = [f"{LINE} ({n})" for n in range(10)]
-    usual = embedding.encode(texts)
-    passes = []
-    forward = local._forward
+    for count, engine in ((10, "onnx/1"), (query_encoder.BACKGROUND_MAX + 1, "torch")):
+        texts = [f"{LINE} ({n})" for n in range(count)]
+        usual = embedding.encode(texts)
+        passes = []
+        forward = local._forward
 
-    def recording(model, batch):
-        passes.append((os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), torch.get_num_threads()))
-        return forward(model, batch)
+        def recording(model, batch, forward=forward):
+            passes.append((_nice(), torch.get_num_threads()))
+            return forward(model, batch)
 
-    monkeypatch.setattr(local, "_forward", recording)
-    before = torch.get_num_threads()
-    with yielding.background():
-        low = embedding.encode(texts)
-    assert passes and all(pass_ == (yielding.NICE, 1) for pass_ in passes)
-    assert torch.get_num_threads() == before  # the process's setting is back for everyone else
-    np.testing.assert_allclose(low, usual, atol=1e-5)
+        monkeypatch.setattr(local, "_forward", recording)
+        before = torch.get_num_threads()
+        encodes.clear()
+        with yielding.background():
+            low = embedding.encode(texts)
+        monkeypatch.setattr(local, "_forward", forward)
+        assert [call[0] for call in encodes] == [engine] and encodes[0][2] == yielding.NICE
+        assert all(pass_ == (yielding.NICE, 1) for pass_ in passes) and bool(passes) == (engine == "torch")
+        assert torch.get_num_threads() == before  # the process's setting is back for everyone else
+        np.testing.assert_allclose(low, usual, atol=1e-5)
 
 
 def test_a_background_encode_that_fails_fails_for_its_caller(monkeypatch):
-    def broken(texts, batch_size, *rest):
+    def broken(*args, **kwargs):
         raise RuntimeError("the model will not run")
 
+    monkeypatch.setattr(query_encoder, "_query_state", {})
+    monkeypatch.setattr(query_encoder._OnnxQueryEncoder, "encode", broken)  # the session fails: torch is tried
     monkeypatch.setattr(local, "encode", broken)
     with yielding.background(), pytest.raises(embedding.EmbeddingError, match="will not run"):
         embedding.encode([LINE])
 
 
 @pytest.mark.django_db
-def test_a_turns_reply_keys_are_made_by_the_worker_at_the_lowest_priority(seeded_bank, torch_calls):
+def test_a_turns_reply_keys_are_made_by_the_worker_at_the_lowest_priority(seeded_bank, encodes):
     from memory.forming.capture import capture_commit, capture_prepare, remember_utterance
 
     cache.clear_local()
@@ -89,8 +109,8 @@ def test_a_turns_reply_keys_are_made_by_the_worker_at_the_lowest_priority(seeded
     plan = capture_prepare(bank=seeded_bank, speaker="Jordan", text="It was lit. I logged it myself at the change of watch.",
                            turn=2, listeners=["Jordan"], defer_keys=True)
     (memory,) = capture_commit(plan)
-    torch_calls.clear()
+    encodes.clear()
     assert memory_keys_task(memory_ids=[memory.pk]) == 1
     key = MemoryKey.objects.get(memory=memory)
     assert "light lit at midnight" in key.query and "change of watch" in key.query
-    assert torch_calls and all(nice == yielding.NICE for _thread, nice in torch_calls)
+    assert encodes and all(nice == yielding.NICE for _engine, _thread, nice in encodes)

@@ -4,6 +4,7 @@ has to press Resume."""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pytest
@@ -50,3 +51,56 @@ def test_a_turn_that_loses_the_database_waits_for_it_instead_of_pausing_the_run(
     simulation.refresh_from_db()
     assert simulation.status == Simulation.Status.RUNNING and retried  # not paused: retried, or found by the timer
     assert not simulation.turns.filter(status=Turn.Status.FAILED).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_retried_after_an_outage_takes_its_own_turn_back_at_once(user, dinner, monkeypatch):
+    """The database went away mid-turn (memory's raw cursor says so in psycopg's own words): the task
+    retries within seconds and, being the attempt that held the turn, does it then rather than
+    waiting out the 30 s a dead worker's turn is given."""
+    import psycopg
+
+    from chronicle import queueing
+    from chronicle.simulation import tasks
+
+    monkeypatch.setattr(queueing, "send", lambda *args: None)  # as above: no other worker takes turn 0
+    simulation = start_seeded(user, dinner, max_turns=2, provider="scripted")
+    retried = []
+    with monkeypatch.context() as patch:
+        def gone(*args, **kwargs):
+            raise psycopg.OperationalError("the connection is lost")
+
+        patch.setattr(tasks, "run_turn", gone)
+        patch.setattr(tasks.run_turn_task, "retry", lambda **kw: retried.append(kw) or Exception("kept for later"))
+        assert tasks.run_turn_task.apply(args=(simulation.pk, 0), task_id="turn-0-task").get() == "waiting"
+    assert retried and retried[0]["countdown"] <= 5
+    held = simulation.turns.get(index=0)
+    assert held.status == Turn.Status.RUNNING and held.claim.startswith("turn-0-task ")  # fresh: not stale
+    assert tasks.run_turn_task.apply(args=(simulation.pk, 0), task_id="turn-0-task", retries=1).get() == "done"
+    assert simulation.turns.get(index=0).status == Turn.Status.DONE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_whose_process_has_ended_is_taken_over_at_once(user, dinner, monkeypatch):
+    """A worker's main process killed takes its pool processes with it (Celery's parent-death signal):
+    their turns, on this machine, are taken over as soon as a task asks, not after 30 s of silence;
+    a turn whose process is alive waits for it."""
+    import socket
+    import subprocess
+    import sys
+
+    from chronicle import queueing
+    from chronicle.simulation import turns
+
+    monkeypatch.setattr(queueing, "send", lambda *args: None)
+    simulation = start_seeded(user, dinner, max_turns=2, provider="scripted")
+    claim = turns.turn_claim(simulation_id=simulation.pk, index=0, agent="Alex", worker=f"w@{socket.gethostname()}",
+                             task_id="first-attempt")
+    assert claim.turn is not None and claim.token.split(" ")[2] == str(os.getpid())  # alive: this very process
+    again = turns.turn_claim(simulation_id=simulation.pk, index=0, agent="Alex", worker="w2", task_id="second")
+    assert again.busy and again.turn is None and again.retry_in > 20
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    Turn.objects.filter(pk=claim.turn.pk).update(claim=f"first-attempt 0123456789ab {ended.stdout.strip()}")
+    taken = turns.turn_claim(simulation_id=simulation.pk, index=0, agent="Alex", worker="w2", task_id="second")
+    assert not taken.busy and taken.turn is not None and taken.turn.attempts == 2
+    assert "stopped with its worker" in taken.turn.note

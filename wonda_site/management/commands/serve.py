@@ -1,41 +1,62 @@
-"""Run the web server, a Celery worker and the MCP server together, and keep them running: a child
-that dies is started again (with back-off, and the reason in the log), and no child's end takes the
-others down. Ctrl-C stops them all cleanly."""
+"""Run the web server, a Celery worker and the MCP server together, and keep them and the embedded
+PostgreSQL and Redis they need running: a part that dies or stops answering is started again (with
+back-off, and the reason in the log), and no part's end takes the others down. After PostgreSQL or
+Redis comes back, the runs the outage may have cost are queued again at once. Ctrl-C stops the
+three children cleanly (the embedded servers keep running, as after `make run`)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
+import socket
 import sys
 import time
-from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.management import BaseCommand
 
 from chronicle.simulation.connection import local_servers
+from wonda_site import embedded
+from wonda_site.pool import pool_status
+from wonda_site.supervisor import Child, Server, Supervisor, http_answers
 from wonda_site.workers import WORKER_ENV
 
-BACKOFF_S = (1, 2, 5, 10, 30)  # waits before each restart in a row; a child up for STEADY_S starts over
-STEADY_S = 60
+
+def _probe_url(addr: str) -> str:
+    """Where to knock on a server listening at addr ("8000", "127.0.0.1:8000", "0.0.0.0:8000", "[::]:8000")."""
+    host, _, port = addr.rpartition(":")
+    host = host.strip("[]")
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}/livez"
 
 
-@dataclass
-class Child:
-    name: str
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)  # on top of this process's
-    proc: subprocess.Popen | None = None
-    started: float = 0.0
-    failures: int = 0
-    due: float = 0.0  # when a dead child is started again
-    reported: bool = field(default=False)
+def _node_name(name: str) -> str:
+    """Celery's node name with its %h, %n and %d filled in, as the worker's heartbeats carry it."""
+    host = socket.gethostname()
+    return name.replace("%h", host).replace("%n", host.split(".")[0]).replace("%d", host.partition(".")[2])
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, env=os.environ | self.env if self.env else None)
-        self.started = time.monotonic()
-        self.reported = False
+
+def _worker_beats(node: str):
+    def probe() -> bool | None:
+        try:
+            status = pool_status()
+        except Exception:  # the broker is down: the worker cannot beat, and restarting it would not help
+            return None
+        return bool(status.get("per_worker", {}).get(node))
+
+    return probe
+
+
+def _recover_runs(parts: str) -> str:
+    """Queue again every running run's next turn (a task never runs a turn twice): what the outage
+    lost from the queue, or left waiting on a retry, goes on now rather than at the workers' timer."""
+    from django.db import connection
+
+    from chronicle.simulation import services  # here: serve's other children do not need it loaded
+
+    connection.close()  # the connection from before the outage is gone with the server
+    queued = services.simulations_recover()
+    return f"After the {parts} came back, queued {len(queued)} run(s) again: {queued}." if queued else ""
 
 
 class Command(BaseCommand):
@@ -50,20 +71,27 @@ class Command(BaseCommand):
 
     def handle(self, *args, addr: str, concurrency: str, worker_name: str, mcp_port: str, **options) -> None:
         python = sys.executable
+        url = _probe_url(addr)
         children = [
-            Child("web server", [python, "manage.py", "runserver", addr, "--noreload"]),
+            Child("web server", [python, "manage.py", "runserver", addr, "--noreload"], probe=lambda: http_answers(url)),
             Child("worker", [python, "-m", "celery", "-A", "wonda_site", "worker", "--loglevel", "INFO",
-                             "--concurrency", str(concurrency), "--hostname", worker_name], env=WORKER_ENV),
+                             "--concurrency", str(concurrency), "--hostname", worker_name], env=WORKER_ENV,
+                  probe=_worker_beats(_node_name(worker_name))),
         ]
         if str(mcp_port) != "0":  # outside agents' MCP over HTTP (api.mcp_http), local only
-            children.append(Child("MCP server", [python, "manage.py", "mcp_http", "--port", str(mcp_port)]))
+            mcp_url = f"http://127.0.0.1:{mcp_port}/livez"  # a 404 from it is an answer
+            children.append(Child("MCP server", [python, "manage.py", "mcp_http", "--port", str(mcp_port)],
+                                  probe=lambda: http_answers(mcp_url)))
             self.stdout.write(f"MCP over HTTP: http://127.0.0.1:{mcp_port}/mcp?bank=<id>&agent=<name> "
                               "(Authorization: Bearer <API token>)")
+        supervisor = Supervisor(children, self.embedded_servers(), say=self.stdout.write,
+                                warn=lambda text: self.stderr.write(self.style.WARNING(text)),
+                                on_back=_recover_runs, hint=self.hint)
         for child in children:
             child.start()
         self.stdout.write(self.style.SUCCESS(f"Wonda is starting on http://{addr}/  (Ctrl-C stops it)"))
-        for name, url in local_servers():
-            self.stdout.write(f"Found a local model server: {name} at {url}. A new run's Model settings can use it "
+        for name, found in local_servers():
+            self.stdout.write(f"Found a local model server: {name} at {found}. A new run's Model settings can use it "
                               "(provider openai, that base URL; Test connection lists its models).")
         if settings.DEBUG:
             self.stdout.write(self.style.WARNING(
@@ -80,60 +108,27 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         try:
             while not stopping:
-                for child in children:
-                    self.tend(child)
+                supervisor.tick()
                 time.sleep(0.5)
         finally:
-            for child in children:
-                if child.proc is not None and child.proc.poll() is None:
-                    # SIGTERM: Celery finishes the task in hand (warm shutdown), runserver exits.
-                    child.proc.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + 30
-            for child in children:
-                if child.proc is None:
-                    continue
-                try:
-                    child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    child.proc.kill()
+            supervisor.stop_children()
             self.stdout.write("Web server, worker and MCP server stopped.")
 
-    def tend(self, child: Child) -> None:
-        """Start a dead child again once its back-off has passed; say why it stopped, once."""
-        now = time.monotonic()
-        if child.proc is not None and child.proc.poll() is None:
-            if child.failures and now - child.started > STEADY_S:
-                child.failures = 0  # it has stayed up: the next failure waits the shortest time again
-            return
-        if not child.reported:
-            wait = BACKOFF_S[min(child.failures, len(BACKOFF_S) - 1)]
-            child.failures += 1
-            child.due = now + wait
-            child.reported = True
-            code = child.proc.returncode if child.proc is not None else None
-            self.stderr.write(self.style.WARNING(
-                f"The {child.name} stopped (exit {code}){self.hint(child)}; starting it again in {wait} s. "
-                "The others go on."))
-            return
-        if now >= child.due:
-            self.heal_broker()
-            child.start()
-            self.stdout.write(f"The {child.name} is starting again.")
+    @staticmethod
+    def embedded_servers() -> list[Server]:
+        """The embedded PostgreSQL and Redis, when this site uses them (an external one is its operator's)."""
+        servers = []
+        if not os.environ.get("DATABASE_URL"):
+            servers.append(Server("database (embedded PostgreSQL)", embedded.postgres_pid, embedded.postgres_answers,
+                                  embedded.start_postgres))
+        if not (os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")):
+            servers.append(Server("task queue (embedded Redis)", embedded.redis_pid, embedded.redis_answers,
+                                  lambda: embedded.redis_url(settings.REDIS_DB)))
+        return servers
 
     def hint(self, child: Child) -> str:
         if child.name == "MCP server":
             return " (is its port taken? set WONDA_MCP_PORT)"
-        if child.name == "worker":
-            return " (often: the task queue, Redis, went away)"
+        if child.proc is not None and child.proc.returncode == -signal.SIGKILL:
+            return " (killed: often the system, out of memory)"
         return ""
-
-    def heal_broker(self) -> None:
-        """The embedded Redis, started again on its own port if it died (an external one is left alone)."""
-        if os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL"):
-            return
-        from wonda_site import embedded
-
-        try:
-            embedded.redis_url(settings.REDIS_DB)
-        except Exception as exc:  # said, and tried again at the next restart
-            self.stderr.write(self.style.WARNING(f"The task queue (embedded Redis) is not back yet: {exc}"))
