@@ -158,14 +158,22 @@ def exclude_results(snapshots: list[dict], response: dict, excluded: frozenset[i
 
 
 def leave_out_repeats(snapshots: list[dict], response: dict, handed: set[int]) -> tuple[list[dict], dict]:
-    """What the model already has in front of it is left out (marked repeated), and named by id
-    (`already_given`): of calls made together, one answer holds a memory two found, and a model
-    read the other's empty answer as "nothing on this". An answer left with nothing says so too."""
+    """What the model already has in front of it is left out (marked repeated), named by id
+    (`already_given`) and by turn in the note: of calls made together, one answer holds a memory two
+    found, and a model read the other's empty answer as "nothing on this". An answer left with
+    nothing says so too."""
     snapshots, response = exclude_results(snapshots, response, handed, mark="repeated")
     found = [s for s in snapshots if not s.get("excluded")]
-    repeated = [s["memory_id"] for s in found if s.get("repeated")]
+    repeated = [s for s in found if s.get("repeated")]
     if repeated and isinstance(response, dict):
-        response = dict(response, already_given=repeated)
+        response = dict(response, already_given=[s["memory_id"] for s in repeated])
+        # Also in words, by the turns the model's notes show ("(turn 69) …"): in the notes a memory
+        # has no id, and two models in a row found the bare ids meaningless.
+        turns = sorted({s["turn"] for s in repeated if s.get("turn") is not None})
+        where = f"turn{'s' if len(turns) > 1 else ''} {', '.join(map(str, turns))}" if turns else ""
         if len(repeated) == len(found):
-            response["note"] = "Nothing besides what you already have in front of you this turn."
+            response["note"] = "Nothing besides what you already have in front of you this turn" + \
+                (f" ({where})." if where else ".")
+        elif where:
+            response["note"] = f"Also found, and above already: {where}."
     return snapshots, response

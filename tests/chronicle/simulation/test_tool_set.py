@@ -276,3 +276,17 @@ def test_a_tool_does_not_give_back_what_the_writer_pinned_onto_the_turn(user, di
     # query_self finds the pinned memory, but the model already reads it: it is not handed over twice.
     assert pinned.pk not in {m["memory_id"] for m in answer["memories"]}
     assert any(s["memory_id"] == pinned.pk and s.get("repeated") for s in asked.results)
+
+
+def test_what_is_left_out_as_given_already_is_said_by_the_turns_the_notes_show():
+    """In the notes a memory has no id: two models in a row found `already_given`'s bare ids
+    meaningless, so the note says which turns they are."""
+    from chronicle.simulation.tool_calls import leave_out_repeats
+
+    snapshots = [{"memory_id": 7, "turn": 69}, {"memory_id": 8, "turn": 96}, {"memory_id": 9, "turn": 12}]
+    response = {"memories": [{"memory_id": 7}, {"memory_id": 8}, {"memory_id": 9}]}
+    _marked, some = leave_out_repeats(snapshots, response, {7, 8})
+    assert some["already_given"] == [7, 8] and some["note"] == "Also found, and above already: turns 69, 96."
+    assert [m["memory_id"] for m in some["memories"]] == [9]
+    _marked, every = leave_out_repeats(snapshots, response, {7, 8, 9})
+    assert every["note"] == "Nothing besides what you already have in front of you this turn (turns 12, 69, 96)."
