@@ -17,7 +17,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import BaseCommand
 
-from chronicle import drills
+from chronicle import drills, headless
 from chronicle.simulation.models import Turn
 from wonda_site.celery import app
 from wonda_site.pool import pool_status
@@ -40,6 +40,7 @@ class Command(BaseCommand):
         rng = random.Random(seed)
         log_dir = Path(settings.VAR_DIR) / "drills" / f"kill-{time.strftime('%Y%m%d-%H%M%S')}"
         worker = drills.start_worker("drill-kill", concurrency, log_dir)
+        headless.database_ready(self.stderr.write)  # a fresh clone: set up first, not a missing table
         user = drills.drill_writer()
         try:
             worker.wait_ready(timeout=120, pool=True)

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management import BaseCommand
 from django.urls import reverse
 
-from chronicle import drills
+from chronicle import drills, headless
 from chronicle.simulation.models import Simulation
 
 
@@ -39,6 +39,7 @@ class Command(BaseCommand):
         log_dir = Path(settings.VAR_DIR) / "drills" / f"load-{time.strftime('%Y%m%d-%H%M%S')}"
         log_dir.mkdir(parents=True, exist_ok=True)
         worker = web = None
+        headless.database_ready(self.stderr.write)  # a fresh clone: set up first, not a missing table
         user = drills.drill_writer()
         try:
             if not no_worker:

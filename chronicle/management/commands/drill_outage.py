@@ -33,7 +33,7 @@ from django.conf import settings
 from django.core.management import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 
-from chronicle import drills
+from chronicle import drills, headless
 from chronicle.simulation.models import Simulation, Turn
 from wonda_site import embedded
 
@@ -88,6 +88,7 @@ class Command(BaseCommand):
             + [("worker-main", 0.0)] * worker_main
         if not parts:
             raise CommandError("Name a part: --redis S, --redis-kill, --postgres S, --postgres-kill, --worker-main.")
+        headless.database_ready(self.stderr.write)  # a fresh clone: set up first, not a missing table
         log_dir = Path(settings.VAR_DIR) / "drills" / f"outage-{time.strftime('%Y%m%d-%H%M%S')}"
         log_dir.mkdir(parents=True, exist_ok=True)
         user = drills.drill_writer()
