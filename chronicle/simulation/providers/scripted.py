@@ -283,7 +283,7 @@ class ScriptedProvider(Provider):
         if "insights" not in prompt:
             return "\n".join(f"What keeps coming up about {topic}?" for topic, _cited in found)
         statements = dict(lines)
-        return "\n".join(f"{insight(topic, statements, cited)} (because of {', '.join(map(str, cited))})"
+        return "\n".join(f"{insight(topic, statements, cited, agent)} (because of {', '.join(map(str, cited))})"
                          for topic, cited in found)
 
     def pick_speaker(self, *, candidates, transcript):

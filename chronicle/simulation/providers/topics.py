@@ -1,5 +1,5 @@
-"""What keeps coming up: the offline reflection (the scripted and replay providers) finds the topics
-several statements share, and says each in the words of the lines that raised it.
+"""What people keep coming back to: the offline reflection (the scripted and replay providers) finds
+the topics several statements share, and says each in the words of the lines that raised it.
 
 A topic is a word that at least two lines someone said use (an earlier insight or a note is not
 quoted again), found by how many different people raised it and then how many statements. A name that only opens a statement ("Sam said: …") is who spoke, not
@@ -43,7 +43,8 @@ _NAME = r"(?:(?:Mr|Mrs|Ms|Miss|Dr)\.?\s+)?[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?
 VOCATIVE = re.compile(rf",\s+{_NAME}(?=\s*[.!?…]|\s*$)")
 QUOTE_CHARS = 180
 # An earlier insight among the statements (as `insight` writes it): its topic is said already.
-EARLIER = re.compile(r"^(?:the\s+)?([\w'’-]+) keeps? coming up:", re.IGNORECASE)
+EARLIER = re.compile(r"(?:^(?:the\s+)?([\w'’-]+) keeps? coming up:|keeps? coming back to (?:the\s+)?([\w'’-]+):)",
+                     re.IGNORECASE)
 
 
 def _stem(word: str) -> str:
@@ -59,7 +60,7 @@ def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> lis
     found: dict[str, list[tuple[int, str]]] = {}  # topic -> [(statement number, who raised it)]
     display: dict[str, str] = {}  # topic -> how it reads: "the plane", "Bella"
     common: set[str] = set()  # topics written in lower case somewhere: a thing, not a name
-    said_already = {_stem(m.group(1)) for _n, text in statements if (m := EARLIER.match(text))}
+    said_already = {_stem(m.group(1) or m.group(2)) for _n, text in statements if (m := EARLIER.search(text))}
     for number, text in statements:
         match = SPEAKER.match(text)
         if not match:
@@ -122,12 +123,22 @@ def _clip(sentence: str) -> str:
     return (head[:cut] if cut > QUOTE_CHARS // 2 else head.rsplit(" ", 1)[0]).strip()
 
 
-def insight(topic: str, statements: dict[int, str], cited: list[int]) -> str:
-    """"The plane keeps coming up: Kit said “…”; Ingrid said “…”." in the lines' own words."""
-    said = []
+def insight(topic: str, statements: dict[int, str], cited: list[int], agent: str = "") -> str:
+    """"Kit and I keep coming back to the plane: Kit said “…”, and I said “…”." in the lines' own
+    words, as the one reflecting would note it (its own lines are "I")."""
+    quoted, people = [], []
     for number in cited:
         who, sentence = sentence_about(statements[number], topic)
-        said.append(f"{who} said “{sentence}”" if who else f"“{sentence}”")
-    last = topic.rsplit(" ", 1)[-1]
-    keep = "keep" if last.endswith("s") and not last.endswith(("ss", "us", "is")) else "keeps"  # "The pots keep"
-    return f"{topic[0].upper()}{topic[1:]} {keep} coming up: {'; '.join(said)}"
+        speaker = "I" if who and who.split(" ")[0] == agent.split(" ")[0] else who
+        quoted.append((speaker, sentence))
+        if speaker and speaker not in people:
+            people.append(speaker)
+    # One person's lines need no "X said" before each; several people's do.
+    said = [f"{speaker} said “{sentence}”" if speaker and len(people) > 1 else f"“{sentence}”"
+            for speaker, sentence in quoted]
+    people.sort(key=lambda name: name == "I")  # "Kit and I", not "I and Kit"
+    who = " and ".join([", ".join(people[:-1]), people[-1]] if len(people) > 2 else people) or "Everyone"
+    keeps = "keeps" if len(people) == 1 and who != "I" else "keep"
+    quotes = ", and ".join([", ".join(said[:-1]), said[-1]]) if len(said) > 1 else said[0]
+    ended = quotes.rstrip("”").endswith((".", "!", "?", "…"))
+    return f"{who} {keeps} coming back to {topic}: {quotes}{'' if ended else '.'}"

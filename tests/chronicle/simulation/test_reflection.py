@@ -68,7 +68,7 @@ def test_a_reflection_is_queued_when_the_threshold_is_crossed_and_made_once(user
     assert made and {(m.agent, m.turn, m.source) for m in made} == {("Alex", 6, "reflection")}
     # Each insight rests on memories that exist, are Alex's and raise what the insight is about.
     for memory in made:
-        topic = memory.content.split(" keeps coming up", 1)[0].removeprefix("The ").lower()
+        topic = memory.content.split(" coming back to ", 1)[1].split(":", 1)[0].removeprefix("the ").lower()
         evidence = list(memory.evidence.all())
         assert evidence and all(m.agent == "Alex" and m.kind == "episodic" and topic in m.content.lower()
                                 for m in evidence)
@@ -101,10 +101,11 @@ def test_the_scripted_provider_reflects_the_same_way_every_time(user):
     assert answers[0] == answers[1]
     # What the lines keep coming back to, in their own words; not who spoke them. The pasta comes up
     # in the same lines as Bella: no second insight resting on them.
+    # As the one reflecting would note it: who keeps coming back to what, in their words.
     assert [content.split(":")[0] for content, _evidence in answers[0]] == [
-        "Bella keeps coming up", "The euro keeps coming up"]
-    assert answers[0][1][0] == ("The euro keeps coming up: Sam said “I cannot spend more than fifteen euros tonight, "
-                                "Jordan.”; Sam said “a kebab costs five euros and nobody leaves hungry.”")
+        "Jordan keeps coming back to Bella", "Sam keeps coming back to the euro"]
+    assert answers[0][1][0] == ("Sam keeps coming back to the euro: “I cannot spend more than fifteen euros tonight, "
+                                "Jordan.”, and “a kebab costs five euros and nobody leaves hungry.”")
 
 
 def test_whom_the_lines_are_said_to_is_not_what_keeps_coming_up():
@@ -255,3 +256,17 @@ def test_an_earlier_insight_is_not_quoted_again_and_praise_is_no_topic():
     # The pottery was reflected on already (statement 3): the class is what is left to say.
     assert [topic for topic, _cited in found] == ["the class"]
     assert all(n not in (3, 5) for _topic, cited in found for n in cited)
+
+
+def test_an_insight_reads_as_the_one_reflecting_would_note_it():
+    """Its own lines are "I", the others by name; a model found "The pier keeps coming up: …" a bag of
+    quotes under a word."""
+    from chronicle.simulation.providers.topics import insight
+
+    statements = {1: "Nessa said: The pier won't last another winter like this one.",
+                  2: "Orla said: If the pier goes, the café goes with it.",
+                  3: "Declan said: I tied up at the pier last night and it shook."}
+    assert insight("the pier", statements, [1, 2, 3], agent="Orla") == (
+        "Nessa, Declan and I keep coming back to the pier: Nessa said “The pier won't last another winter like "
+        "this one.”, I said “If the pier goes, the café goes with it.”, and Declan said “I tied up at the pier "
+        "last night and it shook.”")
