@@ -71,6 +71,11 @@ _scene = _fixed("where am I?", 5, kinds=["scene"], own=False)
 
 def _query_scene(ctx: ToolContext, args: dict):
     answer, query, flt, results = _scene(ctx, args)
+    if ctx.story_now is not None:
+        # With a calendar, time_now is the story's date and hour; the time of day the writer gave
+        # is when the scene began ("A wet Monday morning", read on Friday as if it were now).
+        results = [r for r in results if r.memory.category != "time"]
+        answer = dict(answer, memories=entries(results))
     if ctx.present is not None:
         answer["who_is_here"] = [name for name in ctx.present if name != ctx.agent]
     if ctx.now:

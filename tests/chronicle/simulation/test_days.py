@@ -107,3 +107,23 @@ def test_the_offline_day_quotes_what_each_line_says_most_not_a_fragment(user, di
     assert made.content == ("What happened on Tuesday 14 January 2025: Nessa said “The cable at the old creamery is "
                             "down again, same as last year.” Orla said “There's soup on the stove for anyone who "
                             "wants it until the lights come back.”")
+
+
+def test_with_a_calendar_the_scene_says_the_time_now_not_the_time_it_began(user, dinner):
+    """A model read "A wet Monday morning" from query_scene on the Friday: with a story date the
+    time of day the writer set is when the scene began, and time_now says the time."""
+    from chronicle.simulation.engine import tool_context
+    from chronicle.simulation.models import Turn
+    from chronicle.simulation.turn_inputs import turn_input
+
+    dated = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
+                         minutes_per_turn=5, stage_directions="3: Two days later")
+    undated = start_seeded(user, dinner)
+    answers = {}
+    for name, simulation in (("dated", dated), ("undated", undated)):
+        given = turn_input(turn=Turn(simulation=simulation, index=3, agent="Alex"))
+        answers[name] = call_tool("query_scene", {}, context=tool_context(given, deferred=[])).response
+    time_of_day = [m["content"] for m in answers["undated"]["memories"] if "early evening" in m["content"].lower()]
+    assert time_of_day  # the scene's own time, where nothing else says it
+    assert not any(m["content"] in time_of_day for m in answers["dated"]["memories"])
+    assert answers["dated"]["memories"] and "15 January 2025" in answers["dated"]["time_now"]
