@@ -220,9 +220,10 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]
                     MemoryFilter(agent=turn.agent, kinds=PREPOPULATED_FACT_KINDS, shared=True,
                                  max_turn=turn.index or None), 5))
     # The story's last day as the agent keeps it (memory.living.days): what a time skip left behind,
-    # even while some of that day is still in the transcript (once a window: the conversation keeps
-    # it). Earlier days are a search away (query_memory).
-    last_day = latest_day_turn(turn.bank, turn.agent, before=turn.index + 1) if turn.index else None
+    # once some of that day has left the transcript (a day still all in it is there to read; once a
+    # window, the conversation keeps it). Earlier days are a search away (query_memory).
+    last_day = latest_day_turn(turn.bank, turn.agent, before=turn.index + 1,
+                               left_before=in_window[0] if in_window else None) if turn.index else None
     if last_day is not None:
         queries.append(("Earlier days", situation,
                         MemoryFilter(agent=turn.agent, kinds=["episodic"], categories=[DAY_SUMMARY],

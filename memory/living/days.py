@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 DAY = DAY_CATEGORY  # the summary's category; metadata["day"] is its date, "2023-05-08"
 LIVED_KINDS = ("episodic", "observation", "action")
-OFFLINE_LINES = 4        # the day's lines an offline summary quotes
+OFFLINE_LINES = 3        # the day's lines an offline summary quotes
 MODEL_LINES = 60         # the day's lines a model is shown (its most important, in order)
 QUOTE_CHARS = 160
 MIN_LINES = 2            # a day of one line is that line: no summary
@@ -56,10 +56,17 @@ def day_memories(bank: MemoryBank, agent: str, start: datetime, end: datetime) -
     return [m for m in rows if not only_time(m.content)]
 
 
-def latest_day_turn(bank, agent: str, *, before: int) -> int | None:
-    """The turn of the agent's latest day summary made before turn `before` (None: none yet)."""
-    return (Memory.objects.in_bank(bank).filter(agent=agent, category=DAY, turn__lt=before).active()
-            .order_by("-turn").values_list("turn", flat=True).first())
+def latest_day_turn(bank, agent: str, *, before: int, left_before: int | None = None) -> int | None:
+    """The turn of the agent's latest day summary made before turn `before` (None: none yet);
+    with left_before, only a day whose first line was said before that turn (some of the day has
+    left the transcript that starts there: the rest of it is still in front of the agent)."""
+    latest = (Memory.objects.in_bank(bank).filter(agent=agent, category=DAY, turn__lt=before).active()
+              .order_by("-turn").values_list("turn", "metadata").first())
+    if latest is None:
+        return None
+    turn, metadata = latest
+    first = (metadata or {}).get("first_turn", turn) if isinstance(metadata, dict) else turn
+    return turn if left_before is None or first < left_before else None
 
 
 def _telling_sentence(text: str) -> str:
@@ -125,4 +132,4 @@ def day_summarise(*, bank: MemoryBank, agent: str, start: datetime, end: datetim
             bank=bank, agent=agent, kind="episodic", category=DAY, source=Memory.Source.CONSOLIDATION,
             turn=last.turn, importance=max(m.importance for m in lived), content=text, embedding=embed_one(text),
             evidence=[m.pk for m in lived[:100]], story_time=last.story_time,
-            metadata={"day": date, "summarizer": by, "lines": len(lived)})
+            metadata={"day": date, "summarizer": by, "lines": len(lived), "first_turn": lived[0].turn})

@@ -17,7 +17,11 @@ from tests.chronicle.simulation.conftest import start_seeded
 pytestmark = pytest.mark.django_db
 
 
-def test_a_new_story_day_leaves_each_of_the_cast_the_day_before_as_one_memory(user, dinner):
+def test_a_new_story_day_leaves_each_of_the_cast_the_day_before_as_one_memory(user, dinner, monkeypatch):
+    from chronicle.simulation import prompts
+
+    monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # so that the evening has begun to leave the transcript
+    monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
     simulation = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
                               minutes_per_turn=5, stage_directions="4: The next morning", retrieval_mode="prepopulate")
     for index in range(3):
@@ -127,3 +131,13 @@ def test_with_a_calendar_the_scene_says_the_time_now_not_the_time_it_began(user,
     assert time_of_day  # the scene's own time, where nothing else says it
     assert not any(m["content"] in time_of_day for m in answers["dated"]["memories"])
     assert answers["dated"]["memories"] and "15 January 2025" in answers["dated"]["time_now"]
+
+
+def test_a_day_still_all_in_the_transcript_is_not_told_again(user, dinner):
+    simulation = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
+                              minutes_per_turn=5, stage_directions="4: The next morning", retrieval_mode="prepopulate")
+    for index in range(4):
+        assert tasks.run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    assert Memory.objects.filter(bank=simulation.bank, category="day").exists()
+    fourth = simulation.turns.get(index=3)
+    assert "## Earlier days" not in "\n".join(str(m.get("content") or "") for m in fourth.prompt_messages)
