@@ -42,6 +42,10 @@ _NAME = r"(?:(?:Mr|Mrs|Ms|Miss|Dr)\.?\s+)?[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?
 # Not at its start: "Hail, same as Tuesday." opens with what it is about.
 VOCATIVE = re.compile(rf",\s+{_NAME}(?=\s*[.!?…]|\s*$)")
 QUOTE_CHARS = 180
+# A word after one of these is a thing someone has or talks about ("the pier", "my pots", "two euros").
+THING = re.compile(r"\b(?:the|a|an|my|your|his|her|our|their|its|this|these|those|some|no|every|each|another|"
+                   r"any|one|two|three|four|five|six|seven|eight|nine|ten|fifteen|twenty|\d+)\s+([a-z][a-z'’-]{3,})",
+                   re.IGNORECASE)
 # An earlier insight among the statements (as `insight` writes it): its topic is said already.
 EARLIER = re.compile(r"(?:^(?:the\s+)?([\w'’-]+) keeps? coming up:|keeps? coming back to (?:the\s+)?([\w'’-]+):)",
                      re.IGNORECASE)
@@ -61,13 +65,15 @@ def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> lis
     display: dict[str, str] = {}  # topic -> how it reads: "the plane", "Bella"
     common: set[str] = set()  # topics written in lower case somewhere: a thing, not a name
     said_already = {_stem(m.group(1) or m.group(2)) for _n, text in statements if (m := EARLIER.search(text))}
+    things: set[str] = set()  # words said after "the", "my", "two"…: a thing talked about, not how it was
     for number, text in statements:
         match = SPEAKER.match(text)
         if not match:
             continue  # what was said, not an earlier insight (quoting one nests quotes in quotes) nor a note
         speaker = match.group(1)
         names.add(_stem(speaker.split(" ")[0]))
-        for word in WORD.findall(_said(text[match.end():])):
+        said = _said(text[match.end():])
+        for word in WORD.findall(said):
             stem = _stem(word)
             if stem in COMMON or word.lower() in COMMON or len(stem) < 4 or "'" in stem:
                 continue  # short, or a contraction: grammar, not a topic
@@ -76,9 +82,11 @@ def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> lis
                 common.add(stem)
             if all(n != number for n, _who in found.get(stem, [])):
                 found.setdefault(stem, []).append((number, speaker))
+        things.update(_stem(m.group(1)) for m in THING.finditer(said))
     ranked = sorted(
         ((stem, raised) for stem, raised in found.items()
-         if len(raised) >= 2 and stem not in names and stem not in said_already),
+         if len(raised) >= 2 and stem not in names and stem not in said_already
+         and (stem in things or stem not in common)),  # a thing or a name; "tough", "lately" are neither
         key=lambda item: (-len({who for _n, who in item[1]}), -len(item[1]), item[1][0][0], item[0]))
     chosen: list[tuple[str, list[int]]] = []
     quoted: set[int] = set()
