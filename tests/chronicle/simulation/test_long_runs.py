@@ -112,7 +112,7 @@ def test_the_exports_hold_every_line_of_a_long_run(user, client_for, long):
     response = client.get(reverse("chronicle_export", args=[long.pk, "json"]))
     data = json.loads(b"".join(response.streaming_content))
     assert [t["index"] for t in data["turns"]] == list(range(1200))
-    assert len(data["turns"][5]["retrievals"]) == 2 and len(data["memories"]) == 3 * 1200 + 1200 // 25
+    assert len(data["turns"][5]["retrievals"]) == 2 and len(data["memories"]) == 3 * 1200 + 1200 // 25 + 9  # lines, insights, beliefs
 
 
 @pytest.mark.django_db
