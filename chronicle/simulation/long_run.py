@@ -5,7 +5,7 @@ Each turn looks like a real one to the pages: a line a few sentences long, its u
 totals, the messages sent, two retrievals of five of the speaker's memories each (each recall logged,
 as a turn logs it), who heard it; every listener keeps an episodic memory of it; every 25 turns
 someone reflects (with evidence), every 40 a stage direction, every 100 the writer edited the line.
-Every third line moves both listeners' standing towards its speaker (a relationship row each), and
+A third of the lines move both listeners' standing towards its speaker (a relationship row each), and
 three planted beliefs, held by everyone, are spoken of every 20 turns (each holder's history grows).
 """
 
@@ -124,10 +124,10 @@ def _memories(rng: random.Random, bank, turns: int, accesses: list[tuple]) -> di
 
 
 def _relationships(rng: random.Random, bank, turns: int, lines: dict[tuple[str, int], int]) -> None:
-    """Every third line moves each listener's trust and affinity towards its speaker a little."""
+    """A third of the lines (anyone's) move each listener's trust and affinity towards its speaker a little."""
     standing: dict[tuple[str, str], list[float]] = {}
     rows = []
-    for number in range(2, turns + 1, 3):
+    for number in (n for n in range(1, turns + 1) if rng.random() < 1 / 3):
         speaker = CAST[(number - 1) % 3]
         for listener in (name for name in CAST if name != speaker):
             now = standing.setdefault((listener, speaker), [0.0, 0.0])
