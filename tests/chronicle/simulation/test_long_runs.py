@@ -119,6 +119,10 @@ def test_the_exports_hold_every_line_of_a_long_run(user, client_for, long):
     data = json.loads(b"".join(response.streaming_content))
     assert [t["index"] for t in data["turns"]] == list(range(1200))
     assert len(data["turns"][5]["retrievals"]) == 2 and len(data["memories"]) == 3 * 1200 + 1200 // 25 + 9  # lines, insights, beliefs
+    # Each turn with its own retrievals and the writer's entry, read a chunk at a time.
+    assert [r["query"] for r in data["turns"][1150]["retrievals"]] == list(
+        Retrieval.objects.filter(turn__simulation=long, turn__index=1150).order_by("order").values_list("query", flat=True))
+    assert data["turns"][1100]["entry"]["text"] == "(edited) Line 1101." and data["turns"][1101]["entry"] is None
 
 
 @pytest.mark.django_db
