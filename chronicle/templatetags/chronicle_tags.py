@@ -125,6 +125,14 @@ def svg_bars(bars, prefix: str = "") -> str:
         for b in bars))
 
 
+@register.simple_tag
+def table_rows(rows) -> str:
+    """A chart's table body: each row's first cell its heading (a long run's tables hold a thousand cells)."""
+    return mark_safe("".join(
+        f'<tr><th scope="row">{escape(row[0])}</th>{"".join(f"<td>{escape(cell)}</td>" for cell in row[1:])}</tr>'
+        for row in rows if row))
+
+
 @register.filter
 def note_lines(note: str) -> list[str]:
     """A turn's note as its lines (a retried turn can gather several: the page folds all but the first)."""
