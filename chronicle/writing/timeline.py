@@ -30,6 +30,7 @@ MAX_COLUMNS = 200  # past this many turns a column spans several
 @dataclass
 class Lane:
     agent: str
+    # series → counts: per column of turns for BY_COLUMN (formed, reinforced), else per turn (the list).
     counts: dict[str, dict[int, int]] = field(default_factory=lambda: {key: {} for key, _l, _c in SERIES})
     bars: list[Bar] = field(default_factory=list)
 
