@@ -28,7 +28,7 @@ from chronicle.services.scenarios import scenario_delete
 from chronicle.simulation import probes, replay
 from chronicle.writing.exports import FORMAT as SIMULATION_FORMAT
 from chronicle.writing.exports import scenario_file_from_export
-from chronicle.simulation.beliefs import who_believes
+from chronicle.simulation.run_panels import who_believes
 from chronicle.simulation.models import MAX_TIMEOUT_S, Simulation, Turn
 from chronicle.simulation.selectors import token_summary
 from chronicle.simulation.run_settings import FILE_SETTINGS

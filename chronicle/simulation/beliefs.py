@@ -326,23 +326,3 @@ def _correct(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str
     if new:
         changed.update(zip(new, memories_create(bank=bank, memories=list(new.values()))))
     return [changed[name] for name in names if name in changed]
-
-
-def who_believes(simulation) -> list[dict]:
-    """Per planted claim, everyone who holds a belief about it: how it reached them, how sure they
-    are now, whether they heard it denied, and its history over the turns."""
-    if simulation.bank_id is None:
-        return []
-    rows = (Memory.objects.in_bank(simulation.bank).active().filter(category="belief", metadata__has_key="belief")
-            .order_by("turn", "id"))
-    claims: dict[int, dict] = {}
-    for memory in rows:
-        data = memory.metadata["belief"]
-        claim = claims.setdefault(data["id"], {"claim": data["claim"], "true": data["true"], "holders": []})
-        history = data.get("history") or [{"turn": memory.turn, "confidence": data["confidence"],
-                                           "source_chain": data["source_chain"], "stance": "asserts"}]
-        claim["holders"].append({"holder": memory.agent, "source_chain": data["source_chain"],
-                                 "confidence": data["confidence"], "turn": memory.turn, "memory_id": memory.pk,
-                                 "stance": data.get("stance") or "asserts", "disputed": data.get("disputed"),
-                                 "history": history})
-    return [claims[key] for key in sorted(claims)]

@@ -155,6 +155,26 @@ def story_time_at(directions: list[Direction], *, start: datetime | None, minute
     return now
 
 
+def story_times_at(directions: list[Direction], *, start: datetime | None, minutes_per_turn: float,
+                   numbers) -> dict[int, datetime | None]:
+    """story_time_at at each of `numbers`, the skips walked once for them all (a page of a long run's
+    lines would read every skip before each of its lines)."""
+    events = sorted((d for d in directions if d.kind == "event"), key=lambda d: d.turn)
+    times: dict[int, datetime | None] = {}
+    now, last, at = start, 1, 0
+    for number in sorted(set(numbers)):
+        while at < len(events) and events[at].turn <= number:
+            direction = events[at]
+            if now is not None and minutes_per_turn:
+                now += timedelta(minutes=minutes_per_turn * (max(direction.turn, 1) - last))
+            last = max(direction.turn, 1)
+            now = moved(direction.text, now) or now
+            at += 1
+        times[number] = now + timedelta(minutes=minutes_per_turn * (number - last)) \
+            if now is not None and minutes_per_turn else now
+    return times
+
+
 def at_daily_limit(counts: dict[str, int]) -> set[str]:
     """Who has reflected REFLECTIONS_PER_DAY times on the story's day already (seed 003's daily limit)."""
     return {name for name, count in counts.items() if count >= REFLECTIONS_PER_DAY}

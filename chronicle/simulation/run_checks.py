@@ -10,7 +10,7 @@ from chronicle.simulation import run_settings
 from chronicle.simulation.beliefs import BeliefError
 from chronicle.simulation.beliefs import parse as parse_beliefs
 from chronicle.simulation.replay import ScriptError, check_script
-from chronicle.simulation.calendar import at_daily_limit, day_of, skips_from, story_time_at, story_times
+from chronicle.simulation.calendar import at_daily_limit, day_of, skips_from, story_time_at, story_times, story_times_at
 from chronicle.simulation.stage import StageError, clock_skips, present_at
 from chronicle.simulation.stage import parse as parse_stage
 from memory.api import SIMULATION_TOOLS, DistortionError, parse_distortions, reflections_between
@@ -108,6 +108,11 @@ class RunSettingsMixin:
         """The story's date and time at turn `number` (1-based), or None."""
         start = self.story_start.replace(tzinfo=None) if self.story_start else None
         return story_time_at(self.directions, start=start, minutes_per_turn=self.minutes_per_turn, number=number)
+
+    def story_times_at(self, numbers) -> dict:
+        """story_time_at for many turns (a page of lines): the directions parsed and walked once."""
+        start = self.story_start.replace(tzinfo=None) if self.story_start else None
+        return story_times_at(self.directions, start=start, minutes_per_turn=self.minutes_per_turn, numbers=numbers)
 
     def reflected_out_today(self, names: list[str], number: int) -> set[str]:
         """Who has had the day's reflections already at turn `number` (none without a calendar)."""

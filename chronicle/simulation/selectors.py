@@ -12,7 +12,7 @@ from chronicle.models import Character
 from chronicle.simulation.calendar import short_date
 from chronicle.simulation.context import tokenizer_name
 from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
-from memory.models import Memory, Relationship
+from memory.models import Memory
 from wonda_site.pool import pool_status
 
 
@@ -50,10 +50,11 @@ def attach_stage(simulation: Simulation, turns: list[Turn]) -> list[Turn]:
     happened), `story_when` (its date in the story, when the run has one) and `heard_note` (who heard the line, when not everyone: a whisper, someone away)."""
     directions = simulation.directions
     cast = simulation.cast_names
+    dates = simulation.story_times_at([turn.number for turn in turns])
     for turn in turns:
         turn.stage_before = [d for d in directions if d.turn == turn.number]
         # The story's date at the line (a run with a story calendar): "Tue 14 Jan 2025, 9:04 am".
-        when = simulation.story_time_at(turn.number)
+        when = dates[turn.number]
         turn.story_when = short_date(when) if when else ""
         heard = list(turn.heard_by or [])
         turn.heard_note = ""
@@ -262,64 +263,6 @@ def turn_overrides(*, simulation: Simulation, index: int) -> Overrides:
               for m in (memories.get(pk) for pk in pin_ids) if m is not None and m.pk not in excluded]
     line = next((r.content for r in rows if r.kind == TurnOverride.Kind.LINE), "")
     return Overrides(excluded=excluded, pinned=pinned, line=line)
-
-
-# The relationship chart (run page): one small SVG per pair, trust and affinity over the run's turns.
-CHART_WIDTH, CHART_HEIGHT, CHART_GUTTER = 360, 80, 24
-
-
-@dataclass
-class PairChart:
-    agent: str
-    other: str
-    trust: float
-    affinity: float
-    trust_points: str
-    affinity_points: str
-    changes: list[dict]
-    width, height, gutter = CHART_WIDTH, CHART_HEIGHT, CHART_GUTTER
-
-    @property
-    def zero_y(self) -> float:
-        return CHART_HEIGHT / 2
-
-
-def relationship_charts(simulation: Simulation) -> list[PairChart]:
-    """Each pair whose standing changed (agent → other): trust and affinity as step lines from 0 at
-    the start to the last turn, −1 at the bottom, +1 at the top, and the list of what moved them."""
-    if simulation.bank_id is None:
-        return []
-    rows = list(Relationship.objects.filter(bank_id=simulation.bank_id).order_by("agent", "other", "turn", "id"))
-    last = max([simulation.max_turns, *(r.turn for r in rows)] or [1])
-    span = CHART_WIDTH - CHART_GUTTER
-
-    def x(turn: int) -> float:
-        return round(CHART_GUTTER + span * min(turn, last) / max(last, 1), 1)
-
-    def y(value: float) -> float:
-        return round(CHART_HEIGHT / 2 - value * (CHART_HEIGHT / 2 - 4), 1)
-
-    def steps(pairs: list[tuple[int, float]]) -> str:
-        points, value = [(x(0), y(0.0))], 0.0
-        for turn, new in pairs:
-            points += [(x(turn), y(value)), (x(turn), y(new))]
-            value = new
-        points.append((x(last), y(value)))
-        return " ".join(f"{a},{b}" for a, b in points)
-
-    charts = []
-    by_pair: dict[tuple[str, str], list] = {}
-    for row in rows:
-        by_pair.setdefault((row.agent, row.other), []).append(row)
-    for (agent, other), pair in by_pair.items():
-        charts.append(PairChart(
-            agent=agent, other=other, trust=pair[-1].trust, affinity=pair[-1].affinity,
-            trust_points=steps([(r.turn, r.trust) for r in pair]),
-            affinity_points=steps([(r.turn, r.affinity) for r in pair]),
-            changes=[{"turn": r.turn, "trust": r.trust_change, "affinity": r.affinity_change, "reason": r.reason,
-                      "memory_id": r.evidence_id} for r in pair],
-        ))
-    return charts
 
 
 def cast_portraits(simulation: Simulation) -> dict[str, int]:

@@ -20,8 +20,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from chronicle.models import Scenario
-from chronicle.simulation import line_pages, seats, selectors, services, stage_edits
-from chronicle.simulation.beliefs import who_believes
+from chronicle.simulation import line_pages, run_panels, seats, selectors, services, stage_edits
 from chronicle.simulation.connection import check_connection
 from chronicle.simulation.forms import LLMSettingsForm, ReplayForm, SimulationForm, initial_from
 from chronicle.simulation.models import Simulation
@@ -115,7 +114,8 @@ def page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None
     if llm_form is None and simulation.status in (Simulation.Status.PAUSED, Simulation.Status.FAILED):
         llm_form = LLMSettingsForm(instance=simulation)
     context = {"simulation": simulation, "turns": turns, "page": page, "tokens": line_pages.run_tokens(simulation),
-               "beliefs": who_believes(simulation) if simulation.planted_beliefs else [],
+               "beliefs": run_panels.who_believes(simulation, shown=run_panels.HISTORY_SHOWN)
+               if simulation.planted_beliefs else [],
                "progress": selectors.progress(simulation, figures), "llm_form": llm_form,
                "replay_form": ReplayForm(instance=simulation) if simulation.is_finished and page.lines else None,
                "seat": seats.seat_view(simulation) if simulation.status == Simulation.Status.RUNNING else None,
@@ -123,7 +123,7 @@ def page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None
     context["portraits"] = selectors.cast_portraits(simulation)
     if not poll:
         context["tree"] = selectors.branch_tree(simulation, simulation.owner)
-        context["relationships"] = selectors.relationship_charts(simulation)
+        context["relationships"] = run_panels.relationship_charts(simulation)
     return context
 
 

@@ -2,7 +2,8 @@
 
 Everything is per simulation (its bank) and, with `agent`, per agent. Each chart comes with its own
 table (chronicle.writing.charts). Reads only: a few aggregate queries; the per-turn series are summed
-by the database in columns of turns (chronicle.writing.turn_series), so a long run costs the same.
+by the database in columns of turns (chronicle.writing.turn_series), the bank's counts and what came
+back to whom in one statement (COUNTS_SQL), so a long run costs the same queries and rows as a short one.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db import connection
-from django.db.models import Case, Count, F, Q, Value, When
+from django.db.models import Q
 
 from chronicle.simulation.context import KIND_LABELS
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.writing import turn_series
 from chronicle.writing.charts import Chart, stacked
 from chronicle.writing.wording import kind_label
@@ -70,29 +71,23 @@ def analytics(simulation: Simulation, *, agent: str = "") -> Analytics:
     result = Analytics(simulation=simulation, agent=agent)
     cols = turn_series.columns(simulation, agent)
     result.turns = sum(cols.turns.values())
-    memories = Memory.objects.none()
-    if simulation.bank_id is not None:
-        memories = Memory.objects.in_bank(simulation.bank).filter(Q(agent=agent) | Q(agent="") if agent else Q())
-    result.memories = memories.filter(status=Memory.Status.ACTIVE).count()
-    result.charts = [_by_kind(memories, cols.width), _importance(memories), _tools(simulation, cols, agent),
-                     _tokens(simulation, cols, agent), _latency(simulation, cols, agent)]
-    result.use, counts = _use(simulation, agent)
-    _most_and_never(result, memories, counts)
+    counts = _counts(result, cols.width)
+    result.charts = [_by_kind(counts["kind"], cols.width), _importance(counts["importance"]),
+                     _tools(simulation, cols, agent)]
+    series = turn_series.tokens_and_latency(simulation, cols, agent)
+    result.charts += [_tokens(series.tokens, cols), _latency(series.latency, cols)]
     return result
 
 
-def _by_kind(memories, width: int = 1) -> Chart:
+def _by_kind(rows: list[tuple], width: int = 1) -> Chart:
     """Active memories by kind and by the turn they were formed (before the story: turn 0 or none), in
-    columns of `width` turns (a long run's: their sum over the span)."""
-    rows = (memories.filter(status=Memory.Status.ACTIVE).order_by()
-            .annotate(key=Case(When(turn__gt=0, then=(F("turn") - 1) / width + 1), default=Value(0)))
-            .values("key", "kind").annotate(n=Count("id")))
-    last = max([r["key"] for r in rows], default=0)
+    columns of `width` turns (a long run's: their sum over the span). rows: (kind, column, n)."""
+    last = max([key for _kind, key, _n in rows], default=0)
     spans = [f"{(k - 1) * width + 1}–{k * width}" if width > 1 else str(k) for k in range(1, last + 1)]
     columns = ["before"] + spans
     values: list[dict[str, float]] = [{} for _ in columns]
-    for row in rows:
-        values[row["key"]][row["kind"]] = values[row["key"]].get(row["kind"], 0) + row["n"]
+    for kind, key, n in rows:
+        values[key][kind] = values[key].get(kind, 0) + n
     present = {kind for cell in values for kind in cell}
     series = [(kind, kind.replace("_", " "), colour) for kind, colour in KIND_COLOURS.items() if kind in present]
     return stacked(id="kinds", title="Memories by kind, over turns", x_name="turn ", columns=columns, values=values,
@@ -101,15 +96,13 @@ def _by_kind(memories, width: int = 1) -> Chart:
                    + (f" Each column is {width} turns." if width > 1 else ""))
 
 
-def _importance(memories) -> Chart:
-    """How important the memories are: ten bins from 0 to 10, by where they came from."""
+def _importance(rows: list[tuple]) -> Chart:
+    """How important the memories are: ten bins from 0 to 10, by where they came from. rows: (source,
+    bin, n)."""
     columns = [f"{n}–{n + 1}" for n in range(10)]
     values: list[dict[str, float]] = [{} for _ in columns]
-    rows = (memories.filter(status=Memory.Status.ACTIVE).order_by().values("source", "importance")
-            .annotate(n=Count("id")))
-    for row in rows:
-        at = min(max(int(row["importance"] or 0), 0), 9)
-        values[at][row["source"]] = values[at].get(row["source"], 0) + row["n"]
+    for source, at, n in rows:
+        values[at][source] = values[at].get(source, 0) + n
     present = {key for cell in values for key in cell}
     return stacked(id="importance", title="Importance", x_name="importance ", columns=columns, values=values,
                    series=[s for s in SOURCE_SERIES if s[0] in present],
@@ -133,9 +126,9 @@ def _tools(simulation: Simulation, cols: turn_series.Columns, agent: str) -> Cha
                    "to pre-populate its prompt." + _spans(cols))
 
 
-def _tokens(simulation: Simulation, cols: turn_series.Columns, agent: str) -> Chart:
+def _tokens(sums: dict[int, dict[str, float]], cols: turn_series.Columns) -> Chart:
     """Prompt tokens per turn by context section (as the turn view's context window counts them)."""
-    values = cols.means(turn_series.tokens(simulation, cols, agent))
+    values = cols.means(sums)
     present = {kind for cell in values for kind in cell}
     series = [(kind, label, SECTION_COLOURS[kind]) for kind, label in KIND_LABELS.items() if kind in present]
     series += [s for s in [("unsplit", "prompt (not split)", "#bbbbbb"), ("completion", "the reply", "#333333")]
@@ -147,9 +140,9 @@ def _tokens(simulation: Simulation, cols: turn_series.Columns, agent: str) -> Ch
                    + _spans(cols))
 
 
-def _latency(simulation: Simulation, cols: turn_series.Columns, agent: str) -> Chart:
+def _latency(sums: dict[int, dict[str, float]], cols: turn_series.Columns) -> Chart:
     """Each turn's time: the model's and the memory system's (and the rest: queues, the database)."""
-    values = cols.means(turn_series.latency(simulation, cols, agent))
+    values = cols.means(sums)
     return stacked(id="latency", title="Time per turn", x_name="turn ", unit=" ms", values=values,
                    columns=cols.labels,
                    series=[("llm", "the model", "#c0504d"), ("memory", "memory (searches, capture)", "#2f8f83"),
@@ -158,42 +151,67 @@ def _latency(simulation: Simulation, cols: turn_series.Columns, agent: str) -> C
                    "(searches, embedding and storing the line, scoring it), and everything else." + _spans(cols))
 
 
-def _use(simulation: Simulation, agent: str) -> tuple[list[AgentUse], dict[int, int]]:
-    """Per agent: results returned, distinct memories among them, and what its searches could reach;
-    and how often each memory came back (every agent together)."""
+# The bank's and the searches' numbers in one statement, each table read once however long the run:
+# the results of every search of the run's done turns per (agent, memory) — the per-agent totals, the
+# TOP memories that came back most, the TOP most important active ones that never did and how many
+# those are — and the active memories by agent (what each can reach), by kind and column of turns,
+# and by source and importance (ten bins; 10 falls in the last).
+COUNTS_SQL = """
+    WITH hits AS MATERIALIZED (
+        SELECT r.agent, (e.value ->> 'memory_id')::bigint AS id, count(*) AS n
+        FROM {retrieval} r JOIN {turn} t ON t.id = r.turn_id CROSS JOIN LATERAL jsonb_array_elements(r.results) e
+        WHERE t.simulation_id = %(run)s AND t.status = 'done' AND (%(agent)s = '' OR r.agent = %(agent)s)
+          AND e.value ? 'memory_id'
+        GROUP BY 1, 2),
+    held AS MATERIALIZED (
+        SELECT id, agent, kind, source, turn, importance FROM {memory} WHERE bank_id = %(bank)s AND status = 'active'),
+    mine AS (SELECT * FROM held WHERE %(agent)s = '' OR agent IN (%(agent)s, '')),
+    never AS (SELECT * FROM mine m WHERE NOT EXISTS (SELECT 1 FROM hits h WHERE h.id = m.id))
+    SELECT 'agent', agent, NULL::bigint, sum(n)::bigint, count(*) FROM hits GROUP BY agent
+    UNION ALL (SELECT 'most', NULL, id, sum(n)::bigint, NULL FROM hits WHERE id IS NOT NULL
+               GROUP BY id ORDER BY 4 DESC, 3 LIMIT %(top)s)
+    UNION ALL (SELECT 'never', NULL, id, NULL, NULL FROM never ORDER BY importance DESC, turn, id LIMIT %(top)s)
+    UNION ALL SELECT 'never_count', NULL, NULL, count(*), NULL FROM never
+    UNION ALL SELECT 'reach', agent, NULL, count(*), NULL FROM held GROUP BY agent
+    UNION ALL SELECT 'kind', kind, CASE WHEN turn > 0 THEN (turn - 1) / %(width)s + 1 ELSE 0 END, count(*), NULL
+              FROM mine GROUP BY 2, 3
+    UNION ALL SELECT 'importance', source, LEAST(GREATEST(floor(COALESCE(importance, 0)), 0), 9)::bigint, count(*),
+                     NULL FROM mine GROUP BY 2, 3"""
+
+
+def _counts(result: Analytics, width: int) -> dict[str, list[tuple]]:
+    """Per agent: results returned, distinct memories among them, and what its searches could reach
+    (its own active memories and the shared ones); the memories that came back most, and those that
+    never did (set on `result`). Returns the rows of the kinds and importance charts. Two queries
+    however long the run: COUNTS_SQL, then the few memories shown."""
+    simulation, agent = result.simulation, result.agent
+    sql = COUNTS_SQL.format(retrieval=Retrieval._meta.db_table, turn=Turn._meta.db_table, memory=Memory._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT r.agent, (e->>'memory_id')::bigint, count(*) FROM chronicle_retrieval r "
-            "JOIN chronicle_turn t ON t.id = r.turn_id, jsonb_array_elements(r.results) e "
-            "WHERE t.simulation_id = %s AND t.status = 'done' AND (%s = '' OR r.agent = %s) "
-            "AND e ? 'memory_id' GROUP BY 1, 2",
-            [simulation.pk, agent, agent])
+        cursor.execute(sql, {"run": simulation.pk, "agent": agent, "bank": simulation.bank_id, "top": TOP,
+                             "width": width})
         rows = cursor.fetchall()
-    per_agent: dict[str, list[int]] = {}
-    counts: dict[int, int] = {}
-    for name, memory_id, n in rows:
-        per_agent.setdefault(name, [0, 0])
-        per_agent[name][0] += n
-        per_agent[name][1] += 1
-        counts[memory_id] = counts.get(memory_id, 0) + n
-    reach: dict[str, int] = {}
-    if simulation.bank_id is not None:
-        active = Memory.objects.in_bank(simulation.bank).active()
-        shared = active.filter(agent="").count()
-        reach = {row["agent"]: row["n"] + shared
-                 for row in active.exclude(agent="").order_by().values("agent").annotate(n=Count("id"))}
+    by: dict[str, list[tuple]] = {}
+    for what, name, number, n, distinct in rows:
+        by.setdefault(what, []).append((name, number, n, distinct))
+    per_agent = {name: (n, distinct) for name, _id, n, distinct in by.get("agent", [])}
+    most = [(pk, n) for _name, pk, n, _d in by.get("most", [])]
+    never = [pk for _name, pk, _n, _d in by.get("never", [])]
+    result.never_count = next((n for _name, _id, n, _d in by.get("never_count", [])), 0)
+    held = {name: n for name, _id, n, _d in by.get("reach", [])}
+    shared = held.get("", 0)
+    result.memories = held.get(agent, 0) + shared if agent else sum(held.values())
     names = [agent] if agent else simulation.cast_names
-    return [AgentUse(agent=name, retrievals=per_agent.get(name, [0, 0])[0], distinct=per_agent.get(name, [0, 0])[1],
-                     reachable=reach.get(name, 0)) for name in names], counts
-
-
-def _most_and_never(result: Analytics, memories, counts: dict[int, int]) -> None:
-    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]
-    found = memories.in_bulk([pk for pk, _n in top]) if top else {}
-    result.most = [{"memory": found[pk], "count": n} for pk, n in top if pk in found]
-    never = memories.filter(status=Memory.Status.ACTIVE).exclude(pk__in=list(counts))
-    result.never_count = never.count()
-    result.never = list(never.order_by("-importance", "turn", "pk")[:TOP])
+    result.use = [AgentUse(agent=name, retrievals=per_agent.get(name, (0, 0))[0],
+                           distinct=per_agent.get(name, (0, 0))[1],
+                           reachable=held[name] + shared if held.get(name) else 0) for name in names]
+    memories = Memory.objects.none()
+    if simulation.bank_id is not None:
+        memories = Memory.objects.in_bank(simulation.bank).filter(Q(agent=agent) | Q(agent="") if agent else Q())
+    found = memories.defer("embedding").in_bulk([pk for pk, _n in most] + never) if most or never else {}
+    result.most = [{"memory": found[pk], "count": n} for pk, n in most if pk in found]
+    result.never = [found[pk] for pk in never if pk in found]
+    return {"kind": [(kind, key, n) for kind, key, n, _d in by.get("kind", [])],
+            "importance": [(source, at, n) for source, at, n, _d in by.get("importance", [])]}
 
 
 MAP_SIZE = 560  # the map's square, in SVG units

@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass
 
 from django.core.paginator import Paginator
-from django.db.models import Case, CharField, F, Min, Value, When
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db.models import Case, CharField, Count, F, Min, Value, When, Window
 from django.db.models.functions import MD5, Cast, Concat
 
 from chronicle.simulation.models import Simulation
@@ -137,17 +138,44 @@ def bank_card_page(simulation: Simulation, filters: BankFilters, number, *, size
         page = Paginator(_cards([by_id[i] for i in order if i in by_id]), size).get_page(number)
         return _first(page, first)
     keyed = memories.annotate(card=_card_key(filters))
-    held = keyed.filter(pk=first).values_list("card", flat=True).first() if first else None
+    held, held_turn = (keyed.filter(pk=first).values_list("card", "turn").first() or (None, None)) if first \
+        else (None, None)
+    # The cards in order, each with its memories' ids and how many cards there are (a window over the
+    # groups): one pass over the bank, then only the page's memories are read.
     groups = (keyed.exclude(card=held) if held else keyed).order_by().values("card").annotate(
-        first=Min("id"), turn=Min("turn"), kind=Min("kind")).order_by(F("turn").asc(nulls_first=True), "kind", "first")
-    page = Paginator(groups, size).get_page(number)
+        first=Min("id"), turn=Min("turn"), kind=Min("kind"), ids=ArrayAgg("id"), total=Window(Count("*"))
+    ).order_by(F("turn").asc(nulls_first=True), "kind", "first")
+    page = _page(groups, number, size)
     keys = [group["card"] for group in page.object_list]
+    ids = {pk: group["card"] for group in page.object_list for pk in group["ids"]}
     if held and page.number == 1:
         keys = [held, *keys]
-    rows = keyed.filter(card__in=keys).order_by(F("turn").asc(nulls_first=True), "kind", "id")
+        # A card's memories share its turn (a line's copies) or it is the one memory: found by index.
+        copies = keyed.filter(card=held, turn=held_turn) if held_turn is not None else keyed.filter(pk=first)
+        ids |= {pk: held for pk in copies.values_list("pk", flat=True)}
+    rows = memories.filter(pk__in=list(ids)).order_by(F("turn").asc(nulls_first=True), "kind", "id")
+    for memory in rows:
+        memory.card = ids[memory.pk]
     cards = {card.memory.card: card for card in _cards(rows)}
     page.object_list = [cards[key] for key in keys if key in cards]
     return page
+
+
+def _page(groups, number, size: int):
+    """The Paginator page `number` of the card groups, counted by their own window (`total`): one query,
+    and a second only for a number past the last page (the last page, as Paginator.get_page gives)."""
+    try:
+        wanted = int(number)
+    except (TypeError, ValueError):
+        wanted = 1
+    rows = list(groups[(wanted - 1) * size:wanted * size]) if wanted >= 1 else []
+    paginator = Paginator(groups, size)
+    # Paginator.count is a cached_property: the window's figure stands in for its COUNT query.
+    paginator.count = rows[0]["total"] if rows else groups.count()
+    if not rows and not 1 <= wanted <= paginator.num_pages:
+        wanted = paginator.num_pages
+        rows = list(groups[(wanted - 1) * size:wanted * size])
+    return paginator._get_page(rows, wanted, paginator)
 
 
 def _first(page, first: int | None):

@@ -7,6 +7,7 @@ the bars (each with a hover title), the axis, the legend and, under a <details>,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 WIDTH, HEIGHT, GUTTER, FOOT = 720, 150, 34, 16  # SVG units; GUTTER holds the y labels, FOOT the x labels
 
@@ -57,7 +58,7 @@ class Chart:
     def peak_label(self) -> str:
         return _number(self.peak)
 
-    @property
+    @cached_property  # the page asks three times (its rows, their count); drawn once the chart is built
     def table(self) -> list[list[str]]:
         """The chart's numbers: one row per column, one cell per series, and the total."""
         rows = []
@@ -68,7 +69,7 @@ class Chart:
                          _number(sum(cell.get(key, 0) for key, _l, _c in self.series))])
         return rows
 
-    @property
+    @cached_property
     def totals(self) -> list[tuple[str, str, str]]:
         return [(label, colour, _number(sum(cell.get(key, 0) for cell in self.values)))
                 for key, label, colour in self.series]

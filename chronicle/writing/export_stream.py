@@ -1,5 +1,5 @@
 """The JSON export written out as it is read: the run's turns and memories go out CHUNK rows at a
-time (exports.turn_rows, memory_rows), so a 10,000-turn export never sits whole in memory."""
+time (export_rows.turn_rows, memory_rows), so a 10,000-turn export never sits whole in memory."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ def _items(rows) -> str:
     """A JSON list's items, one at a time, indented as json.dumps(indent=2) puts them under a top-level key."""
     first = True
     for row in rows:
-        # Split on "\n" only: json.dumps escapes it inside strings, but not other line breaks (U+2028).
-        yield ("" if first else ",") + "\n" + "\n".join("    " + line for line in _dumps(row).split("\n"))
+        # Each line indented under its key; "\n" only: json.dumps escapes it inside strings, but not
+        # other line breaks (U+2028).
+        yield ("" if first else ",") + "\n    " + _dumps(row).replace("\n", "\n    ")
         first = False
     if not first:
         yield "\n  "

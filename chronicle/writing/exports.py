@@ -15,6 +15,8 @@ from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverrid
 from chronicle.simulation.replay import script_from_export
 from chronicle.simulation.run_settings import EXPORTED_SETTINGS, SECRET_SETTINGS
 from chronicle.writing import selectors
+from chronicle.writing.export_rows import (CHUNK, MEMORY_FIELDS, RETRIEVAL_FIELDS, TURN_FIELDS, memory_rows,
+                                           turn_rows)
 from chronicle.writing.models import ChronicleEntry, Edit
 from memory.models import Memory
 from memory.api import (
@@ -26,14 +28,6 @@ FORMAT = "wonda.simulation"
 VERSION = 1
 # The run's settings without its secrets (the API key never leaves the database).
 SETTINGS = (*EXPORTED_SETTINGS, "tools_unsupported")
-TURN_FIELDS = ("index", "agent", "utterance", "status", "error", "prompt_messages", "usage",
-               "full_definition_tokens", "context", "note", "attempts", "heard_by", "whisper_to")
-RETRIEVAL_FIELDS = ("agent", "tool", "arguments", "query", "filter", "results", "response", "latency_ms", "path", "error", "order")
-MEMORY_FIELDS = ("agent", "kind", "category", "about", "turn", "speaker", "content", "importance", "emotional_valence",
-                 "participants", "location", "tags", "related_goals", "decay_rate", "source", "status", "metadata")
-
-
-CHUNK = 500  # rows read at a time: a 10,000-turn run is never all in memory as model objects
 
 
 def _lines(simulation: Simulation):  # (turn, text, entry) of every done line, with the writer's text
@@ -151,22 +145,6 @@ def to_fountain(simulation: Simulation) -> str:
 def to_json(simulation: Simulation) -> dict:
     """Everything to rebuild the run elsewhere, but the API key (the page streams it: export_stream)."""
     return export_head(simulation) | {"turns": list(turn_rows(simulation)), "memories": list(memory_rows(simulation))}
-
-
-def turn_rows(simulation: Simulation):
-    """The export's turns, read CHUNK at a time with their retrievals."""
-    for turn in selectors.turns_with_entries(simulation).iterator(chunk_size=CHUNK):
-        entry = selectors.entry_for(turn)
-        yield {"id": turn.pk, **{f: getattr(turn, f) for f in TURN_FIELDS},
-               "entry": {f: getattr(entry, f) for f in ("text", "annotation", "struck", "starred")} if entry else None,
-               "retrievals": [{f: getattr(r, f) for f in RETRIEVAL_FIELDS} for r in turn.retrievals.all()]}
-
-
-def memory_rows(simulation: Simulation):
-    if simulation.bank_id:  # without their vectors: an import embeds them again
-        for m in (Memory.objects.in_bank(simulation.bank).defer("embedding").prefetch_related("keys")
-                  .order_by("id").iterator(chunk_size=CHUNK)):
-            yield {"id": m.pk, **{f: getattr(m, f) for f in MEMORY_FIELDS}, "keys": [k.query for k in m.keys.all()]}
 
 
 def export_head(simulation: Simulation) -> dict:

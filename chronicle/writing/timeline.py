@@ -8,10 +8,9 @@ are placed at the last turn finished when they happened (updated_at against Turn
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Sum
+from django.db import connection
 
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.writing.charts import Bar
@@ -31,6 +30,7 @@ MAX_COLUMNS = 200  # past this many turns a column spans several
 @dataclass
 class Lane:
     agent: str
+    # series → counts: per column of turns for BY_COLUMN (formed, reinforced), else per turn (the list).
     counts: dict[str, dict[int, int]] = field(default_factory=lambda: {key: {} for key, _l, _c in SERIES})
     bars: list[Bar] = field(default_factory=list)
 
@@ -50,7 +50,8 @@ class Timeline:
         """The list under the chart: the turns where an agent reflected, or memories were consolidated
         or archived (lines are kept and memories reinforced nearly every turn: the chart shows those)."""
         rows = []
-        for number in range(1, self.turns + 1):
+        marked = {number for lane in self.lanes for key, _l, _c in SERIES[2:] for number in lane.counts[key]}
+        for number in sorted(n for n in marked if 1 <= n <= self.turns):
             cells = []
             for lane in self.lanes:
                 said = [f"{lane.counts[key][number]} {label}" for key, label, _c in SERIES[2:]
@@ -62,40 +63,66 @@ class Timeline:
         return rows
 
 
-def _by_agent_turn(rows, agent_field: str, into: dict[str, Lane], key: str, count_field: str = "n") -> None:
-    for row in rows:
-        lane = into.get(row[agent_field])
-        if lane is not None and row["turn"] is not None and row[count_field]:
-            lane.counts[key][row["turn"]] = lane.counts[key].get(row["turn"], 0) + int(row[count_field])
+# Everything the timeline draws, counted by the database in one statement (it never sends a row per
+# turn): the last turn it spans and so the width of its columns (MAX_COLUMNS at most); per agent, the
+# lines formed and the recalls (the access log) per column; the reflections, and the memories
+# consolidated or archived, per turn (the list under the chart names those turns). A consolidation or
+# an archiving is placed at the last turn finished when it happened (turn 1 if none had): the turns'
+# finish times and the memories' update times in one ordered stream, each memory taking the number of
+# the turn before it.
+TIMELINE_SQL = """
+    WITH mine AS MATERIALIZED (
+        SELECT id, agent, kind, source, status, turn, updated_at FROM {memory}
+        WHERE bank_id = %(bank)s AND agent = ANY(%(names)s)),
+    formed AS (SELECT agent, turn, count(*) AS n FROM mine WHERE source = 'earned' AND turn IS NOT NULL GROUP BY 1, 2),
+    reflected AS (SELECT agent, turn, count(*) AS n FROM mine WHERE kind = 'reflection' AND turn IS NOT NULL
+                  GROUP BY 1, 2),
+    reinforced AS MATERIALIZED (
+        SELECT m.agent, a.turn, sum(a.count) AS n FROM {access} a JOIN mine m ON m.id = a.memory_id
+        WHERE a.turn IS NOT NULL GROUP BY 1, 2 HAVING sum(a.count) <> 0),
+    moved AS (SELECT agent, status, updated_at FROM mine WHERE status IN ('consolidated', 'archived')),
+    done AS (SELECT index + 1 AS number, finished FROM {turn}
+             WHERE simulation_id = %(run)s AND status = 'done' AND finished IS NOT NULL),
+    stream AS (
+        SELECT at, number, agent, status, count(number) OVER (ORDER BY at, ord ROWS UNBOUNDED PRECEDING) AS run_of
+        FROM (SELECT finished AS at, 0 AS ord, number, NULL AS agent, NULL AS status FROM done
+              WHERE EXISTS (SELECT 1 FROM moved)
+              UNION ALL SELECT updated_at, 1, NULL, agent, status FROM moved) events),
+    placed AS (
+        SELECT agent, status, COALESCE(first_value(number) OVER (PARTITION BY run_of ORDER BY number NULLS LAST), 1)
+               AS turn FROM stream),
+    span AS (
+        SELECT GREATEST((SELECT max(number) FROM done), (SELECT max(turn) FROM formed),
+                        (SELECT max(turn) FROM reflected), (SELECT max(turn) FROM reinforced),
+                        (SELECT max(turn) FROM placed WHERE agent IS NOT NULL), 0) AS last),
+    width AS (SELECT GREATEST(1, ceil(last / %(columns)s::float))::int AS w FROM span)
+    SELECT 'last', NULL, last, NULL FROM span
+    UNION ALL SELECT 'formed', agent, CASE WHEN turn >= 1 THEN (turn - 1) / w ELSE -1 END, sum(n)
+              FROM formed, width GROUP BY 2, 3
+    UNION ALL SELECT 'reinforced', agent, CASE WHEN turn >= 1 THEN (turn - 1) / w ELSE -1 END, sum(n)
+              FROM reinforced, width GROUP BY 2, 3
+    UNION ALL SELECT 'reflected', agent, turn, n FROM reflected
+    UNION ALL SELECT status, agent, turn, count(*) FROM placed WHERE agent IS NOT NULL GROUP BY 1, 2, 3"""
+BY_COLUMN = ("formed", "reinforced")  # counted per column by the database; the others per turn
 
 
 def bank_timeline(simulation: Simulation, *, agent: str = "") -> Timeline:
     names = [agent] if agent in simulation.cast_names else simulation.cast_names
     lanes = {name: Lane(name) for name in names}
-    finished = list(Turn.objects.filter(simulation=simulation, status=Turn.Status.DONE, finished__isnull=False)
-                    .order_by("finished").values_list("finished", "index"))
-    finished = [(when, index + 1) for when, index in finished]  # a turn's number is its index + 1
-    last_turn = max([number for _f, number in finished], default=0)
-    if simulation.bank_id is not None:
-        memories = Memory.objects.in_bank(simulation.bank).filter(agent__in=names)
-        _by_agent_turn(memories.filter(source=Memory.Source.EARNED).order_by().values("agent", "turn")
-                       .annotate(n=Count("id")), "agent", lanes, "formed")
-        _by_agent_turn(memories.filter(kind=Memory.Kind.REFLECTION).order_by().values("agent", "turn")
-                       .annotate(n=Count("id")), "agent", lanes, "reflected")
-        _by_agent_turn(MemoryAccess.objects.filter(memory__bank=simulation.bank, memory__agent__in=names)
-                       .order_by().values("memory__agent", "turn").annotate(n=Sum("count")), "memory__agent",
-                       lanes, "reinforced")
-        times = [when for when, _n in finished]
-        numbers = [number for _when, number in finished]
-        for key, status in (("consolidated", Memory.Status.CONSOLIDATED), ("archived", Memory.Status.ARCHIVED)):
-            for name, when in memories.filter(status=status).values_list("agent", "updated_at"):
-                at = bisect_right(times, when)
-                number = numbers[at - 1] if at else 1
-                lanes[name].counts[key][number] = lanes[name].counts[key].get(number, 0) + 1
-        last_turn = max([last_turn] + [n for lane in lanes.values() for c in lane.counts.values() for n in c])
+    last_turn = 0
+    sql = TIMELINE_SQL.format(memory=Memory._meta.db_table, access=MemoryAccess._meta.db_table,
+                              turn=Turn._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"bank": simulation.bank_id, "names": names, "run": simulation.pk, "columns": MAX_COLUMNS})
+        for key, name, at, n in cursor.fetchall():
+            if key == "last":
+                last_turn = int(at or 0)
+            elif name in lanes and at is not None and n:
+                lanes[name].counts[key][at] = lanes[name].counts[key].get(at, 0) + int(n)
     # A long run's chart has a column per span of turns (their sum), not thousands of thin bars.
     width = max(1, -(-last_turn // MAX_COLUMNS))
-    columns = {name: {key: _spans(lane.counts[key], width) for key, _l, _c in SERIES} for name, lane in lanes.items()}
+    columns = {name: {key: lane.counts[key] if key in BY_COLUMN else _spans(lane.counts[key], width)
+                      for key, _l, _c in SERIES} for name, lane in lanes.items()}
     peak = max([sum(cols[key].get(c, 0) for key, _l, _c in SERIES)
                 for cols in columns.values() for c in range(-(-last_turn // width))], default=0)
     for name, lane in lanes.items():

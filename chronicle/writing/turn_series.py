@@ -1,8 +1,9 @@
 """The analytics page's per-turn series, added up by the database in columns of turns.
 
 Up to MAX_COLUMNS turns a column is one turn, as before; a longer run's columns are spans of turns
-("101–125") holding the mean per turn over the span (memories formed: their sum). Each series is one
-grouped query, so a 10,000-turn run costs the page what a 200-turn run does.
+("101–125") holding the mean per turn over the span (memories formed: their sum). Each series is
+summed by a grouped query (tokens and time in one pass), so a 10,000-turn run costs the page the same
+queries and rows as a 200-turn run.
 """
 
 from __future__ import annotations
@@ -67,52 +68,50 @@ def _grouped(sql: str, simulation: Simulation, cols: Columns, agent: str) -> lis
         return cursor.fetchall()
 
 
-# Every call's sections of each done turn (jsonb); a turn without sections counts its prompt as
-# "unsplit" (from before sections were recorded), and every turn its completion.
-TOKENS_SQL = """
-    SELECT t.index / %(width)s, s.value ->> 'kind', SUM(COALESCE((s.value ->> 'tokens')::float, 0))
+# One pass over the run's done turns (each turn's context read once) for two charts' series, as
+# (column, series, sum) rows:
+# - tokens: every call's sections of each turn by kind (jsonb); a turn without sections counts its
+#   prompt as "unsplit" (from before sections were recorded), and every turn its completion;
+# - time ("time:" series): the model's (llm_ms; a turn from before it was recorded: its wall time less
+#   the memory's), the memory system's (memory_ms) and the rest.
+SERIES_SQL = """
+    SELECT t.index / %(width)s, x.series, SUM(x.value)
     FROM {table} t
-    CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(t.context -> 'calls') = 'array'
-                                                 THEN t.context -> 'calls' ELSE '[]'::jsonb END) c
-    CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(c.value -> 'sections') = 'array'
-                                                 THEN c.value -> 'sections' ELSE '[]'::jsonb END) s
+    CROSS JOIN LATERAL (SELECT (t.context ->> 'llm_ms')::float AS llm,
+                               COALESCE((t.context ->> 'memory_ms')::float, 0) AS mem,
+                               COALESCE(EXTRACT(EPOCH FROM t.finished - t.started) * 1000, 0) AS wall,
+                               CASE WHEN jsonb_typeof(t.context -> 'calls') = 'array'
+                                    THEN t.context -> 'calls' ELSE '[]'::jsonb END AS calls) v
+    CROSS JOIN LATERAL (
+        SELECT s.value ->> 'kind', COALESCE((s.value ->> 'tokens')::float, 0)
+        FROM jsonb_array_elements(v.calls) c
+        CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(c.value -> 'sections') = 'array'
+                                                     THEN c.value -> 'sections' ELSE '[]'::jsonb END) s
+        UNION ALL
+        SELECT 'unsplit', COALESCE((t.usage ->> 'prompt_tokens')::float, 0)
+        -- silent: a turn whose context has no calls (a line written by hand) has no sections, not an error
+        WHERE NOT COALESCE(jsonb_path_exists(t.context, 'strict $.calls[*].sections[*]', '{{}}', true), false)
+        UNION ALL SELECT 'completion', COALESCE((t.usage ->> 'completion_tokens')::float, 0)
+        UNION ALL SELECT 'time:llm', CASE WHEN v.llm IS NULL THEN GREATEST(v.wall - v.mem, 0) ELSE v.llm END
+        UNION ALL SELECT 'time:memory', v.mem
+        UNION ALL SELECT 'time:rest', CASE WHEN v.llm IS NULL THEN 0 ELSE GREATEST(v.wall - v.mem - v.llm, 0) END
+    ) x(series, value)
     WHERE t.simulation_id = %(run)s AND t.status = %(done)s AND (%(agent)s = '' OR t.agent = %(agent)s)
-    GROUP BY 1, 2
-    UNION ALL
-    SELECT t.index / %(width)s, 'unsplit', SUM(COALESCE((t.usage ->> 'prompt_tokens')::float, 0))
-    FROM {table} t
-    WHERE t.simulation_id = %(run)s AND t.status = %(done)s AND (%(agent)s = '' OR t.agent = %(agent)s)
-      -- silent: a turn whose context has no calls (a line written by hand) has no sections, not an error
-      AND NOT COALESCE(jsonb_path_exists(t.context, 'strict $.calls[*].sections[*]', '{{}}', true), false)
-    GROUP BY 1
-    UNION ALL
-    SELECT t.index / %(width)s, 'completion', SUM(COALESCE((t.usage ->> 'completion_tokens')::float, 0))
-    FROM {table} t
-    WHERE t.simulation_id = %(run)s AND t.status = %(done)s AND (%(agent)s = '' OR t.agent = %(agent)s)
-    GROUP BY 1"""
+    GROUP BY 1, 2"""
 
 
-def tokens(simulation: Simulation, cols: Columns, agent: str = "") -> dict[int, dict[str, float]]:
-    sums: dict[int, dict[str, float]] = {}
-    for key, kind, total in _grouped(TOKENS_SQL, simulation, cols, agent):
-        if total:
-            sums.setdefault(key, {})[kind or ""] = sums.get(key, {}).get(kind or "", 0) + float(total)
-    return sums
+@dataclass(frozen=True)
+class Series:
+    tokens: dict[int, dict[str, float]]  # column key → section kind (and unsplit, completion) → tokens
+    latency: dict[int, dict[str, float]]  # column key → llm, memory, rest → ms
 
 
-# Each turn's time split: the model's (llm_ms; a turn from before it was recorded: its wall time
-# less the memory's), the memory system's (memory_ms) and the rest.
-LATENCY_SQL = """
-    SELECT key, SUM(CASE WHEN llm IS NULL THEN GREATEST(wall - mem, 0) ELSE llm END),
-           SUM(mem), SUM(CASE WHEN llm IS NULL THEN 0 ELSE GREATEST(wall - mem - llm, 0) END)
-    FROM (SELECT t.index / %(width)s AS key, (t.context ->> 'llm_ms')::float AS llm,
-                 COALESCE((t.context ->> 'memory_ms')::float, 0) AS mem,
-                 COALESCE(EXTRACT(EPOCH FROM t.finished - t.started) * 1000, 0) AS wall
-          FROM {table} t
-          WHERE t.simulation_id = %(run)s AND t.status = %(done)s AND (%(agent)s = '' OR t.agent = %(agent)s)) turns
-    GROUP BY key"""
-
-
-def latency(simulation: Simulation, cols: Columns, agent: str = "") -> dict[int, dict[str, float]]:
-    return {key: {"llm": float(llm or 0), "memory": float(mem or 0), "rest": float(rest or 0)}
-            for key, llm, mem, rest in _grouped(LATENCY_SQL, simulation, cols, agent)}
+def tokens_and_latency(simulation: Simulation, cols: Columns, agent: str = "") -> Series:
+    tokens: dict[int, dict[str, float]] = {}
+    latency: dict[int, dict[str, float]] = {}
+    for key, series, total in _grouped(SERIES_SQL, simulation, cols, agent):
+        if series and series.startswith("time:"):
+            latency.setdefault(key, {"llm": 0.0, "memory": 0.0, "rest": 0.0})[series[5:]] = float(total or 0)
+        elif total:
+            tokens.setdefault(key, {})[series or ""] = tokens.get(key, {}).get(series or "", 0) + float(total)
+    return Series(tokens=tokens, latency=latency)

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from chronicle.simulation.calendar import moved, skips_from, story_times
+from chronicle.simulation.calendar import moved, skips_from, story_time_at, story_times, story_times_at
 from chronicle.simulation.stage import parse
 
 MONDAY = datetime(2023, 5, 8, 13, 56)
@@ -55,6 +55,17 @@ def test_each_turn_has_its_date_the_clock_moving_between_skips_and_decay_reads_t
 def test_a_start_date_dates_every_turn_and_no_date_leaves_turns_undated():
     assert story_times([], start=MONDAY, minutes_per_turn=0, turns=3) == [MONDAY] * 4
     assert story_times(parse("2: Three hours later", cast=["Ann"]), start=None, minutes_per_turn=5, turns=3) == [None] * 4
+
+
+def test_a_page_of_lines_is_dated_as_each_line_alone_would_be():
+    """The run page dates its hundred lines in one walk over the skips, with the dates each line gets alone."""
+    directions = parse("1: It begins: it is 1:56 pm on 8 May 2023\n4: The next day\n6: Three hours later\n"
+                       "6: That evening\n9: The lights go out.\n12: A new day: it is 9:00 am on 1 June 2023",
+                       cast=["Ann", "Bo"])
+    for start, minutes in ((None, 2), (MONDAY, 0), (MONDAY, 7.5), (None, 0)):
+        numbers = [14, 1, 2, 3, 4, 5, 6, 7, 12, 13, 6]
+        assert story_times_at(directions, start=start, minutes_per_turn=minutes, numbers=numbers) == {
+            n: story_time_at(directions, start=start, minutes_per_turn=minutes, number=n) for n in numbers}
 
 
 @pytest.mark.django_db

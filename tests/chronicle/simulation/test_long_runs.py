@@ -1,4 +1,5 @@
-"""Runs as long as stories: up to 10,000 turns, and pages that read one page of lines at a time.
+"""Runs as long as stories: up to 10,000 turns, and pages that read one page of lines at a time; the
+analytics, the memory bank page and the run page's panels cost the same queries at any length.
 
 The long runs here are bulk inserted (chronicle.simulation.long_run), as `manage.py bench_pages`
 builds them; the timings are that command's to print, these tests check what a writer sees."""
@@ -7,16 +8,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 
 import pytest
 from django.db import connection
+from django.template.defaultfilters import floatformat
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from chronicle.simulation.forms import SimulationForm
 from chronicle.simulation.long_run import long_run
-from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.run_panels import (CHANGES_SHOWN, CHART_GUTTER, CHART_HEIGHT, CHART_WIDTH,
+                                             HISTORY_SHOWN)
 from chronicle.simulation.tasks import run_turn_task
+from memory.models import Memory, MemoryAccess, Relationship
 from tests.chronicle.simulation.conftest import start_seeded
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -112,7 +118,11 @@ def test_the_exports_hold_every_line_of_a_long_run(user, client_for, long):
     response = client.get(reverse("chronicle_export", args=[long.pk, "json"]))
     data = json.loads(b"".join(response.streaming_content))
     assert [t["index"] for t in data["turns"]] == list(range(1200))
-    assert len(data["turns"][5]["retrievals"]) == 2 and len(data["memories"]) == 3 * 1200 + 1200 // 25
+    assert len(data["turns"][5]["retrievals"]) == 2 and len(data["memories"]) == 3 * 1200 + 1200 // 25 + 9  # lines, insights, beliefs
+    # Each turn with its own retrievals and the writer's entry, read a chunk at a time.
+    assert [r["query"] for r in data["turns"][1150]["retrievals"]] == list(
+        Retrieval.objects.filter(turn__simulation=long, turn__index=1150).order_by("order").values_list("query", flat=True))
+    assert data["turns"][1100]["entry"]["text"] == "(edited) Line 1101." and data["turns"][1101]["entry"] is None
 
 
 @pytest.mark.django_db
@@ -156,3 +166,183 @@ def test_run_until_i_pause_goes_on_past_500_turns(user, dinner, client_for):
     assert "520 turns · running until you pause" in client.get(simulation.get_absolute_url()).content.decode()
     assert run_turn_task.apply(args=(simulation.pk, 520)).get() == "done"
     assert Turn.objects.get(simulation=simulation, index=520).status == "done"  # turn 521 was said
+
+
+# --- analytics, the memory bank page and the run page's panels at any length -------------------------
+
+# The most rows one statement of these pages may bring back, however long the run: a row per chart
+# column and series (200 columns × the token and time series) or per unit of a relationship chart's x
+# (336 × six pairs). Reading a row per turn or per memory of a 1,200-turn run goes past it.
+MOST_ROWS = 2_016
+
+
+def _captured(client, url: str, **headers) -> list[dict]:
+    """The page's statements, each with the rows it brought back (`rows`)."""
+    client.get(url, **headers)  # warm: the session, the templates
+    counted = []
+
+    def count_rows(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        counted.append(context["cursor"].rowcount)
+        return result
+
+    with CaptureQueriesContext(connection) as ctx, connection.execute_wrapper(count_rows):
+        assert client.get(url, **headers).status_code in (200, 286)
+    return [dict(query, rows=rows) for query, rows in zip(ctx.captured_queries, counted, strict=True)]
+
+
+@pytest.mark.django_db
+def test_analytics_the_bank_page_and_the_run_page_cost_the_same_queries_at_60_and_at_1200_turns(user, client_for, long):
+    short = long_run(user, 60, title="The short one")
+    client = client_for(user)
+    pages = {"analytics": ("chronicle_analytics", ""), "analytics of one": ("chronicle_analytics", "?agent=Sam"),
+             "bank": ("chronicle_memories", ""), "bank, page 2": ("chronicle_memories", "?page=2"),
+             "bank of one": ("chronicle_memories", "?agent=Alex&kind=episodic"), "run page": ("simulation_detail", "")}
+    seen = {}
+    for run in (short, long):
+        for name, (url_name, query) in pages.items():
+            seen[run.pk, name] = _captured(client, reverse(url_name, args=[run.pk]) + query)
+    for name in pages:
+        small, big = seen[short.pk, name], seen[long.pk, name]
+        assert len(small) == len(big), name
+        # No statement carries a list that grows with the run (ids of every memory recalled, say), nor
+        # brings back a row per turn or per memory.
+        assert max(len(q["sql"]) for q in big) <= max(len(q["sql"]) for q in small) + 40, name
+        assert max(q["rows"] for q in big) <= MOST_ROWS, (name, max(big, key=lambda q: q["rows"])["sql"][:300])
+
+
+def _returned(simulation, agent: str = "") -> Counter:
+    """How often each memory came back, from the stored retrievals themselves."""
+    rows = Retrieval.objects.filter(turn__simulation=simulation, turn__status="done")
+    return Counter(r["memory_id"] for retrieval in (rows.filter(agent=agent) if agent else rows)
+                   for r in retrieval.results)
+
+
+@pytest.mark.django_db
+def test_analytics_of_a_long_run_count_what_came_back_to_whom(user, client_for, long):
+    Memory.objects.filter(bank=long.bank, turn=1199).update(status=Memory.Status.ARCHIVED)  # out of every count
+    for agent in ("", "Jordan"):
+        data = client_for(user).get(reverse("chronicle_analytics", args=[long.pk]), {"agent": agent}).context["data"]
+        mine = Memory.objects.in_bank(long.bank).active().filter(**({"agent__in": [agent, ""]} if agent else {}))
+        returned = _returned(long, agent)
+        for row in data.use:
+            theirs = _returned(long, row.agent)
+            assert (row.retrievals, row.distinct) == (sum(theirs.values()), len(theirs)) != (0, 0)
+            assert row.reachable == Memory.objects.in_bank(long.bank).active().filter(agent__in=[row.agent, ""]).count()
+        assert data.memories == mine.count()
+        top = sorted(returned.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+        assert [(row["memory"].pk, row["count"]) for row in data.most] == top
+        never = mine.exclude(pk__in=list(returned))
+        assert data.never_count == never.count() > 0
+        assert data.never == list(never.order_by("-importance", "turn", "pk")[:10])
+        kinds = next(chart for chart in data.charts if chart.id == "kinds")
+        assert sum(sum(cell.values()) for cell in kinds.values) == mine.count()
+
+
+@pytest.mark.django_db
+def test_the_bank_page_of_a_long_run_shows_its_cards_and_its_timeline(user, client_for, long):
+    # Archived half-way through: placed on the timeline at the last turn finished by then.
+    when = long.turns.get(index=609).finished
+    Memory.objects.filter(bank=long.bank, agent="Alex", kind="episodic", turn__in=[3, 4]).update(
+        status=Memory.Status.ARCHIVED, updated_at=when)
+    client = client_for(user)
+    response = client.get(reverse("chronicle_memories", args=[long.pk]))
+    page, timeline = response.context["page"], response.context["timeline"]
+    # A line everyone heard is one card (its listeners' copies); an insight or a belief is its own.
+    cards = 1200 + Memory.objects.in_bank(long.bank).active().exclude(kind="episodic").count()
+    assert page.paginator.count == cards and page.number == 1
+    assert f"{cards} cards, page 1 of {page.paginator.num_pages}" in response.content.decode()
+    shown = [(card.memory.turn, card.memory.kind, len(card.copies)) for card in page.object_list]
+    assert shown[:3] == [(0, "semantic", 1)] * 3  # the writer's planted beliefs, then the lines in turn order
+    assert [turn for turn, _kind, _n in shown] == sorted(turn for turn, _kind, _n in shown)
+    lines = {turn: n for turn, kind, n in shown if kind == "episodic"}
+    assert lines[3] == lines[4] == 2 and {n for turn, n in lines.items() if turn not in (3, 4)} == {3}
+    last = client.get(reverse("chronicle_memories", args=[long.pk]) + "?page=999").context["page"]
+    assert last.number == page.paginator.num_pages and last.object_list[-1].memory.turn == 1200
+
+    assert timeline.turns == 1200
+    lanes = {lane.agent: {label: n for label, _c, n in lane.totals()} for lane in timeline.lanes}
+    for name in long.cast_names:
+        kept = Memory.objects.in_bank(long.bank).filter(agent=name)
+        assert lanes[name]["formed"] == kept.filter(source="earned").count()
+        assert lanes[name]["reinforced"] == sum(MemoryAccess.objects.filter(memory__in=kept)
+                                                .values_list("count", flat=True)) > 0
+        assert lanes[name]["reflected"] == kept.filter(kind="reflection").count() == 16
+    assert lanes["Alex"]["archived"] == 2 and {"turn": 610, "events": ["Alex: 2 archived"]} in timeline.events()
+    assert "Alex, Turns 1195–1200: " in response.content.decode()  # a column for each span of six turns
+
+
+def _step_line(changes: list[tuple[int, float]], last: int) -> str:
+    """A pair's step line as drawn with every change (the run page's chart, read from all its rows)."""
+    x = lambda turn: round(CHART_GUTTER + (CHART_WIDTH - CHART_GUTTER) * min(turn, last) / max(last, 1), 1)
+    y = lambda value: round(CHART_HEIGHT / 2 - value * (CHART_HEIGHT / 2 - 4), 1)
+    points, value = [(x(0), y(0.0))], 0.0
+    for turn, new in changes:
+        points += [(x(turn), y(value)), (x(turn), y(new))]
+        value = new
+    return " ".join(f"{a},{b}" for a, b in points + [(x(last), y(value))])
+
+
+def _reach(points: str) -> dict[int, tuple[float, float]]:
+    """Per unit of x: the lowest and highest y a polyline passes through there."""
+    pts = [tuple(map(float, p.split(","))) for p in points.split()]
+    reach: dict[int, tuple[float, float]] = {}
+    for (x1, y1), (x2, y2) in zip(pts, pts[1:]):
+        for column in range(int(min(x1, x2)), int(max(x1, x2)) + 1):
+            low, high = reach.get(column, (y1, y1))
+            reach[column] = (min(low, y1, y2), max(high, y1, y2))
+    return reach
+
+
+@pytest.mark.django_db
+def test_the_panels_of_a_long_run_draw_every_change_and_list_the_latest(user, client_for, long):
+    short = long_run(user, 60, title="The short one")
+    # A busy moment: five changes in three turns (one unit of the chart's x) swing Alex's trust in Jordan.
+    Relationship.objects.bulk_create([Relationship(bank=long.bank, agent="Alex", other="Jordan", turn=turn, trust=trust,
+                                                   affinity=0.2, reason="a row") for turn, trust in
+                                      ((600, -0.9), (600, 0.9), (601, -0.5), (601, 0.8), (602, 0.1))])
+    client = client_for(user)
+    for run in (short, long):
+        html = client.get(run.get_absolute_url()).content.decode()
+        rows = list(Relationship.objects.filter(bank=run.bank).order_by("agent", "other", "turn", "id"))
+        pairs = {(r.agent, r.other) for r in rows}
+        assert html.count('<figure class="pair"') == len(pairs) == 6
+        for agent, other in pairs:
+            mine = [r for r in rows if (r.agent, r.other) == (agent, other)]
+            figure = html.split(f'data-pair="{agent}→{other}"', 1)[1].split("</figure>", 1)[0]
+            now = mine[-1]  # where it stands: the latest change
+            assert f"trust {floatformat(now.trust, 2)} · affinity {floatformat(now.affinity, 2)}" in figure
+            listed = re.findall(r"<li>turn (\d+):", figure)
+            drawn = re.search(r'points="([^"]+)" class="trust"', figure).group(1)
+            exact = _step_line([(r.turn, r.trust) for r in mine], run.max_turns)
+            if len(mine) <= CHANGES_SHOWN:  # a short run: every change, listed and drawn as it was
+                assert listed == [str(r.turn) for r in mine] and "earlier change" not in figure
+                assert drawn == exact
+                continue
+            # A long one: the latest changes listed, the others counted; the chart reaches, unit by
+            # unit of x, what the line with every change reaches (give or take the unit beside it).
+            assert listed == [str(r.turn) for r in mine[-CHANGES_SHOWN:]]
+            assert f"{len(mine) - CHANGES_SHOWN} earlier changes from turn {mine[0].turn}, drawn above" in figure
+            every, shown = _reach(exact), _reach(drawn)
+            for column, (low, high) in every.items():
+                near = [shown[c] for c in (column - 1, column, column + 1) if c in shown]
+                assert min(lo for lo, _hi in near) <= low and max(hi for _lo, hi in near) >= high, column
+            if (agent, other) == ("Alex", "Jordan"):  # the busy unit: one stroke through all it reached
+                assert len(drawn.split()) < len(exact.split())
+                assert f"192.0,{CHART_HEIGHT / 2 + 0.9 * (CHART_HEIGHT / 2 - 4):.1f}" in drawn  # down to −0.9
+
+        panel = html.split('id="beliefs"', 1)[1].split("</details>", 1)[0]
+        for number, claim in enumerate(panel.split('<div class="belief"')[1:], start=1):
+            held = Memory.objects.in_bank(run.bank).filter(category="belief", metadata__belief__id=number)
+            for memory, holder in zip(held.order_by("turn", "id"), claim.split("data-holder=")[1:], strict=True):
+                assert holder.startswith(f'"{memory.agent}"')
+                history = memory.metadata["belief"]["history"]
+                steps = re.findall(r'<li(?: value="(\d+)")?>(turn \d+|before the story)', holder)
+                if len(history) <= HISTORY_SHOWN:
+                    assert len(steps) == len(history) > 1 and "steps between" not in holder
+                    continue
+                # Its first step (how it came to them), then the latest, numbered as in the whole history.
+                kept = [history[0], *history[-(HISTORY_SHOWN - 1):]]
+                assert [s[1] for s in steps] == [f"turn {h['turn']}" if h["turn"] else "before the story" for h in kept]
+                assert steps[1][0] == str(len(history) - HISTORY_SHOWN + 2)
+                assert f"… {len(history) - HISTORY_SHOWN} steps between, not listed" in holder
