@@ -22,10 +22,12 @@ import psutil
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def adopt_orphans() -> None:
-    """Daemonised descendants stay this process's children (a no-op where prctl is missing)."""
+def adopt_orphans(on: bool = True) -> None:
+    """Daemonised descendants stay this process's children (a no-op where prctl is missing).
+    on=False: they go to init again, which reaps them (a test that kills a server and waits for a
+    supervisor to start it again: a killed server left a zombie here looks alive to its restart)."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0)
     except (OSError, AttributeError):
         pass
 

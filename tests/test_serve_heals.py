@@ -22,6 +22,7 @@ import psycopg
 import pytest
 import redis
 
+from tests import leftovers
 from tests.conftest import ARTIFACTS, ROOT
 from tests.test_serve import _free_port, _until
 
@@ -103,14 +104,21 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
+    # The session adopts daemonised servers to find what a test leaves (tests/leftovers.py); a server
+    # killed here would stay its zombie, which looks alive to serve's restart. Init reaps them
+    # instead, as on a real machine; the stack stops its own servers at the end.
+    leftovers.adopt_orphans(False)
     stack = Stack(tmp_path_factory.mktemp("serve-var"))
-    stack.manage("migrate", "-v0")  # starts the stack's PostgreSQL and Redis
-    stack.start()
     try:
-        _until(lambda: _up(stack.port, "database", "redis", "worker"), 120, "the stack's web server and worker")
-        yield stack
+        stack.manage("migrate", "-v0")  # starts the stack's PostgreSQL and Redis
+        stack.start()
+        try:
+            _until(lambda: _up(stack.port, "database", "redis", "worker"), 120, "the stack's web server and worker")
+            yield stack
+        finally:
+            stack.stop()
     finally:
-        stack.stop()
+        leftovers.adopt_orphans(True)
 
 
 def test_a_killed_redis_comes_back_on_its_port_with_its_queue(stack):
