@@ -130,8 +130,11 @@ IN_FRONT_OF_IT = ("identity", *(category for category, _n in CORE_SHEET))
 HEADER_SCENE = ("location", "time")
 # Tokens a pre-populated section may take beyond its first line, so that long memories (a background's
 # chunks, long lines) cannot crowd the turn: the most relevant come first and the rest wait.
-SECTION_BUDGETS = {"More about you": 200, "What you know": 200, "Earlier days": 200, "Recent events": 200}
+# Each note stays in the conversation for the rest of the window, so a token here is paid on every
+# call until the window moves: "What you know" and "Recent events" are hints, a search away in full.
+SECTION_BUDGETS = {"More about you": 200, "What you know": 120, "Earlier days": 150, "Recent events": 150}
 RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the agent's transcript begins
+RECENT_CHARS = 200  # a recent event is its line's opening sentences: the gist, the rest a search away
 
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
 PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMORY_KINDS if k != "episodic")]
@@ -140,7 +143,7 @@ PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMOR
 def still_as_shown(notes: dict[int, dict]) -> dict[int, str]:
     """The memories the agent's earlier notes show that still read as they did, each with whom it is
     about (character knowledge; else ""): one revised since (a belief that heard itself denied, a
-    writer's edit) is news, neither skipped nor held back."""
+    writer's edit) is news, neither skipped nor held back. A recent event was shown as its gist."""
     texts: dict[int, list[str]] = {}
     for note in notes.values():
         for memory_id in note.get("ids") or []:
@@ -149,7 +152,7 @@ def still_as_shown(notes: dict[int, dict]) -> dict[int, str]:
         return {}
     current = Memory.objects.filter(pk__in=texts).values_list("pk", "content", "kind", "about")
     return {pk: about if kind == "character_knowledge" else "" for pk, content, kind, about in current
-            if any(content in text for text in texts[pk])}
+            if any(content in text or _gist(content, RECENT_CHARS) in text for text in texts[pk])}
 
 
 def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
@@ -286,6 +289,8 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             # away" until he came back: a state that is over ("Here with you" says who is here now)
             continue
         content = _beyond_header(snap["content"], turn) if snap.get("category") == "identity" else snap["content"]
+        if section.title == "Recent events":
+            content = _gist(content, RECENT_CHARS)
         if not content:
             continue
         shown.add(snap["memory_id"])
@@ -302,6 +307,15 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
         if line not in section.lines:
             section.lines.append(line)
             section.ids.append(snap["memory_id"])
+
+
+def _gist(text: str, limit: int) -> str:
+    """The text's whole sentences within `limit` characters (at least its first, cut at a word with "…")."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(mark, 0, limit) for mark in (". ", "! ", "? "))
+    return text[:cut + 1] + " …" if cut > limit // 4 else text[:text.rfind(" ", 0, limit)] + " …"
 
 
 # How the agent took the lines it heard since its last turn, where a formation filter (paranoia, the

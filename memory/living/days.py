@@ -103,6 +103,18 @@ def offline_summary(memories: list[Memory], day: str) -> str:
     return f"What happened on {day}: {' '.join(parts)}"
 
 
+def _model_prompt(agent: str, day: str, lived: list[Memory]) -> str:
+    shown = sorted(sorted(lived, key=lambda m: -m.importance)[:MODEL_LINES], key=lambda m: (m.turn or 0, m.pk))
+    return DAY_PROMPT.format(agent=agent, day=day, lines="\n".join(f"- {' '.join(m.content.split())}" for m in shown))
+
+
+def day_prompt(summary: Memory) -> str:
+    """What a model was (or, offline, would have been) asked for this day summary: its cost, counted."""
+    lived = list(Memory.objects.filter(pk__in=summary.evidence.values("pk")).order_by("turn", "id"))
+    day = said_day(datetime.fromisoformat(summary.metadata["day"])) if summary.metadata.get("day") else ""
+    return _model_prompt(summary.agent, day, lived)
+
+
 def day_summarise(*, bank: MemoryBank, agent: str, start: datetime, end: datetime,
                   summarize: Callable[[str], str] | None = None) -> Memory | None:
     """The agent's memory of the story day [start, end), once (None: made already, or too little lived)."""
@@ -115,10 +127,8 @@ def day_summarise(*, bank: MemoryBank, agent: str, start: datetime, end: datetim
     day = said_day(start)
     text, by = "", "extractive"
     if summarize is not None:
-        shown = sorted(sorted(lived, key=lambda m: -m.importance)[:MODEL_LINES], key=lambda m: (m.turn or 0, m.pk))
         try:
-            answer = summarize(DAY_PROMPT.format(agent=agent, day=day,
-                                                 lines="\n".join(f"- {' '.join(m.content.split())}" for m in shown)))
+            answer = summarize(_model_prompt(agent, day, lived))
             text, by = " ".join((answer or "").split()), "llm"
         except Exception:  # a failing model costs the summary its words, not the day: the offline one stands in
             log.warning("day summary: the model failed, the offline summary stands in", exc_info=True)

@@ -41,7 +41,8 @@ _NAME = r"(?:(?:Mr|Mrs|Ms|Miss|Dr)\.?\s+)?[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?
 # Whom a sentence is said to: a name or title set off at its end ("…, Inspector." "No, Mr Finlay?").
 # Not at its start: "Hail, same as Tuesday." opens with what it is about.
 VOCATIVE = re.compile(rf",\s+{_NAME}(?=\s*[.!?…]|\s*$)")
-QUOTE_CHARS = 180
+CITED = 2  # the statements an insight quotes
+QUOTE_CHARS = 120  # an insight is a thought, not a transcript: a clause or two of each line
 # A word after one of these is a thing someone has or talks about ("the pier", "my pots", "two euros").
 THING = re.compile(r"\b(?:the|a|an|my|your|his|her|our|their|its|this|these|those|some|no|every|each|another|"
                    r"any|one|two|three|four|five|six|seven|eight|nine|ten|fifteen|twenty|\d+)\s+([a-z][a-z'’-]{3,})",
@@ -58,7 +59,7 @@ def _stem(word: str) -> str:
 
 def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> list[tuple[str, list[int]]]:
     """The `limit` topics the statements keep coming back to, each with the statements that raise it
-    (their numbers, at most three, one per person first). A statement's own speaker and the agent
+    (their numbers, at most two, one per person first: a thought that quotes more reads as a transcript). A statement's own speaker and the agent
     are not topics."""
     names = {_stem(agent)}
     found: dict[str, list[tuple[int, str]]] = {}  # topic -> [(statement number, who raised it)]
@@ -89,18 +90,19 @@ def topics(statements: list[tuple[int, str]], agent: str, limit: int = 3) -> lis
          and (stem in things or stem not in common)),  # a thing or a name; "tough", "lately" are neither
         key=lambda item: (-len({who for _n, who in item[1]}), -len(item[1]), item[1][0][0], item[0]))
     chosen: list[tuple[str, list[int]]] = []
-    quoted: set[int] = set()
+    covered: set[int] = set()  # the statements that raised the topics chosen so far
     for stem, raised in ranked:
         # One statement per person first, then the rest, in the order they were said.
         firsts = {}
         for number, who in raised:
             firsts.setdefault(who, number)
-        cited = sorted(firsts.values())[:3]
-        cited += [n for n, _who in raised if n not in cited][:3 - len(cited)]
-        if len(set(cited) & quoted) * 3 >= len(cited) * 2:
+        cited = sorted(firsts.values())[:CITED]
+        cited += [n for n, _who in raised if n not in cited][:CITED - len(cited)]
+        numbers = {n for n, _who in raised}
+        if len(numbers & covered) * 3 >= len(numbers) * 2:
             continue  # the same lines again ("Yorkshire" after "Post"): nothing new to say
         chosen.append((f"the {stem}" if stem in common else display[stem], sorted(cited)))
-        quoted.update(cited)
+        covered.update(numbers)
         if len(chosen) == limit:
             break
     return chosen
