@@ -28,6 +28,7 @@ class Tally:
     files: list[str] = field(default_factory=list)
     answers: list[tuple[str, probes.Answer]] = field(default_factory=list)
     prompt_per_turn: list[int] = field(default_factory=list)
+    all_calls_per_turn: list[int] = field(default_factory=list)
     full_definition_per_turn: list[int] = field(default_factory=list)
     prefix_shares: list[float] = field(default_factory=list)
     redundant: int = 0
@@ -38,6 +39,7 @@ class Tally:
 
     def add_run(self, figures: dict) -> None:
         self.prompt_per_turn += figures["prompt_per_turn"]
+        self.all_calls_per_turn += figures["all_calls_per_turn"]
         self.full_definition_per_turn += figures["full_definition_per_turn"]
         self.prefix_shares += figures["prefix_shares"]
         self.redundant += figures["redundant"]
@@ -62,6 +64,7 @@ class Tally:
         redundant = self.redundant + sum(measures.in_window(i["content"], a.window) for _f, a in self.answers for i in a.items)
         returned = self.returned + sum(len(a.items) for _f, a in self.answers)
         prompt, full = measures.p50(self.prompt_per_turn), measures.p50(self.full_definition_per_turn)
+        every = measures.p50(self.all_calls_per_turn)
         beyond = [a for _f, a in expect if a.turns_back is not None and a.turns_back >= WINDOW_REACH]
         return {
             "files": self.files, "probes": len(self.answers), "k": self.k,
@@ -75,8 +78,10 @@ class Tally:
             "by_kind": by_kind, "leaks": leaks,
             "redundancy": round(redundant / returned, 4) if returned else None,
             "calibration": calibration(expect),
-            "tokens": {"prompt_per_turn_p50": prompt, "full_definition_per_turn_p50": full,
-                       "saving": round(1 - prompt / full, 4) if prompt is not None and full else None},
+            # The saving counts every call of a turn, not the speaker's alone.
+            "tokens": {"prompt_per_turn_p50": prompt, "all_calls_per_turn_p50": every,
+                       "full_definition_per_turn_p50": full,
+                       "saving": round(1 - every / full, 4) if every is not None and full else None},
             "prefix_share": round(sum(self.prefix_shares) / len(self.prefix_shares), 4) if self.prefix_shares else None,
             "aux_calls_per_turn": round(self.aux_calls / self.turns, 3) if self.turns else None,
             "memory_ms_p50": measures.p50(self.memory_ms),

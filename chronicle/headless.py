@@ -328,6 +328,7 @@ def run_report(simulation: Simulation) -> dict:
     return {"simulation": simulation.pk, "turns": rows, "memories_by_kind": by_kind, "lifecycle": lifecycle,
             "beliefs": held, "relationships": relationships, "distortions": distortions,
             "tokens": {"prompt": tokens.prompt_tokens, "completion": tokens.completion_tokens,
+                       "besides_the_speakers": tokens.side_tokens, "every_call": tokens.every_call_tokens,
                        "full_definition": tokens.full_definition_tokens}}
 
 

@@ -68,7 +68,7 @@ from memory.forming.importance import profiles as listener_profiles
 from memory.living.consolidation import (
     RECENT_TURNS, ConsolidationResult, consolidate, consolidation_due, consolidations_due, summarizer,
 )
-from memory.living.days import DAY as DAY_SUMMARY, day_prompt, day_summarise, latest_day_turn
+from memory.living.days import DAY as DAY_SUMMARY, day_summarise, latest_day_turn
 from memory.living.reflection import (
     importance_since_last_reflection, importance_since_last_reflections, insights_store, lifecycle_totals,
     recent_memories, reflect, reflections_between,
@@ -123,7 +123,7 @@ __all__ = [
     "RECENT_TURNS", "consolidate", "consolidation_due",
     "consolidations_due", "summarizer",
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
-    "DAY_SUMMARY", "day_prompt", "day_summarise", "latest_day_turn", "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "recent_memories", "reflect",
+    "DAY_SUMMARY", "day_summarise", "latest_day_turn", "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "recent_memories", "reflect",
     "describe", "relationships_update", "standing", "relationship_check", "relationships_export", "relationships_import",
     "access_check", "accesses_export", "accesses_import",
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",

@@ -60,6 +60,7 @@ class TurnOutcome:
     # The context view (Turn.context): per model call, its sections with token counts and usage.
     context: dict = field(default_factory=dict)
     aux_calls: int = 0  # model calls besides the speaker's own (importance, distortion) made for this line
+    aux_tokens: int = 0  # their prompts' tokens (the judgement with any reflection riding it, retellings, day summaries)
     llm_ms: float = 0.0  # waiting for the model, every call and attempt of the turn (the analytics page)
     replying_to: list[str] = field(default_factory=list)  # what the speaker witnessed just before its line, in order
 

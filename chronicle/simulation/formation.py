@@ -11,6 +11,7 @@ import time
 
 from django.db import transaction
 
+from chronicle.simulation.context import count_tokens
 from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
@@ -118,6 +119,7 @@ def _model_asker(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None
     def ask(prompt: str) -> str:
         if outcome is not None:
             outcome.aux_calls += 1  # the model's work besides speaking, per turn (evaluate_agents)
+            outcome.aux_tokens += count_tokens(prompt)
         if simulation.provider == Simulation.Provider.REPLAY:
             return provider.ask(prompt)
         # A judgement of every listener (and reflections) is longer than a line: more room than max_tokens.

@@ -135,11 +135,14 @@ def run_tokens(simulation: Simulation) -> TokenSummary:
         completion=Coalesce(Sum(_number("completion_tokens")), 0.0), calls=Coalesce(Sum(_number("calls")), 0.0),
         full=Coalesce(Sum("full_definition_tokens"), 0, output_field=BigIntegerField()),
         estimated=Count("pk", filter=Q(usage__estimated=True)),
-        tools_tokens=Max(_number("tools_tokens", "context")), tool_count=Max(_number("tool_count", "context")))
+        tools_tokens=Max(_number("tools_tokens", "context")), tool_count=Max(_number("tool_count", "context")),
+        side=Coalesce(Sum(_number("aux_tokens", "context")), 0.0) + Coalesce(Sum(_number("reflection_tokens", "context")), 0.0),
+        side_calls=Coalesce(Sum(_number("aux_calls", "context")), 0.0))
     return TokenSummary(prompt_tokens=int(sums["prompt"]), completion_tokens=int(sums["completion"]),
                         full_definition_tokens=int(sums["full"]), estimated=bool(sums["estimated"]),
                         turns=sums["turns"], calls=int(sums["calls"]), by_kind=_tokens_by_kind(simulation),
-                        tools_tokens=int(sums["tools_tokens"] or 0), tool_count=int(sums["tool_count"] or 0))
+                        tools_tokens=int(sums["tools_tokens"] or 0), tool_count=int(sums["tool_count"] or 0),
+                        side_tokens=int(sums["side"]), side_calls=int(sums["side_calls"]))
 
 
 def _tokens_by_kind(simulation: Simulation) -> dict[str, int]:

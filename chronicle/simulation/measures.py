@@ -1,8 +1,10 @@
 """What a run cost and how its memory served it, read off its turns (evaluate_agents' figures).
 
-- tokens: each turn's prompt tokens (every call of the turn) against the full definition's, p50, both
-  counted here the same way (a server's own count, or the relay's four characters a token, would not
-  compare with the baseline's);
+- tokens: each turn's prompt tokens against the full definition's, p50, both counted here the same
+  way (a server's own count, or the relay's four characters a token, would not compare with the
+  baseline's): the speaker's calls (its tool rounds included), and every call of the turn (the
+  judgement of the line with any reflection riding it, retellings, day summaries, reflections made
+  apart), which is what the saving is computed on;
 - prefix_share: of each model call's prompt, the share in a prefix byte-identical to the same agent's
   previous call (what prefix caches reuse); a call is the tool schemas, then its messages, in order;
 - redundancy: of the memories the tools handed back, the share already in that call's transcript window;
@@ -21,6 +23,7 @@ from chronicle.simulation.tool_calls import offered_tools
 from chronicle.simulation.turn_inputs import turn_input
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.prompts import transcript_text
+from chronicle.simulation.selectors import side_tokens
 from memory.models import Memory
 
 # "Alex said: …", "Sam whispered to Alex: …", "(turn 3) …": what a memory adds to the words it quotes.
@@ -135,10 +138,11 @@ def run_figures(simulation: Simulation) -> dict:
     turns = list(simulation.turns.done().prefetch_related("retrievals").order_by("index"))
     spoken = [t for t in turns if (t.usage or {}).get("calls")]
     redundant, returned = script_redundancy(turns)
+    speaker = [counted_prompt(t.prompt_messages, offered_tools(turn_input(turn=t), mode_of(simulation))) for t in spoken]
     return {
         "turns": len(turns),
-        "prompt_per_turn": [counted_prompt(t.prompt_messages, offered_tools(turn_input(turn=t), mode_of(simulation)))
-                            for t in spoken],
+        "prompt_per_turn": speaker,
+        "all_calls_per_turn": [tokens + side_tokens(t) for tokens, t in zip(speaker, spoken)],
         "full_definition_per_turn": [t.full_definition_tokens for t in spoken],
         "prefix_shares": prefix_shares(simulation, turns),
         "redundant": redundant, "returned": returned,

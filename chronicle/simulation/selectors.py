@@ -114,6 +114,12 @@ def branch_tree(simulation: Simulation, owner) -> BranchNode:
     return build(root)
 
 
+def side_tokens(turn) -> int:
+    """The prompt tokens of a turn's calls besides the speaker's (recorded as they were asked)."""
+    context = turn.context or {}
+    return int(context.get("aux_tokens") or 0) + int(context.get("reflection_tokens") or 0)
+
+
 @dataclass
 class TokenSummary:
     prompt_tokens: int = 0
@@ -125,13 +131,20 @@ class TokenSummary:
     by_kind: dict = field(default_factory=dict)  # section kind → prompt tokens over the run (context.KIND_LABELS)
     tools_tokens: int = 0  # the tool schemas, once (re-sent with every call that offers tools)
     tool_count: int = 0
+    side_tokens: int = 0  # the calls besides the speakers': each line's judgement, retellings, day summaries, reflections
+    side_calls: int = 0
+
+    @property
+    def every_call_tokens(self) -> int:
+        return self.prompt_tokens + self.side_tokens
 
     @property
     def saving_percent(self) -> float | None:
-        """1 − sent / full-definition cost; negative when the tool round trips cost more than they save."""
+        """1 − sent / full-definition cost, every call counted; negative when the tool round trips and
+        the bookkeeping after each line cost more than they save."""
         if not self.full_definition_tokens:
             return None
-        return round(100 * (1 - self.prompt_tokens / self.full_definition_tokens), 1)
+        return round(100 * (1 - self.every_call_tokens / self.full_definition_tokens), 1)
 
     @property
     def tokenizer(self) -> str:
@@ -167,6 +180,11 @@ class TokenSummary:
         if tokens:
             words.append(f"Instructions and chat format: {tokens:,} tokens ({pct}%); the transcript window: "
                          f"{self.by_kind.get('transcript', 0):,}.")
+        if self.side_tokens:
+            words.append(f"Besides the speakers, {self.side_calls} call{'s' if self.side_calls != 1 else ''} kept the "
+                         f"memory up to date (judging each line for those who heard it, reflections, day summaries): "
+                         f"{self.side_tokens:,} tokens, {round(100 * self.side_tokens / self.every_call_tokens)}% of all "
+                         "sent. They are counted in the saving.")
         if self.full_definition_tokens:
             per_turn = self.full_definition_tokens // self.turns
             words.append(f"The baseline, one call a turn with the speaker's whole definition, the scene and the others, "
@@ -185,6 +203,9 @@ def token_summary(turns) -> TokenSummary:
         summary.full_definition_tokens += turn.full_definition_tokens
         summary.estimated = summary.estimated or bool((turn.usage or {}).get("estimated"))
         summary.calls += int((turn.usage or {}).get("calls") or 0)
+        if "context" not in turn.get_deferred_fields():
+            summary.side_tokens += side_tokens(turn)
+            summary.side_calls += int((turn.context or {}).get("aux_calls") or 0)
         totals = getattr(turn, "context_totals", None)
         if totals is None and "context" not in turn.get_deferred_fields():
             totals = (turn.context or {}).get("totals")

@@ -24,6 +24,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from chronicle.simulation import beliefs, formation, seats, services, speakers, turn_inputs, turns
+from chronicle.simulation.context import count_tokens
 from chronicle.simulation.engine import TurnFailed, run_turn
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
@@ -121,9 +122,11 @@ def _run_turn_task(self, simulation_id: int, index: int) -> str:
             staging = time.perf_counter()
             beliefs.plant(simulation)  # the writer's planted beliefs, once
             formation.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
-            keep_the_day_before(simulation, turn.number)
+            day_calls, day_tokens = keep_the_day_before(simulation, turn.number)
             staged_ms = (time.perf_counter() - staging) * 1000
             outcome = run_turn(turn_inputs.turn_input(turn=turn), provider, pace_s=simulation.pace_s)
+            outcome.aux_calls += day_calls
+            outcome.aux_tokens += day_tokens
             capture = formation.capture_for(turn=turn, outcome=outcome)
             capture.prepare_ms += staged_ms  # memory's time too (the turn's memory_ms)
         except TurnFailed as exc:
@@ -214,20 +217,38 @@ def queue_reflections(simulation_id: int, turn_number: int, due: list[str] | Non
     return due
 
 
-def keep_the_day_before(simulation: Simulation, number: int) -> list[str]:
+def keep_the_day_before(simulation: Simulation, number: int) -> tuple[int, int]:
     """When turn `number` opens a new story day, each of the cast keeps the day before as one memory
     (memory.living.days) before the turn runs: the first to speak after "Two days later" reads it.
     Once: a redone turn finds the days kept. With a model, one call an agent (a failing one leaves
-    the offline summary)."""
+    the offline summary); a replay counts the call and lets the offline summary answer it.
+    Returns (calls, their prompts' tokens): the turn's cost besides the speaker."""
     if simulation.bank_id is None or number < 2:
-        return []
+        return 0, 0
     now, before = simulation.story_time_at(number), simulation.story_time_at(number - 1)
     if now is None or before is None or now.date() <= before.date():
-        return []
+        return 0, 0
     start = datetime.combine(before.date(), datetime.min.time(), tzinfo=dt_timezone.utc)
-    ask = get_provider(simulation).complete if simulation.provider == Simulation.Provider.OPENAI else None
-    return [name for name in simulation.cast_names
-            if day_summarise(bank=simulation.bank, agent=name, start=start, end=start + timedelta(days=1), summarize=ask)]
+    asked: list[int] = []
+    ask = None
+    if simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY):
+        provider = get_provider(simulation)
+        answer = provider.complete if simulation.provider == Simulation.Provider.OPENAI else (lambda _prompt: "")
+
+        def ask(prompt: str) -> str:
+            asked.append(count_tokens(prompt))
+            return answer(prompt)
+    for name in simulation.cast_names:
+        day_summarise(bank=simulation.bank, agent=name, start=start, end=start + timedelta(days=1), summarize=ask)
+    return len(asked), sum(asked)
+
+
+def _add_reflection_tokens(simulation: Simulation, turn_number: int, tokens: int) -> None:
+    """A reflection's calls, counted with the turn it was made at (one UPDATE: the turn is saved)."""
+    if tokens:
+        Turn.objects.filter(simulation=simulation, index=turn_number - 1).update(context=RawSQL(
+            "jsonb_set(coalesce(context, '{}'::jsonb), '{reflection_tokens}', to_jsonb("
+            "coalesce((context ->> 'reflection_tokens')::int, 0) + %s))", [tokens]))
 
 
 def _mark_reflecting(simulation_id: int, agent: str, on: bool) -> None:
@@ -281,8 +302,15 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool
             with transaction.atomic():
                 if not bank_hold(bank.pk):
                     return "no bank"  # the run was deleted meanwhile
-                made = reflect(bank, agent, turn=turn_number, ask=get_provider(simulation).complete,
-                               metadata={"batched": True} if batched else None)
+                asked: list[int] = []
+                complete = get_provider(simulation).complete
+
+                def ask(prompt: str) -> str:
+                    asked.append(count_tokens(prompt))
+                    return complete(prompt)
+                made = reflect(bank, agent, turn=turn_number, ask=ask, metadata={"batched": True} if batched else None)
+                if not batched:  # else the judgement that asked for it counted the call (a replay answers it here)
+                    _add_reflection_tokens(simulation, turn_number, sum(asked))
         except Exception:  # a failing model records nothing and the run goes on; it is due again next turn
             log.exception("%s's reflection at turn %s of simulation %s failed", agent, turn_number, simulation.pk)
             return "failed"

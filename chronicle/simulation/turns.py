@@ -326,7 +326,7 @@ def _record_memory_time(turn: Turn, outcome: TurnOutcome, capture: CapturePlan, 
     searched = sum(float(r.get("latency_ms") or 0) for r in outcome.retrievals)
     spent = capture.prepare_ms + (time.perf_counter() - started) * 1000
     turn.context = dict(turn.context or {}, memory_ms=round(searched + spent, 2), capture_ms=round(spent, 2),
-                        llm_ms=round(outcome.llm_ms, 2), aux_calls=outcome.aux_calls,
+                        llm_ms=round(outcome.llm_ms, 2), aux_calls=outcome.aux_calls, aux_tokens=outcome.aux_tokens,
                         not_kept=len(captured.skipped), not_kept_notes=not_kept.splitlines())
 
 

@@ -108,13 +108,6 @@ def _model_prompt(agent: str, day: str, lived: list[Memory]) -> str:
     return DAY_PROMPT.format(agent=agent, day=day, lines="\n".join(f"- {' '.join(m.content.split())}" for m in shown))
 
 
-def day_prompt(summary: Memory) -> str:
-    """What a model was (or, offline, would have been) asked for this day summary: its cost, counted."""
-    lived = list(Memory.objects.filter(pk__in=summary.evidence.values("pk")).order_by("turn", "id"))
-    day = said_day(datetime.fromisoformat(summary.metadata["day"])) if summary.metadata.get("day") else ""
-    return _model_prompt(summary.agent, day, lived)
-
-
 def day_summarise(*, bank: MemoryBank, agent: str, start: datetime, end: datetime,
                   summarize: Callable[[str], str] | None = None) -> Memory | None:
     """The agent's memory of the story day [start, end), once (None: made already, or too little lived)."""

@@ -7,10 +7,10 @@ with --turns past the script's length its lines are said again, in order, until 
 grows as in a longer story; the words repeat). For each bucket of turns it prints:
 
 - memory ms p50 / p95: the memory system's own time a turn (searches, capture, checks; no model);
-- prompt / turn: the tokens of every model call of a turn, the speaker's calls and the after-turn
-  judgement a model would be asked (its prompt as built for that line; a replay asks no model), with
-  the reflections that ride it (what the agent is shown to reflect on) and each story day's summary
-  (the day's lines a model is shown), counted at the turn they were made;
+- prompt / turn: the tokens of every model call of a turn: the speaker's calls, and the calls a model
+  run makes besides (the judgement of the line with any reflection riding it, retellings, a story
+  day's summary), as the replay recorded their prompts (it counts them and lets the offline rules
+  answer);
 - full def / turn: the whole character definition and the same transcript window, one call;
 - full + history: the whole definition and every line said so far (a model without memory);
 - memories, MB: the run's memories (and their keys) up to the bucket's end, and their size.
@@ -37,10 +37,8 @@ from chronicle.simulation.prompts import full_definition_text
 from chronicle.simulation.services import simulation_start
 from chronicle.simulation.tool_calls import offered_tools
 from chronicle.simulation.turn_inputs import turn_input
-from memory.api import (
-    DAY_SUMMARY, REFLECT_STATEMENTS, CharacterSheet, ScenarioSheet, day_prompt, judgement_prompt, listener_profiles,
-)
-from memory.models import Memory
+from chronicle.simulation.selectors import side_tokens
+from memory.api import CharacterSheet, ScenarioSheet
 
 
 def _p(values: list[float], q: float) -> float | None:
@@ -101,10 +99,8 @@ class Command(BaseCommand):
         cast = [CharacterSheet.from_dict(c) for c in simulation.cast_snapshot]
         scenario = ScenarioSheet.from_dict(simulation.scenario_snapshot) if simulation.scenario_snapshot else None
         definition = {c.name: count_tokens(full_definition_text(c, scenario, cast)) for c in cast}
-        known = listener_profiles(bank=simulation.bank, agents=[c.name for c in cast])
         tools_mode = mode_of(simulation)
         history = 0
-        side = self._side_calls(simulation)
         rows, current = [], None
         for turn in simulation.turns.done().order_by("index"):
             if current is None or turn.index // bucket != current["bucket"]:
@@ -114,11 +110,7 @@ class Command(BaseCommand):
             if context.get("memory_ms") is not None:
                 current["memory_ms"].append(float(context["memory_ms"]))
             spoken = counted_prompt(turn.prompt_messages, offered_tools(turn_input(turn=turn), tools_mode))
-            listeners = [name for name in (turn.heard_by or [c.name for c in cast]) if name != turn.agent]
-            judged = count_tokens(judgement_prompt(speaker=turn.agent, content=f"{turn.agent} said: {turn.utterance}",
-                                             turn=turn.number, profiles={n: known.get(n, "") for n in listeners})) \
-                if listeners else 0
-            current["prompt"].append(spoken + judged + side.get(turn.number, 0))
+            current["prompt"].append(spoken + side_tokens(turn))
             current["full"].append(turn.full_definition_tokens)
             current["history"].append(definition.get(turn.agent, 0) + history)
             history += count_tokens(f"{turn.agent}: {turn.utterance}\n")
@@ -133,21 +125,6 @@ class Command(BaseCommand):
                         "full_plus_history": round(statistics.mean(row["history"])) if row["history"] else None,
                         "memories": memories, "mb": size})
         return out
-
-    def _side_calls(self, simulation: Simulation) -> dict[int, int]:
-        """Tokens a model run adds at a turn besides the speaker and the line's judgement: the statements
-        a reflection is shown (as its judgement asks it) and a story day's summary."""
-        extra: dict[int, int] = {}
-        memories = Memory.objects.filter(bank=simulation.bank)
-        for agent, number in set(memories.filter(kind=Memory.Kind.REFLECTION).values_list("agent", "turn")):
-            pool = list(memories.filter(agent=agent, turn__lt=number).exclude(source=Memory.Source.GIFTED)
-                        .order_by("-turn", "-id").values_list("content", flat=True)[:REFLECT_STATEMENTS])[::-1]
-            asked = dict(speaker=agent, content="", turn=number, profiles={agent: ""})
-            extra[number] = extra.get(number, 0) + count_tokens(judgement_prompt(**asked, reflect={agent: pool})) \
-                - count_tokens(judgement_prompt(**asked))
-        for summary in memories.filter(category=DAY_SUMMARY).prefetch_related("evidence"):
-            extra[summary.turn or 0] = extra.get(summary.turn or 0, 0) + count_tokens(day_prompt(summary))
-        return extra
 
     def _size(self, bank_id: int, turn: int) -> tuple[int, float]:
         """The bank's memories formed up to `turn` (the sheet's included) and the bytes of their rows and keys."""

@@ -30,7 +30,7 @@ def test_a_new_story_day_leaves_each_of_the_cast_the_day_before_as_one_memory(us
     # Turn 4 opens the next morning: before it runs, each of the cast keeps the evening before, once.
     assert tasks.run_turn_task.apply(args=(simulation.pk, 3)).get() == "done"
     cast = sorted(simulation.cast_names)
-    assert tasks.keep_the_day_before(simulation, 4) == []  # a redone turn makes nothing more
+    assert tasks.keep_the_day_before(simulation, 4) == (0, 0)  # a redone turn makes nothing more, asks nothing
     days = {m.agent: m for m in Memory.objects.filter(bank=simulation.bank, category="day")}
     assert sorted(days) == cast
     # The first to speak that morning read it already, under "Earlier days".

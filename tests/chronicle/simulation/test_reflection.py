@@ -81,6 +81,19 @@ def test_a_reflection_is_queued_when_the_threshold_is_crossed_and_made_once(user
     assert queued == [(simulation.pk, "Alex", 6)]
 
 
+def test_a_reflection_made_apart_from_a_judgement_counts_its_calls_with_its_turn(user):
+    """Its questions and insights are two calls a model answers: their prompts count in the run's cost."""
+    from chronicle.simulation.selectors import side_tokens
+
+    simulation = run(user, reflection_threshold=30)
+    for turn in range(1, 7):
+        live(simulation, turn)
+    sixth = Turn.objects.create(simulation=simulation, index=5, agent="Jordan", status="done", context={"aux_tokens": 40})
+    assert tasks.reflect_task(simulation.pk, "Alex", 6).endswith("reflections")
+    sixth.refresh_from_db()
+    assert sixth.context["reflection_tokens"] > 100 and side_tokens(sixth) == 40 + sixth.context["reflection_tokens"]
+
+
 def test_the_default_threshold_is_150_so_the_six_turn_demo_never_reflects(user, settings, queued):
     assert settings.REFLECTION_THRESHOLD == 150
     simulation = run(user)
