@@ -32,6 +32,7 @@ from memory.living.after_turn import AfterTurn, judge_line
 from memory.models import MAX_CONTENT_CHARS, Memory, MemoryBank
 from memory.queue import queue
 from memory.recalling.filters import EPISODE_WINDOW, episode_keys
+from memory.recalling.held import judged_with
 from memory.recalling.indexing import bank_index_wanted
 from memory.recalling.scoring import initial_decay_rate
 from memory.services.keys import keys_attach
@@ -343,7 +344,8 @@ def _judge_batched(plan: CapturePlan, ask) -> AfterTurn:
     return judge_line(speaker=plan.speaker, content=plan.content, turn=plan.turn,
                       profiles={name: known.get(name, "") for name in plan.listeners}, ask=ask,
                       reflect={agent: [m.content for m in pool] for agent, pool in plan.reflect.items()},
-                      claims=plan.claims, secrets=plan.secrets, before=plan.before, took=plan.contents)
+                      claims=plan.claims, secrets=plan.secrets, before=plan.before, took=plan.contents,
+                      **judged_with(plan.bank.pk, plan.speaker, plan.listeners, bool(plan.claims)))
 
 
 def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, names: list[str],

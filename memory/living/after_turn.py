@@ -25,7 +25,7 @@ PROMPT = PROMPT_OPENING + """
 
 Listeners: {names}
 {profiles}
-{heard}
+{keeping}{heard}
 For each listener give:
 - "importance", 0-10, of this line to that listener: 0-2 routine or small talk, 3-4 ordinary
   conversation, 5-6 notable (plans, news, meaningful talk), 7-8 emotional moments or a change in a
@@ -37,8 +37,7 @@ For each listener give:
   in it, the most useful first, each a short standalone statement naming who and what; a claim is
   put as its speaker's ("{speaker} says …"); [] for small talk, questions and
   feelings.
-{speaker} said it: give {speaker} an importance only (trust and affinity 0, no facts).
-
+{own}
 {reflections}{claims}{secrets}Also "left": who walks out in this line (now, not a plan); "came": who comes in.
 Answer with JSON only, one entry per listener, in this shape:
 {{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}, "left": [], "came": []{shape}}}"""
@@ -55,7 +54,7 @@ of the statements it rests on.
 """
 REFLECT_SHAPE = ', "reflections": {{"{agent}": [{{"insight": "...", "because": [1, 4]}}]}}'
 # What the line does with each claim a listener or its speaker holds (chronicle's beliefs revise by it).
-CLAIMS = """Claims some of them hold, numbered:
+CLAIMS = """Claims that some who hear the line hold, numbered, with who holds each:
 {claims}
 Also give "stances": what the line does with each claim: "asserts" (says it or passes it on as
 true), "questions" (asks whether it is true), "doubts" (passes it on or speaks of it as uncertain: "I
@@ -64,6 +63,12 @@ heard …, not sure it's true", "I doubt it"), "denies" (says it is false, or co
 """
 CLAIMS_SHAPE = ', "stances": {"1": "none"}'  # (put in as it is: not formatted again)
 STANCES = ("asserts", "questions", "doubts", "denies", "none")
+# What a listener keeps to itself weighs what a line means to it ("the inspection you signed" to
+# the one who signed it unread); the judge is told, and told it is not news.
+KEPT = """What the listeners keep to themselves (to weigh what the line means to each; not facts they learn):
+{listed}
+"""
+KEPT_PER_LISTENER = 2
 # Which of the speaker's secrets the line tells (chronicle marks them told to its listeners, and its
 # speaker stops keeping them: so a secret half told is not told; a model asked). Only a
 # model says so: on a model's run of the demo, Jordan's pitch for Bella's was closer in meaning to
@@ -105,8 +110,10 @@ class AfterTurn:
 def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
                secrets: list[str] | None = None, before: Sequence[str] = (),
-               took: dict[str, str] | None = None) -> str:
+               took: dict[str, str] | None = None, holders: dict[str, list[str]] | None = None,
+               keeping: dict[str, list[str]] | None = None) -> str:
     """took: how a listener with a formation filter took the line (its own copy), to be judged by;
+    holders: who holds each claim; keeping: each listener's own secrets;
     before: what the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"),
     so a reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
@@ -122,35 +129,49 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
         shape = REFLECT_SHAPE.format(agent=next(iter(reflect)))
     asked = ""
     if claims:
-        asked = CLAIMS.format(claims="\n".join(f"{i}. {_sentences(c, 300)}" for i, c in enumerate(claims, start=1)))
+        held = holders or {}
+        asked = CLAIMS.format(claims="\n".join(
+            f"{i}. {_sentences(c, 300)}" + (f" (held by {', '.join(held[c])})" if held.get(c) else "")
+            for i, c in enumerate(claims, start=1)))
         shape += CLAIMS_SHAPE
     kept = ""
     if secrets:
         kept = SECRETS.format(speaker=speaker, secrets="\n".join(f"{i}. {_sentences(text, 300)}"
                                                                   for i, text in enumerate(secrets, start=1)))
         shape += SECRETS_SHAPE
-    # Each part cut on its own: a long line keeps what followed it.
-    before = f"Just before it (context only): {'; then '.join(_last_sentences(part, 400) for part in before)}\n" if before else ""
+    # Each part cut on its own: a long line keeps what followed it. One a line: "…twelve hundred.; then
+    # *The horn…*" read as one run-on sentence.
+    before = "Just before it (context only):\n" + "".join(f"- {_last_sentences(part, 400)}\n" for part in before) \
+        if before else ""
+    secrets_of = "".join(f"- {name}: " + " / ".join(_sentences(s, 200) for s in said[:KEPT_PER_LISTENER]) + "\n"
+                         for name, said in (keeping or {}).items() if said and name in profiles and name != speaker)
+    secrets_of = KEPT.format(listed=secrets_of.rstrip("\n")) if secrets_of else ""
+    # The speaker hears itself only when the caller lists it: then it gets an importance and no more.
+    own = f"{speaker} said it: give {speaker} an importance only (trust and affinity 0, no facts).\n" \
+        if speaker in profiles else ""
+    example = next((name for name in names if name != speaker), speaker)
     heard = "".join(f"- {name} took it as: {_sentences(text, 400)}\n" for name, text in (took or {}).items()
                     if name in profiles and name != speaker)
     # A paranoid listener's trust moves by what it heard, not by the words a neutral ear hears.
     heard = f"Some heard it their own way; judge them by how they took it:\n{heard}" if heard else ""
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described, before=before,
-                         heard=heard,
-                         speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=names[0] if names else speaker,
+                         heard=heard, keeping=secrets_of, own=own,
+                         speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=example,
                          reflections=reflections, claims=asked, secrets=kept, shape=shape)
 
 
 def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None,
                claims: list[str] | None = None, secrets: list[str] | None = None, before: Sequence[str] = (),
-               took: dict[str, str] | None = None) -> AfterTurn:
+               took: dict[str, str] | None = None, holders: dict[str, list[str]] | None = None,
+               keeping: dict[str, list[str]] | None = None) -> AfterTurn:
     """One call for every listener in `profiles` (name → identity and goals), and the reflections of
     those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
     judge it, and the reflections wait."""
     try:
         answer = str(ask(prompt_for(speaker=speaker, content=content, turn=turn, profiles=profiles,
-                                    reflect=reflect, claims=claims, secrets=secrets, before=before, took=took)) or "")
+                                    reflect=reflect, claims=claims, secrets=secrets, before=before, took=took,
+                                    holders=holders, keeping=keeping)) or "")
     except Exception as exc:  # the line must not be lost to a failed judgement
         return AfterTurn(error=f"the model could not be asked: {exc}"[:300])
     return parse(answer, names=list(profiles), speaker=speaker,

@@ -27,6 +27,26 @@ def held_claims(bank_id: int, agents: list[str]) -> list[str]:
         return list(dict.fromkeys(claim for (claim,) in cursor.fetchall() if claim))
 
 
+def claim_holders(bank_id: int, agents: list[str]) -> dict[str, list[str]]:
+    """Each claim any of these agents holds an active belief about (the oldest first) → who holds it."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT metadata -> 'belief' ->> 'claim', agent {_BELIEFS} AND status = 'active' "
+                       "AND agent = ANY(%s) ORDER BY turn, id", [bank_id, list(agents)])
+        holders: dict[str, list[str]] = {}
+        for claim, agent in cursor.fetchall():
+            if claim and agent not in holders.setdefault(claim, []):
+                holders[claim].append(agent)
+        return holders
+
+
+def judged_with(bank_id: int, speaker: str, listeners: list[str], claims: bool) -> dict:
+    """What the judgement of a line is told besides the line: who holds each claim (when claims are
+    asked about) and the listeners' own secrets (judge_line's holders and keeping)."""
+    holders = claim_holders(bank_id, list(dict.fromkeys([speaker, *listeners]))) if claims else {}
+    return {"holders": holders,
+            "keeping": {name: [s.words for s in held_secrets(bank_id, name)] for name in listeners if name != speaker}}
+
+
 @dataclass(frozen=True)
 class HeldBelief:
     id: int  # the memory's

@@ -65,9 +65,11 @@ def test_the_judgement_reads_what_came_just_before_the_line_a_long_line_not_crow
     prompt = prompt_for(speaker="Jordan", content="Jordan said: Is that the Thai place texting you?", turn=9,
                         profiles={"Alex": "Alex is a project manager."},
                         before=[said, "*Alex's phone buzzes: the Thai place texts that tables are going fast*"])
-    context = next(line for line in prompt.splitlines() if line.startswith("Just before it (context only): "))
-    assert context.startswith("Just before it (context only): Alex said: … We agreed on Bella's")
-    assert context.endswith("; then *Alex's phone buzzes: the Thai place texts that tables are going fast*")
+    lines = prompt.splitlines()
+    opening = lines.index("Just before it (context only):")
+    context, direction = lines[opening + 1:opening + 3]
+    assert context.startswith("- Alex said: … We agreed on Bella's")
+    assert direction == "- *Alex's phone buzzes: the Thai place texts that tables are going fast*"  # a line of its own
     assert len(context) < len(said)  # the line itself cut at a sentence
     # A reply answers the end of what came before it: a long line keeps its speaker and its last sentences.
     asked = ("Tomasz said: *laughs once* You sold us to the Arctic with my out-of-tune F-sharp, and now you want my "
@@ -75,8 +77,28 @@ def test_the_judgement_reads_what_came_just_before_the_line_a_long_line_not_crow
              "April; I said yes to it in January. So, Hannah, will you tell them your news?")
     prompt = prompt_for(speaker="Hannah", content="Hannah said: Yes. I am pregnant.", turn=10,
                         profiles={"Tomasz": "Tomasz is a violinist."}, before=[asked])
-    context = next(line for line in prompt.splitlines() if line.startswith("Just before it (context only): "))
-    assert context.startswith("Just before it (context only): Tomasz said: … ")
+    lines = prompt.splitlines()
+    context = lines[lines.index("Just before it (context only):") + 1]
+    assert context.startswith("- Tomasz said: … ")
     assert context.endswith("So, Hannah, will you tell them your news?") and "trial in April" in context
     assert len(context) < len(asked)
     assert "Just before it" not in prompt_for(speaker="Alex", content="Alex said: Hello.", turn=1, profiles={"Jordan": ""})
+
+
+def test_the_judgement_is_told_who_holds_each_claim_and_what_each_listener_keeps_to_itself():
+    """An accusation that touches a listener's secret weighs more to that listener: the judge can only
+    see it when told the secret; and a claim's stance is read knowing whose claim it is."""
+    from memory.living.after_turn import prompt_for
+
+    prompt = prompt_for(speaker="Ruairi", content="Ruairi said: The captain signed that inspection without reading it.",
+                        turn=7, profiles={"Maeve": "The ferry's captain.", "Tom": "A passenger."},
+                        claims=["The engine is fine."], holders={"The engine is fine.": ["Maeve"]},
+                        keeping={"Maeve": ["She signed the inspection without reading it."], "Tom": [],
+                                 "Ruairi": ["The speaker's own, not asked here."]})
+    assert "1. The engine is fine. (held by Maeve)" in prompt
+    assert "What the listeners keep to themselves" in prompt
+    assert "- Maeve: She signed the inspection without reading it." in prompt
+    assert "Tom:" not in prompt.split("What the listeners keep")[1].split("For each listener")[0]
+    assert "The speaker's own" not in prompt  # the speaker's secrets are asked about apart ("revealed")
+    assert "said it: give" not in prompt  # the speaker is no listener here: nothing asked of it
+    assert '{"listeners": {"Maeve": {' in prompt

@@ -197,10 +197,12 @@ def test_a_reply_is_judged_with_the_line_it_answers(user, dinner, server):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     first, second, third = [r["messages"][-1]["content"] for r in server.scored]
     assert "Just before it" not in first
-    assert ("Just before it (context only): Alex said: You lied to me about Bella's, Jordan.\n"
+    assert ("Just before it (context only):\n- Alex said: You lied to me about Bella's, Jordan.\n"
             "The line (turn 2): Jordan whispered to Alex: I'm sorry.") in second
-    # Sam saw the whisper, no more; then the lights.
-    assert "Just before it (context only): Jordan whispers something to Alex; then *The lights flicker*\n" in third
+    # Sam saw the whisper, no more; then the lights: one a line, not run into one sentence.
+    assert "Just before it (context only):\n- Jordan whispers something to Alex\n- *The lights flicker*\n" in third
+    # The answer's example gives trust and affinity to one who heard the line, not to its speaker.
+    assert '{"listeners": {"Alex": {' in second
 
 
 @pytest.mark.django_db
