@@ -11,11 +11,11 @@ import time
 from django.core.exceptions import ValidationError
 
 from memory.forming.seed_specs import CHARACTER_QUERIES
-from memory.living.relationships import standing
 from memory.models import Memory
 from memory.recalling.confidence import calibrated, retrieval_confidence
 from memory.recalling.enhance import EnhancedQuery
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.learned import learned_of, said_once, standing_of
 from memory.recalling.search import recall
 from memory.recalling.story_time import dated_first, time_range_turns
 from memory.recalling.replies import with_replies
@@ -92,8 +92,8 @@ def _query_character(ctx: ToolContext, args: dict):
     name = known[name.lower()]
     query = f"who is {name}?"
     flt = MemoryFilter(agent=ctx.agent, kinds=["character_knowledge"], about=name)
-    results = recall(ctx.bank, query, filter=flt, k=3, options=ctx.recall_options())
-    return {"memories": entries(results)}, query, flt, results
+    results = said_once(recall(ctx.bank, query, filter=flt, k=3, options=ctx.recall_options()))
+    return {"memories": entries(results)} | learned_of(ctx, name), query, flt, results
 
 
 def _metadata(results: list[RecallResult], enhanced: EnhancedQuery) -> dict:
@@ -209,12 +209,7 @@ def _recall_interactions(ctx: ToolContext, args: dict):
                                                   options=ctx.recall_options(enhance=enhanced)), 10)
     ordered = sorted(results, key=lambda r: (r.memory.turn or 0, r.memory.pk))
     answer = {"character": name, "memories": entries(ordered, with_turn=True)}
-    # How you stand with them now, and what moved it last (memory.living.relationships).
-    row = standing(ctx.bank, ctx.agent, before_turn=ctx.current_turn).get((ctx.agent, name))
-    if row is not None:
-        answer["relationship"] = {"trust": row.trust, "affinity": row.affinity, "last_changed_turn": row.turn,
-                                  "why": row.reason}
-    return answer | _metadata(results, enhanced), query, flt, results
+    return answer | standing_of(ctx, name) | _metadata(results, enhanced), query, flt, results
 
 
 def _check_similar(ctx: ToolContext, args: dict):

@@ -65,6 +65,33 @@ def test_query_character_finds_what_i_know_about_them(ctx):
     assert result.query == "who is Jordan?"
 
 
+def test_query_character_tells_what_was_learned_of_them_since_the_start_not_the_notes_twice(seeded_bank):
+    """An agent asking about someone heard only the writer's starting notes, twice in other words,
+    never what it had learned of them since."""
+    from memory.forming.extraction import facts_create
+    from memory.services import memory_create
+
+    note = call_tool("query_character", {"name": "Jordan"}, context=ToolContext(bank=seeded_bank, agent="Alex")).results[0]
+    memory_create(bank=seeded_bank, agent="Alex", kind="character_knowledge", about="Jordan", source="gifted",
+                  category=note.memory.category, content=note.memory.content.rstrip(".") + ", as everyone knows.")
+    facts_create(bank=seeded_bank, facts={"Alex": ["Jordan trained as a chef in Naples."]}, speaker="Jordan", turn=4)
+    facts_create(bank=seeded_bank, facts={"Alex": ["Sam's bike has a flat tyre."]}, speaker="Sam", turn=5)
+    facts_create(bank=seeded_bank, facts={"Alex": ["Jordan booked Bella's for nine."]}, speaker="Sam", turn=9)
+    memory_create(bank=seeded_bank, agent="Alex", kind="emotional", category="reaction", about="Jordan", speaker="Jordan",
+                  source="earned", turn=6, content="Alex was hurt by Jordan at turn 6: “You never listen.”")
+
+    answer = call_tool("query_character", {"name": "Jordan"},
+                       context=ToolContext(bank=seeded_bank, agent="Alex", current_turn=8)).response
+    assert len(answer["memories"]) == 1  # the note and its rewording are one note
+    assert [f["content"] for f in answer["learned_since"]] == ["Jordan trained as a chef in Naples."]  # not Sam's, not later
+    assert answer["learned_since"][0]["turn"] == "4"
+    assert [m["content"] for m in answer["moved_by"]] == ["Alex was hurt by Jordan at turn 6: “You never listen.”"]
+    later = call_tool("query_character", {"name": "Jordan"},
+                      context=ToolContext(bank=seeded_bank, agent="Alex", current_turn=12)).response
+    assert [f["content"] for f in later["learned_since"]] == ["Jordan trained as a chef in Naples.",
+                                                              "Jordan booked Bella's for nine."]  # in order
+
+
 def test_query_memory_returns_earlier_lines_with_turn_numbers(seeded_bank, ctx):
     from memory.forming.capture import remember_utterance
 
