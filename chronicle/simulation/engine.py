@@ -24,6 +24,7 @@ from chronicle.simulation.prompts import (
 from chronicle.simulation.briefing import (
     clock_text, header_shows, identity_header, now_text, pinned_note, prepopulate, still_as_shown, took_it,
 )
+from chronicle.simulation.looked_up import keep_looked_up
 from chronicle.simulation.replies import is_refusal, text_tool_calls
 from chronicle.simulation.tool_calls import for_model, offered_tools, run_round
 from chronicle.simulation.turn_models import WRITER_LINE_NOTE
@@ -219,6 +220,7 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
     # the turn's one transaction (turns.turn_finish), so a redone turn never writes twice.
     tools = offered_tools(turn, mode)
     recorder, shown = _briefed(turn, outcome, mode, tools)
+    briefed = set(shown)  # `shown` grows with what this turn's tools hand over
     if pace_s:
         heartbeat()
         sleep(pace_s)
@@ -263,6 +265,7 @@ def _converse(turn: TurnInput, provider: Provider, outcome: TurnOutcome, *, mode
         if text:
             messages.append({"role": "assistant", "content": message.get("content")})
             outcome.utterance = shorten(text, outcome, "The model's reply")
+            keep_looked_up(turn, outcome, shown=briefed)
             return
         empty_answers += 1
         if calls_left > 0 and tools:

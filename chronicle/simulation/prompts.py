@@ -56,7 +56,8 @@ def tool_guide(tools: list[dict], budget: int) -> str:
         required = set(parameters.get("required") or [])
         names = [name if name in required else f"{name}?" for name in (parameters.get("properties") or {})]
         calls.append(f"{function['name']}({', '.join(names)})")
-    return (f"Your memory tools: {', '.join(calls)}. Ask them for what you do not see here, not for what you do. "
+    return (f"Your memory tools: {', '.join(calls)}. Ask them for what you do not see here, not for what you do: "
+            "what they found at your earlier turns stays in the conversation, before your lines. "
             f"Use at most {budget} tool call{'s' if budget != 1 else ''} this turn, then speak your line.")
 
 

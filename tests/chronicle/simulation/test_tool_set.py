@@ -290,3 +290,30 @@ def test_what_is_left_out_as_given_already_is_said_by_the_turns_the_notes_show()
     assert [m["memory_id"] for m in some["memories"]] == [9]
     _marked, every = leave_out_repeats(snapshots, response, {7, 8, 9})
     assert every["note"] == "Nothing besides what you already have in front of you this turn (turns 12, 69, 96)."
+
+
+@pytest.mark.django_db
+def test_what_a_tool_found_stays_with_the_agent_so_it_need_not_look_it_up_again(user, dinner, server):
+    """Tools mode: an agent asked query_self(secrets) nearly every turn, its answer gone by the next."""
+    from chronicle.models import Character
+    from chronicle.simulation.fake_llm import ok, tool_call
+    from chronicle.simulation.tasks import run_turn_task
+    from tests.chronicle.simulation.conftest import start_with_model
+
+    secret = "Alex already paid a deposit at the Thai place."
+    Character.objects.filter(owner=user, name="Alex").update(secrets=[secret])
+    server.script(ok(tool_calls=[tool_call("query_self", {"aspect": "secrets"})]), ok("Let's decide, then."),
+                  ok("Bella's!"), ok("Kebabs."),
+                  ok(tool_calls=[tool_call("query_self", {"aspect": "secrets"}, "again")]), ok("Fine, Thai it is."))
+    simulation = start_with_model(user, dinner, server, retrieval_mode="tools", max_turns=4)
+    for index in range(4):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    first, later = simulation.turns.get(index=0), simulation.turns.get(index=3)
+    assert first.agent == later.agent == "Alex"
+    # Kept in Alex's conversation before the line it came before, as the pre-populated notes are.
+    conversation = later.prompt_messages[1]["content"]
+    assert "Before your turn 1, you recall:\n## What you looked up\n- My secret: " + secret in conversation
+    assert conversation.index("What you looked up") < conversation.index("[turn 1] Alex: Let's decide, then.")
+    # Asked again anyway, the tool says it is already in front of Alex rather than send it twice.
+    again = later.retrievals.get(tool="query_self")
+    assert all(snap.get("repeated") or secret not in snap["content"] for snap in again.results)

@@ -10,6 +10,7 @@ from chronicle.simulation import services as simulation_services
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import services
+from memory.services.memories import accesses_record
 from memory.models import Memory, MemoryAccess
 from memory.recalling.filters import MemoryFilter
 from memory.recalling.search import recall
@@ -63,6 +64,8 @@ def test_a_branch_ranks_decayed_results_exactly_as_the_parent_did_at_its_turn(us
 
     as_of_turn_5 = ranking(parent)
     run_all(parent)  # turns 5–8 recall more: access counts and last-accessed turns move on
+    # (what an agent still has in front of it is not handed back, nor counted: the writer recalls one)
+    accesses_record(memory_ids=[pk for pk, _score in as_of_turn_5[-3:]], turn=7)
     assert ranking(parent) != as_of_turn_5
 
     branch = services.simulation_branch(parent=parent, index=4, actor=user)
