@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING
 
 from chronicle.simulation.context import count_tokens
 from chronicle.simulation.stage import skipped_minutes
 from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, now_line, window
+from chronicle.simulation.turn_types import TurnInput, TurnOutcome, still_as_shown
 from memory.models import Memory
 from memory.api import (
     DAY_SUMMARY, MEMORY_KINDS, SECRET_LABEL, WHOLE_SHEET_K, WITNESSED_KINDS, CharacterSheet, MemoryFilter, calibrated,
@@ -17,8 +17,6 @@ from memory.api import (
     sheet_aspects, stable_snapshot, standing, told_text,
 )
 
-if TYPE_CHECKING:
-    from chronicle.simulation.engine import TurnInput, TurnOutcome
 
 
 def identity_header(turn: TurnInput) -> str:
@@ -135,21 +133,6 @@ RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the ag
 
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
 PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMORY_KINDS if k != "episodic")]
-
-
-def still_as_shown(notes: dict[int, dict]) -> dict[int, str]:
-    """The memories the agent's earlier notes show that still read as they did, each with whom it is
-    about (character knowledge; else ""): one revised since (a belief that heard itself denied, a
-    writer's edit) is news, neither skipped nor held back."""
-    texts: dict[int, list[str]] = {}
-    for note in notes.values():
-        for memory_id in note.get("ids") or []:
-            texts.setdefault(memory_id, []).append(note.get("text") or "")
-    if not texts:
-        return {}
-    current = Memory.objects.filter(pk__in=texts).values_list("pk", "content", "kind", "about")
-    return {pk: about if kind == "character_knowledge" else "" for pk, content, kind, about in current
-            if any(content in text for text in texts[pk])}
 
 
 def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:

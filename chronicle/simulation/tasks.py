@@ -24,7 +24,8 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from chronicle.simulation import beliefs, formation, seats, services, speakers, turn_inputs, turns
-from chronicle.simulation.engine import TurnFailed, run_turn
+from chronicle.simulation.engine import run_turn
+from chronicle.simulation.turn_types import TurnFailed
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
 from memory.api import (

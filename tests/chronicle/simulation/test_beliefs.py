@@ -9,7 +9,7 @@ import pytest
 
 from chronicle import headless
 from chronicle.simulation import beliefs, turns
-from chronicle.simulation.engine import TurnOutcome
+from chronicle.simulation.turn_types import TurnOutcome
 from memory.embedding.cache import embed_one
 from memory.models import Memory
 from memory.recalling.tools import ToolContext, call_tool

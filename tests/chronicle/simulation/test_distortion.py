@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from chronicle.simulation import services, turns
-from chronicle.simulation.engine import TurnOutcome
+from chronicle.simulation.turn_types import TurnOutcome
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import services as writing

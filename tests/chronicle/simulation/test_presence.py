@@ -10,7 +10,7 @@ from django.test import TestCase
 from django.urls import reverse
 
 from chronicle.simulation import turn_inputs, turns
-from chronicle.simulation.engine import TurnOutcome
+from chronicle.simulation.turn_types import TurnOutcome
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory

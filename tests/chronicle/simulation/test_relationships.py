@@ -8,7 +8,8 @@ import pytest
 
 from chronicle.simulation import services, turn_inputs, turns
 from chronicle.simulation.briefing import now_text
-from chronicle.simulation.engine import TurnOutcome, prepopulate
+from chronicle.simulation.engine import prepopulate
+from chronicle.simulation.turn_types import TurnOutcome
 from chronicle.writing import services as writing
 from memory.forming.extraction import extract_after_turn
 from memory.models import Memory, Relationship
