@@ -1,4 +1,4 @@
-"""Simulations, their turns and every retrieval an agent made (DESIGN.md "Domain model: chronicle").
+"""Simulations, their turns and every retrieval an agent made.
 
 Simulation is here; which settings a run has is in run_settings.py, what they mean in run_checks.py;
 Turn, Retrieval and TurnOverride are in turn_models.py."""
