@@ -206,9 +206,9 @@ def test_a_search_leaves_out_the_goals_the_header_already_states(user, dinner, m
     from chronicle.simulation.models import Turn
     from chronicle.simulation.turn_inputs import turn_input
     from memory.api import call_tool
-    from tests.chronicle.simulation.conftest import start_seeded
+    from tests.factories import start
 
-    simulation = start_seeded(user, dinner, retrieval_mode=mode)
+    simulation = start(user, dinner, retrieval_mode=mode)
     turn = turn_input(turn=Turn(simulation=simulation, index=0, agent="Alex"))
     context = tool_context(turn, deferred=[])
     found = call_tool("query_memory", {"query": "What are my goals tonight?"}, context=context)
