@@ -145,3 +145,24 @@ def test_no_two_modules_import_each_other(package):
     knots = sorted(f"{a} <-> {b}" for a, targets in edges.items() for b in targets
                    if a < b and a in edges.get(b, set()))
     assert knots == []
+
+
+@pytest.mark.parametrize("package", ["chronicle", "memory"])
+def test_the_default_scoring_preset_is_named_once(package):
+    """memory.recalling.scoring.DEFAULT_SCORING is every default preset (a run's, a search's, the
+    commands'): a literal default elsewhere would drift from it when the default changes."""
+    literal = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        if "migrations" in path.parts or path == ROOT / "memory/recalling/scoring.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            defaults = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defaults = node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                defaults = [node.value]
+            elif isinstance(node, ast.Call):
+                defaults = [k.value for k in node.keywords if k.arg in ("default", "initial")]
+            literal += [f"{path.relative_to(ROOT)}:{d.lineno}" for d in defaults
+                        if isinstance(d, ast.Constant) and d.value == "similarity"]
+    assert literal == []

@@ -10,7 +10,7 @@ from functools import cached_property
 
 from chronicle.simulation.prompts import window
 from chronicle.simulation.providers import ChatResult, TurnHints
-from memory.api import CharacterSheet, DEFAULT_SIMULATION_TOOLS, ScenarioSheet
+from memory.api import CharacterSheet, DEFAULT_SCORING, DEFAULT_SIMULATION_TOOLS, ScenarioSheet
 from memory.models import Memory
 
 
@@ -72,7 +72,7 @@ class TurnInput:
     mode: str  # tools | prepopulate | both
     # The stage directions the agent witnessed, this turn's included: (turn number, the writer's words).
     stage: list[tuple[int, str]] = field(default_factory=list)
-    scoring: str = "similarity"
+    scoring: str = DEFAULT_SCORING
     weights: dict | None = None
     max_tool_calls: int = 6
     # The writer's overrides for this turn: memory ids kept out of the agent's context,
