@@ -45,7 +45,7 @@ from memory.recalling.confidence import calibrated
 from memory.recalling.filters import MemoryFilter
 from memory.forming.seed_specs import SECRET_LABEL
 from memory.recalling.held import HeldBelief, HeldSecret, beliefs_planted, held_beliefs, held_claims, held_secrets
-from memory.recalling.scoring import SCORING_PRESETS, resolve_weights
+from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS, resolve_weights
 from memory.recalling.search import recall
 from memory.recalling.story_time import MONTHS, WEEKDAYS, only_time, said_date, story_span
 from memory.recalling.sheet_recall import MEMORY_KINDS, recall_sheet, recall_stable, stable_snapshot
@@ -115,7 +115,7 @@ __all__ = [
     "clean_text", "text_problem", "text_problem_in", "visible",
     "SECRET_LABEL", "HeldBelief", "HeldSecret", "beliefs_planted", "held_beliefs", "held_claims", "held_secrets", "secrets_mark_told",
     "MemoryFilter", "recall", "said_date", "story_span", "only_time", "MONTHS", "WEEKDAYS",
-    "calibrated", "SCORING_PRESETS", "resolve_weights", "MEMORY_KINDS", "recall_sheet",
+    "calibrated", "DEFAULT_SCORING", "SCORING_PRESETS", "resolve_weights", "MEMORY_KINDS", "recall_sheet",
     "recall_stable", "stable_snapshot",
     "DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "REGISTRY", "SIMULATION_TOOLS", "WRITE_TOOLS", "ToolContext",
     "call_tool", "openai_tool_schemas", "build_server", "WITNESSED_KINDS", "restates_window", "told_text",

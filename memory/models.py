@@ -1,4 +1,4 @@
-"""Memory banks, memories, their canonical-query keys and the embedding cache (DESIGN.md "Domain model")."""
+"""Memory banks, memories, their canonical-query keys and the embedding cache."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def _anchors(markdown: Path) -> set[str]:
 
 def test_readme_is_short():
     lines = README.read_text().splitlines()
-    assert len(lines) <= 250, f"README.md has {len(lines)} lines; move detail into docs/ (at most 250)"
+    assert len(lines) <= 160, f"README.md has {len(lines)} lines; move detail into docs/ (at most 160)"
 
 
 def test_readme_relative_links_point_to_files_that_exist():

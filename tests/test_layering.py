@@ -107,3 +107,62 @@ def test_no_memory_table_is_written_outside_memory(package):
             if isinstance(node, ast.Call) and _writes_memory(node):
                 writes.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert writes == [], "write through a memory.api service:\n" + "\n".join(writes)
+
+
+def test_the_import_contracts_hold():
+    """pyproject.toml's [tool.importlinter] contracts: which package may import which, indirect imports
+    included (`lint-imports` reads the source; it runs nothing)."""
+    import subprocess
+    import sys
+
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@pytest.mark.parametrize("package", ["chronicle", "memory", "api", "wonda_site"])
+def test_no_two_modules_import_each_other(package):
+    """A module that imports one that imports it back is a knot: neither can be read, tested or moved
+    alone. Every import counts, those inside a function or behind TYPE_CHECKING too."""
+    modules = {_module_name(p): p for p in (ROOT / package).rglob("*.py") if "migrations" not in p.parts}
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from package import module` depends on that module; any other name, on the package.
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                           for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            edges.setdefault(name, set()).update(t for t in targets if t in modules and t != name)
+    knots = sorted(f"{a} <-> {b}" for a, targets in edges.items() for b in targets
+                   if a < b and a in edges.get(b, set()))
+    assert knots == []
+
+
+@pytest.mark.parametrize("package", ["chronicle", "memory"])
+def test_the_default_scoring_preset_is_named_once(package):
+    """memory.recalling.scoring.DEFAULT_SCORING is every default preset (a run's, a search's, the
+    commands'): a literal default elsewhere would drift from it when the default changes."""
+    literal = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        if "migrations" in path.parts or path == ROOT / "memory/recalling/scoring.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            defaults = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defaults = node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                defaults = [node.value]
+            elif isinstance(node, ast.Call):
+                defaults = [k.value for k in node.keywords if k.arg in ("default", "initial")]
+            literal += [f"{path.relative_to(ROOT)}:{d.lineno}" for d in defaults
+                        if isinstance(d, ast.Constant) and d.value == "similarity"]
+    assert literal == []

@@ -7,13 +7,14 @@ import pytest
 from django.test import Client
 
 from chronicle.simulation.tasks import run_turn_task
-from tests.chronicle.simulation.conftest import dinner, start_seeded  # noqa: F401  (fixture)
+from tests.chronicle.simulation.conftest import dinner  # noqa: F401  (fixture)
+from tests.factories import start
 
 pytestmark = pytest.mark.django_db
 
 
 def test_metrics_after_a_scripted_run(user, staff_user, client_for, dinner, settings):  # noqa: F811
-    simulation = start_seeded(user, dinner, max_turns=4, retrieval_mode="prepopulate")
+    simulation = start(user, dinner, max_turns=4, retrieval_mode="prepopulate")
     for index in range(4):  # Alex speaks twice: the second time its sheet and scene come from the cache
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING
 
 from chronicle.simulation.context import count_tokens
 from chronicle.simulation.stage import skipped_minutes
-from chronicle.simulation.prompts import CONFIDENCE_FLOOR, Section, header, now_line, window
+from chronicle.simulation.prompts import CONFIDENCE_FLOOR, RECENT_CHARS, Section, gist, header, now_line, window
+from chronicle.simulation.turn_types import TurnInput, TurnOutcome, still_as_shown
 from memory.models import Memory
 from memory.api import (
     DAY_SUMMARY, MEMORY_KINDS, SECRET_LABEL, WHOLE_SHEET_K, WITNESSED_KINDS, CharacterSheet, MemoryFilter, calibrated,
@@ -17,8 +17,6 @@ from memory.api import (
     sheet_aspects, stable_snapshot, standing, told_text,
 )
 
-if TYPE_CHECKING:
-    from chronicle.simulation.engine import TurnInput, TurnOutcome
 
 
 def identity_header(turn: TurnInput) -> str:
@@ -134,25 +132,9 @@ HEADER_SCENE = ("location", "time")
 # call until the window moves: "What you know" and "Recent events" are hints, a search away in full.
 SECTION_BUDGETS = {"More about you": 200, "What you know": 120, "Earlier days": 150, "Recent events": 150}
 RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the agent's transcript begins
-RECENT_CHARS = 200  # a recent event is its line's opening sentences: the gist, the rest a search away
 
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
 PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMORY_KINDS if k != "episodic")]
-
-
-def still_as_shown(notes: dict[int, dict]) -> dict[int, str]:
-    """The memories the agent's earlier notes show that still read as they did, each with whom it is
-    about (character knowledge; else ""): one revised since (a belief that heard itself denied, a
-    writer's edit) is news, neither skipped nor held back. A recent event was shown as its gist."""
-    texts: dict[int, list[str]] = {}
-    for note in notes.values():
-        for memory_id in note.get("ids") or []:
-            texts.setdefault(memory_id, []).append(note.get("text") or "")
-    if not texts:
-        return {}
-    current = Memory.objects.filter(pk__in=texts).values_list("pk", "content", "kind", "about")
-    return {pk: about if kind == "character_knowledge" else "" for pk, content, kind, about in current
-            if any(content in text or _gist(content, RECENT_CHARS) in text for text in texts[pk])}
 
 
 def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
@@ -290,7 +272,7 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             continue
         content = _beyond_header(snap["content"], turn) if snap.get("category") == "identity" else snap["content"]
         if section.title == "Recent events":
-            content = _gist(content, RECENT_CHARS)
+            content = gist(content, RECENT_CHARS)
         if not content:
             continue
         shown.add(snap["memory_id"])
@@ -308,14 +290,6 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             section.lines.append(line)
             section.ids.append(snap["memory_id"])
 
-
-def _gist(text: str, limit: int) -> str:
-    """The text's whole sentences within `limit` characters (at least its first, cut at a word with "…")."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = max(text.rfind(mark, 0, limit) for mark in (". ", "! ", "? "))
-    return text[:cut + 1] + " …" if cut > limit // 4 else text[:text.rfind(" ", 0, limit)] + " …"
 
 
 # How the agent took the lines it heard since its last turn, where a formation filter (paranoia, the

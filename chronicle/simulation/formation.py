@@ -12,7 +12,7 @@ import time
 from django.db import transaction
 
 from chronicle.simulation.context import count_tokens
-from chronicle.simulation.engine import TurnOutcome
+from chronicle.simulation.turn_types import TurnOutcome
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
 from chronicle.simulation.secrets import untold

@@ -18,7 +18,7 @@ from chronicle.simulation.stage import StageError
 from chronicle.simulation.stage import parse as parse_stage
 from chronicle.text_rule import TextRuleForm
 from memory.api import (
-    DEFAULT_SIMULATION_TOOLS, DistortionError, REGISTRY, SCORING_PRESETS, SIMULATION_TOOLS, WRITE_TOOLS,
+    DEFAULT_SCORING, DEFAULT_SIMULATION_TOOLS, DistortionError, REGISTRY, SCORING_PRESETS, SIMULATION_TOOLS, WRITE_TOOLS,
     parse_distortions,
 )
 
@@ -81,7 +81,7 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         queryset=Character.objects.none(), required=False, widget=forms.CheckboxSelectMultiple, label="Play yourself",
         help_text="Tick a character to write its lines yourself: at its turns the run waits for you and shows what "
                   "it would remember. The agents play the others. You can leave the seat at any time.")
-    scoring = forms.ChoiceField(choices=[(k, k) for k in SCORING_PRESETS], initial="similarity",
+    scoring = forms.ChoiceField(choices=[(k, k) for k in SCORING_PRESETS], initial=DEFAULT_SCORING,
                                 help_text="similarity: meaning only · hybrid: meaning 0.6, recency 0.2, importance 0.2 · "
                                           "decayed: meaning 0.6, how faded 0.1, importance 0.3")
     weight_similarity = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: similarity")

@@ -6,13 +6,9 @@ answer used to last one turn, so each character asked query_self(secrets) again 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from chronicle.simulation.context import count_tokens
 from chronicle.simulation.prompts import NOTE_OPENING
-
-if TYPE_CHECKING:
-    from chronicle.simulation.engine import TurnInput, TurnOutcome
+from chronicle.simulation.turn_types import TurnInput, TurnOutcome
 
 LOOKED_UP = "What you looked up"
 # Tokens the kept lookups of one turn may take (it stays in every call until the window moves): the

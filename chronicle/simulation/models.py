@@ -1,4 +1,4 @@
-"""Simulations, their turns and every retrieval an agent made (DESIGN.md "Domain model: chronicle").
+"""Simulations, their turns and every retrieval an agent made.
 
 Simulation is here; which settings a run has is in run_settings.py, what they mean in run_checks.py;
 Turn, Retrieval and TurnOverride are in turn_models.py."""
@@ -19,7 +19,7 @@ from django.utils.functional import cached_property
 
 from chronicle.simulation.run_checks import RunSettingsMixin
 from chronicle.simulation.run_settings import MAX_TURNS
-from memory.api import CARRY_MODES, DEFAULT_SIMULATION_TOOLS
+from memory.api import CARRY_MODES, DEFAULT_SCORING, DEFAULT_SIMULATION_TOOLS
 from wonda_site.crypto import EncryptedTextField, decryption_error
 from wonda_site.querysets import OwnedQuerySet
 
@@ -124,7 +124,7 @@ class Simulation(RunSettingsMixin, models.Model):
     speaking_order = models.CharField(max_length=16, choices=SpeakingOrder.choices, default=SpeakingOrder.ROUND_ROBIN)
     # Pre-populate by default: one call a turn, the cheaper mode at equal reach (docs/simulations.md, "Token figures").
     retrieval_mode = models.CharField(max_length=16, choices=RetrievalMode.choices, default=RetrievalMode.PREPOPULATE)
-    scoring = models.CharField(max_length=16, default="similarity")
+    scoring = models.CharField(max_length=16, default=DEFAULT_SCORING)
     weights = models.JSONField(default=dict, blank=True)
     provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.SCRIPTED)
     base_url = models.URLField(max_length=500, blank=True)

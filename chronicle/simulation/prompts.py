@@ -83,6 +83,18 @@ class Section:
     ids: list[int] = field(default_factory=list)  # the memories behind the lines
 
 
+RECENT_CHARS = 200  # a recent event is its line's opening sentences: the gist, the rest a search away
+
+
+def gist(text: str, limit: int) -> str:
+    """The text's whole sentences within `limit` characters (at least its first, cut at a word with "…")."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(mark, 0, limit) for mark in (". ", "! ", "? "))
+    return text[:cut + 1] + " …" if cut > limit // 4 else text[:text.rfind(" ", 0, limit)] + " …"
+
+
 def speaker_label(agent: str) -> str:
     # Only the label the transcript uses, so the lines make sense; who that is, the agent finds out.
     return f'In the transcript below you appear as "{agent}".'

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from memory.api import resolve_weights
+from memory.api import DEFAULT_SCORING, resolve_weights
 
 
 @dataclass
@@ -51,7 +51,7 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
     try:
         w = resolve_weights(scoring, weights)
     except ValueError:
-        w = resolve_weights("similarity", None)
+        w = resolve_weights(DEFAULT_SCORING, None)
     ws, wr, wi = w["similarity"], w["recency"], w["importance"]
     parts = []
     fused = "lexical" in components or "speaker" in components

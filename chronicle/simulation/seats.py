@@ -16,7 +16,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from chronicle.simulation.briefing import now_header, prepopulate, took_it
-from chronicle.simulation.engine import TurnFailed, TurnOutcome, run_turn, tool_context
+from chronicle.simulation.engine import run_turn, tool_context
+from chronicle.simulation.turn_types import TurnFailed, TurnOutcome
 from chronicle.simulation.models import Simulation, Turn, TurnOverride
 from chronicle.simulation.prompts import MARKUP, Section, transcript_text
 from chronicle.simulation.providers import get_provider

@@ -24,7 +24,7 @@ from chronicle.simulation.run_settings import (BRANCH_SETTINGS, FILE_SETTINGS, L
 from chronicle.simulation.stage import without_added
 from chronicle.simulation.turns import next_index, queue_next, stale_after
 from memory.models import Memory
-from memory.api import bank_carry, bank_create, bank_delete, seed_bank_task
+from memory.api import DEFAULT_SCORING, bank_carry, bank_create, bank_delete, seed_bank_task
 
 DEMO_PACE_S = 1.0  # the demo is a dry run that would finish in a blink; a second a line can be watched
 
@@ -310,6 +310,6 @@ def demo_simulation_start(*, owner) -> Simulation:
     cast = list(scenario.cast.all())
     return simulation_start(owner=owner, scenario=scenario, cast=cast, settings={
         "title": f"{scenario.title} (demo)", "max_turns": 2 * len(cast) or 6, "provider": "scripted",
-        "retrieval_mode": "tools", "speaking_order": "round_robin", "scoring": "similarity",
+        "retrieval_mode": "tools", "speaking_order": "round_robin", "scoring": DEFAULT_SCORING,
         "pace_s": DEMO_PACE_S,
     })

@@ -2,6 +2,9 @@
 
 `acks_late` + `reject_on_worker_lost`: a turn whose worker dies is delivered again rather than lost;
 the claim in `turns.turn_claim` makes running it twice impossible.
+
+Each task names itself (`name=`): a queued task and a recorded run find it by that name, so moving
+this module to another package renames nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from django.utils import timezone
 
 from chronicle.simulation import beliefs, formation, seats, services, speakers, turn_inputs, turns
 from chronicle.simulation.context import count_tokens
-from chronicle.simulation.engine import TurnFailed, run_turn
+from chronicle.simulation.engine import run_turn
+from chronicle.simulation.turn_types import TurnFailed
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
 from memory.api import (
@@ -69,7 +73,8 @@ class Heartbeat:
         self.thread.join(timeout=10)
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=1800, time_limit=1900)
+@shared_task(name="chronicle.simulation.tasks.start_simulation_task",
+             acks_late=True, reject_on_worker_lost=True, soft_time_limit=1800, time_limit=1900)
 def start_simulation_task(simulation_id: int) -> None:
     services.simulation_seed(simulation_id=simulation_id)
 
@@ -79,7 +84,8 @@ def start_simulation_task(simulation_id: int) -> None:
 OUTAGE_RETRY_S = (1, 2, 3, 5)
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, soft_time_limit=1500, time_limit=1600)
+@shared_task(name="chronicle.simulation.tasks.run_turn_task",
+             bind=True, acks_late=True, reject_on_worker_lost=True, soft_time_limit=1500, time_limit=1600)
 def run_turn_task(self, simulation_id: int, index: int) -> str:
     try:
         return _run_turn_task(self, simulation_id, index)
@@ -275,7 +281,8 @@ def _reflection_lock(bank_id: int, agent: str):
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=600, time_limit=660)
+@shared_task(name="chronicle.simulation.tasks.reflect_task",
+             acks_late=True, reject_on_worker_lost=True, soft_time_limit=600, time_limit=660)
 def reflect_task(simulation_id: int, agent: str, turn_number: int, batched: bool = False) -> str:
     """The agent reflects at this turn, once: a redelivery, or a task queued again by a later turn
     before this one ran, finds the reflection made (or no longer due) and does nothing."""
@@ -317,7 +324,8 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool
     return f"{len(made)} reflection{'s' if len(made) != 1 else ''}"
 
 
-@shared_task(soft_time_limit=600, time_limit=660)
+@shared_task(name="chronicle.simulation.tasks.consolidate_task",
+             soft_time_limit=600, time_limit=660)
 def consolidate_task(simulation_id: int, agent: str, before_turn: int) -> int:
     """consolidate_bank_task for a run with a model: its summaries are the model's (seed 004's
     prompt); a failing call falls back to the offline summary (memory.living.consolidation)."""
@@ -333,7 +341,7 @@ def consolidate_task(simulation_id: int, agent: str, before_turn: int) -> int:
         return len(consolidate(simulation.bank, agent, before_turn=before_turn, summarize=summarize))
 
 
-@shared_task
+@shared_task(name="chronicle.simulation.tasks.recover_simulations_task")
 def recover_simulations_task() -> list[int]:
     return services.simulations_recover()
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 from chronicle.simulation.briefing import header_aspects
+from chronicle.simulation.turn_types import TurnInput, TurnOutcome
 from memory.api import SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
 
-if TYPE_CHECKING:
-    from chronicle.simulation.engine import TurnInput, TurnOutcome
 
 
 # Seed 000's minimal prompt names these six: offered alone with it, so the prompt says what is sent.

@@ -3,7 +3,7 @@ earlier turns were given, and the run's settings (the engine's TurnInput)."""
 
 from __future__ import annotations
 
-from chronicle.simulation.engine import TurnInput
+from chronicle.simulation.turn_types import TurnInput
 from chronicle.simulation.models import Simulation, Turn
 from chronicle.simulation.run_settings import turn_values
 from chronicle.simulation.selectors import turn_overrides

@@ -33,7 +33,7 @@ class Turn(models.Model):
     usage = models.JSONField(default=dict, blank=True)  # {"prompt_tokens", "completion_tokens", "calls", "estimated"}
     full_definition_tokens = models.PositiveIntegerField(default=0)
     # The context window as the inspector shows it: per model call, its sections with token counts
-    # and the provider's reported usage (engine.TurnOutcome.context).
+    # and the provider's reported usage (turn_types.TurnOutcome.context).
     context = models.JSONField(default=dict, blank=True)
     # Who heard the words (the speaker included); [] on turns from before presence existed: everyone.
     heard_by = models.JSONField(default=list, blank=True)

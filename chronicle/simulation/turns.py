@@ -26,7 +26,7 @@ from django.utils import timezone
 from chronicle import queueing
 from chronicle.simulation import secrets
 from chronicle.simulation.beliefs import revise
-from chronicle.simulation.engine import TurnOutcome
+from chronicle.simulation.turn_types import TurnOutcome
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from chronicle.simulation.moves import direction_lines, line_moves
 from chronicle.simulation.pins import dropped_pins

@@ -4,6 +4,7 @@ from django import template
 
 from chronicle.simulation.context import context_window
 from chronicle.simulation.score_parts import score_breakdown
+from memory.api import DEFAULT_SCORING
 
 register = template.Library()
 
@@ -17,5 +18,5 @@ def context_window_of(turn):
 def score_parts(result, simulation=None):
     if not isinstance(result, dict):
         return None
-    return score_breakdown(result, scoring=getattr(simulation, "scoring", "similarity") or "similarity",
+    return score_breakdown(result, scoring=getattr(simulation, "scoring", "") or DEFAULT_SCORING,
                            weights=getattr(simulation, "weights", None))

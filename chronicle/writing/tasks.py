@@ -11,7 +11,8 @@ from chronicle.writing.services import writer_memory_form
 from memory.models import Memory
 
 
-@shared_task(soft_time_limit=300, time_limit=330)
+@shared_task(name="chronicle.writing.tasks.form_memory_task",
+             soft_time_limit=300, time_limit=330)
 def form_memory_task(simulation_id: int, actor_id: int | None, data: dict) -> int | None:
     simulation = Simulation.objects.filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
@@ -20,7 +21,8 @@ def form_memory_task(simulation_id: int, actor_id: int | None, data: dict) -> in
     return writer_memory_form(simulation=simulation, actor=actor, **data).pk
 
 
-@shared_task(soft_time_limit=1800, time_limit=1900)
+@shared_task(name="chronicle.writing.tasks.import_bank_task",
+             soft_time_limit=1800, time_limit=1900)
 def import_bank_task(simulation_id: int, memories: list[dict], relationships: list[dict] | None = None,
                      accesses: list[dict] | None = None) -> int:
     simulation = Simulation.objects.filter(pk=simulation_id).first()

@@ -32,6 +32,7 @@ from memory.models import Memory, MemoryKey
 from memory.recalling.confidence import calibrated, fit_logistic
 from memory.recalling.filters import EPISODE_WINDOW, episode_keys
 from memory.recalling.indexing import build_bank_index, drop_bank_index
+from memory.recalling.scoring import DEFAULT_SCORING
 from memory.recalling.tools import ToolContext, search_memory
 from memory.services import bank_create
 
@@ -165,7 +166,7 @@ class _Tally:
         }
 
 
-def evaluate(samples: list[dict], *, ks: list[int], scoring: str = "similarity", log=lambda _s: None,
+def evaluate(samples: list[dict], *, ks: list[int], scoring: str = DEFAULT_SCORING, log=lambda _s: None,
              enhance: dict | None = None, calibrate: bool = False) -> dict:
     """enhance: {"context": True, "temporal": True, "synonyms": True} (any of them), as a simulation's
     options would set them; context is filled per conversation (its last line)."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from memory.recalling.scoring import DEFAULT_SCORING
+
 if TYPE_CHECKING:
     from memory.recalling.enhance import EnhancedQuery
 
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
 class AgentRecall:
     """What every search of one agent shares: the run's preset and weights, the turn and its clock,
     links followed, the agent's retrieval distortion."""
-    scoring: str = "similarity"
+    scoring: str = DEFAULT_SCORING
     weights: dict | None = None
     current_turn: int | None = None
     clock: list[float] | None = None  # a scenario clock's skips (memory.recalling.scoring.clock_age)

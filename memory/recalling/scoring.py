@@ -47,6 +47,7 @@ SCORING_PRESETS: dict[str, dict[str, float]] = {
     "hybrid": {"similarity": 0.6, "recency": 0.2, "importance": 0.2},       # seed 002
     "decayed": {"similarity": 0.6, "recency": 0.1, "importance": 0.3},      # seed 004: importance decays, access boosts
 }
+DEFAULT_SCORING = "similarity"  # a run's, a search's and the commands' preset unless one is chosen
 
 
 @dataclass

@@ -15,7 +15,7 @@ from django.db import connection
 from memory.models import Memory
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.search import recall
-from memory.recalling.scoring import SCORING_PRESETS, resolve_weights
+from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS, resolve_weights
 from memory.forming.seed_specs import CHARACTER_QUERIES, WHOLE_SHEET_K
 
 
@@ -43,7 +43,7 @@ KEYWORD_ONLY = "keyword only: the embedding model is unavailable, so memories we
 SHEET_POOL = 64
 
 
-def recall_sheet(bank, agent: str, *, scoring: str = "similarity", weights: dict | None = None,
+def recall_sheet(bank, agent: str, *, scoring: str = DEFAULT_SCORING, weights: dict | None = None,
                  current_turn: int | None = None, shared: bool = False, k: int = WHOLE_SHEET_K,
                  clock: list[float] | None = None,
                  parts: list[tuple[str, int]] | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
@@ -158,7 +158,7 @@ def _stable_put(key: tuple, results: list[RecallResult]) -> None:
         _STABLE.popitem(last=False)
 
 
-def recall_stable(bank, query: str, *, filter: MemoryFilter, k: int, scoring: str = "similarity",
+def recall_stable(bank, query: str, *, filter: MemoryFilter, k: int, scoring: str = DEFAULT_SCORING,
                   weights: dict | None = None, current_turn: int | None = None,
                   clock: list[float] | None = None, associations: float = 0.0, distort=None) -> list[RecallResult]:
     """recall(), answered from memory when the filter reaches only STABLE_KINDS of one agent (and

@@ -4,33 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from chronicle.services.characters import character_create
-from chronicle.services.scenarios import scenario_create
-
-ALEX = {
-    "name": "Alex", "role": "Project manager", "archetype": "The pragmatist",
-    "description": "Alex is a pragmatic project manager who likes plans that work.",
-    "background": "Alex grew up organising family outings. Alex now leads software teams.",
-    "communication_style": "Direct and structured.", "decision_style": "Weighs options against clear criteria.",
-    "traits": ["pragmatic", "organised"], "skills": ["planning"], "values": ["fairness"],
-    "goals": ["get everyone fed"], "knowledge": {"Jordan": "Jordan loves Italian food."},
-}
+from tests import factories
 
 
 @pytest.fixture
 def make_character():
-    def make(owner, **overrides):
-        return character_create(owner=owner, data={**ALEX, **overrides})
-    return make
+    return factories.character
 
 
 @pytest.fixture
 def make_scenario():
-    def make(owner, cast=(), **overrides):
-        data = {"title": "Dinner", "location": "Alex's living room", "atmosphere": "relaxed",
-                "time_of_day": "early evening", "description": "Friends deciding where to eat.", **overrides}
-        return scenario_create(owner=owner, data=data, cast=list(cast))
-    return make
+    return factories.scenario
 
 
 @pytest.fixture

@@ -222,7 +222,7 @@ def test_pages_with_an_htmx_partial_vary_on_hx_request(client_for, user, make_ch
     """A cache (browser, proxy) must never hand a partial back for a full page or the reverse: every
     URL that answers both sends `Vary: HX-Request`, whichever of the two it answered this time."""
     from memory.models import Memory
-    from tests.chronicle.writing.conftest import run_all, start
+    from tests.factories import run_all, start
 
     client = client_for(user)
     alex = make_character(user, name="Riley")

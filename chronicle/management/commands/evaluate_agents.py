@@ -6,7 +6,7 @@ Each FILE is Wonda JSON with a scenario, its cast, a "script" (the lines, played
 provider; without one the scripted provider speaks) and "probes" (chronicle.simulation.probes).
 Progress goes to stderr; the last stdout line is one JSON object: files, probes, k, hit_at_1,
 hit_at_k, by_kind, leaks, redundancy, calibration, tokens, prefix_share, aux_calls_per_turn,
-memory_ms_p50 (docs/agent-memory-measured.md says what each means).
+memory_ms_p50 (docs/how-well-agents-remember.md says what each means).
 
 A replay answers at once, so by default each turn starts while the last one's background work (its
 reply keys, what it leaves behind) still runs; --pace gives every line the pause a model takes

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.test.utils import override_settings
 
 from memory.measuring.evaluation import CATEGORIES, evaluate
-from memory.recalling.scoring import SCORING_PRESETS
+from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS
 from wonda_site.migrations_state import unapplied_migrations
 
 
@@ -25,7 +25,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file")
         parser.add_argument("--k", type=int, nargs="+", default=[1, 5, 10, 20])
-        parser.add_argument("--scoring", default="similarity", choices=list(SCORING_PRESETS))
+        parser.add_argument("--scoring", default=DEFAULT_SCORING, choices=list(SCORING_PRESETS))
         parser.add_argument("--lexical-weight", type=float, default=None, help="override WONDA_RETRIEVAL_LEXICAL_WEIGHT")
         parser.add_argument("--speaker-boost", type=float, default=None, help="override WONDA_RETRIEVAL_SPEAKER_BOOST")
         parser.add_argument("--feedback", type=float, default=None,

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from memory.mcp_server import serve_stdio
 from memory.models import Memory, MemoryBank
-from memory.recalling.scoring import SCORING_PRESETS
+from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS
 from memory.recalling.tools import ToolContext
 
 logger = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--bank", type=int, required=True, help="memory bank id")
         parser.add_argument("--agent", required=True, help="whose memories the tools answer from, e.g. Alex")
         parser.add_argument("--turn", type=int, default=None, help="current turn (recency, and the turn of formed memories)")
-        parser.add_argument("--scoring", choices=list(SCORING_PRESETS), default="similarity")
+        parser.add_argument("--scoring", choices=list(SCORING_PRESETS), default=DEFAULT_SCORING)
 
     def handle(self, *args, **opts):
         bank = MemoryBank.objects.filter(pk=opts["bank"]).first()

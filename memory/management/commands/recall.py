@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from memory.models import MemoryBank
 from memory.recalling.filters import MemoryFilter
-from memory.recalling.scoring import SCORING_PRESETS
+from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS
 from memory.recalling.search import recall
 
 
@@ -27,7 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("--min-importance", type=float)
         parser.add_argument("--tag", action="append", dest="tags")
         parser.add_argument("-k", type=int, default=5)
-        parser.add_argument("--scoring", choices=list(SCORING_PRESETS), default="similarity")
+        parser.add_argument("--scoring", choices=list(SCORING_PRESETS), default=DEFAULT_SCORING)
         parser.add_argument("--turn", type=int, default=None, help="current turn (recency)")
         parser.add_argument("--json", action="store_true", help="print JSON snapshots instead of a table")
 

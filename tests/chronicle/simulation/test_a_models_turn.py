@@ -126,7 +126,7 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
 
 def test_the_header_clock_moves_with_the_writers_time_skips():
     from chronicle.simulation.briefing import now_header
-    from chronicle.simulation.engine import TurnInput
+    from chronicle.simulation.turn_types import TurnInput
     from memory.forming.sheets import CharacterSheet, ScenarioSheet
 
     def header_at(index, stage, minutes_per_turn=0.0, clock=None):
@@ -144,7 +144,7 @@ def test_the_header_clock_moves_with_the_writers_time_skips():
 
 def test_the_header_names_what_else_a_sheet_holds_only_where_a_tool_is_the_way_to_it():
     from chronicle.simulation.briefing import identity_header
-    from chronicle.simulation.engine import TurnInput
+    from chronicle.simulation.turn_types import TurnInput
     from memory.forming.sheets import CharacterSheet
 
     sheet = CharacterSheet(name="Tess", role="Innkeeper", description="Tess keeps the Harbour Inn.",
@@ -165,7 +165,7 @@ def test_the_header_names_what_else_a_sheet_holds_only_where_a_tool_is_the_way_t
 
 
 def test_query_selfs_aspects_are_named_once_a_call_where_the_header_lists_them():
-    from chronicle.simulation.engine import TurnInput
+    from chronicle.simulation.turn_types import TurnInput
     from chronicle.simulation.tool_calls import offered_tools
     from memory.forming.sheets import CharacterSheet
 
@@ -206,9 +206,9 @@ def test_a_search_leaves_out_the_goals_the_header_already_states(user, dinner, m
     from chronicle.simulation.models import Turn
     from chronicle.simulation.turn_inputs import turn_input
     from memory.api import call_tool
-    from tests.chronicle.simulation.conftest import start_seeded
+    from tests.factories import start
 
-    simulation = start_seeded(user, dinner, retrieval_mode=mode)
+    simulation = start(user, dinner, retrieval_mode=mode)
     turn = turn_input(turn=Turn(simulation=simulation, index=0, agent="Alex"))
     context = tool_context(turn, deferred=[])
     found = call_tool("query_memory", {"query": "What are my goals tonight?"}, context=context)

@@ -13,7 +13,8 @@ from memory.living.after_turn import parse
 from memory.embedding.cache import embed_one
 from memory.models import Memory, Relationship
 from memory.recalling.tools import ToolContext, call_tool
-from tests.chronicle.simulation.conftest import start_with_model, wait_for, wait_status
+from tests.chronicle.simulation.conftest import wait_for, wait_status
+from tests.factories import start_with_model
 from chronicle.simulation.fake_llm import ok
 
 pytestmark = pytest.mark.usefixtures("quick_backoff")

@@ -12,25 +12,20 @@ from django.apps import apps
 from django.core import serializers
 from django.db import connection
 
-from chronicle.simulation import services
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.providers.openai_provider import OpenAIProvider
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import exports
 from chronicle.simulation.fake_llm import ok
 from wonda_site import crypto
+from tests import factories
 
 KEY = "sk-live-supersecret-4f2a9c"
 pytestmark = pytest.mark.django_db
 
 
 def start(user, scenario, server, api_key=KEY) -> Simulation:
-    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
-        "retrieval_mode": "tools", "provider": "openai", "base_url": server.base_url, "model": "fake-model", "api_key": api_key,
-        "max_turns": 2, "timeout_s": 5})
-    services.simulation_seed(simulation_id=simulation.pk)
-    simulation.refresh_from_db()
-    return simulation
+    return factories.start(user, scenario, server, api_key=api_key, max_turns=2)
 
 
 def raw_column(simulation) -> str:

@@ -9,11 +9,12 @@ import pytest
 
 from chronicle import headless
 from chronicle.simulation import beliefs, turns
-from chronicle.simulation.engine import TurnOutcome
+from chronicle.simulation.turn_types import TurnOutcome
 from memory.embedding.cache import embed_one
 from memory.models import Memory
 from memory.recalling.tools import ToolContext, call_tool
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -21,9 +22,8 @@ CLAIM = "Bella's trattoria is closing down at the end of the month."
 
 
 def say(simulation, index, agent, line):
-    beliefs.plant(simulation)
-    claim = turns.turn_claim(simulation_id=simulation.pk, index=index, agent=agent)
-    return turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=TurnOutcome(utterance=line))
+    beliefs.plant(simulation)  # what seeding does; planting again finds the beliefs planted
+    return factories.say(simulation, index, agent, line)
 
 
 def held(simulation, agent):
@@ -31,7 +31,7 @@ def held(simulation, agent):
 
 
 def test_a_false_belief_retold_twice_reaches_a_third_character_with_its_chain(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=4, planted_beliefs=f"Sam: {CLAIM} [false]")
+    simulation = start(user, dinner, max_turns=4, planted_beliefs=f"Sam: {CLAIM} [false]")
     say(simulation, 0, "Alex", "Shall we decide on dinner tonight?")
     planted = held(simulation, "Sam")[0]
     assert {k: planted[k] for k in ("id", "claim", "true", "source_chain", "confidence", "hops", "disputed")} == {
@@ -58,7 +58,7 @@ def test_a_false_belief_retold_twice_reaches_a_third_character_with_its_chain(us
 def test_a_rumour_told_back_to_whoever_it_came_from_plants_nothing_in_them(user, dinner):
     """As in a sequel that carried Sam's reflections but not Sam's belief: Jordan, who had it from Sam,
     tells it back to Sam. Sam is where it started, not a new believer "heard from Jordan ← Sam"."""
-    simulation = start_seeded(user, dinner, max_turns=4, planted_beliefs=f"Sam: {CLAIM} [false]")
+    simulation = start(user, dinner, max_turns=4, planted_beliefs=f"Sam: {CLAIM} [false]")
     say(simulation, 0, "Sam", f"*whispers to Jordan* Did you know? {CLAIM}")
     Memory.objects.in_bank(simulation.bank).filter(agent="Sam", category="belief").delete()
     claim = turns.turn_claim(simulation_id=simulation.pk, index=1, agent="Jordan")  # (say() would plant it again)
@@ -116,7 +116,7 @@ def test_the_lines_a_model_said_in_the_rumour_recording_are_read_as_it_meant_the
 
 
 def test_a_question_plants_nothing_and_a_denial_revises_every_listener(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=6, planted_beliefs=f"Sam: {CLAIM} [false]")
+    simulation = start(user, dinner, max_turns=6, planted_beliefs=f"Sam: {CLAIM} [false]")
     say(simulation, 0, "Jordan", "Sam, is Bella's trattoria closing down at the end of the month?")
     assert held(simulation, "Jordan") == held(simulation, "Alex") == []  # a question is not a claim
     say(simulation, 1, "Sam", f"I'm afraid so. {CLAIM}")
@@ -155,7 +155,7 @@ def test_a_belief_heard_in_a_line_the_agent_still_reads_is_not_handed_back_unles
     """Alex heard the rumour in Jordan's line at turn 3: while Alex's window holds that line, a search
     leaves "Jordan told me: …" out (the line says it); asked what it believes, Alex gets it all the same;
     once the window has moved past turn 3, any search finds it."""
-    simulation = start_seeded(user, dinner, max_turns=4, planted_beliefs=f"Jordan: {CLAIM} [false]")
+    simulation = start(user, dinner, max_turns=4, planted_beliefs=f"Jordan: {CLAIM} [false]")
     say(simulation, 0, "Alex", "Shall we decide on dinner tonight?")
     say(simulation, 1, "Sam", "I'm easy, as long as it's cheap.")
     say(simulation, 2, "Jordan", f"Everyone, listen: {CLAIM} We should go while we can!")
@@ -172,7 +172,7 @@ def test_a_belief_heard_in_a_line_the_agent_still_reads_is_not_handed_back_unles
 
 
 def test_a_rumour_passed_on_with_doubt_leaves_its_listeners_unsure_and_they_do_not_spread_it(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=6, planted_beliefs=f"Sam: {CLAIM} [false]")
+    simulation = start(user, dinner, max_turns=6, planted_beliefs=f"Sam: {CLAIM} [false]")
     doubted = say(simulation, 0, "Sam", f"I heard {CLAIM[0].lower()}{CLAIM[1:-1]}, but I'm not sure it's true.")
     (jordan,) = held(simulation, "Jordan")
     assert jordan["confidence"] <= beliefs.HEDGED < beliefs.SURE and jordan["source_chain"] == ["Sam"]

@@ -122,9 +122,9 @@ def test_an_agent_reflects_at_most_three_times_a_story_day(user, dinner):
 
     from chronicle.simulation.formation import due_to_reflect
     from memory.api import memory_create
-    from tests.chronicle.simulation.conftest import start_seeded
+    from tests.factories import start
 
-    simulation = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
+    simulation = start(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
                               minutes_per_turn=5, reflection_threshold=5, stage_directions="4: The next morning")
     evening = datetime(2025, 1, 13, 18, 5, tzinfo=timezone.utc)
     for _ in range(3):
@@ -145,9 +145,9 @@ def test_a_run_with_a_story_start_exports_to_json_and_imports_back_with_it(user,
     from datetime import timezone
 
     from chronicle.writing.exports import simulation_import, to_json
-    from tests.chronicle.simulation.conftest import start_seeded
+    from tests.factories import start
 
-    simulation = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 30, tzinfo=timezone.utc))
+    simulation = start(user, dinner, story_start=datetime(2025, 1, 13, 18, 30, tzinfo=timezone.utc))
     exported = json.loads(json.dumps(to_json(simulation)))  # what the download holds
     assert exported["simulation"]["story_start"] == "2025-01-13T18:30:00+00:00"
     copy = simulation_import(owner=user, data=exported)

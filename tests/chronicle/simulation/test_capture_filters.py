@@ -5,22 +5,10 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import turns
-from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
-from tests.chronicle.simulation.conftest import start_seeded
-
-
-def start(user, scenario, **settings) -> Simulation:
-    return start_seeded(user, scenario, **{"max_turns": 6, **settings})
-
-
-def say(simulation: Simulation, index: int, agent: str, line: str):
-    """A turn whose line the test chooses: claimed and finished as the worker would."""
-    claim = turns.turn_claim(simulation_id=simulation.pk, index=index, agent=agent)
-    return turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=TurnOutcome(utterance=line))
+from tests.factories import start, say
 
 
 @pytest.mark.django_db

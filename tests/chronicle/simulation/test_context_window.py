@@ -12,10 +12,10 @@ from django.urls import reverse
 from chronicle.simulation.context import context_window
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.score_parts import score_breakdown
-from chronicle.simulation.tasks import run_turn_task
 from chronicle.simulation.fake_llm import FakeLLM, ok, tool_call
-from tests.chronicle.simulation.conftest import start_seeded
 from tests.prompting import sent_text
+from tests import factories
+from tests.factories import run
 
 
 @pytest.fixture
@@ -26,11 +26,7 @@ def server():
 
 
 def start(user, scenario, **settings) -> Simulation:
-    return start_seeded(user, scenario, **{"max_turns": 3, **settings})
-
-
-def run(simulation, index=0) -> str:
-    return run_turn_task.apply(args=(simulation.pk, index)).get()
+    return factories.start(user, scenario, **{"max_turns": 3, **settings})
 
 
 def openai(server) -> dict:

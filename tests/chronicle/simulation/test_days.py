@@ -12,7 +12,7 @@ import pytest
 from chronicle.simulation import tasks
 from memory.api import ToolContext, call_tool
 from memory.models import Memory
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +22,7 @@ def test_a_new_story_day_leaves_each_of_the_cast_the_day_before_as_one_memory(us
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # so that the evening has begun to leave the transcript
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
-    simulation = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
+    simulation = start(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
                               minutes_per_turn=5, stage_directions="4: The next morning", retrieval_mode="prepopulate")
     for index in range(3):
         assert tasks.run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
@@ -63,7 +63,7 @@ def test_a_new_story_day_leaves_each_of_the_cast_the_day_before_as_one_memory(us
 def test_the_model_writes_the_day_when_there_is_one_and_a_failing_model_leaves_the_offline_one(user, dinner):
     from memory.api import day_summarise, memory_create
 
-    simulation = start_seeded(user, dinner)
+    simulation = start(user, dinner)
     evening = datetime(2025, 1, 13, 19, 0, tzinfo=timezone.utc)
     for turn, line in enumerate(["Jordan said: Bella's has a table at eight. We should go.",
                                  "Sam said: I cannot spend more than fifteen euros tonight.",
@@ -76,8 +76,8 @@ def test_the_model_writes_the_day_when_there_is_one_and_a_failing_model_leaves_t
         asked.append(prompt)
         return "Jordan booked Bella's for eight; Sam could spend fifteen euros, so Alex had them split the bill."
 
-    start = datetime(2025, 1, 13, tzinfo=timezone.utc)
-    made = day_summarise(bank=simulation.bank, agent="Alex", start=start, end=start.replace(day=14), summarize=model)
+    day_start = datetime(2025, 1, 13, tzinfo=timezone.utc)
+    made = day_summarise(bank=simulation.bank, agent="Alex", start=day_start, end=day_start.replace(day=14), summarize=model)
     assert made.content == ("On Monday 13 January 2025: Jordan booked Bella's for eight; Sam could spend fifteen "
                             "euros, so Alex had them split the bill.")
     assert "Sam said: I cannot spend more than fifteen euros tonight." in asked[0]
@@ -86,7 +86,7 @@ def test_the_model_writes_the_day_when_there_is_one_and_a_failing_model_leaves_t
     def down(prompt):
         raise RuntimeError("cannot reach the LLM server")
 
-    offline = day_summarise(bank=simulation.bank, agent="Alex", start=start, end=start.replace(day=14), summarize=down)
+    offline = day_summarise(bank=simulation.bank, agent="Alex", start=day_start, end=day_start.replace(day=14), summarize=down)
     assert offline.content == ("What happened on Monday 13 January 2025: Jordan said “Bella's has a table at eight.” "
                                "Sam said “I cannot spend more than fifteen euros tonight.” Alex said “Then we split "
                                "the bill three ways and nobody orders wine.”")
@@ -97,7 +97,7 @@ def test_the_offline_day_quotes_what_each_line_says_most_not_a_fragment(user, di
     sentence of a line that says most is quoted, and a line of a few words is left out."""
     from memory.api import day_summarise, memory_create
 
-    simulation = start_seeded(user, dinner)
+    simulation = start(user, dinner)
     evening = datetime(2025, 1, 14, 20, 0, tzinfo=timezone.utc)
     for turn, line in enumerate([
             "Declan said: Grand. Wet.",
@@ -106,8 +106,8 @@ def test_the_offline_day_quotes_what_each_line_says_most_not_a_fragment(user, di
             start=1):
         memory_create(bank=simulation.bank, agent="Alex", kind="episodic", source="earned", turn=turn, importance=5,
                       content=line, story_time=evening)
-    start = datetime(2025, 1, 14, tzinfo=timezone.utc)
-    made = day_summarise(bank=simulation.bank, agent="Alex", start=start, end=start.replace(day=15))
+    day_start = datetime(2025, 1, 14, tzinfo=timezone.utc)
+    made = day_summarise(bank=simulation.bank, agent="Alex", start=day_start, end=day_start.replace(day=15))
     assert made.content == ("What happened on Tuesday 14 January 2025: Nessa said “The cable at the old creamery is "
                             "down again, same as last year.” Orla said “There's soup on the stove for anyone who "
                             "wants it until the lights come back.”")
@@ -120,9 +120,9 @@ def test_with_a_calendar_the_scene_says_the_time_now_not_the_time_it_began(user,
     from chronicle.simulation.models import Turn
     from chronicle.simulation.turn_inputs import turn_input
 
-    dated = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
+    dated = start(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
                          minutes_per_turn=5, stage_directions="3: Two days later")
-    undated = start_seeded(user, dinner)
+    undated = start(user, dinner)
     answers = {}
     for name, simulation in (("dated", dated), ("undated", undated)):
         given = turn_input(turn=Turn(simulation=simulation, index=3, agent="Alex"))
@@ -134,7 +134,7 @@ def test_with_a_calendar_the_scene_says_the_time_now_not_the_time_it_began(user,
 
 
 def test_a_day_still_all_in_the_transcript_is_not_told_again(user, dinner):
-    simulation = start_seeded(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
+    simulation = start(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
                               minutes_per_turn=5, stage_directions="4: The next morning", retrieval_mode="prepopulate")
     for index in range(4):
         assert tasks.run_turn_task.apply(args=(simulation.pk, index)).get() == "done"

@@ -17,7 +17,7 @@ from memory.embedding.cache import clear_local
 from memory.embedding import health
 from memory.models import Memory
 from memory.tasks import reembed_stale_task
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +42,7 @@ def _healthy_afterwards(monkeypatch):
 
 
 def test_a_turn_completes_on_keywords_and_its_line_catches_up(user, dinner, client_for, _healthy_afterwards):
-    simulation = start_seeded(user, dinner, max_turns=3, retrieval_mode="both")  # seeded while it worked
+    simulation = start(user, dinner, max_turns=3, retrieval_mode="both")  # seeded while it worked
     with embedder_down():
         assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
         assert run_turn_task.apply(args=(simulation.pk, 1)).get() == "done"
@@ -80,7 +80,7 @@ def test_a_turn_completes_on_keywords_and_its_line_catches_up(user, dinner, clie
 def test_a_search_tool_answers_on_keywords_when_the_embedder_is_down(user, dinner):
     from memory.recalling.tools import ToolContext, call_tool
 
-    simulation = start_seeded(user, dinner, max_turns=1)
+    simulation = start(user, dinner, max_turns=1)
     Memory.objects.create(bank=simulation.bank, agent="Alex", kind="episodic", content="Jordan said: the lasagne "
                           "at Bella's is the best in town.", turn=1, speaker="Jordan", embedding=[1.0] + [0.0] * 383)
     with embedder_down():

@@ -7,24 +7,18 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import services, turns
-from chronicle.simulation.engine import TurnOutcome
+from chronicle.simulation import services
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from chronicle.writing import services as writing
 from memory.forming.distortion import DistortionError, parse, retrieval_filter
 from memory.models import Memory
 from memory.recalling.tools import ToolContext, call_tool
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start, say
 
 pytestmark = pytest.mark.django_db
 
 FILTERS = "Jordan: paranoia\nJordan: depression\nJordan: trauma (fire, smoke)\nSam: hears every compliment as mockery"
-
-
-def say(simulation, index: int, agent: str, line: str):
-    claim = turns.turn_claim(simulation_id=simulation.pk, index=index, agent=agent)
-    return turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=TurnOutcome(utterance=line))
 
 
 def copy_of(simulation, agent: str, turn: int) -> Memory:
@@ -48,7 +42,7 @@ def test_each_stage_distorts_and_the_writer_sees_what_was_really_said(user, dinn
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 1)  # turn 1 is a memory at turn 3, not in the transcript
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
-    simulation = start_seeded(user, dinner, max_turns=6, distortions=FILTERS, retrieval_mode="prepopulate")
+    simulation = start(user, dinner, max_turns=6, distortions=FILTERS, retrieval_mode="prepopulate")
     say(simulation, 0, "Alex", "The kitchen fire last year scared everyone.")
     done = say(simulation, 1, "Alex", "You look great tonight, Sam. I booked the table by the fire.")
 
@@ -93,7 +87,7 @@ def test_each_stage_distorts_and_the_writer_sees_what_was_really_said(user, dinn
 
 
 def test_a_run_replays_without_its_distortions(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=4, distortions="Jordan: paranoia")
+    simulation = start(user, dinner, max_turns=4, distortions="Jordan: paranoia")
     say(simulation, 0, "Alex", "Shall we go?")
     services.simulation_pause(simulation=simulation)
     response = client_for(user).post(reverse("replay_undistorted", args=[simulation.pk]))
@@ -118,7 +112,7 @@ def test_a_trauma_links_to_earlier_lines_of_the_run_not_only_to_the_sheet(user, 
     from memory.forming.distortion import TRAUMA_LINKS
     from memory.services import memory_create
 
-    simulation = start_seeded(user, dinner, max_turns=4, distortions="Jordan: trauma (fire, smoke)")
+    simulation = start(user, dinner, max_turns=4, distortions="Jordan: trauma (fire, smoke)")
     for n in range(TRAUMA_LINKS + 1):
         memory_create(bank=simulation.bank, content=f"Jordan remembers fire number {n} from the old kitchen.",
                       agent="Jordan", kind="character", source="gifted")
@@ -133,7 +127,7 @@ def test_a_trauma_links_to_earlier_lines_of_the_run_not_only_to_the_sheet(user, 
 
 
 def test_depression_shows_in_the_score_bars_of_what_it_dampened(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=4, distortions="Jordan: depression", retrieval_mode="prepopulate")
+    simulation = start(user, dinner, max_turns=4, distortions="Jordan: depression", retrieval_mode="prepopulate")
     say(simulation, 0, "Alex", "I love this place, it is wonderful, thank you all for coming.")
     assert run_turn_task.apply(args=(simulation.pk, 1)).get() == "done"
     turn = simulation.turns.get(index=1)
@@ -149,7 +143,7 @@ def test_a_paranoid_listener_is_told_how_it_took_each_line_once_while_the_line_i
                                                                                                    client_for):
     """The transcript shows what was said; a formation filter bends what the listener heard, and the
     listener is told so before its next turn, not only once the line has left its window."""
-    simulation = start_seeded(user, dinner, max_turns=6, distortions="Jordan: paranoia", retrieval_mode=mode)
+    simulation = start(user, dinner, max_turns=6, distortions="Jordan: paranoia", retrieval_mode=mode)
     say(simulation, 0, "Alex", "I booked us a table at Bella's for eight.")
     assert run_turn_task.apply(args=(simulation.pk, 1)).get() == "done"  # Jordan, turn 2
     took = ("## How you took it\n- (turn 1) Alex said: I booked us a table at Bella's for eight. "

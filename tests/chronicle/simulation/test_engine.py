@@ -6,23 +6,10 @@ import json
 
 import pytest
 
-from chronicle.simulation import services
-from chronicle.simulation.models import Retrieval, Simulation, Turn
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.models import Retrieval, Turn
 from memory.models import Memory
 from tests.prompting import sent_text
-
-
-def start(user, scenario, **settings) -> Simulation:
-    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                           settings={"max_turns": 6, "retrieval_mode": "tools", **settings})
-    services.simulation_seed(simulation_id=simulation.pk)  # what the first task does (on_commit never fires here)
-    simulation.refresh_from_db()
-    return simulation
-
-
-def run(simulation: Simulation, index: int) -> str:
-    return run_turn_task.apply(args=(simulation.pk, index)).get()
+from tests.factories import start, run
 
 
 @pytest.mark.django_db

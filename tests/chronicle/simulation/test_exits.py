@@ -14,7 +14,7 @@ from chronicle.simulation.fake_llm import ok
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
-from tests.chronicle.simulation.conftest import start_seeded, start_with_model
+from tests.factories import start, start_with_model
 from tests.chronicle.simulation.test_presence import lines_of, say
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("memory_tasks_inline")]
@@ -29,7 +29,7 @@ def test_a_replayed_character_who_goes_outside_misses_what_is_said_and_comes_bac
               {"speaker": "Jordan", "text": SECRET},
               {"speaker": "Alex", "text": "Deal. *opens the door* *Sam comes back in, soaked*"},
               {"speaker": "Sam", "text": "It's pouring. What did I miss?"}]
-    simulation = start_seeded(user, dinner, provider="replay", script=script, max_turns=len(script))
+    simulation = start(user, dinner, provider="replay", script=script, max_turns=len(script))
     for index in range(len(script)):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     simulation.refresh_from_db()
@@ -51,7 +51,7 @@ def test_a_replayed_character_who_goes_outside_misses_what_is_said_and_comes_bac
 
 
 def test_a_character_who_walks_out_is_not_chosen_to_speak_until_someone_brings_it_back(user, dinner):
-    simulation = start_seeded(user, dinner, max_turns=8)
+    simulation = start(user, dinner, max_turns=8)
     say(simulation, 0, "Alex", "Thai or Italian?")
     say(simulation, 1, "Jordan", "*heads out to the yard to call Bella's*")
     for index in (2, 3, 4):
@@ -64,7 +64,7 @@ def test_a_character_who_walks_out_is_not_chosen_to_speak_until_someone_brings_i
 
 
 def test_the_writer_takes_back_an_exit_a_line_made_and_the_next_turns_follow(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=4)
+    simulation = start(user, dinner, max_turns=4)
     say(simulation, 0, "Sam", "I'm going to check the nets.")
     services.simulation_pause(simulation=simulation)
     client = client_for(user)
@@ -80,7 +80,7 @@ def test_the_writer_takes_back_an_exit_a_line_made_and_the_next_turns_follow(use
 
 
 def test_the_writer_edits_what_comes_next_but_not_what_was_played(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=5, stage_directions="2: The lights go out.")
+    simulation = start(user, dinner, max_turns=5, stage_directions="2: The lights go out.")
     say(simulation, 0, "Alex", "Thai or Italian?")
     say(simulation, 1, "Jordan", "*excuses herself and leaves*")
     services.simulation_pause(simulation=simulation)
@@ -118,7 +118,7 @@ def test_the_models_judgement_says_who_left_and_who_came_in(user, dinner, server
 def test_a_branch_keeps_the_moves_of_the_lines_it_keeps_and_not_of_those_it_says_anew(user, dinner):
     from chronicle.simulation.branching import simulation_branch
 
-    simulation = start_seeded(user, dinner, max_turns=6)
+    simulation = start(user, dinner, max_turns=6)
     for index, (agent, line) in enumerate([("Alex", "Thai or Italian?"), ("Sam", "*slips out the back*"),
                                            ("Jordan", "Italian."), ("Jordan", "I'll wait outside.")]):
         say(simulation, index, agent, line)
@@ -134,7 +134,7 @@ def test_a_replays_writer_cannot_take_out_of_the_room_one_its_script_says_speaks
     script = [{"speaker": "Sam", "text": "*heads out to the yard*"},
               {"speaker": "Alex", "text": "*Sam comes back in with the firewood*"},
               {"speaker": "Sam", "text": "Cold out there."}]
-    simulation = start_seeded(user, dinner, provider="replay", script=script, max_turns=3)
+    simulation = start(user, dinner, provider="replay", script=script, max_turns=3)
     for index in (0, 1):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     services.simulation_pause(simulation=simulation)

@@ -12,10 +12,10 @@ import re
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import services
 from chronicle.simulation.engine import MAX_UTTERANCE
 from chronicle.simulation.fake_llm import FakeLLM
-from chronicle.simulation.tasks import run_turn_task
+from tests.factories import run
+from tests import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
 
@@ -30,16 +30,9 @@ def fault_server():
 
 
 def start(user, scenario, server, model: str, **extra):
-    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
-        "retrieval_mode": "tools", "provider": "openai", "base_url": server.base_url, "model": model, "max_turns": 2, "timeout_s": 2,
-        "max_tool_calls": 3, **extra})
-    services.simulation_seed(simulation_id=simulation.pk)
-    simulation.refresh_from_db()
-    return simulation
-
-
-def run(simulation, index=0) -> str:
-    return run_turn_task.apply(args=(simulation.pk, index)).get()
+    """A short run whose model name picks the fault the server plays."""
+    return factories.start(user, scenario, server, **{"model": model, "max_turns": 2, "timeout_s": 2, "max_tool_calls": 3,
+                                                     **extra})
 
 
 def page_text(client, simulation) -> str:

@@ -23,7 +23,7 @@ from chronicle.simulation.run_panels import (CHANGES_SHOWN, CHART_GUTTER, CHART_
                                              HISTORY_SHOWN)
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory, MemoryAccess, Relationship
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
@@ -150,7 +150,7 @@ def test_the_form_takes_5000_turns_and_refuses_10001_saying_the_most(user, dinne
 
 @pytest.mark.django_db
 def test_run_until_i_pause_goes_on_past_500_turns(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=3)
+    simulation = start(user, dinner, max_turns=3)
     for index in range(3):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     done = Turn.objects.get(simulation=simulation, index=2)

@@ -13,7 +13,7 @@ from chronicle.simulation.tasks import consolidate_task, run_turn_task
 from chronicle.writing.services import memory_consolidate_edit
 from memory.models import Memory
 from memory.services import memory_create
-from tests.chronicle.simulation.conftest import start_with_model
+from tests.factories import start_with_model
 from chronicle.simulation.fake_llm import ok
 
 pytestmark = [pytest.mark.usefixtures("quick_backoff"), pytest.mark.django_db]

@@ -8,24 +8,18 @@ import pytest
 
 from chronicle.simulation import services
 from chronicle.simulation.models import Simulation
-from chronicle.simulation.tasks import run_turn_task
 from chronicle.simulation.fake_llm import error, ok, slow, tool_call
 from chronicle.simulation.providers import ProviderError
+from tests.factories import run
+from tests import factories
 
 pytestmark = pytest.mark.usefixtures("quick_backoff")
 
 
 def start(user, scenario, server, **settings) -> Simulation:
-    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()), settings={
-        "retrieval_mode": "tools", "provider": "openai", "base_url": server.base_url, "model": "fake-model", "api_key": "sk-test-secret-abcd",
-        "temperature": 0.3, "seed": 7, "max_turns": 3, "timeout_s": 5, **settings})
-    services.simulation_seed(simulation_id=simulation.pk)
-    simulation.refresh_from_db()
-    return simulation
-
-
-def run(simulation, index=0) -> str:
-    return run_turn_task.apply(args=(simulation.pk, index)).get()
+    """A run whose requests must carry its key, temperature and seed."""
+    return factories.start(user, scenario, server, **{"api_key": "sk-test-secret-abcd", "temperature": 0.3, "seed": 7,
+                                                     "max_turns": 3, **settings})
 
 
 @pytest.mark.django_db

@@ -10,23 +10,13 @@ from django.test import TestCase
 from django.urls import reverse
 
 from chronicle.simulation import turn_inputs, turns
-from chronicle.simulation.engine import TurnOutcome
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start, say
 from tests.prompting import sent_text
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("memory_tasks_inline")]
-
-
-def say(simulation: Simulation, index: int, agent: str, line: str):
-    """A turn whose line the test chooses, claimed and finished as the worker would (stage first,
-    with the keys a worker adds after its commit)."""
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        turns.stage_apply(simulation=simulation, number=index + 1)
-    claim = turns.turn_claim(simulation_id=simulation.pk, index=index, agent=agent)
-    return turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=TurnOutcome(utterance=line))
 
 
 def lines_of(simulation, agent):
@@ -35,7 +25,7 @@ def lines_of(simulation, agent):
 
 
 def test_an_absent_character_hears_nothing_and_does_not_speak_until_it_enters(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=5, stage_directions="1: Sam is away\n4: Sam enters\n3: The lights go out.")
+    simulation = start(user, dinner, max_turns=5, stage_directions="1: Sam is away\n4: Sam enters\n3: The lights go out.")
     for index in range(5):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     done = list(simulation.turns.order_by("index"))
@@ -58,7 +48,7 @@ def test_an_absent_character_hears_nothing_and_does_not_speak_until_it_enters(us
 
 
 def test_a_whisper_reaches_only_its_addressee_and_the_others_see_it_happen(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=3)
+    simulation = start(user, dinner, max_turns=3)
     say(simulation, 0, "Alex", "Shall we decide on dinner?")
     whisper = say(simulation, 1, "Alex", "*whispers to Sam* I already paid a deposit at the Thai place.")
     assert whisper.heard_by == ["Alex", "Sam"] and whisper.whisper_to == "Sam"
@@ -75,7 +65,7 @@ def test_a_whisper_reaches_only_its_addressee_and_the_others_see_it_happen(user,
 
 
 def test_actions_are_remembered_with_the_line_and_seen_by_those_who_only_saw_a_whisper(user, dinner):
-    simulation = start_seeded(user, dinner, max_turns=3)
+    simulation = start(user, dinner, max_turns=3)
     say(simulation, 0, "Jordan", "*pours the wine* To Bella's!")
     # Everyone heard the line, so everyone's memory of it holds the action: no second, shorter memory.
     for name in ("Alex", "Jordan", "Sam"):
@@ -99,7 +89,7 @@ def test_the_form_names_a_bad_direction_and_keeps_the_rest(user, dinner, client_
 
 
 def test_a_character_who_walks_out_is_away_from_the_next_turn(user, dinner):
-    simulation = start_seeded(user, dinner, max_turns=4)
+    simulation = start(user, dinner, max_turns=4)
     say(simulation, 0, "Sam", "*leaves the room* Back in a minute.")
     simulation.refresh_from_db()
     # Where the writer sees it, with the line it came from, and can change it.
@@ -116,7 +106,7 @@ def test_a_clocked_run_ages_what_came_before_a_time_skip(user, dinner, client_fo
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # turn 1 is before the transcript turn 4 reads
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
-    simulation = start_seeded(user, dinner, max_turns=4, retrieval_mode="prepopulate", scoring="decayed",
+    simulation = start(user, dinner, max_turns=4, retrieval_mode="prepopulate", scoring="decayed",
                               minutes_per_turn=2, stage_directions="3: Three hours later")
     assert simulation.clock == [0, 0, 0, 90, 90]
     for index in range(4):
@@ -139,7 +129,7 @@ def test_where_someone_is_now_ends_where_they_were_and_a_branch_from_before_does
     from memory.services import bank_copy, bank_create
     from memory.recalling.tools import ToolContext, call_tool
 
-    simulation = start_seeded(user, dinner, max_turns=5, stage_directions="2: Sam steps out\n4: Sam comes back")
+    simulation = start(user, dinner, max_turns=5, stage_directions="2: Sam steps out\n4: Sam comes back")
     for index, (agent, line) in enumerate([("Alex", "Thai or Italian?"), ("Jordan", "Italian, obviously."),
                                            ("Alex", "Let's wait for Sam."), ("Sam", "I'm back. Thai.")]):
         say(simulation, index, agent, line)
@@ -166,7 +156,7 @@ def test_recent_events_are_what_came_before_the_transcript_in_time_order(user, d
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
-    simulation = start_seeded(user, dinner, max_turns=6, retrieval_mode="prepopulate")
+    simulation = start(user, dinner, max_turns=6, retrieval_mode="prepopulate")
     for index in range(6):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     last = simulation.turns.get(index=5)
@@ -188,7 +178,7 @@ def test_a_direction_is_found_by_its_moment_and_by_what_was_said_just_before(use
     from memory.models import MemoryKey
     from memory.recalling.tools import ToolContext, call_tool
 
-    simulation = start_seeded(user, dinner, max_turns=6,
+    simulation = start(user, dinner, max_turns=6,
                               stage_directions="2: Sam steps out\n3: The lights go out.\n4: Sam comes back")
     for index, (agent, line) in enumerate([("Alex", "Thai or Italian?"), ("Jordan", "Italian, obviously."),
                                            ("Alex", "I'll light the candles on the mantelpiece."),
@@ -221,7 +211,7 @@ def test_a_direction_everyone_sees_is_embedded_without_a_model_call_on_the_turns
     from memory.embedding import cache
     from memory.models import MemoryKey
 
-    simulation = start_seeded(user, dinner, max_turns=4, stage_directions="2: A fox screams in the garden.")
+    simulation = start(user, dinner, max_turns=4, stage_directions="2: A fox screams in the garden.")
     say(simulation, 0, "Alex", "Shall we order in tonight?")
     cache.clear_local()
     calls = []
@@ -245,7 +235,7 @@ def test_the_writers_directions_are_embedded_when_the_run_starts_not_before_thei
     from memory.embedding import cache
     from memory.models import EmbeddingCache
 
-    simulation = start_seeded(user, dinner, max_turns=5, stage_directions="1: Sam is away\n4: Sam enters\n3: The lights go out.")
+    simulation = start(user, dinner, max_turns=5, stage_directions="1: Sam is away\n4: Sam enters\n3: The lights go out.")
     texts = [text for number in (1, 3, 4) for _d, content, moment in formation.direction_texts(
         simulation, number, [d for d in simulation.directions if d.turn == number]) for text in (content, moment)]
     assert "Sam enters" in texts and any(t.startswith("Sam enters — ") for t in texts)

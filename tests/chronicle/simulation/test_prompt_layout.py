@@ -12,7 +12,7 @@ from chronicle.simulation.prompts import conversation, window
 from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
 from memory.services.memories import memory_revise
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start
 
 
 def entries(n: int) -> list[tuple[int, str, str]]:
@@ -85,7 +85,7 @@ def kept_text(turn) -> str:
 @pytest.mark.django_db
 @pytest.mark.parametrize("mode", ["prepopulate", "both"])
 def test_each_call_begins_with_the_agents_last_call_and_no_memory_comes_back_twice(user, dinner, mode):
-    simulation = start_seeded(user, dinner, max_turns=10, retrieval_mode=mode)
+    simulation = start(user, dinner, max_turns=10, retrieval_mode=mode)
     for index in range(10):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
     alex = list(simulation.turns.filter(agent="Alex").order_by("index"))  # turns 1, 4, 7, 10
@@ -113,7 +113,7 @@ def test_each_call_begins_with_the_agents_last_call_and_no_memory_comes_back_twi
 def test_a_memory_revised_since_a_note_showed_it_comes_back_as_it_now_reads(user, dinner):
     """A note stays in the conversation as it was sent; when what it showed changes (a belief that
     heard itself denied, a writer's edit), the next note brings the memory again, as it now reads."""
-    simulation = start_seeded(user, dinner, max_turns=4, retrieval_mode="prepopulate")
+    simulation = start(user, dinner, max_turns=4, retrieval_mode="prepopulate")
     assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
     first = simulation.turns.get(index=0)
     assert first.agent == "Alex"

@@ -12,7 +12,8 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from chronicle.simulation.models import Simulation, Turn
-from tests.chronicle.simulation.conftest import start_seeded, wait_for, wait_status
+from tests.chronicle.simulation.conftest import wait_for, wait_status
+from tests.factories import start
 
 
 @pytest.mark.worker
@@ -20,7 +21,7 @@ from tests.chronicle.simulation.conftest import start_seeded, wait_for, wait_sta
 def test_a_run_left_standing_is_taken_up_again_by_the_recovery_timer(user, dinner, start_worker):
     worker = start_worker("recovery", env={"WONDA_RECOVERY_EVERY_SECONDS": "1", "WONDA_TURN_STALE_SECONDS": "2"})
     try:
-        simulation = start_seeded(user, dinner, max_turns=2, provider="scripted", retrieval_mode="prepopulate")
+        simulation = start(user, dinner, max_turns=2, provider="scripted", retrieval_mode="prepopulate")
         wait_status(simulation, Simulation.Status.COMPLETED)
         # As an outage leaves it: running, one more turn to go, no task queued, nothing touched lately.
         past = timezone.now() - timedelta(minutes=5)
@@ -39,7 +40,7 @@ def test_a_turn_that_loses_the_database_waits_for_it_instead_of_pausing_the_run(
 
     # Nothing queued: a worker another test left running would otherwise claim turn 0 first.
     monkeypatch.setattr(queueing, "send", lambda *args: None)
-    simulation = start_seeded(user, dinner, max_turns=2, provider="scripted")
+    simulation = start(user, dinner, max_turns=2, provider="scripted")
 
     def gone(*args, **kwargs):
         raise OperationalError("server closed the connection unexpectedly")
@@ -64,7 +65,7 @@ def test_a_turn_retried_after_an_outage_takes_its_own_turn_back_at_once(user, di
     from chronicle.simulation import tasks
 
     monkeypatch.setattr(queueing, "send", lambda *args: None)  # as above: no other worker takes turn 0
-    simulation = start_seeded(user, dinner, max_turns=2, provider="scripted")
+    simulation = start(user, dinner, max_turns=2, provider="scripted")
     retried = []
     with monkeypatch.context() as patch:
         def gone(*args, **kwargs):
@@ -93,7 +94,7 @@ def test_a_turn_whose_process_has_ended_is_taken_over_at_once(user, dinner, monk
     from chronicle.simulation import turns
 
     monkeypatch.setattr(queueing, "send", lambda *args: None)
-    simulation = start_seeded(user, dinner, max_turns=2, provider="scripted")
+    simulation = start(user, dinner, max_turns=2, provider="scripted")
     claim = turns.turn_claim(simulation_id=simulation.pk, index=0, agent="Alex", worker=f"w@{socket.gethostname()}",
                              task_id="first-attempt")
     assert claim.turn is not None and claim.token.split(" ")[2] == str(os.getpid())  # alive: this very process

@@ -204,7 +204,8 @@ def test_the_run_page_shows_the_reflection_after_its_turn_with_its_evidence(user
 @pytest.mark.django_db(transaction=True)
 def test_a_scripted_run_through_a_real_worker_reflects_and_shows_it(celery_worker, user, client_for):
     from chronicle.simulation import services
-    from tests.chronicle.simulation.conftest import make_dinner, wait_for, wait_status
+    from tests.chronicle.simulation.conftest import wait_for, wait_status
+    from tests.factories import make_dinner
 
     # A threshold any lived line reaches (the heuristic scores the demo's lines about 0.4 to 4): this
     # checks the wiring after a real turn, not the figure.

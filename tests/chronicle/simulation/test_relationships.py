@@ -8,20 +8,16 @@ import pytest
 
 from chronicle.simulation import services, turn_inputs, turns
 from chronicle.simulation.briefing import now_text
-from chronicle.simulation.engine import TurnOutcome, prepopulate
+from chronicle.simulation.engine import prepopulate
+from chronicle.simulation.turn_types import TurnOutcome
 from chronicle.writing import services as writing
 from memory.forming.extraction import extract_after_turn
 from memory.models import Memory, Relationship
 from memory.living.relationships import describe, judge, standing
 from memory.recalling.tools import ToolContext, call_tool
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start, say
 
 pytestmark = pytest.mark.django_db
-
-
-def say(simulation, index: int, agent: str, line: str):
-    claim = turns.turn_claim(simulation_id=simulation.pk, index=index, agent=agent)
-    return turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=TurnOutcome(utterance=line))
 
 
 def test_the_heuristic_reads_warmth_trust_names_and_whispers():
@@ -36,7 +32,7 @@ def test_the_heuristic_reads_warmth_trust_names_and_whispers():
 
 
 def test_what_is_heard_moves_the_standing_and_the_agent_reads_it(user, dinner, client_for):
-    simulation = start_seeded(user, dinner, max_turns=6, retrieval_mode="prepopulate")
+    simulation = start(user, dinner, max_turns=6, retrieval_mode="prepopulate")
     say(simulation, 0, "Alex", "Thank you both, that was a lovely evening.")
     say(simulation, 1, "Jordan", "Alex, you lied about the booking. That is so selfish.")
     say(simulation, 2, "Sam", "The menu has pasta.")  # no such word: no change
@@ -75,7 +71,7 @@ def test_a_standing_reads_in_words_of_its_size(trust, affinity, words):
 
 
 def test_a_branch_keeps_the_standing_from_before_its_turn(user, dinner):
-    simulation = start_seeded(user, dinner, max_turns=6)
+    simulation = start(user, dinner, max_turns=6)
     say(simulation, 0, "Alex", "Thank you, Jordan, I trust you.")
     say(simulation, 1, "Sam", "Jordan, you idiot.")
     simulation = services.simulation_pause(simulation=simulation)  # the instance the branch checks
@@ -91,7 +87,7 @@ def test_a_branch_keeps_the_standing_from_before_its_turn(user, dinner):
 
 def test_lines_leave_feelings_and_lessons_and_agents_form_their_own(user, dinner, django_capture_on_commit_callbacks):
     """Extended memory types formed in play (memory.forming.extraction, form_memory's valence and target)."""
-    simulation = start_seeded(user, dinner, max_turns=6)
+    simulation = start(user, dinner, max_turns=6)
     first = "Jordan, thank you, that was so kind of you."
     second = "Alex, that is so selfish. Next time I will check the prices first."
     with django_capture_on_commit_callbacks() as queued:

@@ -37,12 +37,12 @@ def start(path: Path, owner, **overrides) -> Simulation:
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("name", ["demo", "demo_after", "demo_prepopulate_after", "demo_tools_thirteen", "long_sheets_tools_six",
+@pytest.mark.parametrize("name", ["demo", "demo_after", "demo_prepopulate_after", "demo_tools_every_tool", "long_sheets_tools_six",
                                   "long_sheets_tools_dedup", "long_sheets_tools_aspects", "rumour_tools_after", "demo_both_after",
-                                  "lighthouse_prepopulate_model", "demo_prepopulate_ninth", "demo_prepopulate_secrets",
+                                  "lighthouse_prepopulate_model", "demo_prepopulate_rumour_denied", "demo_prepopulate_secrets",
                                   "demo_both_standing", "demo_prepopulate_away", "rumour", "will_at_hollins_farm", "dress_rehearsal_at_st_aldhelms",
                                   "cracked_core_at_skarvik", "long_prose_tools_model", "long_prose_prepopulate_model",
-                                  "long_sheets_prepopulate_model", "long_sheets_tools_repeats", "demo_prepopulate_twentieth",
+                                  "long_sheets_prepopulate_model", "long_sheets_tools_repeats", "demo_prepopulate_model",
                                   "long_sheets_tools_aspects_named", "rumour_doubts", "rumour_paranoia_took_it",
                                   "rumour_paranoia_judged", "long_sheets_tools_terse", "demo_prepopulate_layout",
                                   "demo_prepopulate_window", "harbour_winter_long_model",

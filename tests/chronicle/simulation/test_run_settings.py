@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from chronicle.simulation.engine import TurnInput
+from chronicle.simulation.turn_types import TurnInput
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.run_settings import FILE_SETTINGS, RUN_SETTINGS, SECRET_SETTINGS
 

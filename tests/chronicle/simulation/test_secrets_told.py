@@ -13,7 +13,7 @@ from chronicle.simulation.tasks import run_turn_task
 from memory.living.after_turn import parse
 from memory.models import Memory
 from memory.recalling.tools import ToolContext, call_tool
-from tests.chronicle.simulation.conftest import start_with_model
+from tests.factories import start_with_model
 
 pytestmark = pytest.mark.usefixtures("quick_backoff")
 

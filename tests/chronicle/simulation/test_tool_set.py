@@ -13,25 +13,17 @@ from chronicle.models import Character
 from chronicle.simulation import services
 from chronicle.simulation.forms import SimulationForm
 from chronicle.simulation.models import Simulation
-from chronicle.simulation.tasks import run_turn_task
 from memory.models import Memory
 from memory.recalling.tools import DEFAULT_SIMULATION_TOOLS, READ_TOOLS, SIMULATION_TOOLS, WRITE_TOOLS
 from chronicle.simulation.fake_llm import error, ok, tool_call
+from tests.factories import run
+from tests import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
 
 
 def start(user, scenario, server=None, **settings) -> Simulation:
-    base = {"provider": "openai", "base_url": server.base_url, "model": "fake-model", "timeout_s": 5} if server else {}
-    simulation = services.simulation_start(owner=user, scenario=scenario, cast=list(scenario.cast.all()),
-                                           settings={"max_turns": 3, "retrieval_mode": "tools", **base, **settings})
-    services.simulation_seed(simulation_id=simulation.pk)
-    simulation.refresh_from_db()
-    return simulation
-
-
-def run(simulation, index=0) -> str:
-    return run_turn_task.apply(args=(simulation.pk, index)).get()
+    return factories.start(user, scenario, server, **{"max_turns": 3, **settings})
 
 
 def offered(request: dict) -> set[str]:

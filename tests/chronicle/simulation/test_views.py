@@ -9,13 +9,13 @@ from django.urls import reverse
 from chronicle.models import Character
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.tasks import run_turn_task
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
 def started(user, scenario, **settings) -> Simulation:
-    return start_seeded(user, scenario, **{"max_turns": 3, **settings})
+    return start(user, scenario, **{"max_turns": 3, **settings})
 
 
 def urls(simulation):

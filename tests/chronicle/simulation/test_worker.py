@@ -13,7 +13,8 @@ import pytest
 from chronicle.simulation import services
 from chronicle.simulation.models import Retrieval, Simulation, Turn
 from memory.models import Memory
-from tests.chronicle.simulation.conftest import make_dinner, wait_for, wait_status
+from tests.chronicle.simulation.conftest import wait_for, wait_status
+from tests.factories import make_dinner
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -122,9 +123,12 @@ def test_worker_killed_mid_turn_another_finishes_with_no_gap_and_no_duplicate(st
     second.stop()
 
 
-def test_a_killed_pool_child_is_replaced_and_its_turn_goes_on_within_seconds(start_worker, user, settings):
-    # The drill that found the pool dark for up to 12 minutes: SIGKILL a pool child mid-turn.
-    worker = start_worker("child-kill", concurrency=1)
+def test_a_killed_pool_child_is_replaced_and_its_redelivered_turn_takes_its_own_dead_attempt_over(
+        start_worker, user, settings):
+    # The drill that found the pool dark for up to 12 minutes: SIGKILL a pool child mid-turn. This
+    # worker's stale window is an hour: the turn can only go on because its redelivered message takes
+    # its own dead attempt over at once (how long that takes is `manage.py drill_kill`'s figure).
+    worker = start_worker("child-kill", concurrency=1, env={"WONDA_TURN_STALE_SECONDS": "3600"})
     simulation = start(user, make_dinner(user), max_turns=5, pace_s=1.5)
 
     def running_here():
@@ -133,20 +137,15 @@ def test_a_killed_pool_child_is_replaced_and_its_turn_goes_on_within_seconds(sta
     victim = wait_for(running_here, timeout=180, what="a turn running on the worker")
     (child,) = worker.children()
     os.kill(child, signal.SIGKILL)
-    killed = time.monotonic()
 
     def victim_done():
         victim.refresh_from_db()
         return victim.status == "done"
 
     wait_for(victim_done, timeout=settings.TURN_STALE_SECONDS + 30, what="the killed turn to be redone")
-    recovery = time.monotonic() - killed
     wait_status(simulation, "completed", timeout=120)
     assert_complete_once(simulation, 5)
     assert victim.attempts == 2 and "Redone" in victim.note
     assert worker.proc.poll() is None and worker.children() and child not in worker.children()
     log = worker.log_path.read_text()
     assert "Timed out waiting for UP message" not in log
-    # The redelivered message takes its own dead attempt's turn over at once: no stale window to
-    # wait out (that is the fallback when a whole worker dies), only the pace and the turn itself.
-    assert recovery < settings.TURN_STALE_SECONDS, f"took {recovery:.1f}s"

@@ -17,7 +17,8 @@ from memory.recalling.search import recall
 from memory.services import memory_create
 from memory.tasks import reembed_memory_task
 from chronicle.simulation.fake_llm import FakeLLM, error, ok, tool_call
-from tests.chronicle.writing.conftest import prepare_and_run, run_all, start
+from tests.chronicle.writing.conftest import prepare_and_run
+from tests.factories import run_all, start
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,8 @@ import pytest
 from django.urls import reverse
 
 from chronicle.writing import services
-from tests.chronicle.writing.conftest import prepare_and_run, run_all, start
+from tests.chronicle.writing.conftest import prepare_and_run
+from tests.factories import run_all, start
 
 pytestmark = pytest.mark.django_db
 

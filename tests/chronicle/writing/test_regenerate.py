@@ -12,7 +12,8 @@ from chronicle.simulation import prompts
 from chronicle.simulation.models import Turn
 from chronicle.writing import services
 from memory.models import Memory
-from tests.chronicle.writing.conftest import prepare_and_run, run_all, start
+from tests.chronicle.writing.conftest import prepare_and_run
+from tests.factories import run_all, start
 from tests.prompting import sent_text
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,8 @@ from chronicle.simulation.models import Simulation, Turn, TurnOverride
 from chronicle.writing import selectors, services
 from memory.models import Memory
 from memory.services import bank_refresh_stale
-from tests.chronicle.writing.conftest import prepare_and_run, run_all, start
+from tests.chronicle.writing.conftest import prepare_and_run
+from tests.factories import run_all, start
 from tests.prompting import sent_text
 
 pytestmark = pytest.mark.django_db
