@@ -290,7 +290,7 @@ def test_what_a_tool_found_stays_with_the_agent_so_it_need_not_look_it_up_again(
     from chronicle.models import Character
     from chronicle.simulation.fake_llm import ok, tool_call
     from chronicle.simulation.tasks import run_turn_task
-    from tests.chronicle.simulation.conftest import start_with_model
+    from tests.factories import start_with_model
 
     secret = "Alex already paid a deposit at the Thai place."
     Character.objects.filter(owner=user, name="Alex").update(secrets=[secret])
