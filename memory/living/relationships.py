@@ -151,7 +151,7 @@ def relationships_update(*, bank: MemoryBank, speaker: str, text: str, listeners
         rows.append(Relationship(
             bank=bank, agent=name, other=speaker, turn=turn, trust=round(trust, 3), affinity=round(affinity, 3),
             trust_change=j.trust, affinity_change=j.affinity, evidence=memory,
-            reason=(f"{speaker}: “{_short(text)}”" + (f" ({j.why})" if j.why else ""))[:300],
+            reason=(f"{speaker}: “{quote_of(text, j.words)}”" + (f" ({j.why})" if j.why else ""))[:300],
         ))
     return Relationship.objects.bulk_create(rows)
 
@@ -172,6 +172,25 @@ def describe(row: Relationship) -> str:
             degree = next(word for floor, word in _DEGREES if abs(value) >= floor)
             words.append(f"{degree} {_NAMES[measure][value < 0]}")
     return ", ".join(words) or "neutral"
+
+
+_ACTION = re.compile(r"\*[^*]*\*")
+_ENDS = (". ", "! ", "? ")
+
+
+def quote_of(text: str, words: list[str], limit: int = 120) -> str:
+    """The sentence of the line that did it: the one holding the judge's evidence (a model's exact
+    phrase, or the words the offline judge found), stage business left out; else the line's start.
+    "*stops on the ladder* Port engine, eight hundred, aye. I'll…" said nothing of what hurt."""
+    plain = " ".join(_ACTION.sub(" ", text).split()) or " ".join(text.split())
+    for word in words:
+        at = plain.lower().find(" ".join(str(word).split()).lower()) if str(word).strip() else -1
+        if at < 0:
+            continue
+        start = max(plain.rfind(mark, 0, at) for mark in _ENDS)
+        ends = [i for i in (plain.find(mark, at) for mark in _ENDS) if i >= 0]
+        return _short(plain[start + 2 if start >= 0 else 0:min(ends) + 1 if ends else len(plain)], limit)
+    return _short(plain)
 
 
 def _short(text: str, limit: int = 80) -> str:
