@@ -33,6 +33,17 @@ from memory.services.banks import (
 )
 from memory.signals import memory_edited
 
+# Seed 004's store verbs as programs call them (the HTTP API): retain with context, metadata, entities
+# and tags under the per-agent cap; recall with tag modes and floors; reflect on a query; consolidate.
+from memory.services.store import (
+    MAX_RESULTS, SIMILARITY_THRESHOLD, MemoryLimitReached, memories_describe, recall_filtered, reflect_on, room_check, tag_mode,
+)
+from memory.services.store import retain as memory_retain
+from memory.recalling.filters import TAG_MODES
+from memory.living.consolidation import consolidate_matching
+# Seed 004's operation counters, as every process added to them (wonda_site.metrics serves them).
+from memory.measuring.operations import read as operation_counts
+
 # The bounds every outside input is held to (the HTTP API's schemas), with their clean-up, and the
 # one text rule (the API, the MCP tools, the forms and the imports share it).
 from memory.services.validation import (
@@ -128,4 +139,6 @@ __all__ = [
     "access_check", "accesses_export", "accesses_import",
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",
     "EmbeddingError", "embed_ahead", "background", "bank_map", "ConsolidationResult",
+    "MAX_RESULTS", "SIMILARITY_THRESHOLD", "MemoryLimitReached", "recall_filtered", "reflect_on", "room_check",
+    "tag_mode", "memory_retain", "memories_describe", "TAG_MODES", "consolidate_matching", "operation_counts",
 ]
