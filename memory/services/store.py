@@ -42,6 +42,20 @@ def tag_mode(value: str | None) -> str:
     return found
 
 
+def tag_filter(tags, mode: str | None = None) -> dict:
+    """Seed 004's tag filter as MemoryFilter fields ({} without tags: no filter), for the agent tools'
+    tags and tag_mode arguments; a ValidationError that names what to fix."""
+    tags = list(tags or [])
+    if not tags:
+        return {}
+    if any(not isinstance(t, str) or not t.strip() for t in tags):
+        raise ValidationError({"tags": ['tags must be a list of words, e.g. ["combat", "dragon"].']})
+    try:
+        return {"tags": [t.strip() for t in tags], "tags_mode": tag_mode(mode)}
+    except ValidationError as exc:
+        raise ValidationError({"tag_mode": [f"tag_mode: {' '.join(exc.message_dict['tag_mode'])}"]}) from None
+
+
 def room_check(bank: MemoryBank, agents: Iterable[str], adding: int = 1) -> None:
     """Refuse a write that would take an agent past the cap, naming the way out (seed 004's
     max_memories_per_entity: the limit is checked before anything is written)."""
