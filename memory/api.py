@@ -42,6 +42,7 @@ from memory.services.store import retain as memory_retain
 from memory.recalling.filters import TAG_MODES
 from memory.living.consolidation import consolidate_matching
 # Seed 004's operation counters, as every process added to them (wonda_site.metrics serves them).
+from memory.measuring.operations import BUCKETS as OPERATION_BUCKETS
 from memory.measuring.operations import read as operation_counts
 
 # The bounds every outside input is held to (the HTTP API's schemas), with their clean-up, and the
@@ -140,5 +141,5 @@ __all__ = [
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",
     "EmbeddingError", "embed_ahead", "background", "bank_map", "ConsolidationResult",
     "MAX_RESULTS", "SIMILARITY_THRESHOLD", "MemoryLimitReached", "recall_filtered", "reflect_on", "room_check",
-    "tag_mode", "memory_retain", "memories_describe", "TAG_MODES", "consolidate_matching", "operation_counts",
+    "tag_mode", "memory_retain", "memories_describe", "TAG_MODES", "consolidate_matching", "operation_counts", "OPERATION_BUCKETS",
 ]

@@ -21,6 +21,8 @@ OPERATIONS = ("retain", "recall", "reflect", "consolidate")
 DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 RESULT_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100)
 IMPORTANCE_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+# Each histogram's buckets by its field's head (wonda_site.metrics cumulates them when read).
+BUCKETS = {"duration": DURATION_BUCKETS_S, "results": RESULT_BUCKETS, "importance": IMPORTANCE_BUCKETS}
 _client: redis.Redis | None = None
 
 
