@@ -41,6 +41,9 @@ from memory.services.store import (
 from memory.services.store import retain as memory_retain
 from memory.recalling.filters import TAG_MODES
 from memory.living.consolidation import consolidate_matching
+# Pruning: faded, unimportant lived memories archived (and back), by the bank page and Celery beat.
+from memory.living.pruning import PRUNED, faded, memories_prune, memories_unprune, pruned_count
+
 # Seed 004's operation counters, as every process added to them (wonda_site.metrics serves them).
 from memory.measuring.operations import BUCKETS as OPERATION_BUCKETS
 from memory.measuring.operations import read as operation_counts
@@ -88,7 +91,7 @@ from memory.living.reflection import (
 from memory.living.relationships import describe, relationships_update, standing
 
 # Work done by memory's workers.
-from memory.tasks import bank_map_task, consolidate_bank_task, extract_task, seed_bank_task
+from memory.tasks import bank_map_task, consolidate_bank_task, extract_task, prune_banks_task, seed_bank_task
 
 # The error a failing embedding model raises (a turn that meets it is paused, not lost).
 from memory.embedding.errors import EmbeddingError
@@ -142,4 +145,5 @@ __all__ = [
     "EmbeddingError", "embed_ahead", "background", "bank_map", "ConsolidationResult",
     "MAX_RESULTS", "SIMILARITY_THRESHOLD", "MemoryLimitReached", "recall_filtered", "reflect_on", "room_check",
     "tag_mode", "memory_retain", "memories_describe", "TAG_MODES", "consolidate_matching", "operation_counts", "OPERATION_BUCKETS",
+    "PRUNED", "faded", "memories_prune", "memories_unprune", "pruned_count", "prune_banks_task",
 ]

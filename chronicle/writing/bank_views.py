@@ -27,7 +27,7 @@ from chronicle.writing.timeline import bank_timeline
 # A refused memory form is shown again on the page it came from, the turn inspector included.
 from chronicle.writing.views import _errors, _inspector_context, _memory, _next, _reach_warning, _simulation, _turn
 from memory.models import Memory
-from memory.api import bank_map as laid_out_bank, bank_map_task
+from memory.api import bank_map as laid_out_bank, bank_map_task, pruned_count
 
 
 # --- memories -------------------------------------------------------------------------------
@@ -55,7 +55,8 @@ def _memory_list_context(request: HttpRequest, simulation: Simulation, *, form: 
             "query": filters.query, "agent": filters.agent, "page_query": params.urlencode(),
             "kinds": Memory.Kind.values, "sources": Memory.Source.values, "statuses": Memory.Status.values,
             "form": form, "reach_warning": _reach_warning(simulation, form), "draft": draft,
-            "timeline": bank_timeline(simulation, agent=filters.agent)}
+            "timeline": bank_timeline(simulation, agent=filters.agent),
+            "pruned": pruned_count(simulation.bank) if simulation.bank_id else 0}
 
 
 @login_required
@@ -159,6 +160,20 @@ def memory_consolidate(request: HttpRequest, pk: int) -> HttpResponse:
     if made:  # the summaries just made, each with what it rests on
         query = urlencode({"agent": request.POST.get("agent", ""), "source": "consolidation"})
         return redirect(f"{reverse('chronicle_memories', args=[pk])}?{query}")
+    return redirect(_next(request, reverse("chronicle_memories", args=[pk])))
+
+
+@login_required
+@require_POST
+def memory_prune(request: HttpRequest, pk: int) -> HttpResponse:
+    """Prune the bank's faded memories now (or restore the pruned ones), then back to the bank."""
+    simulation = _simulation(request, pk)
+    try:
+        said = actions.memories_prune(simulation=simulation, restore="restore" in request.POST)
+    except ValidationError as exc:
+        messages.error(request, _errors(exc))
+    else:
+        messages.success(request, said)
     return redirect(_next(request, reverse("chronicle_memories", args=[pk])))
 
 
