@@ -26,7 +26,7 @@ from api.guards import json_only
 from api.models import ApiToken
 from api.schemas import (
     BankIn, BankOut, ConsolidateIn, MemoriesQuery, MemoryIn, MemoryOut, MemoryPatch, RecallIn, ReflectIn, ReflectOut,
-    ResultOut, RetainIn, ToolIn,
+    ResultOut, RetainIn, StatsOut, ToolIn,
 )
 from api.throttle import TokenRateThrottle
 from chronicle.simulation.models import Simulation
@@ -34,8 +34,8 @@ from chronicle.simulation.providers import get_provider
 from chronicle.simulation.providers.scripted import ScriptedProvider
 from memory.api import (
     REGISTRY, SCORING_PRESETS, MemoryLimitReached, ToolContext, bank_create, call_tool, consolidate_matching,
-    memories_describe, memory_archive, memory_create, memory_retain, memory_update, recall_filtered, reflect_on, remember_utterance,
-    room_check, summarizer,
+    memories_describe, memory_archive, memory_create, memory_retain, memory_stats, memory_update, recall_filtered,
+    reflect_on, remember_utterance, room_check, summarizer,
 )
 from memory.api import reflect as reflect_memories
 from memory.models import Memory, MemoryBank
@@ -275,6 +275,17 @@ def consolidate(request, bank_id: int, data: ConsolidateIn):
     results = consolidate_matching(bank, data.agent, query=data.query, tags=data.tags, mode=data.tag_mode,
                                    threshold=data.threshold, before_turn=data.before_turn, summarize=summarize)
     return [r.summary for r in results]
+
+
+@api.get("/banks/{bank_id}/stats/{agent}", response=StatsOut, tags=["verbs"])
+def stats(request, bank_id: int, agent: str):
+    """Seed 002's memory statistics of one agent: kinds, importance by band and its balance, semantic
+    diversity, themes (by the run's model when the bank has one, else offline keywords), and its
+    latest and most important memories."""
+    bank = _bank(request, bank_id)
+    _agent_known(bank, agent)
+    model = _model_of(bank)
+    return memory_stats(bank, agent, ask=model.complete if model.name == "openai" else None)
 
 
 @api.post("/banks/{bank_id}/tools/{name}", tags=["tools"])

@@ -254,3 +254,21 @@ class MemoriesQuery(Schema):
     status: Annotated[str, AfterValidator(_status)] = "active"
     limit: Annotated[int, Field(ge=1, le=1000)] = 100
     offset: Annotated[int, Field(ge=0, le=OFFSET_MAX)] = 0
+
+
+class StatsOut(Schema):
+    """Seed 002's MemoryStats of one agent, over its latest `sampled` active memories."""
+    agent: str
+    total: int
+    sampled: int
+    kinds: dict[str, int]
+    average_importance: float
+    distribution: dict[str, int] = Field(description="By seed 002's bands: routine ≤ 2, moderate ≤ 4, notable ≤ 6, "
+                                                     "important ≤ 8, life-changing above.")
+    high_importance_count: int
+    importance_balance: float = Field(description="Entropy over the five bands, normalised: 0 all in one, 1 even.")
+    diversity: float | None = Field(description="1 − the mean cosine similarity of every pair; null under two.")
+    themes: list[str]
+    themes_by: str = Field(description="model (the run's) or keywords (offline)")
+    recent: list[MemoryOut]
+    high_importance: list[MemoryOut]

@@ -27,7 +27,8 @@ from chronicle.writing.timeline import bank_timeline
 # A refused memory form is shown again on the page it came from, the turn inspector included.
 from chronicle.writing.views import _errors, _inspector_context, _memory, _next, _reach_warning, _simulation, _turn
 from memory.models import Memory
-from memory.api import bank_map as laid_out_bank, bank_map_task, pruned_count
+from memory.api import IMPORTANCE_BANDS, memory_stats, pruned_count
+from memory.api import bank_map as laid_out_bank, bank_map_task
 
 
 # --- memories -------------------------------------------------------------------------------
@@ -72,7 +73,11 @@ def simulation_analytics(request: HttpRequest, pk: int) -> HttpResponse:
     """The run's numbers as charts with their tables, for everyone or one agent (?agent=)."""
     simulation = _simulation(request, pk)
     data = analytics(simulation, agent=request.GET.get("agent", ""))
-    return TemplateResponse(request, "chronicle/writing/analytics.html", {"simulation": simulation, "data": data})
+    # Seed 002's MemoryStats: the chosen agent's, or each of the cast's (offline themes: no model call on a page).
+    stats = [memory_stats(simulation.bank, name) for name in ([data.agent] if data.agent else simulation.cast_names)] \
+        if simulation.bank_id else []
+    return TemplateResponse(request, "chronicle/writing/analytics.html",
+                            {"simulation": simulation, "data": data, "stats": stats, "bands": IMPORTANCE_BANDS})
 
 
 @login_required
