@@ -44,6 +44,9 @@ from memory.living.consolidation import consolidate_matching
 # Pruning: faded, unimportant lived memories archived (and back), by the bank page and Celery beat.
 from memory.living.pruning import PRUNED, faded, memories_prune, memories_unprune, pruned_count
 
+# Card lore woken by its keys in the recent lines (SillyTavern's world info).
+from memory.recalling.lore import LORE_CATEGORY, lore_triggered
+
 # Seed 002's statistics of one agent's memories (the analytics page, the API's /stats/<agent>).
 from memory.measuring.stats import BANDS as IMPORTANCE_BANDS, MemoryStats, memory_stats
 
@@ -148,6 +151,6 @@ __all__ = [
     "EmbeddingError", "embed_ahead", "background", "bank_map", "ConsolidationResult",
     "MAX_RESULTS", "SIMILARITY_THRESHOLD", "MemoryLimitReached", "recall_filtered", "reflect_on", "room_check",
     "tag_mode", "memory_retain", "memories_describe", "TAG_MODES", "consolidate_matching", "operation_counts", "OPERATION_BUCKETS",
-    "IMPORTANCE_BANDS", "MemoryStats", "memory_stats",
+    "IMPORTANCE_BANDS", "MemoryStats", "memory_stats", "LORE_CATEGORY", "lore_triggered",
     "PRUNED", "faded", "memories_prune", "memories_unprune", "pruned_count", "prune_banks_task",
 ]
