@@ -33,9 +33,9 @@ from chronicle.simulation.models import Simulation
 from chronicle.simulation.providers import get_provider
 from chronicle.simulation.providers.scripted import ScriptedProvider
 from memory.api import (
-    REGISTRY, SCORING_PRESETS, MemoryLimitReached, ToolContext, bank_create, call_tool, consolidate_matching,
-    memories_describe, memory_archive, memory_create, memory_retain, memory_stats, memory_update, recall_filtered,
-    reflect_on, remember_utterance, room_check, summarizer,
+    REGISTRY, SCORING_PRESETS, MemoryLimitReached, ToolContext, accesses_record, bank_create, call_tool,
+    consolidate_matching, memories_describe, memory_archive, memory_create, memory_retain, memory_stats, memory_update,
+    recall_filtered, reflect_on, remember_utterance, room_check, summarizer,
 )
 from memory.api import reflect as reflect_memories
 from memory.models import Memory, MemoryBank
@@ -294,9 +294,13 @@ def tool(request, bank_id: int, name: str, data: ToolIn):
     if name not in REGISTRY:
         raise HttpError(404, f"No tool {name!r}: use one of {', '.join(REGISTRY)}.")
     context = ToolContext(bank=_bank(request, bank_id), agent=data.agent, current_turn=data.current_turn)
+    if name == "form_memory":  # a memory written for the agent: held to the per-agent cap
+        room_check(context.bank, [data.agent])
     result = call_tool(name, data.arguments, context=context)
     if result.error:
         raise HttpError(400, result.error)
+    # What a program's agent recalls counts as a run's agent's does (decay and access boosts read it).
+    accesses_record(memory_ids=[r.memory.pk for r in result.results], turn=data.current_turn)
     return {"response": result.response, "query": result.query, "filter": result.filter,
             "latency_ms": result.latency_ms}
 

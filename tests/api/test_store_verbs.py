@@ -195,3 +195,30 @@ def test_the_schema_shows_the_new_parameters():
     assert {"query", "context", "tags", "threshold"} <= set(parts["ConsolidateIn"]["properties"])
     assert parts["RecallIn"]["properties"]["similarity_threshold"]["default"] == 0.7
     assert parts["RecallIn"]["properties"]["max_results"]["default"] == 10
+
+
+def test_a_tool_called_over_the_api_counts_what_it_recalls_and_keeps_to_the_cap(ava, settings):
+    made = ava.retain("Ava buried the silver spoons under the oak.", tags=["secret"])
+    found = ava.c.post(f"{ava.base}/tools/query_memory", {"agent": "Ava", "current_turn": 4, "arguments": {
+        "query": "where are the spoons?", "tags": ["secret"], "tag_mode": "any_strict"}},
+        content_type="application/json", **bearer(ava.token))
+    assert found.status_code == 200 and found.json()["filter"]["tags_mode"] == "any_strict"
+    assert [m["content"] for m in found.json()["response"]["memories"]] == [made["content"]]
+    stored = Memory.objects.get(pk=made["id"])
+    assert stored.access_count == 1 and stored.last_accessed_turn == 4
+    settings.MEMORY_MAX_PER_AGENT = 1
+    full = ava.c.post(f"{ava.base}/tools/form_memory", {"agent": "Ava", "arguments": {
+        "content": "The oak is hollow.", "importance": 5}}, content_type="application/json", **bearer(ava.token))
+    assert full.status_code == 409 and Memory.objects.filter(agent="Ava").count() == 1
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"agent": "Ava", "content": "x", "context": "bad\u0000context"}, "context"),
+    ({"agent": "Ava", "content": "x", "metadata": {"place": "bad\u0000value"}}, "metadata"),
+    ({"agent": "Ava", "content": "x", "entities": [{"name": "Zed\u0007", "role": "enemy"}]}, "entities.0.name"),
+    ({"agent": "Ava", "content": "x", "metadata": {str(i): i for i in range(51)}}, "metadata"),
+])
+def test_hostile_details_are_refused_naming_the_field(ava, body, field):
+    answer = ava.post("retain", body)
+    assert answer.status_code == 400 and answer.json()["detail"].startswith(field), answer.json()
+    assert not Memory.objects.exists()
