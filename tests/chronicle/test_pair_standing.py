@@ -69,3 +69,23 @@ def test_a_renamed_or_deleted_character_takes_its_standings_along(user, make_cha
     character_delete(character=jordan)
     scenario.refresh_from_db()
     assert scenario.pair_standing == {}
+
+
+def test_standings_travel_in_the_scenarios_json_and_a_bad_one_is_refused(client_for, user, other_user, make_character,
+                                                                        make_scenario):
+    import json
+
+    from chronicle.services.cards import CardImportError, card_import
+
+    alex = make_character(user)
+    jordan = make_character(user, name="Jordan", knowledge={})
+    scenario = make_scenario(user, cast=[alex, jordan], pair_standing={"Jordan": {"Alex": {"trust": -0.4, "affinity": 0.2}}})
+    raw = client_for(user).get(reverse("scenario_export", args=[scenario.pk])).content
+    assert json.loads(raw)["scenario"]["pair_standing"] == {"Jordan": {"Alex": {"trust": -0.4, "affinity": 0.2}}}
+    copy = card_import(owner=other_user, raw=raw).scenario
+    assert copy.pair_standing == scenario.pair_standing
+    data = json.loads(raw)
+    data["scenario"]["pair_standing"] = {"Jordan": {"Alex": {"trust": 3}}}
+    with pytest.raises(CardImportError) as refused:
+        card_import(owner=other_user, raw=json.dumps(data).encode(), as_copy=True)
+    assert "scenario.pair_standing.Jordan.Alex" in str(refused.value.errors)
