@@ -13,30 +13,30 @@ Errors are JSON: {"detail": "..."}.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
-from typing import Annotated
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, ValidationError
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import NinjaAPI, Query, Schema
+from ninja import NinjaAPI, Query
 from ninja.errors import HttpError, ValidationError as SchemaError
-from pydantic import AfterValidator, Field
 from ninja.security import HttpBearer
 
 from api.guards import json_only
 from api.models import ApiToken
+from api.schemas import (
+    BankIn, BankOut, ConsolidateIn, MemoriesQuery, MemoryIn, MemoryOut, MemoryPatch, RecallIn, ReflectIn, ReflectOut,
+    ResultOut, RetainIn, StatsOut, ToolIn,
+)
 from api.throttle import TokenRateThrottle
 from chronicle.simulation.models import Simulation
 from chronicle.simulation.providers import get_provider
 from chronicle.simulation.providers.scripted import ScriptedProvider
 from memory.api import (
-    INT_MAX, NAME_LIMIT, OFFSET_MAX, RECALL_K_MAX, REGISTRY, RETAIN_LISTENERS_MAX, SCORING_PRESETS, TEXT_LIMIT,
-    MemoryFilter, ToolContext, bank_create, call_tool, clean_kinds, clean_text, memory_archive, memory_create,
-    memory_update, recall, remember_utterance, summarizer,
+    REGISTRY, SCORING_PRESETS, MemoryLimitReached, ToolContext, accesses_record, bank_create, call_tool,
+    consolidate_matching, memories_describe, memory_archive, memory_create, memory_retain, memory_stats, memory_update,
+    recall_filtered, reflect_on, remember_utterance, room_check, summarizer,
 )
-from memory.api import consolidate as consolidate_memories
 from memory.api import reflect as reflect_memories
 from memory.models import Memory, MemoryBank
 from wonda_site.outage import part_of, unavailable
@@ -95,146 +95,15 @@ def _failed(request, exc: Exception):
                                status=500)
 
 
+@api.exception_handler(MemoryLimitReached)
+def _full(request, exc: MemoryLimitReached):
+    """Seed 004's max_memories_per_entity: nothing written, and what to do about it."""
+    return api.create_response(request, {"detail": str(exc)}, status=409)
+
+
 @api.exception_handler(Http404)
 def _missing(request, exc):
     return api.create_response(request, {"detail": "Not found."}, status=404)
-
-
-# --- schemas ------------------------------------------------------------------------------------
-# Each field is checked by memory's own input rules (memory.services.validation), the ones the MCP
-# tools, the forms and the imports use: a NUL byte, a lone surrogate, a control character, a name
-# with nothing visible, a number PostgreSQL cannot hold or an unknown kind is a 400 naming the
-# field, before anything is written.
-
-def _text(limit: int, required: bool = True, name: bool = False):
-    def check(value: str) -> str:
-        try:
-            return clean_text(value, "value", limit=limit, required=required, name=name)
-        except ValidationError as exc:
-            raise ValueError(" ".join(exc.message_dict["value"])) from None
-    return AfterValidator(check)
-
-
-def _kinds(value: list[str] | None) -> list[str] | None:
-    try:
-        return clean_kinds(value) if value is not None else None
-    except ValidationError as exc:
-        raise ValueError(" ".join(exc.message_dict["kinds"])) from None
-
-
-Name = Annotated[str, _text(NAME_LIMIT, name=True)]
-OptionalName = Annotated[str, _text(NAME_LIMIT, required=False, name=True)]
-Text = Annotated[str, _text(TEXT_LIMIT)]
-Content = Annotated[str, _text(10**6)]  # memory.models.MAX_CONTENT_CHARS has the last word
-Turn = Annotated[int, Field(ge=-INT_MAX - 1, le=INT_MAX)]
-Importance = Annotated[float, Field(ge=0, le=10)]
-Valence = Annotated[float, Field(ge=-1, le=1)]
-Tags = Annotated[list[Annotated[str, _text(100, name=True)]], Field(max_length=50)]
-Kinds = Annotated[list[str] | None, AfterValidator(_kinds)]
-
-
-class BankIn(Schema):
-    name: Name
-
-
-class BankOut(Schema):
-    id: int
-    name: str
-    seed_status: str
-    memories: int
-
-
-class MemoryIn(Schema):
-    content: Content
-    agent: OptionalName = ""
-    kind: Annotated[str, AfterValidator(lambda v: _kinds([v])[0])] = "semantic"
-    category: Annotated[str, _text(50, required=False, name=True)] = ""
-    importance: Importance = 5.0
-    turn: Turn | None = None
-    about: OptionalName = ""
-    emotional_valence: Valence = 0.0
-    tags: Tags = []
-
-
-class MemoryPatch(Schema):
-    content: Content | None = None
-    importance: Importance | None = None
-    tags: Tags | None = None
-
-
-class MemoryOut(Schema):
-    id: int
-    agent: str
-    kind: str
-    category: str
-    content: str
-    importance: float
-    turn: int | None
-    story_time: datetime | None  # the story's date and time (a run with a story calendar)
-    speaker: str
-    about: str
-    emotional_valence: float
-    source: str
-    status: str
-    tags: list[str]
-    metadata: dict
-
-
-class RetainIn(Schema):
-    speaker: Name
-    text: Text
-    listeners: Annotated[list[Name], Field(min_length=1, max_length=RETAIN_LISTENERS_MAX)]
-    turn: Turn
-    scorer: str | None = "heuristic"
-
-
-class RecallIn(Schema):
-    query: Text
-    agent: Name | None = None
-    kinds: Kinds = None
-    k: Annotated[int, Field(ge=1, le=RECALL_K_MAX)] = 5
-    scoring: str = "similarity"
-    current_turn: Turn | None = None
-    shared: bool = False
-    associations: Annotated[float, Field(ge=0, le=1)] = 0.0
-
-
-class ResultOut(Schema):
-    rank: int
-    score: float
-    components: dict[str, float]
-    matched_key: str | None
-    memory: MemoryOut
-
-
-class ReflectIn(Schema):
-    agent: Name
-    turn: Turn
-
-
-class ConsolidateIn(Schema):
-    agent: Name
-    before_turn: Turn
-
-
-class ToolIn(Schema):
-    agent: Name
-    arguments: dict = {}
-    current_turn: Turn | None = None
-
-
-class MemoriesQuery(Schema):
-    agent: OptionalName | None = None
-    kind: Annotated[str | None, AfterValidator(lambda v: _kinds([v])[0] if v else v)] = None
-    status: Annotated[str, AfterValidator(lambda v: _status(v))] = "active"
-    limit: Annotated[int, Field(ge=1, le=1000)] = 100
-    offset: Annotated[int, Field(ge=0, le=OFFSET_MAX)] = 0
-
-
-def _status(value: str) -> str:
-    if value not in Memory.Status.values:
-        raise ValueError(f"use one of {', '.join(Memory.Status.values)}.")
-    return value
 
 
 def _bank(request, bank_id: int) -> MemoryBank:
@@ -278,7 +147,10 @@ def memories(request, bank_id: int, filters: Query[MemoriesQuery]):
 
 @api.post("/banks/{bank_id}/memories", response={201: MemoryOut}, tags=["memories"])
 def memory_new(request, bank_id: int, data: MemoryIn):
-    memory = memory_create(bank=_bank(request, bank_id), source="writer", **data.dict())
+    bank = _bank(request, bank_id)
+    if data.agent:
+        room_check(bank, [data.agent])
+    memory = memory_create(bank=bank, source="writer", **data.dict())
     return 201, memory
 
 
@@ -303,26 +175,51 @@ def memory_remove(request, bank_id: int, memory_id: int):
 
 @api.post("/banks/{bank_id}/retain", response={201: list[MemoryOut]}, tags=["verbs"])
 def retain(request, bank_id: int, data: RetainIn):
-    """A line heard: one episodic memory per listener (embedded, scored), as a simulation's turn keeps it."""
+    """Seed 004's retain: `agent` and `content` make one memory the agent lived (with its kind,
+    importance, context, metadata, entities and tags). Or a line heard: `speaker`, `text`,
+    `listeners` and `turn` make one scored episodic memory per listener, as a run's turn keeps it.
+    An agent at the limit of active memories (WONDA_MEMORY_MAX_PER_AGENT, 1,000) is a 409."""
+    bank = _bank(request, bank_id)
+    if data.agent is not None:
+        return 201, [memory_retain(bank=bank, agent=data.agent, content=data.content, kind=data.kind,
+                                   importance=data.importance, context=data.context, metadata=data.metadata,
+                                   entities=[e.dict() for e in data.entities], tags=data.tags, turn=data.turn)]
     if data.scorer not in (None, "heuristic"):
         raise HttpError(400, "scorer: use heuristic, or null for a flat 5.0 (the model scorer needs a run's model).")
-    kept = remember_utterance(bank=_bank(request, bank_id), speaker=data.speaker, text=data.text, turn=data.turn,
-                              listeners=data.listeners, scorer=data.scorer)
-    return 201, list(kept)
+    room_check(bank, data.listeners)
+    kept = list(remember_utterance(bank=bank, speaker=data.speaker, text=data.text, turn=data.turn,
+                                   listeners=data.listeners, scorer=data.scorer))
+    return 201, _with_details(kept, data)
+
+
+def _with_details(kept: list[Memory], data: RetainIn) -> list[Memory]:
+    """A line heard keeps the context, metadata, entities and tags sent with it, on every copy."""
+    if not (data.context or data.metadata or data.entities or data.tags):
+        return kept
+    return memories_describe(memories=kept, context=data.context, metadata=data.metadata,
+                             entities=[e.dict() for e in data.entities], tags=data.tags)
 
 
 @api.post("/banks/{bank_id}/recall", response=list[ResultOut], tags=["verbs"])
 def recall_memories(request, bank_id: int, data: RecallIn):
-    """The tools' search: the same ranking and score components."""
+    """Seed 004's recall: the tools' ranking and score components, filtered by kinds, tags (in a tag
+    mode) and importance; only memories at least `similarity_threshold` similar to the query, at most
+    `max_results`. What it returns counts as recalled (access counts), as in a run."""
     if data.scoring not in SCORING_PRESETS:
         raise HttpError(400, f"scoring: use one of {', '.join(SCORING_PRESETS)}.")
     bank = _bank(request, bank_id)
     _agent_known(bank, data.agent)
-    flt = MemoryFilter(agent=data.agent, kinds=data.kinds, shared=data.shared)
-    results = recall(bank, data.query, filter=flt, k=data.k,
-                     scoring=data.scoring, current_turn=data.current_turn, associations=data.associations)
-    return [{"rank": r.rank, "score": r.score, "components": r.components, "matched_key": r.matched_key,
-             "memory": r.memory} for r in results]
+    results = recall_filtered(bank, data.query, agent=data.agent, kinds=data.kinds, tags=data.tags,
+                              mode=data.tag_mode, min_importance=data.min_importance,
+                              similarity_threshold=data.similarity_threshold, max_results=data.k or data.max_results,
+                              shared=data.shared, scoring=data.scoring, current_turn=data.current_turn,
+                              associations=data.associations)
+    return [_result(r) for r in results]
+
+
+def _result(r) -> dict:
+    return {"rank": r.rank, "score": r.score, "components": r.components, "matched_key": r.matched_key,
+            "memory": r.memory}
 
 
 def _agent_known(bank: MemoryBank, agent: str | None) -> None:
@@ -343,24 +240,52 @@ def _model_of(bank: MemoryBank):
     return get_provider(run) if run is not None else ScriptedProvider()
 
 
-@api.post("/banks/{bank_id}/reflect", response={201: list[MemoryOut]}, tags=["verbs"])
+@api.post("/banks/{bank_id}/reflect", response={200: ReflectOut, 201: ReflectOut}, tags=["verbs"])
 def reflect(request, bank_id: int, data: ReflectIn):
-    """The agent reflects now, with the model of the run the bank belongs to (offline for a bank
-    made over the API, or a run without a model: the scripted provider's questions and insights)."""
+    """With a `query` (seed 004): the agent's memories that answer it (tags in a tag mode, the
+    similarity floor) and an answer in its voice by the model of the run the bank belongs to, or,
+    with no model, those memories listed; nothing stored (200). Without one: the agent reflects now
+    on what it lived and stores insights with their evidence at `turn` (201; offline, the scripted
+    provider's questions and insights)."""
     bank = _bank(request, bank_id)
-    made = reflect_memories(bank, data.agent, turn=data.turn, ask=_model_of(bank).complete)
-    return 201, made
+    _agent_known(bank, data.agent)
+    model = _model_of(bank)
+    if data.query is not None:
+        answer, used = reflect_on(bank, data.agent, data.query, context=data.context, tags=data.tags,
+                                  mode=data.tag_mode, similarity_threshold=data.similarity_threshold,
+                                  max_results=data.max_results, current_turn=data.turn,
+                                  ask=model.complete if model.name == "openai" else None)
+        return 200, {"answer": answer, "memories": [_result(r) for r in used], "insights": []}
+    made = reflect_memories(bank, data.agent, turn=data.turn, ask=model.complete)
+    return 201, {"answer": "\n".join(m.content for m in made), "memories": [], "insights": made}
 
 
 @api.post("/banks/{bank_id}/consolidate", response=list[MemoryOut], tags=["verbs"])
 def consolidate(request, bank_id: int, data: ConsolidateIn):
-    """The agent's similar old unimportant memories before `before_turn` become summaries: written by
-    the model of the run the bank belongs to, when it has one (offline otherwise)."""
+    """Seed 004's consolidate: the agent's episodic and observation memories (with the tags; the
+    ones most similar to `query` when given; before `before_turn` when given) grouped at cosine ≥
+    `threshold`; each group of two or more becomes one summary (10 % more important than its best
+    original, the tags merged, decaying 20 % slower), the originals kept as "consolidated". The
+    summary is written by the model of the run the bank belongs to at temperature 0.3 in at most 300
+    tokens, else offline (the group's most central line)."""
     bank = _bank(request, bank_id)
+    _agent_known(bank, data.agent)
     model = _model_of(bank)
-    summarize = summarizer(model.complete) if model.name == "openai" else None
-    results = consolidate_memories(bank, data.agent, before_turn=data.before_turn, summarize=summarize)
+    summarize = summarizer(model.complete, context=data.context) if model.name == "openai" else None
+    results = consolidate_matching(bank, data.agent, query=data.query, tags=data.tags, mode=data.tag_mode,
+                                   threshold=data.threshold, before_turn=data.before_turn, summarize=summarize)
     return [r.summary for r in results]
+
+
+@api.get("/banks/{bank_id}/stats/{agent}", response=StatsOut, tags=["verbs"])
+def stats(request, bank_id: int, agent: str):
+    """Seed 002's memory statistics of one agent: kinds, importance by band and its balance, semantic
+    diversity, themes (by the run's model when the bank has one, else offline keywords), and its
+    latest and most important memories."""
+    bank = _bank(request, bank_id)
+    _agent_known(bank, agent)
+    model = _model_of(bank)
+    return memory_stats(bank, agent, ask=model.complete if model.name == "openai" else None)
 
 
 @api.post("/banks/{bank_id}/tools/{name}", tags=["tools"])
@@ -369,9 +294,13 @@ def tool(request, bank_id: int, name: str, data: ToolIn):
     if name not in REGISTRY:
         raise HttpError(404, f"No tool {name!r}: use one of {', '.join(REGISTRY)}.")
     context = ToolContext(bank=_bank(request, bank_id), agent=data.agent, current_turn=data.current_turn)
+    if name == "form_memory":  # a memory written for the agent: held to the per-agent cap
+        room_check(context.bank, [data.agent])
     result = call_tool(name, data.arguments, context=context)
     if result.error:
         raise HttpError(400, result.error)
+    # What a program's agent recalls counts as a run's agent's does (decay and access boosts read it).
+    accesses_record(memory_ids=[r.memory.pk for r in result.results], turn=data.current_turn)
     return {"response": result.response, "query": result.query, "filter": result.filter,
             "latency_ms": result.latency_ms}
 

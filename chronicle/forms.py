@@ -303,8 +303,46 @@ class ScenarioForm(TextRuleForm, forms.ModelForm):
                 notes.setdefault(knower, {})[about] = str(text).strip()
         return notes
 
+    def pair_standing_from_data(self, cast) -> tuple[dict[str, dict[str, dict[str, float]]], list[str]]:
+        """Read `trust-<agent id>-<other id>` and `affinity-…` inputs into {"Alex": {"Jordan": {"trust": 0.5,
+        "affinity": 0}}}, and what is wrong with them in the writer's words."""
+        by_id = {str(c.pk): c.name for c in cast}
+        standing: dict[str, dict[str, dict[str, float]]] = {}
+        problems = []
+        for key, raw in self.data.items():
+            match = re.fullmatch(r"(trust|affinity)-(\d+)-(\d+)", key)
+            if not match or not str(raw).strip():
+                continue
+            agent, other = by_id.get(match[2]), by_id.get(match[3])
+            if not agent or not other or agent == other:
+                continue
+            try:
+                value = float(str(raw).strip())
+            except ValueError:
+                value = float("nan")
+            if not -1 <= value <= 1:  # NaN too
+                problems.append(f"{agent}'s starting {match[1]} towards {other} must be a number from −1 to 1.")
+                continue
+            standing.setdefault(agent, {}).setdefault(other, {"trust": 0.0, "affinity": 0.0})[match[1]] = value
+        return standing, problems
+
+    def pair_standing_typed(self, cast) -> dict[str, dict[str, dict[str, str]]]:
+        """What was typed in the standing inputs, as typed (shown again beside a refusal)."""
+        by_id = {str(c.pk): c.name for c in cast}
+        typed: dict[str, dict[str, dict[str, str]]] = {}
+        for key, raw in self.data.items():
+            match = re.fullmatch(r"(trust|affinity)-(\d+)-(\d+)", key)
+            if match and by_id.get(match[2]) and by_id.get(match[3]):
+                pair = typed.setdefault(by_id[match[2]], {}).setdefault(by_id[match[3]], {"trust": "", "affinity": ""})
+                pair[match[1]] = str(raw)[:20]
+        return typed
+
     def clean(self):
         cleaned = super().clean()
+        standing, problems = self.pair_standing_from_data(cleaned.get("cast") or [])
+        for problem in problems:
+            self.add_error(None, problem)
+        cleaned["pair_standing"] = standing
         notes = self.pair_notes_from_data(cleaned.get("cast") or [])
         for knower, row in notes.items():
             for about, text in row.items():

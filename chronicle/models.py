@@ -119,6 +119,8 @@ class Scenario(models.Model):
     cast = models.ManyToManyField(Character, related_name="scenarios", blank=True)
     # {"Alex": {"Jordan": "what Alex knows about Jordan"}}
     pair_notes = models.JSONField(default=dict, blank=True)
+    # How each stands with each other at the start: {"Alex": {"Jordan": {"trust": 0.5, "affinity": -0.2}}}.
+    pair_standing = models.JSONField(default=dict, blank=True)
     # The run settings its file came with (a Wonda scenario's "settings"): what "Run this scenario" starts from.
     run_settings = models.JSONField(default=dict, blank=True)
     preview_bank = models.ForeignKey("memory.MemoryBank", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -135,7 +137,10 @@ class Scenario(models.Model):
 
     def to_sheet(self):
         return ScenarioSheet(title=self.title, location=self.location, atmosphere=self.atmosphere,
-                             time_of_day=self.time_of_day, description=self.description)
+                             time_of_day=self.time_of_day, description=self.description,
+                             relationships=[{"agent": agent, "other": other, **values}
+                                            for agent, row in (self.pair_standing or {}).items()
+                                            for other, values in row.items()])
 
     def cast_sheets(self, cast: list[Character] | None = None) -> list:
         """The cast's sheets (this scenario's cast unless another list is given, e.g. a run's), each

@@ -33,6 +33,27 @@ from memory.services.banks import (
 )
 from memory.signals import memory_edited
 
+# Seed 004's store verbs as programs call them (the HTTP API): retain with context, metadata, entities
+# and tags under the per-agent cap; recall with tag modes and floors; reflect on a query; consolidate.
+from memory.services.store import (
+    MAX_RESULTS, SIMILARITY_THRESHOLD, MemoryLimitReached, memories_describe, recall_filtered, reflect_on, room_check, tag_mode,
+)
+from memory.services.store import retain as memory_retain
+from memory.recalling.filters import TAG_MODES
+from memory.living.consolidation import consolidate_matching
+# Pruning: faded, unimportant lived memories archived (and back), by the bank page and Celery beat.
+from memory.living.pruning import PRUNED, faded, memories_prune, memories_unprune, pruned_count
+
+# Card lore woken by its keys in the recent lines (SillyTavern's world info).
+from memory.recalling.lore import LORE_CATEGORY, lore_triggered
+
+# Seed 002's statistics of one agent's memories (the analytics page, the API's /stats/<agent>).
+from memory.measuring.stats import BANDS as IMPORTANCE_BANDS, MemoryStats, memory_stats
+
+# Seed 004's operation counters, as every process added to them (wonda_site.metrics serves them).
+from memory.measuring.operations import BUCKETS as OPERATION_BUCKETS
+from memory.measuring.operations import read as operation_counts
+
 # The bounds every outside input is held to (the HTTP API's schemas), with their clean-up, and the
 # one text rule (the API, the MCP tools, the forms and the imports share it).
 from memory.services.validation import (
@@ -76,7 +97,7 @@ from memory.living.reflection import (
 from memory.living.relationships import describe, relationships_update, standing
 
 # Work done by memory's workers.
-from memory.tasks import bank_map_task, consolidate_bank_task, extract_task, seed_bank_task
+from memory.tasks import bank_map_task, consolidate_bank_task, extract_task, prune_banks_task, seed_bank_task
 
 # The error a failing embedding model raises (a turn that meets it is paused, not lost).
 from memory.embedding.errors import EmbeddingError
@@ -128,4 +149,8 @@ __all__ = [
     "access_check", "accesses_export", "accesses_import",
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",
     "EmbeddingError", "embed_ahead", "background", "bank_map", "ConsolidationResult",
+    "MAX_RESULTS", "SIMILARITY_THRESHOLD", "MemoryLimitReached", "recall_filtered", "reflect_on", "room_check",
+    "tag_mode", "memory_retain", "memories_describe", "TAG_MODES", "consolidate_matching", "operation_counts", "OPERATION_BUCKETS",
+    "IMPORTANCE_BANDS", "MemoryStats", "memory_stats", "LORE_CATEGORY", "lore_triggered",
+    "PRUNED", "faded", "memories_prune", "memories_unprune", "pruned_count", "prune_banks_task",
 ]

@@ -22,6 +22,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from memory.services import accesses_record
+from memory.services.store import MemoryLimitReached, room_check
 from memory.recalling.tools import ToolCallResult, ToolContext, call_tool, openai_tool_schemas
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,13 @@ def _call(name: str, arguments: dict | None, context: ToolContext) -> ToolCallRe
     # A stdio server lives for hours: drop a connection the database has closed, as a request would.
     close_old_connections()
     try:
+        if name == "form_memory":  # seed 004's per-agent cap holds for an outside agent's writes
+            try:
+                room_check(context.bank, [context.agent])
+            except MemoryLimitReached as full:
+                return ToolCallResult(name=name, arguments=arguments if isinstance(arguments, dict) else {},
+                                      response={"error": str(full)}, query="", filter={}, results=[],
+                                      latency_ms=0.0, error=str(full))
         result = call_tool(name, arguments, context=context)
         # An outside agent's recall counts like a simulated one's (decay and access boosts read it).
         accesses_record(memory_ids=[r.memory.pk for r in result.results], turn=context.current_turn)

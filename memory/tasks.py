@@ -16,6 +16,7 @@ from memory.forming.extraction import extract_after_turn
 from memory.forming.seeding import seed_bank
 from memory.forming.sheets import CharacterSheet, ScenarioSheet
 from memory.living.consolidation import consolidate, consolidation_due
+from memory.living.pruning import prune_all
 from memory.measuring.projection import project
 from memory.models import Memory, MemoryBank
 from memory.recalling.indexing import build_bank_index, drop_bank_index
@@ -121,3 +122,10 @@ def reembed_stale_task() -> int:
                 memory_keys_add(memory_ids=[memory.pk])
             done += 1
     return done
+
+
+@shared_task(name="memory.tasks.prune_banks_task", soft_time_limit=1800, time_limit=1860)
+def prune_banks_task() -> int:
+    """The periodic pruning (Celery beat, every WONDA_PRUNE_EVERY_HOURS): every bank's faded,
+    unimportant earned memories archived (memory.living.pruning). Returns how many."""
+    return sum(prune_all().values())

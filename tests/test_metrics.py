@@ -32,3 +32,52 @@ def test_metrics_after_a_scripted_run(user, staff_user, client_for, dinner, sett
     settings.METRICS_TOKEN = "scrape-me"
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-me").status_code == 200
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
+
+
+def _samples(text: str) -> dict[tuple, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_the_stores_operations_are_counted_as_seed_004_names_them(user, staff_user, client_for):
+    from api.models import ApiToken
+    from memory.api import bank_create
+
+    bank = bank_create(name="Ava's woods", owner=user)
+    raw = ApiToken.issue(user=user, name="tests")[1]
+    staff = client_for(staff_user)
+    before = _samples(staff.get("/metrics").content.decode())
+
+    def post(verb, body):
+        answer = Client().post(f"/api/banks/{bank.pk}/{verb}", body, content_type="application/json",
+                               HTTP_AUTHORIZATION=f"Bearer {raw}")
+        assert answer.status_code in (200, 201), answer.content
+        return answer.json()
+
+    post("retain", {"agent": "Ava", "content": "Ava saw wolves howling at the edge of the forest.", "importance": 4,
+                    "tags": ["wolves"]})
+    post("retain", {"agent": "Ava", "content": "Ava heard wolves howling by the forest edge.", "importance": 6})
+    found = post("recall", {"query": "wolves howling", "agent": "Ava", "tags": ["wolves"], "tag_mode": "AnyStrict",
+                            "similarity_threshold": 0})
+    assert len(found) == 1
+    assert len(post("consolidate", {"agent": "Ava", "threshold": 0.7})) == 1
+    after = _samples(staff.get("/metrics").content.decode())
+
+    def grew(name, **labels):
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0) - before.get(key, 0)
+
+    assert grew("memory_operations_total", operation="retain") == 3  # two retains and the summary
+    assert grew("memory_operations_total", operation="recall") == 1
+    assert grew("memory_operations_total", operation="consolidate") == 1
+    assert grew("memory_operation_duration_seconds_count", operation="recall") == 1
+    assert grew("memory_operation_duration_seconds_bucket", operation="recall", le="+Inf") == 1
+    assert grew("memory_retentions_total", kind="episodic") == 3
+    assert grew("memory_importance_bucket", kind="episodic", le="4") == 1  # 4; then 6 and the summary's 6.6
+    assert grew("memory_importance_bucket", kind="episodic", le="7") == 3
+    assert grew("memory_recall_results_count", filter_mode="AnyStrict") == 1
+    assert grew("memory_recall_results_sum", filter_mode="AnyStrict") == 1
+    assert grew("memory_consolidation_groups_total") == 1 and grew("memory_consolidation_memories_total") == 2
+    assert grew("memory_embeddings_generated_total") >= 4  # two memories, the query, the summary

@@ -92,6 +92,54 @@ class WondaCollector:
         cached = CounterMetricFamily("wonda_embeddings_cached", "Vectors in the embedding cache")
         cached.add_metric([], EmbeddingCache.objects.count())
         yield cached
+        yield from memory_operation_series()
+
+
+def _seed_mode(mode: str) -> str:
+    """A tag mode as seed 004 spells it (any_strict: AnyStrict; none: no tag filter)."""
+    return "".join(part.capitalize() for part in mode.split("_"))
+
+
+def memory_operation_series():
+    """Seed 004's store metrics, from the counts every process adds to in Redis (memory.measuring.operations)."""
+    from memory.api import OPERATION_BUCKETS, operation_counts
+
+    counts = operation_counts()
+    split: dict[str, dict[str, dict[str, float]]] = {}  # "results|any|le|5" → split["results"]["any"]["le|5"]
+    for field, value in counts.items():
+        head, _sep, rest = field.partition("|")
+        label, _sep, part = rest.partition("|")
+        split.setdefault(head, {}).setdefault(label, {})[part] = value
+
+    def counter(name: str, doc: str, source: str, label: str | None = None):
+        family = CounterMetricFamily(name, doc, labels=[label] if label else [])
+        if label:
+            for value_label, parts in sorted(split.get(source, {}).items()):
+                family.add_metric([value_label], parts.get("", 0.0))
+        else:
+            family.add_metric([], counts.get(source, 0.0))
+        return family
+
+    def histogram(name: str, doc: str, source: str, label: str, spell=lambda v: v):
+        family = HistogramMetricFamily(name, doc, labels=[label])
+        for value_label, parts in sorted(split.get(source, {}).items()):
+            running, buckets = 0.0, []
+            for bound in OPERATION_BUCKETS[source]:  # stored per bucket, cumulated here
+                running += parts.get(f"le|{bound}", 0.0)
+                buckets.append((f"{bound:g}", running))
+            buckets.append(("+Inf", parts.get("count", 0.0)))
+            family.add_metric([spell(value_label)], buckets, parts.get("sum", 0.0))
+        return family
+
+    yield counter("memory_operations", "Store operations (retain, recall, reflect, consolidate)", "ops", "operation")
+    yield histogram("memory_operation_duration_seconds", "A store operation's duration", "duration", "operation")
+    yield counter("memory_retentions", "Memories stored, by kind", "retentions", "kind")
+    yield histogram("memory_importance", "Importance (0-10) of the memories stored, by kind", "importance", "kind")
+    yield histogram("memory_recall_results", "Results a recall returned, by its tag mode", "results", "filter_mode",
+                    spell=_seed_mode)
+    yield counter("memory_consolidation_groups", "Groups of similar memories consolidated into one", "consolidation_groups")
+    yield counter("memory_consolidation_memories", "Memories consolidated into summaries", "consolidation_memories")
+    yield counter("memory_embeddings_generated", "Vectors the embedding model computed", "embeddings")
 
 
 def _queue_depth() -> float:

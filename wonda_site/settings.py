@@ -241,6 +241,17 @@ INDEX_BUILD_MEMORY = os.environ.get("WONDA_INDEX_BUILD_MEMORY", "512MB")
 RETRIEVAL_CONTEXT_KEYS = env_bool("WONDA_RETRIEVAL_CONTEXT_KEYS", True)
 # Consolidation (memory.living.consolidation): active earned memories per agent before a turn consolidates its old ones.
 CONSOLIDATION_BUDGET = int(os.environ.get("WONDA_CONSOLIDATION_BUDGET", "400"))
+# Seed 004's max_memories_per_entity: active memories one agent may hold before the HTTP API and MCP
+# refuse to retain another for it (409; consolidate or archive first). 0: no limit.
+MEMORY_MAX_PER_AGENT = int(os.environ.get("WONDA_MEMORY_MAX_PER_AGENT", "1000"))
+# Seed 004's min_importance_threshold (0..1 of the 0..10 scale): pruning archives an earned memory whose
+# decayed importance fell below it (memory.living.pruning), daily and from the bank page.
+PRUNE_MIN_IMPORTANCE = float(os.environ.get("WONDA_PRUNE_MIN_IMPORTANCE", "0.1"))
+# How often Celery beat prunes every bank (hours; 0: never on its own, the bank page's button only).
+# Off by default: a long story's old, quiet lines are what its later questions ask about.
+PRUNE_EVERY_HOURS = float(os.environ.get("WONDA_PRUNE_EVERY_HOURS", "0"))
+CELERY_BEAT_SCHEDULE = {"prune-faded-memories": {"task": "memory.tasks.prune_banks_task",
+                                                 "schedule": PRUNE_EVERY_HOURS * 3600}} if PRUNE_EVERY_HOURS > 0 else {}
 # Links followed one hop in a simulation's searches (spreading activation; 0: off): new runs' default.
 # Off by default: it changes rankings, and costs a query a search plus a ranking of the neighbours
 # when links exist (~17 ms of a pre-populated turn in the demo, whose insights and beliefs link a lot).

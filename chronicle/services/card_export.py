@@ -98,6 +98,7 @@ def scenario_export(scenario: Scenario) -> dict:
             "time_of_day": scenario.time_of_day, "description": scenario.description,
             "user_name": scenario.user_name,
             "cast": [c.name for c in cast], "pair_notes": scenario.pair_notes or {},
+            **({"pair_standing": scenario.pair_standing} if scenario.pair_standing else {}),
         },
         "characters": [character_to_wonda(c) for c in cast],
     } | ({"settings": scenario.run_settings} if scenario.run_settings else {})  # how it runs, as it came in

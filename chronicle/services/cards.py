@@ -41,7 +41,7 @@ from chronicle.services.card_v2 import character_from_card as _character_from_ca
 from chronicle.services.card_v2 import sheet_fields
 from chronicle.services.characters import character_request_preview
 from chronicle.services.portraits import PortraitError, portrait_from_image, portrait_set
-from chronicle.services.scenarios import clean_pair_notes, scenario_create
+from chronicle.services.scenarios import clean_pair_notes, clean_pair_standing, scenario_create
 from chronicle.simulation.services import file_settings_errors
 from memory.api import text_problem_in
 
@@ -119,10 +119,23 @@ def _scenario_from_wonda(data: Any, check: _Checker, names: list[str]) -> dict |
         check.errors.append("scenario.pair_notes must map names to {name: text}")
         notes = {}
     values["pair_notes"] = notes
+    values["pair_standing"] = _standing_from_wonda(data.get("pair_standing") or {}, check)
     return values
 
 
-# --- import -----------------------------------------------------------------------------------
+def _standing_from_wonda(standing: Any, check: _Checker) -> dict:
+    """scenario.pair_standing: {name: {name: {"trust": −1..1, "affinity": −1..1}}}, each refusal named."""
+    rows = standing.values() if isinstance(standing, dict) else [None]
+    pairs = [(a, o, p) for a, row in standing.items() for o, p in row.items()] if all(isinstance(r, dict) for r in rows) else None
+    bad = [f"{a}.{o}" for a, o, p in pairs or [] if not isinstance(p, dict) or any(
+        k not in ("trust", "affinity") or isinstance(v, bool) or not isinstance(v, (int, float)) or not -1 <= v <= 1
+        for k, v in p.items())]
+    if pairs is None or bad:
+        check.errors.append(f"scenario.pair_standing{'.' + bad[0] if bad else ''}: map names to {{name: {{\"trust\": …, "
+                            "\"affinity\": …}}, each a number from -1 to 1")
+        return {}
+    return standing
+
 
 def _text_checked(data: Any) -> Any:
     """The whole file by the one text rule (memory's, as the forms and the API): JSON can carry
@@ -202,6 +215,8 @@ def _rename(rows: list[dict], scenario_values: dict | None, renamed: dict[str, s
         scenario_values["cast"] = [new(n) for n in scenario_values["cast"]]
         scenario_values["pair_notes"] = {new(k): {new(o): t for o, t in row.items()} if isinstance(row, dict) else row
                                          for k, row in scenario_values["pair_notes"].items()}
+        scenario_values["pair_standing"] = {new(k): {new(o): t for o, t in row.items()} if isinstance(row, dict) else row
+                                            for k, row in scenario_values.get("pair_standing", {}).items()}
         scenario_values["run_settings"] = {key: renamed_in(value, renamed)
                                            for key, value in (scenario_values.get("run_settings") or {}).items()}
 
@@ -259,6 +274,7 @@ def import_match(*, owner, raw: bytes, settings: bool = True) -> tuple[ImportRes
         file_rows, file_values = copy.deepcopy(rows), copy.deepcopy(values)
         _rename(file_rows, file_values, {k: v for k, v in renamed.items() if k != v})
         file_values["pair_notes"] = clean_pair_notes(file_values["pair_notes"], set(cast))
+        file_values["pair_standing"] = clean_pair_standing(file_values.get("pair_standing", {}), set(cast))
         same_cast = all(getattr(cast[row["name"]], key) == value
                         for row in file_rows for key, value in row.items() if key != "portrait")
         compared = [key for key in file_values if key != "cast" and (settings or key != "run_settings")]

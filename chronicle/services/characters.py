@@ -70,9 +70,10 @@ def character_delete(*, character: Character) -> None:
     # Pair notes in the writer's scenarios by or about it would name someone no longer there.
     for scenario in Scenario.objects.owned_by(character.owner).select_for_update():
         notes = _without(scenario.pair_notes or {}, character.name)
-        if notes != (scenario.pair_notes or {}):
-            scenario.pair_notes = notes
-            scenario.save(update_fields=["pair_notes", "updated"])
+        standing = _without(scenario.pair_standing or {}, character.name)
+        if notes != (scenario.pair_notes or {}) or standing != (scenario.pair_standing or {}):
+            scenario.pair_notes, scenario.pair_standing = notes, standing
+            scenario.save(update_fields=["pair_notes", "pair_standing", "updated"])
     character.delete()
     if bank is not None:
         bank_delete(bank=bank)  # the preview bank is the character's alone
@@ -85,12 +86,16 @@ def _renamed(character: Character, old: str) -> None:
         bank_rename(bank_id=character.preview_bank_id, name=f"Preview: {character.name}")
     new = character.name
     for scenario in Scenario.objects.owned_by(character.owner).select_for_update():
-        notes = scenario.pair_notes or {}
-        renamed = {new if who == old else who: {new if other == old else other: note for other, note in about.items()}
-                   for who, about in notes.items() if isinstance(about, dict)}
-        if renamed != notes:
-            scenario.pair_notes = renamed
-            scenario.save(update_fields=["pair_notes", "updated"])
+        changed = []
+        for field in ("pair_notes", "pair_standing"):  # both name the cast by name
+            pairs = getattr(scenario, field) or {}
+            renamed = {new if who == old else who: {new if other == old else other: value for other, value in about.items()}
+                       for who, about in pairs.items() if isinstance(about, dict)}
+            if renamed != pairs:
+                setattr(scenario, field, renamed)
+                changed.append(field)
+        if changed:
+            scenario.save(update_fields=[*changed, "updated"])
     for other in Character.objects.owned_by(character.owner).exclude(pk=character.pk).select_for_update():
         knowledge = other.knowledge or {}
         if old in knowledge and new not in knowledge:

@@ -10,7 +10,8 @@ from django.db import transaction
 from chronicle.models import Character, Scenario
 from memory.api import bank_create, bank_delete, bank_request_seed
 
-FIELDS = ("title", "location", "atmosphere", "time_of_day", "description", "user_name", "pair_notes", "run_settings")
+FIELDS = ("title", "location", "atmosphere", "time_of_day", "description", "user_name", "pair_notes", "pair_standing",
+          "run_settings")
 
 
 def clean_pair_notes(notes: dict, names: set[str]) -> dict[str, dict[str, str]]:
@@ -23,6 +24,21 @@ def clean_pair_notes(notes: dict, names: set[str]) -> dict[str, dict[str, str]]:
                if other in names and other != knower and str(text or "").strip()}
         if row:
             clean[knower] = row
+    return clean
+
+
+def clean_pair_standing(standing: dict, names: set[str]) -> dict[str, dict[str, dict[str, float]]]:
+    # Between two cast members only, each measure within −1..1; a pair left at 0 and 0 is no start at all.
+    clean: dict[str, dict[str, dict[str, float]]] = {}
+    for agent, row in (standing or {}).items():
+        if agent not in names or not isinstance(row, dict):
+            continue
+        for other, values in row.items():
+            if other not in names or other == agent or not isinstance(values, dict):
+                continue
+            pair = {k: round(max(-1.0, min(1.0, float(values.get(k) or 0.0))), 3) for k in ("trust", "affinity")}
+            if any(pair.values()):
+                clean.setdefault(agent, {})[other] = pair
     return clean
 
 
@@ -42,6 +58,7 @@ def _save(scenario: Scenario, data: dict[str, Any], cast: Iterable[Character] | 
     if any(c.owner_id != scenario.owner_id for c in cast_list):
         raise ValidationError({"cast": "The cast can only include your own characters."})
     scenario.pair_notes = clean_pair_notes(scenario.pair_notes, {c.name for c in cast_list})
+    scenario.pair_standing = clean_pair_standing(scenario.pair_standing, {c.name for c in cast_list})
     scenario.full_clean()
     scenario.save()
     if cast is not None:

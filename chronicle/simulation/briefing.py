@@ -13,8 +13,8 @@ from chronicle.simulation.turn_types import TurnInput, TurnOutcome, still_as_sho
 from memory.models import Memory
 from memory.api import (
     DAY_SUMMARY, MEMORY_KINDS, SECRET_LABEL, WHOLE_SHEET_K, WITNESSED_KINDS, CharacterSheet, MemoryFilter, calibrated,
-    describe, latest_day_turn, only_time, recall_sheet, recall_stable, restates_window, retrieval_filter, said_date,
-    sheet_aspects, stable_snapshot, standing, told_text,
+    describe, latest_day_turn, lore_triggered, only_time, recall_sheet, recall_stable, restates_window,
+    retrieval_filter, said_date, sheet_aspects, stable_snapshot, standing, told_text,
 )
 
 
@@ -153,7 +153,28 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
             _fill(sections.setdefault(title, Section(title)), snapshots, turn, shown=shown)
             if title == "Who you are":
                 told = _told(turn, snapshots)
-    return [*sections.values(), *([told] if told.lines else [])]
+    lore = _lore(turn, outcome, shown)
+    return [*sections.values(), *([lore] if lore.lines else []), *([told] if told.lines else [])]
+
+
+# Card lore woken by its keys (SillyTavern's world info): an entry whose key the last few lines say,
+# or this turn's directions, is put before the agent (memory.api.lore_triggered), as ST does.
+LORE = "Lore that just came up"
+LORE_SCAN_LINES = 4  # ST's scan depth: how many of the latest lines wake an entry
+
+
+def _lore(turn: TurnInput, outcome: TurnOutcome, shown: set[int]) -> Section:
+    section = Section(LORE)
+    recent = [text for _number, _speaker, text in turn.transcript[-LORE_SCAN_LINES:]]
+    recent += [text for number, text in turn.stage if number > turn.number - LORE_SCAN_LINES]
+    started = time.perf_counter()
+    snapshots = [m.snapshot() for m in lore_triggered(turn.bank, turn.agent, "\n".join(recent))]
+    if snapshots:  # recorded like a section's search, for the inspector: which entries woke
+        outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": LORE}, query="keys in the latest lines",
+                       filter={}, results=snapshots, error="", path="keys",
+                       latency_ms=round((time.perf_counter() - started) * 1000, 2))
+        _fill(section, snapshots, turn, shown=shown)
+    return section
 
 
 # The secrets the agent has told, and to whom (chronicle.simulation.secrets), from the turn after: in

@@ -24,9 +24,12 @@ def _owned(request: HtmxHttpRequest, pk: int) -> Scenario:
     return get_object_or_404(Scenario.objects.owned_by(request.user).select_related("preview_bank"), pk=pk)
 
 
-def pair_rows(cast: list[Character], notes: dict) -> list[dict]:
-    """For each cast member, one note per other member: what the first knows about the second."""
-    return [{"knower": a, "others": [{"about": b, "text": (notes.get(a.name) or {}).get(b.name, "")}
+def pair_rows(cast: list[Character], notes: dict, standing: dict | None = None) -> list[dict]:
+    """For each cast member, one note per other member: what the first knows about the second, and
+    how the first stands with the second when the story starts (trust, affinity)."""
+    standing = standing or {}
+    return [{"knower": a, "others": [{"about": b, "text": (notes.get(a.name) or {}).get(b.name, ""),
+                                      **((standing.get(a.name) or {}).get(b.name) or {"trust": "", "affinity": ""})}
                                      for b in cast if b.pk != a.pk]} for a in cast]
 
 
@@ -40,12 +43,12 @@ def scenario_list(request: HtmxHttpRequest) -> HttpResponse:
 def _form_page(request, form: ScenarioForm, scenario: Scenario | None, status: int = 200) -> HttpResponse:
     if form.is_bound:
         cast = list(form.cleaned_data.get("cast") or []) if hasattr(form, "cleaned_data") else []
-        notes = form.pair_notes_from_data(cast)
+        notes, standing = form.pair_notes_from_data(cast), form.pair_standing_typed(cast)
     else:
         cast = list(scenario.cast.all()) if scenario else []
-        notes = scenario.pair_notes if scenario else {}
+        notes, standing = (scenario.pair_notes, scenario.pair_standing) if scenario else ({}, {})
     return TemplateResponse(request, "chronicle/scenario_form.html", {
-        "form": form, "scenario": scenario, "pairs": pair_rows(cast, notes),
+        "form": form, "scenario": scenario, "pairs": pair_rows(cast, notes, standing),
         "has_characters": Character.objects.owned_by(request.user).exists(),
         "validate_url": reverse("scenario_validate", args=[scenario.pk]) if scenario else reverse("scenario_validate_new"),
     }, status=status)
@@ -53,7 +56,7 @@ def _form_page(request, form: ScenarioForm, scenario: Scenario | None, status: i
 
 def _save(request, form: ScenarioForm, scenario: Scenario | None) -> HttpResponse:
     data = {k: form.cleaned_data[k] for k in ("title", "location", "atmosphere", "time_of_day", "description",
-                                              "user_name", "pair_notes")}
+                                              "user_name", "pair_notes", "pair_standing")}
     try:
         if scenario is None:
             scenario = create_scenario(owner=request.user, data=data, cast=form.cleaned_data["cast"])
@@ -100,7 +103,7 @@ def scenario_pairs(request: HtmxHttpRequest) -> HttpResponse:
     ids = [i for i in request.GET.getlist("cast") if i.isdigit()]
     cast = list(Character.objects.owned_by(request.user).filter(pk__in=ids))
     return TemplateResponse(request, "chronicle/scenario_form.html#pair-notes",
-                            {"pairs": pair_rows(cast, form.pair_notes_from_data(cast))})
+                            {"pairs": pair_rows(cast, form.pair_notes_from_data(cast), form.pair_standing_typed(cast))})
 
 
 def _preview_context(scenario: Scenario) -> dict:

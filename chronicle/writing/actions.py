@@ -15,7 +15,7 @@ from chronicle.writing import ask, exports, selectors, services
 from chronicle.writing.forms import LineForm, MemoryEditForm
 from chronicle.writing.models import ChronicleEntry
 from chronicle.writing.tasks import form_memory_task
-from memory.api import text_problem_in
+from memory.api import memories_prune as bank_prune, memories_unprune, text_problem_in
 from memory.models import Memory
 
 
@@ -82,6 +82,21 @@ def memory_consolidate(*, simulation: Simulation, actor, data: Mapping[str, str]
     count = sum(len(r.originals) for r in results)
     return (f"{agent}: {count} memories consolidated into {len(results)} "
             f"{'summary' if len(results) == 1 else 'summaries'} (undo in History; shown here)."), len(results)
+
+
+def memories_prune(*, simulation: Simulation, restore: bool = False) -> str:
+    """The bank page's "Prune faded memories" (seed 004: what the agents lived that has faded below
+    WONDA_PRUNE_MIN_IMPORTANCE is archived, marked as pruned), or "Restore pruned memories"."""
+    if simulation.bank_id is None:
+        raise ValidationError("This simulation has no memory bank yet.")
+    if restore:
+        n = memories_unprune(bank=simulation.bank)
+        return f"{n} pruned memor{'y' if n == 1 else 'ies'} restored: found by searches again."
+    n = bank_prune(bank=simulation.bank)
+    if not n:
+        return "No memory has faded enough to prune: every lived memory is still important enough."
+    return (f"{n} faded memor{'y' if n == 1 else 'ies'} archived (out of every search, not deleted): "
+            "“Restore pruned memories” brings them back.")
 
 
 def memory_form_request(*, simulation: Simulation, actor, data: dict) -> None:

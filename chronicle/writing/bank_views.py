@@ -27,6 +27,7 @@ from chronicle.writing.timeline import bank_timeline
 # A refused memory form is shown again on the page it came from, the turn inspector included.
 from chronicle.writing.views import _errors, _inspector_context, _memory, _next, _reach_warning, _simulation, _turn
 from memory.models import Memory
+from memory.api import IMPORTANCE_BANDS, memory_stats, pruned_count
 from memory.api import bank_map as laid_out_bank, bank_map_task
 
 
@@ -55,7 +56,8 @@ def _memory_list_context(request: HttpRequest, simulation: Simulation, *, form: 
             "query": filters.query, "agent": filters.agent, "page_query": params.urlencode(),
             "kinds": Memory.Kind.values, "sources": Memory.Source.values, "statuses": Memory.Status.values,
             "form": form, "reach_warning": _reach_warning(simulation, form), "draft": draft,
-            "timeline": bank_timeline(simulation, agent=filters.agent)}
+            "timeline": bank_timeline(simulation, agent=filters.agent),
+            "pruned": pruned_count(simulation.bank) if simulation.bank_id else 0}
 
 
 @login_required
@@ -71,7 +73,11 @@ def simulation_analytics(request: HttpRequest, pk: int) -> HttpResponse:
     """The run's numbers as charts with their tables, for everyone or one agent (?agent=)."""
     simulation = _simulation(request, pk)
     data = analytics(simulation, agent=request.GET.get("agent", ""))
-    return TemplateResponse(request, "chronicle/writing/analytics.html", {"simulation": simulation, "data": data})
+    # Seed 002's MemoryStats: the chosen agent's, or each of the cast's (offline themes: no model call on a page).
+    stats = [memory_stats(simulation.bank, name) for name in ([data.agent] if data.agent else simulation.cast_names)] \
+        if simulation.bank_id else []
+    return TemplateResponse(request, "chronicle/writing/analytics.html",
+                            {"simulation": simulation, "data": data, "stats": stats, "bands": IMPORTANCE_BANDS})
 
 
 @login_required
@@ -159,6 +165,20 @@ def memory_consolidate(request: HttpRequest, pk: int) -> HttpResponse:
     if made:  # the summaries just made, each with what it rests on
         query = urlencode({"agent": request.POST.get("agent", ""), "source": "consolidation"})
         return redirect(f"{reverse('chronicle_memories', args=[pk])}?{query}")
+    return redirect(_next(request, reverse("chronicle_memories", args=[pk])))
+
+
+@login_required
+@require_POST
+def memory_prune(request: HttpRequest, pk: int) -> HttpResponse:
+    """Prune the bank's faded memories now (or restore the pruned ones), then back to the bank."""
+    simulation = _simulation(request, pk)
+    try:
+        said = actions.memories_prune(simulation=simulation, restore="restore" in request.POST)
+    except ValidationError as exc:
+        messages.error(request, _errors(exc))
+    else:
+        messages.success(request, said)
     return redirect(_next(request, reverse("chronicle_memories", args=[pk])))
 
 

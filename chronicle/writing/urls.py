@@ -14,6 +14,7 @@ urlpatterns = [
     path("<int:pk>/memories/", bank_views.memory_list, name="chronicle_memories"),
     path("<int:pk>/memories/new/", bank_views.memory_form, name="chronicle_memory_form"),
     path("<int:pk>/memories/consolidate/", bank_views.memory_consolidate, name="chronicle_memory_consolidate"),
+    path("<int:pk>/memories/prune/", bank_views.memory_prune, name="chronicle_memory_prune"),
     path("<int:pk>/memories/reach/", bank_views.memory_reach, name="chronicle_memory_reach"),
     path("<int:pk>/memories/<int:memory_id>/", bank_views.memory_update, name="chronicle_memory"),
     path("<int:pk>/memories/<int:memory_id>/links/", bank_views.memory_links, name="chronicle_memory_links"),

@@ -15,6 +15,7 @@ from memory.embedding import health, http, local, query_encoder, yielding
 from memory.embedding.errors import EmbeddingConfigError, EmbeddingError
 from memory.embedding.local import SMALL_CALL
 from memory.embedding.query_encoder import QUERY_ENCODERS, warm_query_encoder
+from memory.measuring import operations
 
 __all__ = [
     "QUERY_ENCODERS", "SMALL_CALL", "EmbeddingConfigError", "EmbeddingError", "dimension", "encode", "model_info", "model_name",
@@ -49,6 +50,7 @@ def encode(texts: list[str], *, batch_size: int = 64, query: bool = False) -> np
         health.mark_down(f"{type(exc).__name__}: {exc}")
         raise EmbeddingError(f"the embedding model failed: {exc}") from exc
     health.mark_up()
+    operations.embedded(len(texts))  # seed 004's memory_embeddings_generated_total
     return vectors
 
 

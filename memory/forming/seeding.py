@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from memory.embedding.cache import embed_texts
 from memory.forming.seed_specs import MemorySpec, character_specs, scenario_specs
+from memory.living.relationships import relationships_start
 from memory.forming.sheets import CharacterSheet, ScenarioSheet
 from memory.models import Memory, MemoryBank, MemoryKey
 from memory.queue import queue_on_commit
@@ -163,6 +164,8 @@ def seed_bank(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: S
         "created": created,
         "archived": archived,
     }
+    if scenario is not None:  # the writer's starting standings between this cast
+        relationships_start(bank=bank, standings=scenario.relationships, cast=[c.name for c in characters])
     MemoryBank.objects.filter(pk=bank.pk).update(seed_status="done", seed_done=total, seed_total=total)
     bank.refresh_from_db()
     if created:

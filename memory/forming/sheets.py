@@ -85,6 +85,9 @@ class ScenarioSheet:
     atmosphere: str = ""
     time_of_day: str = ""
     description: str = ""
+    # How the cast stand with each other when the story starts, as the writer set it:
+    # [{"agent": "Alex", "other": "Jordan", "trust": 0.5, "affinity": -0.2}] (−1..1; seeding writes them).
+    relationships: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -10,7 +10,9 @@ low-importance memories are a few hundred, so the n×n product costs millisecond
 
 from __future__ import annotations
 
+import inspect
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -22,8 +24,11 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from memory.models import MAX_CONTENT_CHARS, Memory, MemoryBank
+from memory.models import MAX_CONTENT_CHARS, MAX_TAGS, Memory, MemoryBank
+from memory.measuring import operations
+from memory.recalling.filters import MemoryFilter
 from memory.recalling.scoring import CONSOLIDATED_RATE_FACTOR
+from memory.recalling.search import recall
 from memory.services.memories import memory_archive, memory_create
 
 log = logging.getLogger(__name__)
@@ -32,6 +37,10 @@ RECENT_TURNS = 10        # the writer's button keeps the last 10 turns as they a
 MAX_CANDIDATES = 2000    # the oldest first; bounds the n×n similarity matrix (2000² floats: 16 MB)
 
 Summarize = Callable[[list[str]], str]
+SUMMARY_TEMPERATURE = 0.3  # seed 004: low, for factual accuracy
+SUMMARY_MAX_TOKENS = 300
+QUERY_CANDIDATES = 50      # consolidate(query=…): the memories most similar to it are the ones grouped
+IMPORTANCE_BOOST = 1.1     # seed 004: a summary asked for over the API is 10 % more important than its best original
 
 # Seed 004's consolidation prompt, with the memories after it (it sends them as the user message).
 SUMMARY_PROMPT = ("You are consolidating {n} similar memories into a single, concise memory. "
@@ -40,12 +49,28 @@ SUMMARY_PROMPT = ("You are consolidating {n} similar memories into a single, con
                   "Memories:\n{memories}\n\nAnswer with the consolidated memory only.")
 
 
-def summarizer(ask: Callable[[str], str]) -> Summarize:
-    """A Summarize that asks a model (prompt → answer) with seed 004's prompt."""
+def summarizer(ask: Callable[..., str], context: str = "") -> Summarize:
+    """A Summarize that asks a model (prompt → answer) with seed 004's prompt, at temperature 0.3
+    and at most 300 tokens where `ask` takes them (a provider's complete); `context`: what the
+    memories are about, said before them."""
+    options = _options_taken(ask)
+
     def summarize(contents: list[str]) -> str:
         listed = "\n".join(f"- {' '.join(c.split())}" for c in contents)
-        return ask(SUMMARY_PROMPT.format(n=len(contents), memories=listed))
+        prompt = SUMMARY_PROMPT.format(n=len(contents), memories=listed)
+        if context.strip():
+            prompt = f"Context: {' '.join(context.split())}\n\n{prompt}"
+        return ask(prompt, **options)
     return summarize
+
+
+def _options_taken(ask: Callable[..., str]) -> dict:
+    try:
+        parameters = inspect.signature(ask).parameters
+    except (TypeError, ValueError):
+        return {}
+    wanted = {"temperature": SUMMARY_TEMPERATURE, "max_tokens": SUMMARY_MAX_TOKENS}
+    return {k: v for k, v in wanted.items() if k in parameters}
 
 
 @dataclass
@@ -115,22 +140,51 @@ def _common(values: list[str]) -> str:
 def consolidate(bank: MemoryBank, agent: str, *, before_turn: int, summarize: Summarize | None = None,
                 max_importance: float = 4.0, similarity: float = 0.8, min_cluster: int = 3) -> list[ConsolidationResult]:
     """Consolidate each cluster of the agent's old low-importance memories into one summary memory."""
-    results = []
-    for members in clusters(candidates(bank, agent, before_turn=before_turn, max_importance=max_importance),
-                            similarity=similarity, min_cluster=min_cluster):
-        content, summarizer = _summary_text(members, summarize)
-        turns = [m.turn for m in members if m.turn is not None]
-        kind = Counter(m.kind for m in members).most_common(1)[0][0]
-        summary = memory_consolidate(
-            bank=bank, originals=members, content=content, agent=agent, kind=kind,
-            turn=max(turns) if turns else None, importance=max(m.importance for m in members),
-            category=_common([m.category for m in members]), speaker=_common([m.speaker for m in members]),
-            participants=sorted({p for m in members for p in m.participants}),
-            metadata={"consolidation": {"count": len(members), "summarizer": summarizer,
-                                        "turns": [min(turns), max(turns)] if turns else None}},
-        )
-        results.append(ConsolidationResult(summary=summary, originals=members, summarizer=summarizer))
+    groups = clusters(candidates(bank, agent, before_turn=before_turn, max_importance=max_importance),
+                      similarity=similarity, min_cluster=min_cluster)
+    return [_summarise(bank, agent, members, summarize) for members in groups]
+
+
+def consolidate_matching(bank: MemoryBank, agent: str, *, query: str | None = None, tags: list[str] | None = None,
+                         mode: str = "any", threshold: float = 0.7, before_turn: int | None = None,
+                         summarize: Summarize | None = None) -> list[ConsolidationResult]:
+    """Seed 004's consolidate, as a program asks for it: the agent's active episodic and observation
+    memories (with the tags, in the tag mode; of turns before `before_turn`; the QUERY_CANDIDATES
+    most similar to `query` when one is given) grouped at cosine ≥ `threshold`; each group of two or
+    more becomes one summary, 10 % more important than its most important original."""
+    started = time.perf_counter()
+    flt = MemoryFilter(agent=agent, kinds=["episodic", "observation"], tags=tags or None, tags_mode=mode,
+                       max_turn=before_turn - 1 if before_turn is not None else None)
+    if query:
+        pool = [r.memory for r in recall(bank, query, filter=flt, k=QUERY_CANDIDATES)]
+    else:  # the filter's own SQL: the tag modes read the same here as in a search
+        where, params = flt.where(bank.pk)
+        pool = list(Memory.objects.raw(f"SELECT m.* FROM memory_memory m WHERE {where} ORDER BY m.turn, m.id LIMIT %s",
+                                       [*params, MAX_CANDIDATES]))
+    pool.sort(key=lambda m: (m.turn is None, m.turn or 0, m.pk))  # the oldest leads its group
+    groups = clusters(pool, similarity=threshold, min_cluster=2)
+    results = [_summarise(bank, agent, members, summarize, boost=IMPORTANCE_BOOST) for members in groups]
+    operations.consolidated(len(results), sum(len(r.originals) for r in results), seconds=time.perf_counter() - started)
     return results
+
+
+def _summarise(bank: MemoryBank, agent: str, members: list[Memory], summarize: Summarize | None,
+               boost: float = 1.0) -> ConsolidationResult:
+    """One group's summary: its text (the model's, else the extractive one), the originals' tags
+    merged, decaying 20 % slower (memory_consolidate)."""
+    content, summarizer = _summary_text(members, summarize)
+    turns = [m.turn for m in members if m.turn is not None]
+    kind = Counter(m.kind for m in members).most_common(1)[0][0]
+    summary = memory_consolidate(
+        bank=bank, originals=members, content=content, agent=agent, kind=kind,
+        turn=max(turns) if turns else None, importance=min(10.0, round(max(m.importance for m in members) * boost, 4)),
+        category=_common([m.category for m in members]), speaker=_common([m.speaker for m in members]),
+        participants=sorted({p for m in members for p in m.participants}),
+        tags=list(dict.fromkeys(t for m in members for t in m.tags))[:MAX_TAGS],
+        metadata={"consolidation": {"count": len(members), "summarizer": summarizer,
+                                    "turns": [min(turns), max(turns)] if turns else None}},
+    )
+    return ConsolidationResult(summary=summary, originals=members, summarizer=summarizer)
 
 
 def unconsolidate(summary: Memory) -> list[Memory]:

@@ -156,6 +156,28 @@ def relationships_update(*, bank: MemoryBank, speaker: str, text: str, listeners
     return Relationship.objects.bulk_create(rows)
 
 
+STARTING = "as the story starts (the writer's)"  # the reason of a writer-set standing, at turn 0
+
+
+@transaction.atomic
+def relationships_start(*, bank: MemoryBank, standings: Iterable[dict], cast: Iterable[str] | None = None) -> list[Relationship]:
+    """The writer's starting standings as turn-0 rows (before the first line): each {"agent", "other",
+    "trust", "affinity"} between two of `cast` (all when None), clamped to −1..1. Idempotent: a
+    re-seeding replaces the starting rows it wrote before, and leaves every later row alone."""
+    names = set(cast) if cast is not None else None
+    rows = {}
+    for item in standings or []:
+        agent, other = str(item.get("agent") or ""), str(item.get("other") or "")
+        if not agent or not other or agent == other or (names is not None and not {agent, other} <= names):
+            continue
+        trust, affinity = (_clamp(float(item.get(k) or 0.0)) for k in ("trust", "affinity"))
+        rows[(agent, other)] = Relationship(bank=bank, agent=agent, other=other, turn=0, trust=round(trust, 3),
+                                            affinity=round(affinity, 3), trust_change=round(trust, 3),
+                                            affinity_change=round(affinity, 3), reason=STARTING)
+    Relationship.objects.filter(bank=bank, turn=0, reason=STARTING).delete()
+    return Relationship.objects.bulk_create(rows.values())
+
+
 # Where a standing is, in words (on trust and affinity's −1..+1, by size): a model read bare numbers
 # without knowing what they were out of, and words take about half the tokens.
 _DEGREES = ((0.8, "deep"), (0.5, "strong"), (0.2, "some"), (0.0, "slight"))

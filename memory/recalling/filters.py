@@ -6,6 +6,10 @@ from dataclasses import dataclass, field, fields
 
 from memory.models import Memory
 
+# Seed 004's tag modes. any: a memory with one of the tags, or with no tag at all; all: with every
+# one of the tags, or with no tag at all; the strict modes leave the untagged out. An untagged
+# memory (most of a run's) is nobody's topic in particular, so the plain modes keep it in view.
+TAG_MODES = ("any", "all", "any_strict", "all_strict")
 
 @dataclass
 class MemoryFilter:
@@ -17,7 +21,7 @@ class MemoryFilter:
     max_turn: int | None = None
     min_importance: float | None = None
     tags: list[str] | None = None
-    tags_mode: str = "any"  # "any" | "all"
+    tags_mode: str = "any"  # TAG_MODES: "any" | "all" | "any_strict" | "all_strict"
     participant: str | None = None
     sources: list[str] | None = None
     statuses: list[str] = field(default_factory=lambda: ["active"])
@@ -73,8 +77,10 @@ class MemoryFilter:
         if self.min_importance is not None:
             clauses.append("m.importance >= %s"); params.append(float(self.min_importance))
         if self.tags:
-            op = "@>" if self.tags_mode == "all" else "&&"
-            clauses.append(f"m.tags {op} %s::varchar(50)[]"); params.append(list(self.tags))
+            op = "@>" if self.tags_mode.startswith("all") else "&&"
+            tagged = f"m.tags {op} %s::varchar(50)[]"
+            clauses.append(tagged if self.tags_mode.endswith("strict") else f"({tagged} OR m.tags = '{{}}')")
+            params.append(list(self.tags))
         if self.participant:
             clauses.append("(%s = ANY(m.participants) OR m.speaker = %s)"); params += [self.participant, self.participant]
         if self.sources:

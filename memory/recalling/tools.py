@@ -11,16 +11,18 @@ import time
 from django.core.exceptions import ValidationError
 
 from memory.forming.seed_specs import CHARACTER_QUERIES
+from memory.measuring import operations
 from memory.models import Memory
 from memory.recalling.confidence import calibrated, retrieval_confidence
 from memory.recalling.enhance import EnhancedQuery
-from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.filters import TAG_MODES, MemoryFilter, Recalled, RecallResult
 from memory.recalling.learned import learned_of, said_once, standing_of
 from memory.recalling.search import recall
 from memory.recalling.story_time import dated_first, time_range_turns
 from memory.recalling.replies import with_replies
 from memory.recalling.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
 from memory.services import memory_associate, memory_create, memory_reinforce
+from memory.services.store import tag_filter
 # A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
 from memory.recalling.tool_types import (Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of,
                                          check_arguments as _check_arguments, entries, note_in_front,
@@ -112,13 +114,14 @@ ABOUT_FEELINGS = re.compile(r"\b(?:feel|feels|felt|feelings?|mood|hurt|upset|war
 
 
 def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | None = None,
-                  enhanced: EnhancedQuery | None = None,
-                  within: tuple[int, int] | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
+                  enhanced: EnhancedQuery | None = None, within: tuple[int, int] | None = None,
+                  tagged: dict | None = None) -> tuple[MemoryFilter, list[RecallResult]]:
     """query_memory's search, k aside: evaluate_retrieval measures exactly this path (bench_memory
-    compares it with exact=True). enhanced: the call's query enhancement (ctx's when not given)."""
+    compares it with exact=True). enhanced: the call's query enhancement (ctx's when not given);
+    tagged: the call's tags and tag_mode arguments (memory.services.store.tag_filter)."""
     # What happened and what was learned: the agent's own copies (episodic memories are stored once
     # per listener) and the memories shared with everyone, of every kind a run or a writer forms.
-    flt = MemoryFilter(agent=ctx.agent, kinds=QUERY_MEMORY_KINDS, shared=True)
+    flt = MemoryFilter(agent=ctx.agent, kinds=QUERY_MEMORY_KINDS, shared=True, **(tagged or {}))
     if within:  # a span of turns the question's time words name (dated_turns)
         flt.min_turn, flt.max_turn = within
     if enhanced is None:
@@ -141,9 +144,11 @@ def search_memory(ctx: ToolContext, query: str, *, k: int = 5, exact: bool | Non
 def _query_memory(ctx: ToolContext, args: dict):
     query = args["query"].strip()
     enhanced = ctx.enhanced(query)
-    flt, results = search_memory(ctx, query, enhanced=enhanced)
+    tagged = tag_filter(args.get("tags"), args.get("tag_mode"))
+    flt, results = search_memory(ctx, query, enhanced=enhanced, tagged=tagged)
     # "What did Sam say yesterday?": what is dated so comes first.
-    results = dated_first(ctx, query, results, lambda span: search_memory(ctx, query, enhanced=enhanced, within=span)[1])
+    results = dated_first(ctx, query, results,
+                          lambda span: search_memory(ctx, query, enhanced=enhanced, within=span, tagged=tagged)[1])
     results = with_replies(ctx, results)  # a question found brings the line that answered it
     return ({"query": query, "memories": entries(results, with_turn=True)} | _metadata(results, enhanced),
             query, flt, results)
@@ -151,7 +156,8 @@ def _query_memory(ctx: ToolContext, args: dict):
 
 def _recall_episodes(ctx: ToolContext, args: dict):
     query = args["query"].strip()
-    flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action"])
+    flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action"],
+                       **tag_filter(args.get("tags"), args.get("tag_mode")))
     if args.get("time_range") not in (None, "", []):
         try:  # words ("yesterday", "in May") read against the story's calendar, or turns
             flt.min_turn, flt.max_turn, _words = time_range_turns(ctx, args["time_range"], flt)
@@ -280,6 +286,10 @@ def _associate(ctx: ToolContext, args: dict):
 
 
 _S, _I, _N = "string", "integer", "number"
+# Seed 004's tag filter on the free-text searches (an untagged memory is in view unless strict).
+TAG_PARAMS = {"tags": Param("array", "Optional: only memories with these tags", required=False, items=_S),
+              "tag_mode": Param(_S, "Optional: any (default), all, any_strict, all_strict", required=False,
+                                enum=list(TAG_MODES))}
 REGISTRY: dict[str, Tool] = {
     t.name: t
     for t in [
@@ -295,12 +305,12 @@ REGISTRY: dict[str, Tool] = {
         Tool("query_character", "What you know of another character",
              {"name": Param(_S, "")}, _query_character),
         Tool("query_memory", "Search your memories of what has happened",
-             {"query": Param(_S, "e.g. \"what did Alice say about restaurants?\"")}, _query_memory),
+             {"query": Param(_S, "e.g. \"what did Alice say about restaurants?\""), **TAG_PARAMS}, _query_memory),
         Tool("recall_episodes", "Search specific events and experiences; results in time order",
              {"query": Param(_S, ""),
               "time_range": Param(_S, "Optional: \"yesterday\", \"in May\", or turns \"12-40\"", required=False,
                                   or_list=True),
-              "importance_threshold": Param(_N, "Optional minimum importance, 0-10", required=False)},
+              "importance_threshold": Param(_N, "Optional minimum importance, 0-10", required=False), **TAG_PARAMS},
              _recall_episodes, "seed001"),
         Tool("recall_facts", "Facts you know or have heard about a topic",
              {"topic": Param(_S, "")}, _recall_facts, "seed001"),
@@ -363,6 +373,9 @@ def call_tool(name: str, arguments: dict | str | None, *, context: ToolContext) 
         response = note_in_front(response, results)
     if not error and not context.confidence:
         response = without_confidence(response)
+    if not error and name in READ_TOOLS:  # seed 004's recall metrics (memory.measuring.operations)
+        operations.recalled(len(results), mode=flt.tags_mode if flt and flt.tags else "none",
+                            seconds=time.perf_counter() - started)
     return ToolCallResult(
         name=name, arguments=raw_args, response=response, query=query,
         filter=flt.to_dict() if flt else {}, results=results,

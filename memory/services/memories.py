@@ -4,6 +4,7 @@ reinforce, associate; and the access log that recall's callers write."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import timezone as dt_timezone
 from collections import Counter
 from collections.abc import Iterable
@@ -19,6 +20,7 @@ from django.utils import timezone
 from pgvector.django import VectorField
 
 from memory.embedding.cache import embed_one, embed_texts, vector_cursor
+from memory.measuring import operations
 from memory.models import Memory, MemoryAccess, MemoryBank, MemoryKey
 from memory.queue import queue_on_commit
 from memory.recalling.indexing import bank_index_wanted
@@ -141,6 +143,7 @@ def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str 
                   **extra) -> Memory:
     """One memory; `keys=[...]` in extra adds canonical queries; `evidence=[...]` links sources;
     `embedding=` a vector the caller embedded already (several memories in one model call)."""
+    started = time.perf_counter()
     memory, keys, evidence = _build(bank=bank, content=content, agent=agent, kind=kind, category=category,
                                     importance=importance, tags=tags, source=source, turn=turn, **extra)
     if memory.embedding is None:
@@ -152,6 +155,7 @@ def memory_create(*, bank: MemoryBank, content: str, agent: str = "", kind: str 
     if evidence:
         memory.evidence.set(evidence)
     bank_index_wanted(bank.pk)
+    operations.retained([memory], seconds=time.perf_counter() - started)
     return memory
 
 
@@ -160,6 +164,7 @@ def memories_create(*, bank: MemoryBank, memories: list[dict]) -> list[Memory]:
     of them embedded in one model call: a stage direction seen by five people costs one of each,
     not five of each. `later_keys=[...]`: keys a worker embeds and adds after the commit (the
     caller waits for no model time on them; they find the memory a moment later)."""
+    started = time.perf_counter()
     specs = [dict(m) for m in memories]
     later = [(spec.pop("later_keys", None) or []) for spec in specs]
     # The bank is the caller's own and the table's CHECK constraints hold on insert: not four
@@ -181,6 +186,7 @@ def memories_create(*, bank: MemoryBank, memories: list[dict]) -> list[Memory]:
     afterwards = [(m.pk, key) for (m, _keys, _evidence), keys in zip(built, later) for key in keys if key and key.strip()]
     if afterwards:  # a broker that is down loses these keys, never the memories
         queue_on_commit("keys_attach_task", afterwards, robust=True)
+    operations.retained([m for m, _keys, _evidence in built], seconds=time.perf_counter() - started)
     return [m for m, _keys, _evidence in built]
 
 

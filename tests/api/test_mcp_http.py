@@ -148,3 +148,26 @@ def test_mcp_over_http_counts_against_the_same_per_token_budget_as_the_api(serve
     refused = httpx2.post(f"{server}/mcp?bank={alex_bank.pk}&agent=Alex", headers={"Authorization": f"Bearer {raw}"},
                           json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=30)
     assert refused.status_code == 429 and "Too many requests" in refused.json()["detail"]
+
+
+def test_an_outside_agent_filters_by_tags_and_is_held_to_the_per_agent_cap(server, user, settings):
+    bank = bank_create(name="Ava's woods", owner=user)
+    fought = memory_create(bank=bank, content="Ava fought a wolf at the ford.", agent="Ava", kind="episodic",
+                           tags=["combat"], source="earned")
+    memory_create(bank=bank, content="Ava watched a wolf cross the ford.", agent="Ava", kind="episodic", source="earned")
+    _token, raw = ApiToken.issue(user=user, name="my engine")
+    url = f"{server}/mcp?bank={bank.pk}&agent=Ava&turn=9"
+    _names, strict = _ask(url, raw, "query_memory", {"query": "the wolf at the ford", "tags": ["combat"],
+                                                     "tag_mode": "any_strict"})
+    assert [m["content"] for m in json.loads(strict.content[0].text)["memories"]] == [fought.content]
+    _names, plain = _ask(url, raw, "query_memory", {"query": "the wolf at the ford", "tags": ["combat"]})
+    assert len(json.loads(plain.content[0].text)["memories"]) == 2  # "any" keeps the untagged in view
+    _names, bad = _ask(url, raw, "query_memory", {"query": "wolf", "tags": ["combat"], "tag_mode": "most"})
+    assert bad.is_error and "tag_mode" in json.loads(bad.content[0].text)["error"]
+    fought.refresh_from_db()
+    assert fought.access_count == 2 and fought.last_accessed_turn == 9  # counted as a run counts its recalls
+
+    settings.MEMORY_MAX_PER_AGENT = 2
+    _names, full = _ask(url, raw, "form_memory", {"content": "The ford is dangerous.", "importance": 6})
+    assert full.is_error and "already holds the limit of 2" in json.loads(full.content[0].text)["error"]
+    assert bank.memories.count() == 2

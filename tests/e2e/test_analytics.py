@@ -32,6 +32,7 @@ def test_the_demo_runs_analytics_and_memory_map(logged_in_page, user, celery_wor
     expect(page.locator("#chart-tools table tbody tr")).to_have_count(12)  # one row per turn
     expect(page.locator("#use-table tbody tr")).to_have_count(3)  # Alex, Jordan, Sam
     expect(page.locator("#most-retrieved table tbody tr").first).to_be_visible()
+    expect(page.locator("#stats-table tbody tr")).to_have_count(3)  # what each one's memory holds
     shot(page, "analytics-00-demo-run")
 
     # One agent's view: its turns only.
@@ -39,6 +40,9 @@ def test_the_demo_runs_analytics_and_memory_map(logged_in_page, user, celery_wor
     expect(page.get_by_role("heading", name=re.compile("Sam$"))).to_be_visible()
     spoken = simulation.turns.filter(agent="Sam").count()
     expect(page.locator("#chart-tools table tbody tr")).to_have_count(spoken)
+    expect(page.locator("#stats-table tbody tr")).to_have_count(1)
+    expect(page.locator("#stats-bands")).to_contain_text("life-changing")
+    expect(page.locator("#stats-important li").first).to_be_visible()
 
     # The memory map: a point per active memory; a point reads its memory and opens it.
     page.get_by_role("link", name="Memory map").first.click()

@@ -12,6 +12,8 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 from playwright.sync_api import expect
 
+from chronicle.models import Scenario
+
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 CARD = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {
@@ -82,6 +84,19 @@ def test_demo_scenario_pages_and_unsaved_changes_warning(logged_in_page, user, s
     page.wait_for_timeout(500)
     assert dialogs == ["beforeunload"]
     assert "/edit/" in page.url  # dismissing the warning keeps the writer on the page
+
+    # How they stand at the start: typed beside the notes, kept when the cast changes, saved.
+    page.locator("input[name^=trust-]").first.fill("0.6")
+    page.get_by_role("checkbox", name="Sam").check()
+    expect(page.locator("#pair-notes")).to_contain_text("What Sam knows about")
+    expect(page.locator("input[name^=trust-]").first).to_have_value("0.6")
+    page.locator("input[name^=affinity-]").first.fill("-0.3")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save and re-seed").click()
+    standing = Scenario.objects.get(owner=user).pair_standing
+    assert [pair for row in standing.values() for pair in row.values()] == [{"trust": 0.6, "affinity": -0.3}]
+    page.get_by_role("link", name="Edit", exact=True).click()
+    expect(page.locator("input[name^=affinity-]").first).to_have_value("-0.3")
 
 
 def test_a_name_clash_imports_as_a_copy_and_its_lore_is_edited_in_the_page(logged_in_page, tmp_path, shot):

@@ -71,3 +71,14 @@ def test_a_long_dry_run_reflects_and_the_writer_consolidates(logged_in_page, use
     page.goto(f"/chronicle/{simulation.pk}/memories/?agent=Alex")
     expect(page.locator(".timeline figure.lane").filter(has_text="Alex").locator("figcaption")) \
         .to_contain_text(f"{folded - restored} consolidated")
+
+    # Prune what has faded: archived, shown as pruned, and brought back by the same form.
+    page.get_by_role("button", name="Prune faded memories").click()
+    pruned = bank.filter(status="archived", metadata__has_key="pruned")
+    expect(page.get_by_text(re.compile(r"faded memor(y|ies) archived|No memory has faded enough"))).to_be_visible()
+    if pruned.exists():
+        count = pruned.count()
+        shot(page, "living-02-pruned")
+        page.get_by_role("button", name=f"Restore pruned memories ({count})").click()
+        expect(page.get_by_text(f"{count} pruned memor", exact=False)).to_be_visible()
+        assert not pruned.exists()

@@ -103,7 +103,8 @@ def test_filters_are_exact_on_thousands_of_memories_among_many_banks(db):
         for i, v in enumerate(vectors):
             rows.append(Memory(bank=bank, agent=agents[i % 4], kind=kinds[i % 3], category="c", turn=i % 50,
                                content=f"memory {i}", embedding=v, importance=float(i % 11),
-                               tags=["red"] if i % 5 == 0 else ["blue", "red"] if i % 7 == 0 else ["blue"],
+                               tags=[] if i % 11 == 0 else ["red"] if i % 5 == 0 else ["blue", "red"] if i % 7 == 0
+                               else ["blue"],
                                source="earned" if i % 2 else "gifted"))
     Memory.objects.bulk_create(rows, batch_size=2000)
     target = banks[1]
@@ -114,15 +115,22 @@ def test_filters_are_exact_on_thousands_of_memories_among_many_banks(db):
         MemoryFilter(kinds=["semantic", "character"], min_importance=7),
         MemoryFilter(tags=["red"], tags_mode="any", sources=["earned"]),
         MemoryFilter(tags=["red", "blue"], tags_mode="all"),
+        MemoryFilter(tags=["red"], tags_mode="any_strict", sources=["earned"]),
+        MemoryFilter(tags=["red", "blue"], tags_mode="all_strict"),
         MemoryFilter(agent="Dee", kinds=["character"], min_importance=9.5, min_turn=40),  # only a handful match
     ]
+
+    def tagged(f, tags):  # seed 004: the plain modes keep the untagged, the strict ones do not
+        if not tags:
+            return not f.tags_mode.endswith("strict")
+        return set(f.tags) <= set(tags) if f.tags_mode.startswith("all") else bool(set(f.tags) & set(tags))
 
     def matches(row, f):
         _, agent, kind, turn, imp, tags, source, _ = row
         return ((f.agent is None or agent == f.agent) and (not f.kinds or kind in f.kinds)
                 and (f.min_turn is None or turn >= f.min_turn) and (f.max_turn is None or turn <= f.max_turn)
                 and (f.min_importance is None or imp >= f.min_importance)
-                and (not f.tags or (set(f.tags) <= set(tags) if f.tags_mode == "all" else set(f.tags) & set(tags)))
+                and (not f.tags or tagged(f, tags))
                 and (not f.sources or source in f.sources))
 
     for f in filters:

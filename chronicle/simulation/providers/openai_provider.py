@@ -66,7 +66,7 @@ class OpenAIProvider(Provider):
                    key_error=decryption_error(simulation.api_key))
 
     def _create(self, messages: list[dict], tools: list[dict] | None, *, max_tokens: int | None = None,
-                allow_tools: bool = True):
+                allow_tools: bool = True, temperature: float | None = None):
         if self.key_error:
             raise ProviderError(self.key_error, retryable=False)
         kwargs: dict = {"model": self.model, "messages": messages}
@@ -74,8 +74,8 @@ class OpenAIProvider(Provider):
             kwargs["tools"] = tools
             if not allow_tools:
                 kwargs["tool_choice"] = "none"  # the tool-call budget is spent: speak now
-        if self.temperature is not None:
-            kwargs["temperature"] = self.temperature
+        if temperature is not None or self.temperature is not None:
+            kwargs["temperature"] = temperature if temperature is not None else self.temperature
         if max_tokens or self.max_tokens:
             kwargs["max_tokens"] = max_tokens or self.max_tokens
         if self.seed is not None:
@@ -136,9 +136,12 @@ class OpenAIProvider(Provider):
         return ChatResult(message=message, prompt_tokens=estimate_messages_tokens(messages, tools),
                           completion_tokens=estimate_messages_tokens([message]), estimated=True)
 
-    def complete(self, prompt: str, *, max_tokens: int | None = None) -> str:
-        """One plain answer; max_tokens: more room than the run's line length (a judgement with reflections)."""
+    def complete(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None) -> str:
+        """One plain answer; max_tokens: more room than the run's line length (a judgement with reflections);
+        temperature: other than the run's (a consolidation's summary asks for 0.3)."""
         extra = {"max_tokens": max_tokens} if max_tokens else {}
+        if temperature is not None:
+            extra["temperature"] = temperature
         _response, choice = self._completion([{"role": "user", "content": prompt}], None, **extra)
         return choice.content if isinstance(choice.content, str) else ""
 

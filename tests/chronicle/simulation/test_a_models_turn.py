@@ -60,8 +60,8 @@ def test_the_prompt_names_exactly_the_tools_offered_with_their_parameters_and_th
     offered = ["query_self", "query_memory", "recall_episodes"]
     tools = compact_schemas(openai_tool_schemas(offered))
     text = system_prompt(mode="tools", agent="Alex", tools=tools, budget=3)
-    assert "query_self(aspect?)" in text and "query_memory(query)" in text
-    assert "recall_episodes(query, time_range?, importance_threshold?)" in text
+    assert "query_self(aspect?)" in text and "query_memory(query, tags?, tag_mode?)" in text
+    assert "recall_episodes(query, time_range?, importance_threshold?, tags?, tag_mode?)" in text
     assert "at most 3 tool calls this turn, then speak" in text
     assert not any(f"{name}(" in text for name in SIMULATION_TOOLS if name not in offered)
     assert "query_memory(question)" not in text and MARKUP in text

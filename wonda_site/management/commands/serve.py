@@ -75,7 +75,10 @@ class Command(BaseCommand):
         children = [
             Child("web server", [python, "manage.py", "runserver", addr, "--noreload"], probe=lambda: http_answers(url)),
             Child("worker", [python, "-m", "celery", "-A", "wonda_site", "worker", "--loglevel", "INFO",
-                             "--concurrency", str(concurrency), "--hostname", worker_name], env=WORKER_ENV,
+                             "--concurrency", str(concurrency), "--hostname", worker_name,
+                             # the periodic pruning, when WONDA_PRUNE_EVERY_HOURS asks for it (one worker here)
+                             *(["--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")]
+                               if settings.CELERY_BEAT_SCHEDULE else [])], env=WORKER_ENV,
                   probe=_worker_beats(_node_name(worker_name))),
         ]
         if str(mcp_port) != "0":  # outside agents' MCP over HTTP (api.mcp_http), local only

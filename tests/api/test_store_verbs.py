@@ -1,0 +1,224 @@
+"""Seed 004's store contract over the HTTP API: retain with context, metadata, entities and tags;
+recall with the four tag modes, an importance floor, a similarity floor and max results, counted as
+recalled; the per-agent cap; reflect on a query; consolidate with its parameters and rules."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from chronicle.simulation.fake_llm import FakeLLM, ok
+from chronicle.simulation.models import Simulation
+from memory.api import bank_create
+from memory.models import Memory
+
+pytestmark = pytest.mark.django_db
+
+
+def bearer(raw: str) -> dict:
+    return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+
+
+class Caller:
+    def __init__(self, bank, token):
+        self.base, self.token, self.c = f"/api/banks/{bank.pk}", token, Client()
+
+    def post(self, verb: str, body: dict):
+        return self.c.post(f"{self.base}/{verb}", body, content_type="application/json", **bearer(self.token))
+
+    def retain(self, content: str, **fields):
+        answer = self.post("retain", {"agent": "Ava", "content": content, **fields})
+        assert answer.status_code == 201, answer.content
+        return answer.json()[0]
+
+    def recall(self, query: str, **fields) -> list[dict]:
+        answer = self.post("recall", {"query": query, "agent": "Ava", **fields})
+        assert answer.status_code == 200, answer.content
+        return answer.json()
+
+
+@pytest.fixture
+def ava(user, ada_token):
+    return Caller(bank_create(name="Ava's store", owner=user), ada_token)
+
+
+def test_retain_keeps_context_metadata_entities_and_tags(ava):
+    made = ava.retain("Defeated a dragon in the mountain cave.", kind="episodic", importance=7,
+                      context="combat encounter", metadata={"location": "mountain", "outcome": "victory"},
+                      entities=[{"name": "Smaug", "role": "enemy"}], tags=["combat", "dragon"], turn=4)
+    assert made["context"] == "combat encounter" and made["entities"] == [{"name": "Smaug", "role": "enemy"}]
+    assert made["metadata"]["given"] == {"location": "mountain", "outcome": "victory"}
+    assert made["tags"] == ["combat", "dragon"] and made["importance"] == 7 and made["turn"] == 4
+    stored = Memory.objects.get(pk=made["id"])
+    assert stored.participants == ["Smaug"] and stored.source == "earned" and stored.agent == "Ava"
+    # A line heard keeps them too, on each listener's copy.
+    heard = ava.post("retain", {"speaker": "Bo", "text": "The dragon is back.", "listeners": ["Ava", "Cy"],
+                                "turn": 5, "tags": ["dragon"], "context": "at the inn"}).json()
+    assert {m["agent"] for m in heard} == {"Ava", "Cy"}
+    assert all(m["tags"] == ["dragon"] and m["context"] == "at the inn" for m in heard)
+
+
+@pytest.mark.parametrize("body, problem", [
+    ({"agent": "Ava"}, "a memory needs both agent and content"),
+    ({"agent": "Ava", "content": "x", "speaker": "Bo"}, "not both"),
+    ({"agent": "Ava", "content": "x", "entities": [{"role": "enemy"}]}, "entities.0.name"),
+    ({"agent": "Ava", "content": "x", "metadata": {"a": {"nested": 1}}}, "metadata"),
+    ({"agent": "Ava", "content": "x", "kind": "dream"}, "kind"),
+])
+def test_a_retain_that_cannot_be_read_is_a_400_naming_the_field(ava, body, problem):
+    answer = ava.post("retain", body)
+    assert answer.status_code == 400 and problem in answer.json()["detail"], answer.json()
+    assert not Memory.objects.filter(agent="Ava").exists()
+
+
+def test_recall_filters_by_tags_in_the_four_modes(ava):
+    ids = {name: ava.retain(text, tags=tags)["id"] for name, text, tags in [
+        ("fight", "I fought the dragon at the cave.", ["combat"]),
+        ("danger", "The dragon fight nearly killed me.", ["combat", "danger"]),
+        ("plain", "The dragon flew over the village.", []),
+        ("other", "The dragon's hoard glittered.", ["treasure"])]}
+
+    def found(tags, mode):
+        return {next(k for k, v in ids.items() if v == r["memory"]["id"])
+                for r in ava.recall("the dragon", tags=tags, tag_mode=mode, similarity_threshold=0)}
+
+    assert found(["combat"], "Any") == {"fight", "danger", "plain"}  # untagged memories stay in view
+    assert found(["combat"], "AnyStrict") == {"fight", "danger"}
+    assert found(["combat", "danger"], "All") == {"danger", "plain"}
+    assert found(["combat", "danger"], "all_strict") == {"danger"}
+    assert found([], "AllStrict") == set(ids)  # no tags asked: no tag filter
+    bad = ava.post("recall", {"query": "the dragon", "tags": ["combat"], "tag_mode": "Some"})
+    assert bad.status_code == 400 and "tag_mode" in bad.json()["detail"] and "AnyStrict" in bad.json()["detail"]
+
+
+def test_recall_keeps_to_the_similarity_floor_max_results_and_importance(ava):
+    for n in range(12):
+        ava.retain(f"Ava baked bread for the harvest feast, loaf number {n}.", importance=n % 10)
+    ava.retain("The river froze over in January.", importance=9)
+    everything = ava.recall("Ava baked bread for the harvest feast", similarity_threshold=-1, max_results=100)
+    assert len(everything) == 13
+    default = ava.recall("Ava baked bread for the harvest feast")
+    assert len(default) == 10  # seed 004's max_results
+    assert all(r["components"]["similarity"] >= 0.7 for r in default) and [r["rank"] for r in default] == list(range(1, 11))
+    river = next(r for r in everything if "river" in r["memory"]["content"])
+    assert river["components"]["similarity"] < 0.7  # an unrelated memory is below the floor...
+    assert all("river" not in r["memory"]["content"] for r in ava.recall("Ava baked bread for the harvest feast", max_results=100))
+    important = ava.recall("Ava baked bread for the harvest feast", min_importance=8, similarity_threshold=0, max_results=100)
+    assert {r["memory"]["importance"] for r in important} == {8, 9}
+    # ...and k, the older name, still sets the number of results.
+    assert len(ava.recall("Ava baked bread for the harvest feast", k=3)) == 3
+
+
+def test_what_recall_returns_counts_as_recalled(ava):
+    made = ava.retain("Ava hid the map under the floorboard.", turn=2)
+    assert Memory.objects.get(pk=made["id"]).access_count == 0
+    ava.recall("where is the map hidden?", similarity_threshold=0, current_turn=6)
+    ava.recall("where is the map hidden?", similarity_threshold=0, current_turn=7)
+    stored = Memory.objects.get(pk=made["id"])
+    assert stored.access_count == 2 and stored.last_accessed_turn == 7
+
+
+def test_an_agent_at_the_limit_is_refused_with_a_409_and_nothing_written(ava, settings):
+    settings.MEMORY_MAX_PER_AGENT = 2
+    ava.retain("First.")
+    ava.retain("Second.")
+    for body in ({"agent": "Ava", "content": "Third."},
+                 {"speaker": "Bo", "text": "Third.", "listeners": ["Ava", "Cy"], "turn": 3}):
+        full = ava.post("retain", body)
+        assert full.status_code == 409 and "Ava (2) already holds the limit of 2" in full.json()["detail"]
+        assert "consolidate or archive" in full.json()["detail"]
+    assert Memory.objects.filter(content__contains="Third").count() == 0
+    # An archived memory frees its place; another agent has its own.
+    Memory.objects.filter(content="First.").update(status="archived")
+    assert ava.post("retain", {"agent": "Ava", "content": "Third."}).status_code == 201
+    assert ava.post("retain", {"agent": "Cy", "content": "Mine."}).status_code == 201
+
+
+def test_reflect_on_a_query_answers_from_the_tagged_memories_offline(ava):
+    ava.retain("I fought the dragon at the cave.", tags=["combat"])
+    ava.retain("I fought off a cold all winter.", tags=["health"])
+    answer = ava.post("reflect", {"agent": "Ava", "query": "my fights", "tags": ["combat"], "tag_mode": "AnyStrict",
+                                  "context": "A bard asks about battles.", "similarity_threshold": 0})
+    assert answer.status_code == 200
+    body = answer.json()
+    assert "I fought the dragon at the cave." in body["answer"] and "cold" not in body["answer"]
+    assert [r["memory"]["content"] for r in body["memories"]] == ["I fought the dragon at the cave."]
+    assert body["insights"] == [] and not Memory.objects.filter(kind="reflection").exists()
+    neither = ava.post("reflect", {"agent": "Ava"})
+    assert neither.status_code == 400 and "query" in neither.json()["detail"]
+
+
+def test_consolidate_groups_similar_memories_by_seed_004s_rules(ava):
+    a = ava.retain("Ava saw wolves howling at the edge of the forest.", importance=4, tags=["wolves"], turn=1)
+    b = ava.retain("Ava heard wolves howling by the forest edge.", importance=6, tags=["night"], turn=2)
+    lone = ava.retain("Ava paid the baker three coins for bread.", importance=3, tags=["wolves"], turn=3)
+    summaries = ava.post("consolidate", {"agent": "Ava", "threshold": 0.7}).json()
+    assert len(summaries) == 1  # two similar memories are enough; the lone one stays as it is
+    summary = summaries[0]
+    assert summary["importance"] == pytest.approx(6.6)  # the most important original's, + 10 %
+    assert summary["tags"] == ["wolves", "night"] and summary["source"] == "consolidation"
+    originals = Memory.objects.filter(pk__in=[a["id"], b["id"]])
+    assert {m.status for m in originals} == {"consolidated"}
+    assert Memory.objects.get(pk=summary["id"]).decay_rate == pytest.approx(
+        sum(m.decay_rate for m in originals) / 2 * 0.8)
+    assert Memory.objects.get(pk=lone["id"]).status == "active"
+    # Strict tags that none of what is left carries: nothing to do.
+    assert ava.post("consolidate", {"agent": "Ava", "tags": ["night"], "tag_mode": "AnyStrict"}).json() == []
+
+
+def test_consolidate_asks_the_runs_model_at_temperature_0_3_in_300_tokens(user, ada_token):
+    fake = FakeLLM().start()
+    try:
+        bank = bank_create(name="run", owner=user)
+        Simulation.objects.create(owner=user, title="Woods", status="running", max_turns=5, bank=bank,
+                                  cast_snapshot=[{"name": "Ava"}], provider="openai", base_url=fake.base_url,
+                                  model="test-model")
+        ava = Caller(bank, ada_token)
+        ava.retain("Ava saw wolves howling at the edge of the forest.", turn=1)
+        ava.retain("Ava heard wolves howling by the forest edge.", turn=2)
+        fake.script(ok("Ava heard wolves howl at the forest's edge on two nights."))
+        summaries = ava.post("consolidate", {"agent": "Ava", "query": "wolves", "context": "Night watch"}).json()
+    finally:
+        fake.stop()
+    assert [s["content"] for s in summaries] == ["Ava heard wolves howl at the forest's edge on two nights."]
+    asked = [r for r in fake.requests if "consolidating 2 similar memories" in str(r["messages"])]
+    assert len(asked) == 1 and asked[0]["temperature"] == 0.3 and asked[0]["max_tokens"] == 300
+    assert "Context: Night watch" in asked[0]["messages"][-1]["content"]
+
+
+def test_the_schema_shows_the_new_parameters():
+    schema = Client().get("/api/openapi.json").json()
+    parts = schema["components"]["schemas"]
+    assert {"tags", "tag_mode", "min_importance", "similarity_threshold", "max_results"} <= set(parts["RecallIn"]["properties"])
+    assert {"context", "metadata", "entities", "tags", "agent", "content"} <= set(parts["RetainIn"]["properties"])
+    assert {"query", "context", "tags"} <= set(parts["ReflectIn"]["properties"])
+    assert {"query", "context", "tags", "threshold"} <= set(parts["ConsolidateIn"]["properties"])
+    assert parts["RecallIn"]["properties"]["similarity_threshold"]["default"] == 0.7
+    assert parts["RecallIn"]["properties"]["max_results"]["default"] == 10
+
+
+def test_a_tool_called_over_the_api_counts_what_it_recalls_and_keeps_to_the_cap(ava, settings):
+    made = ava.retain("Ava buried the silver spoons under the oak.", tags=["secret"])
+    found = ava.c.post(f"{ava.base}/tools/query_memory", {"agent": "Ava", "current_turn": 4, "arguments": {
+        "query": "where are the spoons?", "tags": ["secret"], "tag_mode": "any_strict"}},
+        content_type="application/json", **bearer(ava.token))
+    assert found.status_code == 200 and found.json()["filter"]["tags_mode"] == "any_strict"
+    assert [m["content"] for m in found.json()["response"]["memories"]] == [made["content"]]
+    stored = Memory.objects.get(pk=made["id"])
+    assert stored.access_count == 1 and stored.last_accessed_turn == 4
+    settings.MEMORY_MAX_PER_AGENT = 1
+    full = ava.c.post(f"{ava.base}/tools/form_memory", {"agent": "Ava", "arguments": {
+        "content": "The oak is hollow.", "importance": 5}}, content_type="application/json", **bearer(ava.token))
+    assert full.status_code == 409 and Memory.objects.filter(agent="Ava").count() == 1
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"agent": "Ava", "content": "x", "context": "bad\u0000context"}, "context"),
+    ({"agent": "Ava", "content": "x", "metadata": {"place": "bad\u0000value"}}, "metadata"),
+    ({"agent": "Ava", "content": "x", "entities": [{"name": "Zed\u0007", "role": "enemy"}]}, "entities.0.name"),
+    ({"agent": "Ava", "content": "x", "metadata": {str(i): i for i in range(51)}}, "metadata"),
+])
+def test_hostile_details_are_refused_naming_the_field(ava, body, field):
+    answer = ava.post("retain", body)
+    assert answer.status_code == 400 and answer.json()["detail"].startswith(field), answer.json()
+    assert not Memory.objects.exists()
