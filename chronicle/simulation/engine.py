@@ -21,7 +21,7 @@ from chronicle.simulation.prompts import (
 from chronicle.simulation.briefing import (
     clock_text, header_shows, identity_header, now_text, pinned_note, prepopulate, took_it,
 )
-from chronicle.simulation.looked_up import keep_looked_up
+from chronicle.simulation.looked_up import keep_looked_up, notes_without_excluded
 from chronicle.simulation.replies import is_refusal, text_tool_calls
 from chronicle.simulation.tool_calls import for_model, offered_tools, run_round
 from chronicle.simulation.turn_models import WRITER_LINE_NOTE
@@ -87,7 +87,7 @@ def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str,
     note = note_text(sections, turn.number)
     kept = [s for s in sections if s.title not in (*STABLE_SECTIONS, ONCE_SECTION)]
     once = "\n\n".join(section_text(s) for s in sections if s.title == ONCE_SECTION and s.lines)
-    sent = conversation(turn.agent, turn.transcript, turn.stage, notes={n: k["text"] for n, k in turn.kept_notes.items()},
+    sent = conversation(turn.agent, turn.transcript, turn.stage, notes=notes_without_excluded(turn),
                         note=note, once=once, pinned=pinned_note(turn, outcome), now="" if minimal else now_text(turn),
                         short_ask=not minimal)
     outcome.messages = [{"role": "system", "content": system}, *(m.as_dict() for m in sent)]

@@ -7,10 +7,10 @@ answer used to last one turn, so each character asked query_self(secrets) again 
 from __future__ import annotations
 
 from chronicle.simulation.context import count_tokens
-from chronicle.simulation.prompts import NOTE_OPENING
+from chronicle.simulation.prompts import LOOKED_UP, NOTE_OPENING
 from chronicle.simulation.turn_types import TurnInput, TurnOutcome
+from memory.models import Memory
 
-LOOKED_UP = "What you looked up"
 # Tokens the kept lookups of one turn may take (it stays in every call until the window moves): the
 # first found first, the rest a lookup away.
 LOOKED_UP_BUDGET = 300
@@ -45,3 +45,16 @@ def keep_looked_up(turn: TurnInput, outcome: TurnOutcome, *, shown: set[int]) ->
     text = note.get("text") or f"{NOTE_OPENING}{turn.number}, you recall:"
     outcome.context["note"] = {"text": f"{text}\n## {LOOKED_UP}\n" + "\n".join(lines),
                                "ids": [*(note.get("ids") or []), *ids]}
+
+
+def notes_without_excluded(turn: TurnInput) -> dict[int, str]:
+    """The earlier notes as the conversation repeats them, less the lines of any memory the writer
+    excluded at this turn: an exclusion keeps a memory out of the agent's context, kept notes too
+    (the conversation differs from there on, as the writer asked)."""
+    notes = {number: note["text"] for number, note in turn.kept_notes.items()}
+    if not turn.excluded or not notes:
+        return notes
+    # By content: a branch's notes were written with its parent's memory ids, its exclusions name its own copies.
+    contents = list(Memory.objects.filter(pk__in=turn.excluded).values_list("content", flat=True))
+    return {number: "\n".join(line for line in text.split("\n") if not any(c and c in line for c in contents))
+            for number, text in notes.items()}

@@ -17,6 +17,7 @@ TRANSCRIPT_LINES = 8
 WINDOW_STEP = 32
 # Pre-populated sections that stay the same from turn to turn (the sheet, the place): sent first.
 STABLE_SECTIONS = ("Who you are", "Where you are")
+LOOKED_UP = "What you looked up"  # a note's section: what the agent's tools found at that turn (tools mode)
 NOTE_OPENING = "Before your turn "  # how a note opens (the scripted agent finds this turn's by it)
 # Sent on the agent's first turn only, after what is kept (the rest of its sheet): not kept after it.
 ONCE_SECTION = "All about you"

@@ -14,7 +14,7 @@ import json
 import re
 import textwrap
 
-from chronicle.simulation.prompts import NOTE_OPENING
+from chronicle.simulation.prompts import LOOKED_UP, NOTE_OPENING
 from chronicle.simulation.providers.topics import insight, topics
 from chronicle.simulation.providers.voice import named_voice, own_sheet_voice
 from chronicle.simulation.providers.base import ChatResult, Provider, TurnHints, estimate_messages_tokens
@@ -139,8 +139,27 @@ class ScriptedProvider(Provider):
                     body = json.loads(message.get("content") or "{}")
                 except ValueError:
                     body = {}
-                results.setdefault(name, []).extend(body.get("memories") or body.get("facts") or [])
+                found = body.get("memories") or body.get("facts") or []
+                if not found and body.get("already_given"):
+                    # All of it is in front of the agent already: what it looked up at earlier turns.
+                    found = ScriptedProvider._looked_up(messages)
+                results.setdefault(name, []).extend(found)
         return called, results
+
+    @staticmethod
+    def _looked_up(messages: list[dict]) -> list[dict]:
+        """The memories kept in the conversation from the agent's earlier lookups, the latest first."""
+        kept = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
+        found, inside = [], False
+        for raw in kept.splitlines():
+            if raw.startswith("## "):
+                inside = raw[3:].strip() == LOOKED_UP
+            elif inside and raw.startswith("- "):
+                match = re.match(r"\(turn (\d+)\) (.*)", raw[2:])
+                found.append({"content": match.group(2), "turn": match.group(1)} if match else {"content": raw[2:]})
+            elif not raw.strip():
+                inside = False
+        return found[::-1]
 
     @staticmethod
     def _prepopulated(messages: list[dict]) -> dict[str, list[str]]:

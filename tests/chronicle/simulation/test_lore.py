@@ -11,7 +11,7 @@ from chronicle.simulation.briefing import LORE
 from chronicle.simulation.tasks import run_turn_task
 from memory.api import lore_triggered
 from memory.models import Memory
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start as start_seeded
 
 pytestmark = pytest.mark.django_db
 

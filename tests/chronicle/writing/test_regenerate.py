@@ -36,20 +36,26 @@ def quoted_memory(turn: Turn) -> dict:
 
 def test_excluded_memory_stays_out_of_the_regenerated_turn(user, finished):
     turn = finished.turns.get(index=3)
-    # The memory the line rests on: what the agent read and says in its own words ("what I want is to …").
-    top = next(r for retrieval in turn.retrievals.all() for r in retrieval.results if said_in(r["content"], turn.utterance))
-    assert top["content"] in tool_text(turn)  # the original run read it
+    # The memory the line rests on: what the agent read (this turn's tools, or what its lookups at
+    # its earlier turns kept in its conversation) and says in its own words.
+    read = [r for earlier in finished.turns.filter(agent=turn.agent, index__lte=3).order_by("-index")
+            for retrieval in earlier.retrievals.all() for r in retrieval.results]
+    top = next(r for r in read if said_in(r["content"], turn.utterance))
+    assert top["content"] in everything_read(turn)  # the original run read it
     services.override_toggle(turn=turn, kind="exclude", memory_id=top["memory_id"], actor=user, on=True)
 
     branch = prepare_and_run(services.simulation_branch(parent=finished, index=3, actor=user))
     regenerated = branch.turns.get(index=3)
-    assert top["content"] not in tool_text(regenerated)
-    # The record still shows it, marked excluded (on the branch's copy of the memory).
-    rows = [r for retrieval in regenerated.retrievals.all() for r in retrieval.results]
-    excluded = [r for r in rows if r.get("excluded")]
-    assert [r["content"] for r in excluded] == [top["content"]]
-    assert Memory.objects.get(pk=excluded[0]["memory_id"]).bank_id == branch.bank_id
+    assert top["content"] not in everything_read(regenerated)  # nor in a note kept from an earlier turn
+    # Where a search found it again, the record shows it, marked excluded (on the branch's copy).
+    for row in (r for retrieval in regenerated.retrievals.all() for r in retrieval.results):
+        if row["content"] == top["content"]:
+            assert row.get("excluded") and Memory.objects.get(pk=row["memory_id"]).bank_id == branch.bank_id
     assert regenerated.utterance != turn.utterance
+
+
+def everything_read(turn: Turn) -> str:
+    return "\n".join(m.get("content") or "" for m in turn.prompt_messages if m["role"] != "assistant")
 
 
 def test_pinned_memory_reaches_the_agent_on_that_turn(user, finished):
