@@ -103,11 +103,15 @@ def kind_icon(kind: str, category: str = "") -> str:
 
 
 @register.simple_tag
-def memory_link(simulation_pk: int, memory_id: int, agent: str = "") -> str:
+def memory_link(simulation_pk: int, memory_id: int, agent: str = "", from_turn=None) -> str:
     """Where a memory opens on its run's bank page: its agent's memories, its card first (whatever
-    page it would fall on), scrolled to."""
+    page it would fall on), scrolled to. from_turn: the turn (index) the writer came from, to edit
+    the memory: its card opens for editing, with a link back to that turn."""
 
-    query = urlencode({"agent": agent or "(shared)", "memory": memory_id})
+    params = {"agent": agent or "(shared)", "memory": memory_id}
+    if from_turn is not None and str(from_turn).isdigit():
+        params["from_turn"] = from_turn
+    query = urlencode(params)
     return f"{reverse('chronicle_memories', args=[simulation_pk])}?{query}#memory-{memory_id}"
 
 

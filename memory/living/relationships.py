@@ -36,8 +36,7 @@ ACTS = {
              r"or else\b": 0.2, r"you(?:'ll| will) regret": 0.25, r"watch (?:yourself|your back)": 0.2,
              r"i(?:'ll| will) (?:make you pay|hurt you|ruin you)": 0.3},
     "trusting": {r"promise": 0.1, r"confess": 0.15, r"count on": 0.1, r"between us": 0.1, r"i'll help": 0.1},
-    "distrusting": {r"behind my back": 0.3, r"sold me out": 0.3,
-                    r"or else\b|you(?:'ll| will) regret|i(?:'ll| will) (?:make you pay|hurt you|ruin you)": 0.2},
+    "distrusting": {r"or else\b|you(?:'ll| will) regret|i(?:'ll| will) (?:make you pay|hurt you|ruin you)": 0.2},
 }
 # Judgements that say something of someone: they count only in a clause about the listener (their
 # name, or "you"): "you're so kind", not "if Sam hates the idea" or "the rumour's nonsense".
@@ -49,7 +48,7 @@ ABOUT = {
     "trusting": {r"honest": 0.1, r"trust(?!\s+me\b)": 0.1, r"secret": 0.1, r"truth": 0.05},
     "distrusting": {r"lie\b|lies\b|lying": 0.2, r"lied": 0.25, r"liar": 0.3, r"betray": 0.3, r"cheat": 0.25,
                     r"trick(?:s|ed|ing|ery)?\b": 0.15, r"hid\b": 0.15, r"hiding": 0.15, r"don't believe": 0.15,
-                    r"rumou?rs?\b": 0.05},
+                    r"rumou?rs?\b": 0.05, r"behind my back": 0.3, r"sold me out": 0.3},
 }
 OPPOSITE = {"warm": "cold", "cold": "warm", "trusting": "distrusting", "distrusting": "trusting"}
 NAMED_FACTOR = 1.5   # a line that names its listener moves that listener's standing this much more

@@ -145,6 +145,10 @@ def test_lines_leave_feelings_and_lessons_and_agents_form_their_own(user, dinner
      "actually on the website, which, as you know, is my love language. So, Jordan, what's the damage at Bella's?",
      "Jordan", ["Alex", "Jordan"]),
     ("I hate this weather.", "Sam", []),
+    # Describing oneself, or someone unknown who talks behind one's back, accuses no listener.
+    ("Oren, I'm precise, discreet, kind, reserved.", "Oren", ["Oren", "Tess"]),
+    ("Tess, what I want is to keep the inn open, find out who is talking about the inn behind my back.",
+     "Tess", ["Oren", "Tess"]),
     ("You need something veggie-friendly that won't break the bank.", "Sam", []),
 ])
 def test_words_not_aimed_at_the_listener_move_nothing(line, listener, others):
@@ -159,6 +163,7 @@ def test_words_not_aimed_at_the_listener_move_nothing(line, listener, others):
     ("Tess, you're spreading rumours about me.", -1, 0),
     ("If you hate me, just say it.", 0, 0),        # a hypothetical
     ("You're a good friend, Sam.", 0, +1),
+    ("Tess, you went behind my back.", -1, 0),
 ])
 def test_polarity_and_aim_decide_the_move(line, trust, affinity):
     moved = judge(line, listener="Sam" if "Sam" in line else "Tess")
