@@ -13,12 +13,11 @@ import pytest
 from playwright.sync_api import expect
 
 from chronicle.demo import DEMO_TITLE, load_demo
-from tests.e2e.conftest import PASSWORD
+from tests.e2e.conftest import PASSWORD, SCREENSHOTS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 RUMOUR = Path(__file__).resolve().parents[2] / "examples" / "rumour.json"
-SHOTS = Path("/work/shots-writer") if Path("/work/shots-writer").is_dir() else None
 DIRECTION = "Sam opens the window onto the street"
 
 
@@ -87,8 +86,8 @@ def test_a_run_page_opens_on_the_scene(browser, live_server, user, celery_worker
                     assert other_box["y"] > line_top or other_box["x"] >= box["x"] + box["width"], \
                         f"{name}: {selector} sits above the first line"
             assert not (past := _past_right_edge(page, width)), f"{name}: past the right edge: {past[:5]}"
-            if SHOTS:
-                page.screenshot(path=str(SHOTS / f"run-{name}-{width}.png"))
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOTS / f"scene-first-{name}-{width}.png"))
         # The demo run: Start a sequel sits inside the controls card.
         page.goto(demo)
         card = page.locator("#controls").bounding_box()
@@ -107,8 +106,45 @@ def test_a_run_page_opens_on_the_scene(browser, live_server, user, celery_worker
         for fmt in ("md", "fountain", "json"):
             body = page.request.get(f"/chronicle/{run}/export.{fmt}").text()
             assert DIRECTION in body, fmt
-        if SHOTS:
-            page.screenshot(path=str(SHOTS / f"review-{width}.png"))
+        page.screenshot(path=str(SCREENSHOTS / f"scene-first-review-{width}.png"))
         assert errors == [], errors
+    finally:
+        context.close()
+
+
+def test_at_390_px_the_seated_characters_memory_follows_the_input(browser, live_server, user, celery_worker):
+    load_demo(owner=user)
+    context = browser.new_context(viewport={"width": 390, "height": 844}, base_url=live_server.url)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    try:
+        page.goto("/accounts/login/")
+        page.fill("#id_username", user.get_username())
+        page.fill("#id_password", PASSWORD)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(re.compile(r"/$"))
+        page.goto("/simulations/new/")
+        page.select_option("#id_scenario", label=DEMO_TITLE)
+        expect(page.locator("#id_seats")).to_contain_text("Sam")
+        page.locator("#id_seats label", has_text="Sam").locator("input").check()
+        page.fill("#id_max_turns", "4")
+        page.fill("#id_pace_s", "0")
+        page.select_option("#id_provider", "scripted")
+        page.get_by_role("button", name="Start simulation").click()
+        page.wait_for_url(re.compile(r"/simulations/\d+/$"))
+        expect(page.locator("#seat")).to_be_visible(timeout=120_000)
+        page.reload()
+        page.wait_for_load_state("networkidle")
+        box = page.locator("#seat-line").bounding_box()
+        memory = page.locator("#seat-memory").bounding_box()
+        gap = memory["y"] - (box["y"] + box["height"])
+        assert 0 <= gap <= 400, f"Sam's memory starts {gap:.0f} px below the input"
+        # The lines come first: the first on the first screen, the seat after the last line.
+        first = page.locator("#turn-list .utterance").first.bounding_box()
+        assert first["y"] + 20 <= 844 and page.locator("#seat").bounding_box()["y"] > first["y"]
+        assert not (past := _past_right_edge(page, 390)), past[:5]
+        page.locator("#seat").scroll_into_view_if_needed()
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "scene-first-seat-390.png"))
     finally:
         context.close()
