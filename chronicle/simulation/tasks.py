@@ -123,7 +123,7 @@ def _run_turn_task(self, simulation_id: int, index: int) -> str:
             formation.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
             keep_the_day_before(simulation, turn.number)
             staged_ms = (time.perf_counter() - staging) * 1000
-            outcome = run_turn(turn_inputs.turn_input(turn=turn), provider, pace_s=simulation.pace_s)
+            outcome = run_turn(turn_inputs.turn_input(turn=turn), provider, pace_s=simulation.turn_pace)
             capture = formation.capture_for(turn=turn, outcome=outcome)
             capture.prepare_ms += staged_ms  # memory's time too (the turn's memory_ms)
         except TurnFailed as exc:

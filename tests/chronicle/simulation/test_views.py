@@ -341,11 +341,16 @@ def test_run_n_more_turns_or_until_i_pause(user, dinner, client_for):
     done = run_queued()
     assert (done.status, done.turns.filter(status="done").count(), done.max_turns) == ("completed", 5, 5)
 
-    client.post(simulation.get_absolute_url(), {"until_paused": ""})
+    said = client.post(simulation.get_absolute_url(), {"until_paused": ""}, follow=True).content.decode()
     simulation.refresh_from_db()
     assert simulation.status == "running" and "running until you pause" in client.get(simulation.get_absolute_url()).content.decode()
+    # The raised limit is said, and a dry run slows to a line every few seconds: time to read and pause.
+    assert f"it stops by itself at {simulation.max_turns:,} turns" in said
+    assert simulation.is_dry_run and simulation.turn_pace >= 2 > simulation.pace_s
     run_turn_task.apply(args=(simulation.pk, 5))
     client.post(simulation.get_absolute_url(), {"pause": ""})
+    paused = client.get(simulation.get_absolute_url()).content.decode()
+    assert f"6 turns · set to run until you pause (at most {simulation.max_turns})" in paused
     client.post(simulation.get_absolute_url(), {"more": "", "turns": "2"})  # paused: two, then paused again
     after = run_queued()
     assert (after.status, after.turns.filter(status="done").count()) == ("paused", 8)
