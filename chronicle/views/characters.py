@@ -19,7 +19,7 @@ from chronicle.services.characters import (character_create as create_character,
                                            character_delete as delete_character, character_request_preview,
                                            character_update)
 from chronicle.views.common import HtmxHttpRequest, field_errors_response, preview_response, vary_on_htmx
-from chronicle.writing.ask import ask, default_provider
+from chronicle.writing.ask import ask, writer_provider
 from memory.api import recall
 
 ASK_K = 8
@@ -143,7 +143,7 @@ def character_ask(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         # A pure read: asking from the authoring page changes no access count.
         results = recall(bank, query, agent=character.name, k=ASK_K)
         answer = ask(agent=character.name, question=query, memories=[r.memory for r in results],
-                     provider=default_provider())
+                     provider=writer_provider(request.user))
     elif query:
         error = "This character has no preview memories yet; save it to seed them."
     # The Ask section lives in its own include; htmx asks for its results partial.
