@@ -36,8 +36,13 @@ _SECOND_VERB = re.compile(r"(\bI\b[^.;!?]*?\band )(\w+[^s\W]s)(?= (?:little|much
                           r"less|more|well|hard|aloud|once|twice|\w+ly)\b)")
 
 
+# "I got a small bonus … but is saving it": the same "I" goes on with is/has/does/was after and/but.
+_SECOND_AUX = re.compile(r"(\bI\b[^.;!?]*?\b(?:and|but) )(is|has|does)\b")
+
+
 def _second_verbs(text: str) -> str:
-    return _SECOND_VERB.sub(lambda m: m.group(1) + _base_verb(m.group(2)), text)
+    text = _SECOND_VERB.sub(lambda m: m.group(1) + _base_verb(m.group(2)), text)
+    return _SECOND_AUX.sub(lambda m: m.group(1) + _base_verb(m.group(2)), text)
 
 
 def own_sheet_voice(text: str) -> str:

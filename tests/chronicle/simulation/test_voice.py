@@ -13,6 +13,7 @@ from chronicle.simulation.providers.voice import named_voice, own_sheet_voice
     ("Tess bakes bread and cakes for the inn.", "I bake bread and cakes for the inn."),
     ("Tess likes dogs and cats.", "I like dogs and cats."),
     ("Tess's father kept the light.", "my father kept the light."),
+    ("Tess got a small bonus this month but is saving it.", "I got a small bonus this month but am saving it."),
 ])
 def test_the_name_becomes_i_and_its_verbs_agree(text, said):
     assert named_voice(text, "Tess") == said
