@@ -194,6 +194,16 @@ class CharacterForm(TextRuleForm, forms.ModelForm):
                                "the character's situation.", "Scenario (card)")
     mes_example = _card_text("Example dialogue. It becomes a memory of how the character speaks.",
                              "Example messages")
+    creator_notes = _card_text("The card author's notes for whoever uses it. Kept for export; no agent reads "
+                               "them.", "Creator notes")
+    card_tags = ListField(item_max_length=100, max_items=50, label="Tags", required=False,
+                          help_text="The card's tags, one per item. Kept for export.")
+    creator = forms.CharField(required=False, max_length=200, label="Creator", help_text="Who made the card.")
+    character_version = forms.CharField(required=False, max_length=100, label="Card version")
+    portrait = forms.FileField(required=False, label="Portrait",
+                               help_text="A picture of the character (PNG, JPEG, WebP…): shown on its pages and "
+                                         "the run page, and the image of an exported card. Replaces the one it has.")
+    remove_portrait = forms.BooleanField(required=False, label="Remove the portrait")
     extra_memories = LoreField(label="Lore entries")
 
     class Meta:
@@ -223,6 +233,10 @@ class CharacterForm(TextRuleForm, forms.ModelForm):
         self.initial.setdefault("alternate_greetings", list(extras.get("alternate_greetings") or []))
         self.initial.setdefault("card_scenario", extras.get("scenario", ""))
         self.initial.setdefault("mes_example", extras.get("mes_example", ""))
+        self.initial.setdefault("creator_notes", extras.get("creator_notes", ""))
+        self.initial.setdefault("card_tags", list(extras.get("tags") or []))
+        self.initial.setdefault("creator", extras.get("creator", ""))
+        self.initial.setdefault("character_version", extras.get("character_version", ""))
         self.initial.setdefault("extra_memories", list(self.instance.extra_memories or []))
 
     def lore_rows(self) -> list[dict]:
@@ -246,6 +260,28 @@ class CharacterForm(TextRuleForm, forms.ModelForm):
                 card["enabled"] = False
             entries.append({**entry, "content": row["content"], "keys": row["keys"], "card": card})
         return entries
+
+    KEPT_UNLESS_SENT = ("creator_notes", "card_tags", "creator", "character_version")
+
+    def clean(self):
+        cleaned = super().clean()
+        # A card's bookkeeping fields left out of a post (a script, an older page) stay as they are.
+        for name in self.KEPT_UNLESS_SENT:
+            if self.fields[name].widget.value_omitted_from_data(self.data, self.files, self.add_prefix(name)):
+                cleaned.pop(name, None)
+        return cleaned
+
+    def clean_portrait(self) -> bytes | None:
+        """The uploaded picture as the small PNG a portrait keeps, or None when none was given."""
+        upload = self.cleaned_data.get("portrait")
+        if not upload:
+            return None
+        from chronicle.services.portraits import PortraitError, portrait_from_image
+
+        try:
+            return portrait_from_image(upload.read())
+        except PortraitError as exc:
+            raise forms.ValidationError(f"The portrait was not changed: {exc}.") from None
 
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()

@@ -60,4 +60,31 @@ def test_docs_site_builds_strict(tmp_path):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
-    assert (tmp_path / "site" / "index.html").exists()
+    site = tmp_path / "site"
+    assert (site / "index.html").exists()
+    _site_works_from_disk(site)
+
+
+def _site_works_from_disk(site: Path) -> None:
+    """Opened from disk (file://), the site is usable: its links are to pages, not folders (which a
+    browser shows as listings), nothing is fetched from the internet (fonts), search needs no server,
+    and the Simulations page's contents list its parts by task."""
+    pages = sorted(site.glob("*.html"))
+    remote = [p.name for p in pages if re.search(r"fonts\.(?:googleapis|gstatic)\.com", p.read_text())]
+    assert not remote, f"pages that fetch fonts from the internet: {remote}"
+    index = (site / "index.html").read_text()
+    links = re.findall(r'href="((?!https?:|#|mailto:)[^"]+)"', index)
+    folders = [link for link in links if link.endswith("/") or link in (".", "..")]
+    assert not folders, f"links to folders (a directory listing from disk): {folders[:5]}"
+    assert "simulations.html" in links and "connect-a-model.html" in links
+    # The offline plugin puts the search index in a script a page loads from disk.
+    assert list((site / "search").glob("search_index.js")), "search needs a server: no search_index.js"
+    simulations = (site / "simulations.html").read_text()
+    toc = simulations[simulations.index('md-nav--secondary'):]
+    for part in ("The dry run: start here", "The tools", "Who is in the room", "Real models",
+                 "Playing a character yourself"):
+        assert part in toc, f"the Simulations page's contents miss {part!r}"
+    connect = (site / "connect-a-model.html").read_text()
+    for words in ("Ollama", "LM Studio", "vLLM", "llama.cpp", "OpenAI", "Test connection", "Model settings",
+                  "host.docker.internal", "bookkeeping"):
+        assert words in connect, f"Connect a model says nothing of {words}"

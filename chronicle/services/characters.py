@@ -13,7 +13,8 @@ FIELDS = (*CHARACTER_FIELDS, "extra_memories", "card_extras")
 # SillyTavern card fields the character form edits, by form field → card_extras key (they stay in
 # card_extras so an export gives them back where a card keeps them).
 CARD_FIELDS = {"first_mes": "first_mes", "alternate_greetings": "alternate_greetings",
-               "card_scenario": "scenario", "mes_example": "mes_example"}
+               "card_scenario": "scenario", "mes_example": "mes_example", "creator_notes": "creator_notes",
+               "card_tags": "tags", "creator": "creator", "character_version": "character_version"}
 
 
 def _apply(character: Character, data: dict[str, Any]) -> None:

@@ -156,7 +156,9 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         self.fields["sequel_of"].queryset = (Simulation.objects.owned_by(owner).exclude(bank=None)
                                              .filter(status__in=(*Simulation.FINISHED_STATUSES, Simulation.Status.PAUSED))
                                              .order_by("-created"))
-        self.greeters = {c.name: c for c in Character.objects.owned_by(owner) if (c.card_extras or {}).get("first_mes")}
+        # Only the chosen scenario's cast can open the scene (the choices swap with the cast).
+        members = list(scenario.cast.all()) if scenario is not None else []
+        self.greeters = {c.name: c for c in members if (c.card_extras or {}).get("first_mes")}
         self.fields["greeting_by"].choices = [("", "— no greeting: the first speaker talks —")] + [
             (name, name) for name in sorted(self.greeters)]
         self.fields["title"].required = False

@@ -62,6 +62,8 @@ def parse_carry(text: str, *, cast: list[str]) -> dict[str, str]:
         plan[name] = mode
     return plan
 
+READING_PACE_S = 2.0  # a dry run's pace when it runs until the writer pauses it
+
 
 class SimulationQuerySet(OwnedQuerySet):
     def active(self):
@@ -300,6 +302,15 @@ class Simulation(RunSettingsMixin, models.Model):
     def runs_until_paused(self) -> bool:
         """Set to run until the writer pauses it ("Run until I pause" sets the ceiling as its end)."""
         return self.max_turns >= MAX_TURNS
+
+    @property
+    def turn_pace(self) -> float:
+        """Seconds before each line: the run's pace; a dry run going on until the writer pauses it
+        waits long enough for a line to be read (offline lines take milliseconds: twenty would pass
+        before Pause could be pressed)."""
+        if self.runs_until_paused and self.is_dry_run:
+            return max(self.pace_s, READING_PACE_S)
+        return self.pace_s
 
     @property
     def is_dry_run(self) -> bool:

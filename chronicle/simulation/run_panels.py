@@ -15,6 +15,7 @@ from django.db import connection
 from django.db.models import Count, F, Window
 from django.db.models.functions import FirstValue, RowNumber
 
+from chronicle.simulation.beliefs import SURE
 from chronicle.simulation.models import Simulation
 from memory.models import Memory, Relationship
 
@@ -166,8 +167,34 @@ def who_believes(simulation, *, shown: int | None = None) -> list[dict]:
         claim = claims.setdefault(data["id"], {"claim": data["claim"], "true": data["true"], "holders": []})
         history = history or [{"turn": turn, "confidence": data["confidence"], "source_chain": data["source_chain"],
                                "stance": "asserts"}]
-        claim["holders"].append({"holder": agent, "source_chain": data["source_chain"],
-                                 "confidence": data["confidence"], "turn": turn, "memory_id": pk,
-                                 "stance": data.get("stance") or "asserts", "disputed": data.get("disputed"),
-                                 "history": history, "earlier": max(steps - len(history), 0)})
+        holder = {"holder": agent, "source_chain": data["source_chain"], "confidence": data["confidence"],
+                  "turn": turn, "memory_id": pk, "stance": data.get("stance") or "asserts",
+                  "disputed": data.get("disputed"), "history": _told_again(history),
+                  "earlier": max(steps - len(history), 0)}
+        holder["holds"] = holds(holder["stance"], holder["confidence"])
+        # Someone who only ever heard it denied was never talked out of it: no "disputed" for them.
+        if all(float(step.get("confidence") or 0) <= 0 for step in history):
+            holder["disputed"] = None
+        claim["holders"].append(holder)
+    for claim in claims.values():
+        claim["held_by"] = [h["holder"] for h in claim["holders"] if h["holds"]]
+        claim["not_held_by"] = [h["holder"] for h in claim["holders"] if not h["holds"]]
     return [claims[key] for key in sorted(claims)]
+
+
+def holds(stance: str, confidence) -> bool:
+    """Whether a holder believes the claim now: not denying it, and sure enough to pass it on as true
+    (beliefs.SURE), so a claim heard denied down to 0.05 is not counted as held."""
+    return stance != "denies" and float(confidence or 0) >= SURE
+
+
+def _told_again(history: list[dict]) -> list[dict]:
+    """Marks a denial heard by someone who already did not believe the claim (confidence 0 before
+    it): the page says they heard it denied, with no confidence figure that reads as a drop."""
+    before = None
+    for step in history:
+        now = float(step.get("confidence") or 0)
+        step["again"] = step.get("stance") == "denies" and before is not None and before <= 0
+        step["no_figure"] = step.get("stance") == "denies" and now <= 0 and (before is None or before <= 0)
+        before = now
+    return history

@@ -130,7 +130,7 @@ def _run_turn_task(self, simulation_id: int, index: int) -> str:
             formation.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
             day_calls, day_tokens = keep_the_day_before(simulation, turn.number)
             staged_ms = (time.perf_counter() - staging) * 1000
-            outcome = run_turn(turn_inputs.turn_input(turn=turn), provider, pace_s=simulation.pace_s)
+            outcome = run_turn(turn_inputs.turn_input(turn=turn), provider, pace_s=simulation.turn_pace)
             outcome.aux_calls += day_calls
             outcome.aux_tokens += day_tokens
             capture = formation.capture_for(turn=turn, outcome=outcome)

@@ -24,7 +24,7 @@ from chronicle.simulation import line_pages, run_panels, seats, selectors, servi
 from chronicle.simulation.connection import check_connection
 from chronicle.simulation.forms import LLMSettingsForm, ReplayForm, SimulationForm, initial_from
 from chronicle.simulation.models import Simulation
-from chronicle.simulation.run_settings import NOT_INHERITED, SETTING_FIELDS
+from chronicle.simulation.run_settings import MAX_TURNS, NOT_INHERITED, SETTING_FIELDS
 
 CONTROLS = {
     "pause": services.simulation_pause,
@@ -165,6 +165,10 @@ def _control(request: HttpRequest, simulation: Simulation) -> HttpResponse:
         try:
             turns = None if "until_paused" in request.POST else int(request.POST.get("turns") or "")
             services.simulation_more_turns(simulation=simulation, turns=turns)
+            if turns is None:  # the turn limit is raised: said, not silent
+                messages.info(request, f"Running until you pause: press Pause when you have read enough "
+                                       f"(it stops by itself at {MAX_TURNS:,} turns"
+                                       f"{', a line every few seconds in a dry run' if simulation.is_dry_run else ''}).")
         except ValueError:
             messages.error(request, "Say how many more turns to run: a whole number.")
         except services.ControlError as exc:

@@ -1,3 +1,5 @@
+import re
+
 from django import template
 from django.conf import settings
 from django.urls import reverse
@@ -7,6 +9,7 @@ from django.utils.safestring import mark_safe
 
 from chronicle.forms import knowledge_rows as _knowledge_rows
 from chronicle.writing.analytics import KIND_COLOURS
+from chronicle.writing.exports import scene_heading as _scene_heading
 from chronicle.writing.wording import filter_sentence as _filter_sentence, kind_label as _kind_label
 from urllib.parse import urlencode
 
@@ -100,11 +103,15 @@ def kind_icon(kind: str, category: str = "") -> str:
 
 
 @register.simple_tag
-def memory_link(simulation_pk: int, memory_id: int, agent: str = "") -> str:
+def memory_link(simulation_pk: int, memory_id: int, agent: str = "", from_turn=None) -> str:
     """Where a memory opens on its run's bank page: its agent's memories, its card first (whatever
-    page it would fall on), scrolled to."""
+    page it would fall on), scrolled to. from_turn: the turn (index) the writer came from, to edit
+    the memory: its card opens for editing, with a link back to that turn."""
 
-    query = urlencode({"agent": agent or "(shared)", "memory": memory_id})
+    params = {"agent": agent or "(shared)", "memory": memory_id}
+    if from_turn is not None and str(from_turn).isdigit():
+        params["from_turn"] = from_turn
+    query = urlencode(params)
     return f"{reverse('chronicle_memories', args=[simulation_pk])}?{query}#memory-{memory_id}"
 
 
@@ -148,3 +155,22 @@ def bank_access(context, bank, agent: str = ""):
     return {"bank": bank, "agent": agent or "NAME", "origin": origin, "tokens_url": reverse("api_tokens"),
             "mcp": f"http://{host}:{settings.MCP_PORT}/mcp?bank={bank.pk}&agent={agent or 'NAME'}"
             if settings.MCP_PORT else ""}
+
+
+_BUSINESS = re.compile(r"\*([^*\n]+)\*")
+
+
+@register.filter
+def stage_business(text) -> str:
+    """A line with what is done between asterisks ("*leans in*") set as stage business: italic, the
+    asterisks gone; the rest escaped as usual."""
+    parts = _BUSINESS.split(str(text or ""))
+    out = [escape(part) if i % 2 == 0 else format_html('<em class="business">{}</em>', part.strip())
+           for i, part in enumerate(parts)]
+    return mark_safe("".join(out))
+
+
+@register.filter
+def slugline(scenario) -> str:
+    """The scene's heading, as a screenplay writes it: "INT. ALEX'S APARTMENT - LIVING ROOM - EARLY EVENING"."""
+    return _scene_heading(scenario or {}) if (scenario or {}).get("location") or (scenario or {}).get("title") else ""

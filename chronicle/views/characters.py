@@ -14,12 +14,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from chronicle.forms import LIST_FIELDS, CharacterForm
 from chronicle.models import Character, Portrait
 from chronicle.selectors import preview_groups
-from chronicle.services.portraits import portrait_png
+from chronicle.services.portraits import portrait_png, portrait_set
 from chronicle.services.characters import (character_create as create_character,
                                            character_delete as delete_character, character_request_preview,
                                            character_update)
 from chronicle.views.common import HtmxHttpRequest, field_errors_response, preview_response, vary_on_htmx
-from chronicle.writing.ask import ask, default_provider
+from chronicle.writing.ask import ask, writer_provider
 from memory.api import recall
 
 ASK_K = 8
@@ -55,7 +55,8 @@ def _form_page(request: HtmxHttpRequest, form: CharacterForm, character: Charact
     validate_url = (reverse("character_validate", args=[character.pk]) if character
                     else reverse("character_validate_new"))
     return TemplateResponse(request, "chronicle/character_form.html", {
-        "form": form, "character": character, "list_fields": (*LIST_FIELDS, "secrets", "alternate_greetings"),
+        "form": form, "character": character, "list_fields": (*LIST_FIELDS, "secrets", "alternate_greetings", "card_tags"),
+        "has_portrait": character is not None and Portrait.objects.filter(character=character).exists(),
         "other_names": list(others),
         "validate_url": validate_url, "character_name": character.name if character else "",
     }, status=status)
@@ -70,6 +71,10 @@ def _save(request: HtmxHttpRequest, form: CharacterForm, character: Character | 
     except ValidationError as exc:  # e.g. a name taken between validation and save
         form.add_error(None, exc)
         return _form_page(request, form, character, status=400)
+    if form.cleaned_data.get("portrait"):
+        portrait_set(character=character, png=form.cleaned_data["portrait"])
+    elif form.cleaned_data.get("remove_portrait"):
+        portrait_set(character=character, png=None)
     messages.success(request, f"Saved {character.name}.")
     return redirect("character_detail", pk=character.pk)
 
@@ -77,7 +82,7 @@ def _save(request: HtmxHttpRequest, form: CharacterForm, character: Character | 
 @login_required
 @require_http_methods(["GET", "POST"])
 def character_create(request: HtmxHttpRequest) -> HttpResponse:
-    form = CharacterForm(request.POST or None, owner=request.user)
+    form = CharacterForm(request.POST or None, request.FILES or None, owner=request.user)
     if request.method == "POST" and form.is_valid():
         return _save(request, form, None)
     return _form_page(request, form, None, status=400 if form.is_bound else 200)
@@ -87,7 +92,7 @@ def character_create(request: HtmxHttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def character_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     character = _owned(request, pk)
-    form = CharacterForm(request.POST or None, instance=character, owner=request.user)
+    form = CharacterForm(request.POST or None, request.FILES or None, instance=character, owner=request.user)
     if request.method == "POST" and form.is_valid():
         return _save(request, form, character)
     return _form_page(request, form, character, status=400 if form.is_bound else 200)
@@ -143,7 +148,7 @@ def character_ask(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         # A pure read: asking from the authoring page changes no access count.
         results = recall(bank, query, agent=character.name, k=ASK_K)
         answer = ask(agent=character.name, question=query, memories=[r.memory for r in results],
-                     provider=default_provider())
+                     provider=writer_provider(request.user))
     elif query:
         error = "This character has no preview memories yet; save it to seed them."
     # The Ask section lives in its own include; htmx asks for its results partial.

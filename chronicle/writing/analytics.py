@@ -215,6 +215,7 @@ def _counts(result: Analytics, width: int) -> dict[str, list[tuple]]:
 
 
 MAP_SIZE = 560  # the map's square, in SVG units
+MAP_POINT_R = 4  # a point's radius (templates/chronicle/writing/bank_map.html)
 MAP_DRAWN = 3_000  # points drawn at most: a bigger bank is sampled evenly (the page says so)
 AGENT_PALETTE = ["#4f9de0", "#c0504d", "#6bbf59", "#8e44ad", "#e0a030", "#2f8f83", "#b061c9", "#5b6ee1"]
 
@@ -235,6 +236,7 @@ class MemoryMap:
     total: int  # points in the map (before sampling and the agent filter)
     explained: list[float]
     size: int = MAP_SIZE
+    point_r: int = MAP_POINT_R
 
     @property
     def sampled(self) -> bool:
@@ -262,13 +264,14 @@ def memory_map(simulation: Simulation, bank_map, *, colour: str = "agent", agent
         names = simulation.cast_names + sorted({rows[p[0]]["agent"] for p in kept} - set(simulation.cast_names) - {""})
         colours = {name: AGENT_PALETTE[i % len(AGENT_PALETTE)] for i, name in enumerate(names)} | {"": "#999999"}
     drawn, counts = [], {}
-    pad = 8
+    pad = MAP_POINT_R * 3  # a point (and its hover ring) whole at the border, not cut by the frame
     for pk, x, y in kept:
         row = rows[pk]
         key = row[field]
         counts[key] = counts.get(key, 0) + 1
         content = row["content"] if len(row["content"]) <= 200 else row["content"][:199] + "…"
         span = MAP_SIZE - 2 * pad
+        x, y = min(max(x, 0.0), 1.0), min(max(y, 0.0), 1.0)  # a layout's stray point stays on the map
         drawn.append(MapPoint(x=round(pad + x * span, 1), y=round(pad + (1 - y) * span, 1),
                               colour=colours.get(key, "#999999"), memory=row | {"content": content},
                               href=href(row) if href else ""))

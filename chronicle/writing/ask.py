@@ -17,6 +17,7 @@ from django.conf import settings
 
 from chronicle.simulation.providers import ProviderError, TurnHints, get_provider
 from chronicle.simulation.providers.voice import named_voice, own_sheet_voice
+from memory.api import SECRET_LABEL
 from memory.models import Memory
 
 CITATION = re.compile(r"\[#(\d+)\]")
@@ -92,6 +93,8 @@ def _sentence(memory: Memory, agent: str) -> str:
         if label in _SCENE_LABELS and rest:
             return f"{_SCENE_LABELS[label]} {rest.rstrip('.')}."
         return content
+    if content.startswith(SECRET_LABEL):  # told only when asked: "Between us: I saw …"
+        content = "Between us: " + content[len(SECRET_LABEL):]
     speaker, colon, words = content.partition(" said: ")
     if colon and speaker and len(speaker) <= 100:
         # A line someone spoke is quoted as it was said; only who said it is in the agent's voice.
@@ -107,8 +110,20 @@ def _sentence(memory: Memory, agent: str) -> str:
     return said
 
 
+# A question that asks for what the character hides ("what are you hiding?", "any secrets?").
+_ASKS_SECRETS = re.compile(r"\b(?:secrets?|hid(?:e|es|ing|den)|confess\w*|the truth|never told|not told|"
+                           r"keep(?:ing)? from)\b", re.IGNORECASE)
+
+
+def _is_secret(memory: Memory) -> bool:
+    return memory.category == "secrets" or memory.content.startswith(SECRET_LABEL)
+
+
 def scripted_answer(*, agent: str, question: str, memories: list[Memory]) -> Answer:
-    """Deterministic and offline: the best memories in the agent's voice, each cited."""
+    """Deterministic and offline: the best memories in the agent's voice, each cited. A secret is told
+    only to a question about secrets: "Who are you?" is answered as a person would, without them."""
+    if not _ASKS_SECRETS.search(question or ""):
+        memories = [m for m in memories if not _is_secret(m)]
     if not memories:
         return Answer(parts=[("I don't remember anything about that.", None)], by="dry run")
     parts: list[tuple[str, int | None]] = []
@@ -134,8 +149,18 @@ def prompt(*, agent: str, question: str, memories: list[Memory]) -> list[dict]:
     return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 
+def writer_provider(owner):
+    """The character page has no run: the model of the writer's latest run that had one (the model
+    they chose for runs), else settings.LLM_* (default_provider), else None (the dry run)."""
+    from chronicle.simulation.models import Simulation
+
+    latest = (Simulation.objects.owned_by(owner).filter(provider="openai").exclude(model="")
+              .order_by("-created").first())
+    return get_provider(latest) if latest is not None else default_provider()
+
+
 def default_provider():
-    """settings.LLM_PROVIDER with settings.LLM_BASE_URL / LLM_MODEL: the character page has no run."""
+    """settings.LLM_PROVIDER with settings.LLM_BASE_URL / LLM_MODEL."""
     if settings.LLM_PROVIDER != "openai":
         return None
     from chronicle.simulation.providers.openai_provider import OpenAIProvider  # defers importing openai (~0.6 s)

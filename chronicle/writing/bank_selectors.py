@@ -87,6 +87,7 @@ class BankCard:
 
     memory: Memory
     copies: list[Memory]
+    focused: bool = False  # the memory a link pointed to
 
     @property
     def agents(self) -> list[str]:

@@ -49,6 +49,10 @@ def _memory_list_context(request: HttpRequest, simulation: Simulation, *, form: 
             page.object_list = [selectors.BankCard(draft["memory"], [draft["memory"]]), *page.object_list]
         else:
             holder.memory = draft["memory"]  # the card shows the copy that was edited, with its error
+    if first is not None and not draft:
+        for card in page.object_list:  # the memory a link points to: highlighted, its editor open
+            card.focused = first in {m.pk for m in card.copies}
+    back = request.GET.get("from_turn", "")
     params = request.GET.copy()
     params.pop("page", None)
     form = form or MemoryFormForm(simulation=simulation)
@@ -57,7 +61,8 @@ def _memory_list_context(request: HttpRequest, simulation: Simulation, *, form: 
             "kinds": Memory.Kind.values, "sources": Memory.Source.values, "statuses": Memory.Status.values,
             "form": form, "reach_warning": _reach_warning(simulation, form), "draft": draft,
             "timeline": bank_timeline(simulation, agent=filters.agent),
-            "pruned": pruned_count(simulation.bank) if simulation.bank_id else 0}
+            "pruned": pruned_count(simulation.bank) if simulation.bank_id else 0,
+            "back_turn": int(back) if back.isdigit() and simulation.turns.filter(index=int(back)).exists() else None}
 
 
 @login_required

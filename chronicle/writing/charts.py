@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+LABEL_EVERY_UP_TO = 12  # a chart with at most this many columns labels each one
 WIDTH, HEIGHT, GUTTER, FOOT = 720, 150, 34, 16  # SVG units; GUTTER holds the y labels, FOOT the x labels
 
 
@@ -46,12 +47,13 @@ class Chart:
 
     @property
     def ticks(self) -> list[tuple[float, str]]:
-        """Up to six x labels (first, last and evenly between), with their x positions."""
+        """The x labels with their x positions: every column's when there are few (a histogram's ten
+        bins, each labelled under its bar), else six evenly spaced (first, last and between)."""
         n = len(self.columns)
         if not n:
             return []
         step = (self.width - self.gutter) / n
-        picks = sorted({0, n - 1, *(round(i * (n - 1) / 5) for i in range(1, 5))}) if n > 6 else range(n)
+        picks = sorted({0, n - 1, *(round(i * (n - 1) / 5) for i in range(1, 5))}) if n > LABEL_EVERY_UP_TO else range(n)
         return [(round(self.gutter + (i + 0.5) * step, 2), self.columns[i]) for i in picks]
 
     @property

@@ -62,7 +62,7 @@ class Edit(models.Model):
     @property
     def what(self) -> str:
         """The change in words: "struck out", "memories kept out of the turn", "importance"."""
-        return WHAT.get((self.target_type, self.field), f"{self.target_type} {self.field}".replace("_", " "))
+        return WHAT.get((self.target_type, self.field), f"{self.field.replace('_', ' ')} changed")
 
     @property
     def before_shown(self):
@@ -80,6 +80,8 @@ WHAT = {
     ("memory", "content"): "memory text", ("memory", "importance"): "importance", ("memory", "tags"): "tags",
     ("memory", "status"): "status", ("memory", "created"): "memory formed",
     ("memory", "consolidation"): "memories consolidated into a summary",
+    ("retrieval", "regenerate"): "regenerated into a new branch",
+    ("retrieval", "line"): "line to say instead, at the next regeneration",
 }
 _FLAGS = {"struck": ("struck out", "not struck out"), "starred": ("starred", "not starred")}
 

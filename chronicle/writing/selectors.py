@@ -89,11 +89,20 @@ class ComparedRow:
         return self.index + 1
 
 
+REPLACED_BELOW = 0.5  # lines sharing less than this share of their words read as one line replaced by another
+
+
 def _marked(a: str, b: str) -> tuple[str, str]:
-    """Word-level difference as HTML: removed words in <del>, added in <ins> (everything escaped)."""
+    """The difference as HTML, everything escaped: a line edited here and there word by word (removed
+    words in <del>, added in <ins>); a line that is mostly new as a whole line replaced (all of it in
+    <del> on one side, <ins> on the other), not a scatter of unstruck common words."""
     left_words, right_words = a.split(), b.split()
+    matcher = difflib.SequenceMatcher(a=left_words, b=right_words, autojunk=False)
+    if left_words and right_words and matcher.ratio() < REPLACED_BELOW:
+        return (f'<del class="replaced">{escape(" ".join(left_words))}</del>',
+                f'<ins class="replaced">{escape(" ".join(right_words))}</ins>')
     left, right = [], []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=left_words, b=right_words, autojunk=False).get_opcodes():
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
         lw, rw = escape(" ".join(left_words[i1:i2])), escape(" ".join(right_words[j1:j2]))
         if op == "equal":
             left.append(lw)

@@ -371,7 +371,7 @@ def simulation_branch(*, parent: Simulation, index: int, actor, changes: dict | 
     _record(simulation=parent, actor=actor, target_type=Edit.Target.RETRIEVAL,
             target_id=(parent.turns.filter(index=index).values_list("pk", flat=True).first() or 0),
             field="regenerate", before=None, after=branch.pk,
-            label=f"Regenerated from turn {index + 1}{' ' + label if label else ''}: #{branch.pk}")
+            label=f"Turn {index + 1}: branch “{branch}”{' (' + label + ')' if label else ''}")
     return branch
 
 

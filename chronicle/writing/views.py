@@ -201,6 +201,8 @@ def _review_context(request: HttpRequest, simulation: Simulation, draft: dict | 
     page = line_pages.line_page(simulation, params, latest=False)
     rows = [(t, selectors.entry_text(t), selectors.entry_for(t))
             for t in page.of(selectors.lines_with_entries(simulation))]
+    # The stage directions between the lines, as the exports have them.
+    simulation_selectors.attach_stage(simulation, [t for t, _text, _entry in rows])
     return {"simulation": simulation, "rows": rows, "draft": draft, "page": page,
             "tree": simulation_selectors.branch_tree(simulation, request.user)}
 

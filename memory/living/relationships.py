@@ -1,9 +1,11 @@
 """Relationships that change (seed 003's relationship fields, seed 001's recall_interactions):
 how each agent stands with each other one — trust and affinity, −1 to 1 — moved by what it hears.
 
-Offline and deterministic: a heard line moves the listener's standing towards its speaker by the
-words it carries (a small signed word list, below), more when the line names the listener, and a
-whisper to the listener is a confidence (trust up). Each change is a `Relationship` row with its turn,
+Offline and deterministic: a heard line moves the listener's standing towards its speaker by what it
+says to them (below): thanks, apologies, threats and promises to whoever is addressed, and judgements
+("you're kind", "you lied") only in a clause about the listener, turned round when negated, not in an
+"if" clause, not about someone else; more when the line names the listener, and a whisper to the
+listener is a confidence (trust up). Each change is a `Relationship` row with its turn,
 its reason and the memory of the line it rests on; the latest row per pair is the standing. A line
 that carries none of the words changes nothing (no row). With a model configured, the batched
 judgement after each line (memory.living.after_turn) moves the standing instead, with the words it names.
@@ -21,35 +23,45 @@ from django.db import connection, transaction
 
 from memory.models import Memory, MemoryBank, Relationship
 
-# Word starts (regular expressions), each with how far one occurrence moves the standing (a line's
-# move is capped at MAX_STEP), matched case-insensitively, so "thank" covers thanks and thankful. The
-# lookaheads keep everyday phrases out: "what kind of", "lovely", "trust me" (asking to be believed).
-WARM = {"thank": 0.1, r"lov(?:e|ed|es|ing)\b": 0.15, "glad": 0.1, "wonderful": 0.1, "great idea": 0.15,
-        "agree": 0.1, r"kind(?!\s+of\b(?!\s+you))": 0.1, "friend": 0.1, "appreciat": 0.15, "sorry": 0.05, "forgive": 0.15,
-        "proud of you": 0.15, "like you": 0.15, "miss you": 0.15, "well done": 0.1, "you're right": 0.1,
-        "happy": 0.05, "sweet": 0.1, "brilliant": 0.1}
-COLD = {"hate": 0.2, "stupid": 0.2, "idiot": 0.25, "annoy": 0.1, "shut up": 0.25, "ridiculous": 0.1,
-        "rude": 0.15, "selfish": 0.2, "boring": 0.1, "disagree": 0.05, "blame": 0.15, "you always": 0.1,
-        "you never": 0.1, "leave me alone": 0.2, "disgust": 0.2, "pathetic": 0.25,
-        # threats
-        r"or else\b": 0.2, r"you(?:'ll| will) regret": 0.25, r"watch (?:yourself|your back)": 0.2,
-        r"i(?:'ll| will) (?:make you pay|hurt you|ruin you)": 0.3}
-TRUSTING = {"promise": 0.1, "honest": 0.1, r"trust(?!\s+me\b)": 0.1, "secret": 0.1, "confess": 0.15, "truth": 0.05,
-            "count on": 0.1, "between us": 0.1, "i'll help": 0.1}
-DISTRUSTING = {r"lie\b|lies\b|lying": 0.2, "lied": 0.25, "liar": 0.3, "betray": 0.3, "cheat": 0.25, "trick": 0.15,
-               "behind my back": 0.3, "hid ": 0.15, "hiding": 0.15, "don't believe": 0.15, "rumour": 0.05,
-               "sold me out": 0.3, r"or else\b|you(?:'ll| will) regret|i(?:'ll| will) (?:make you pay|hurt you|ruin you)": 0.2}
+# Cues (regular expressions), each with how far one occurrence moves the standing (a line's move is
+# capped at MAX_STEP), matched case-insensitively. A cue counts only where it is aimed at the listener
+# (see `judge`): said to them, not about a third person, an idea or a rumour, not in an "if" clause,
+# and turned round when negated ("I don't trust you" is distrust).
+# Acts of speech towards whoever is addressed: thanking, apologising, agreeing, threatening, promising.
+ACTS = {
+    "warm": {"thank": 0.1, "appreciat": 0.15, "sorry": 0.05, r"forgive\b": 0.15, "great idea": 0.15,
+             r"agree(?:d)?\b": 0.1, "well done": 0.1, "you're right": 0.1, "proud of you": 0.15,
+             "miss you": 0.15, r"like you\b": 0.15},
+    "cold": {r"shut up": 0.25, r"disagree": 0.05, r"leave me alone": 0.2, r"you always": 0.1, r"you never": 0.1,
+             r"or else\b": 0.2, r"you(?:'ll| will) regret": 0.25, r"watch (?:yourself|your back)": 0.2,
+             r"i(?:'ll| will) (?:make you pay|hurt you|ruin you)": 0.3},
+    "trusting": {r"promise": 0.1, r"confess": 0.15, r"count on": 0.1, r"between us": 0.1, r"i'll help": 0.1},
+    "distrusting": {r"or else\b|you(?:'ll| will) regret|i(?:'ll| will) (?:make you pay|hurt you|ruin you)": 0.2},
+}
+# Judgements that say something of someone: they count only in a clause about the listener (their
+# name, or "you"): "you're so kind", not "if Sam hates the idea" or "the rumour's nonsense".
+ABOUT = {
+    "warm": {r"lov(?:e|ed|es|ing)\b": 0.15, r"glad\b": 0.1, r"wonderful": 0.1, r"kind(?!\s+of\b(?!\s+you))": 0.1,
+             r"friend(?:s|ship)?\b": 0.1, r"happy\b": 0.05, r"sweet(?:heart|est)?\b": 0.1, r"brilliant": 0.1},
+    "cold": {r"hat(?:e|ed|es|ing)\b": 0.2, r"stupid": 0.2, r"idiot": 0.25, r"annoy": 0.1, r"ridiculous": 0.1,
+             r"rude": 0.15, r"selfish": 0.2, r"boring\b": 0.1, r"blame": 0.15, r"disgust": 0.2, r"pathetic": 0.25},
+    "trusting": {r"honest": 0.1, r"trust(?!\s+me\b)": 0.1, r"secret": 0.1, r"truth": 0.05},
+    "distrusting": {r"lie\b|lies\b|lying": 0.2, r"lied": 0.25, r"liar": 0.3, r"betray": 0.3, r"cheat": 0.25,
+                    r"trick(?:s|ed|ing|ery)?\b": 0.15, r"hid\b": 0.15, r"hiding": 0.15, r"don't believe": 0.15,
+                    r"rumou?rs?\b": 0.05, r"behind my back": 0.3, r"sold me out": 0.3},
+}
+OPPOSITE = {"warm": "cold", "cold": "warm", "trusting": "distrusting", "distrusting": "trusting"}
 NAMED_FACTOR = 1.5   # a line that names its listener moves that listener's standing this much more
 WHISPER_TRUST = 0.1  # being whispered to: confided in
 MAX_STEP = 0.3       # one line moves trust or affinity at most this far
 
-
-def _pattern(words: dict[str, float]) -> dict[str, re.Pattern]:
-    return {w: re.compile(rf"\b(?:{w})", re.IGNORECASE) for w in words}
-
-
-_PATTERNS = {name: (words, _pattern(words)) for name, words in
-             (("warm", WARM), ("cold", COLD), ("trusting", TRUSTING), ("distrusting", DISTRUSTING))}
+_YOU = re.compile(r"\b(?:you|your|yours|yourself|you're|you've|you'll|you'd|ya)\b", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(?:not|never|no|hardly|nor)\b|n't\b", re.IGNORECASE)
+_CONDITION = re.compile(r"\b(?:if|unless|whether|suppose|supposing|imagine|in case)\b", re.IGNORECASE)
+_GOES_ON = re.compile(r"\s*(?:(?:and|but|oh)\s+)?(?:that|this|it)(?:'s|\s+(?:is|was|'s))?\b", re.IGNORECASE)
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\s*[;:—–]\s*|\s+-\s+")
+_PATTERNS = {(group, name): {w: re.compile(rf"\b(?:{w})", re.IGNORECASE) for w in words}
+             for group, cues in (("act", ACTS), ("about", ABOUT)) for name, words in cues.items()}
 
 
 @dataclass
@@ -64,46 +76,80 @@ class Judgement:
         return bool(self.trust or self.affinity)
 
 
-def _found(name: str, text: str) -> tuple[float, list[str]]:
-    words, patterns = _PATTERNS[name]
-    found = [(w, p.search(text)) for w, p in patterns.items()]
-    hits = [(w, m.group(0).lower()) for w, m in found if m]
-    return sum(words[w] for w, _said in hits), [said for _w, said in hits]
-
-
 def _clamp(value: float, bound: float = 1.0) -> float:
     return max(-bound, min(bound, value))
 
 
+def _clauses(text: str):
+    """(clause, is a question) for each comma-separated piece of each sentence."""
+    for sentence in _SENTENCES.split(" ".join(text.split())):
+        question = sentence.rstrip().endswith("?")
+        for clause in sentence.split(","):
+            if clause.strip():
+                yield clause, question
+
+
+def _names(name: str, text: str) -> bool:
+    return bool(name) and re.search(rf"\b{re.escape(name)}\b", text, re.IGNORECASE) is not None
+
+
+def _aimed(clause: str, listener: str) -> bool:
+    return bool(_YOU.search(clause)) or _names(listener, clause)
+
+
+def _cues(clause: str, *, question: bool, listener: str, others: list[str],
+          carried: bool = False) -> list[tuple[str, float, str]]:
+    """(measure, move, the words) of each cue in one clause, as it bears on the listener. carried:
+    the clause goes on about what the last one said of the listener ("You lied. That is so selfish.")."""
+    aimed = _aimed(clause, listener) or (carried and _GOES_ON.match(clause) is not None)
+    about_other = any(_names(o, clause) for o in others) and not aimed
+    found = []
+    for (group, name), patterns in _PATTERNS.items():
+        words = (ACTS if group == "act" else ABOUT)[name]
+        for cue, pattern in patterns.items():
+            for match in pattern.finditer(clause):
+                before = clause[: match.start()]
+                if _CONDITION.search(before) or about_other:
+                    continue  # a hypothetical, or said of someone else
+                if group == "about" and not aimed:
+                    continue  # a judgement of a thing, an idea, a rumour: not of the listener
+                move = words[cue] * (0.5 if question else 1.0)
+                negated = _NEGATION.search(" ".join(before.split()[-4:]))
+                found.append((OPPOSITE[name] if negated else name, move,
+                              ("not " if negated else "") + match.group(0).lower()))
+    return found
+
+
 def judge(text: str, *, listener: str, whispered: bool = False, others: Iterable[str] = ()) -> Judgement:
-    """How a heard line moves its listener's standing towards the speaker (deltas, −MAX_STEP..MAX_STEP).
-    others: the rest of those present; a line that names one of them and not the listener is said to
-    them, and moves nothing of the listener's (a thank-you to Oren is not one to Tess)."""
-    named = re.search(rf"\b{re.escape(listener)}\b", text, re.IGNORECASE)
-    if not named and not whispered and any(re.search(rf"\b{re.escape(o)}\b", text, re.IGNORECASE)
-                                           for o in others if o and o != listener):
+    """How a heard line moves its listener's standing towards the speaker (deltas, −MAX_STEP..MAX_STEP),
+    read clause by clause: a cue counts where it is aimed at the listener, turned round when negated,
+    halved in a question. others: the rest of those present; a line that names one of them and not the
+    listener is said to them, and moves nothing of the listener's (a thank-you to Oren is not one to Tess)."""
+    others = [o for o in others if o and o != listener]
+    named = _names(listener, text)
+    if not named and not whispered and any(_names(o, text) for o in others):
         return Judgement(trust=0.0, affinity=0.0, words=[], why="")
-    warm, warm_words = _found("warm", text)
-    cold, cold_words = _found("cold", text)
-    trusting, trust_words = _found("trusting", text)
-    distrusting, distrust_words = _found("distrusting", text)
+    totals = {"warm": 0.0, "cold": 0.0, "trusting": 0.0, "distrusting": 0.0}
+    said: dict[str, list[str]] = {name: [] for name in totals}
+    last_aimed = False
+    for clause, question in _clauses(text):
+        for name, move, words in _cues(clause, question=question, listener=listener, others=others,
+                                       carried=last_aimed):
+            totals[name] += move
+            said[name].append(words)
+        last_aimed = _aimed(clause, listener) and not any(_names(o, clause) for o in others)
     factor = NAMED_FACTOR if named else 1.0
-    affinity = _clamp((warm - cold) * factor, MAX_STEP)
-    trust = _clamp((trusting - distrusting) * factor + (WHISPER_TRUST if whispered else 0.0), MAX_STEP)
-    parts = []
-    if warm_words or cold_words:
-        parts.append("warm: " + ", ".join(warm_words) if warm_words else "")
-        parts.append("cold: " + ", ".join(cold_words) if cold_words else "")
-    if trust_words or distrust_words:
-        parts.append("trust: " + ", ".join(trust_words) if trust_words else "")
-        parts.append("distrust: " + ", ".join(distrust_words) if distrust_words else "")
+    affinity = _clamp((totals["warm"] - totals["cold"]) * factor, MAX_STEP)
+    trust = _clamp((totals["trusting"] - totals["distrusting"]) * factor + (WHISPER_TRUST if whispered else 0.0),
+                   MAX_STEP)
+    parts = [f"{label}: " + ", ".join(said[name]) for name, label in
+             (("warm", "warm"), ("cold", "cold"), ("trusting", "trust"), ("distrusting", "distrust")) if said[name]]
     if whispered:
         parts.append("confided in a whisper")
-    if factor > 1 and (warm_words or cold_words or trust_words or distrust_words):
+    words = [w for name in totals for w in said[name]]
+    if factor > 1 and words:
         parts.append(f"said to {listener} by name")
-    return Judgement(trust=round(trust, 3), affinity=round(affinity, 3),
-                     words=warm_words + cold_words + trust_words + distrust_words,
-                     why="; ".join(p for p in parts if p))
+    return Judgement(trust=round(trust, 3), affinity=round(affinity, 3), words=words, why="; ".join(parts))
 
 
 def standing(bank: MemoryBank | int, agent: str | None = None, before_turn: int | None = None, *,

@@ -11,7 +11,9 @@ import pytest
 from playwright.sync_api import expect
 
 from chronicle.simulation.models import Simulation
-from memory.models import Memory
+from django.db.models import Q
+
+from memory.models import Memory, Relationship
 from tests.e2e.conftest import SCREENSHOTS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -60,9 +62,13 @@ def test_a_planted_rumour_spreads_two_hops_and_the_writer_reads_the_chain(logged
     expect(pair.locator("polyline.trust")).to_have_count(1)
     expect(pair.locator(".changes li").first).to_contain_text(re.compile(r"turn \d+: (trust|affinity)"))
     page.locator("#relationships").screenshot(path=str(SCREENSHOTS / "rumour-02-relationships.png"))
-    # What those changes left (a worker's task after each line): feelings, each about the speaker.
+    # What those changes left (a worker's task after each line): a feeling for each change of warmth
+    # of 0.1 or more, about the speaker (a dry run's lines may move only trust: then none).
     felt = Memory.objects.in_bank(simulation.bank).filter(kind="emotional", category="reaction")
-    assert felt.exists() and all(m.about in {"Mira", "Oren", "Tess"} and m.emotional_valence for m in felt)
+    warmed = Relationship.objects.filter(bank=simulation.bank).filter(
+        Q(affinity_change__gte=0.1) | Q(affinity_change__lte=-0.1))
+    assert felt.count() == warmed.count()
+    assert all(m.about in {"Mira", "Oren", "Tess"} and m.emotional_valence for m in felt)
 
     # Mira's paranoia: the bank shows what Mira kept and what was really said.
     page.goto(f"/chronicle/{simulation.pk}/memories/?agent=Mira")

@@ -56,7 +56,11 @@ def test_the_writer_plays_sam_for_three_turns_then_hands_sam_back(logged_in_page
             shot(page, "seat-01-your-turn")
         page.fill("#seat-line", line)
         page.get_by_role("button", name="Say it").click()
-        expect(page.locator(f"#turn-{number - 1}.done .utterance")).to_have_text(line, timeout=60_000)
+        # What is done between asterisks reads as stage business: in italics, the asterisks gone.
+        said = page.locator(f"#turn-{number - 1}.done .utterance")
+        expect(said).to_have_text(re.sub(r"\*([^*]+)\*", r"\1", line), timeout=60_000)
+        if "*" in line:
+            expect(said.locator("em.business")).to_have_text("whispers to Alex")
 
     # Turn 12 is Sam's again: the writer leaves the seat and Sam's agent says it, and the run goes on.
     expect(seat).to_contain_text("turn 12", timeout=120_000)

@@ -65,12 +65,50 @@ def first_person(fact: str, agent: str = "") -> str:
             rest = _clause(own_sheet_voice(named_voice(fact[len(label):], agent)), 140)
             return said.format(rest[:1].lower() + rest[1:] if label != "My secret: " else rest)
     for label, said in SCENE_SAID:
-        if fact.startswith(label):  # as written: a place is often a name ("Alex's apartment")
-            return said.format(_clause(fact[len(label):], 140))
+        if fact.startswith(label):  # a place is often a name: "Alex's apartment" is "my apartment" to Alex
+            return said.format(_clause(named_voice(fact[len(label):], agent), 140))
+    if fact.startswith("How others see me: "):
+        return f"people would say {_clause(named_voice(fact[len('How others see me: '):], agent), 140)}."
+    named = _NAMED_SHEET.match(fact)
+    if named and not named.group(1).endswith(" told me"):
+        # What the agent knows of someone ("Jordan: Sous-chef. Jordan is …"), or its own card line.
+        who, role, rest = named.group(1), named.group(2), named.group(3)
+        if who == agent:
+            return f"{_clause(named_voice(rest or role, agent), 140)}."
+        return f"about {who}, I know this: {_clause(named_voice(f'{role}. {rest}' if rest else role, agent), 140)}."
     if " told me: " in fact:
         teller, _, claim = fact.partition(" told me: ")
-        return f"{teller} told me {_clause(claim, 140)}."
-    return f"I keep thinking about this: {_clause(fact, 140)}."
+        return f"{teller} told me {_clause(named_voice(claim, agent), 140)}."
+    return f"I keep thinking about this: {_clause(named_voice(fact, agent), 140)}."
+
+
+SECRET_LABEL = "My secret: "
+# "Jordan: Sous-chef and food blogger. Jordan is …": a sheet line headed by whose it is.
+_NAMED_SHEET = re.compile(r"^([A-Z][\w'’-]+(?: [A-Z][\w'’-]+)?): ([^.:]{1,80})\.\s*(.*)$")
+# How a reply may open when what the agent would say was said before: with these, each thing it knows
+# makes several different lines (never an echo of the last line: quoting quotes nests without end).
+_OPENERS = ("Fair point.", "Maybe.", "I hear you.", "Hm.", "True enough.", "Wait.", "Listen.", "Honestly?")
+
+
+def _to_you(line: str) -> str:
+    """What one knows of the one addressed, said to them: "Sam, about Sam, I know this: Sam is kind"
+    → "Sam, you're kind"."""
+    return re.sub(r"^([A-Z][\w'’-]+), ((?:[a-z][^.?!]*[.?!] )?)[Aa]bout \1, I know this: \1 is ",
+                  lambda m: f"{m.group(1)}, {m.group(2)}{'Y' if m.group(2) else 'y'}ou're ", line)
+
+
+def _said_key(text: str) -> str:
+    """A line as compared with the ones said before: its words, without stage business or case."""
+    return " ".join(re.sub(r"[*][^*]*[*]", " ", text or "").lower().split()).strip(" .!?")
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _sentences(text: str) -> str:
+    """Each sentence begins with a capital: "The lamp room. near midnight" → "… Near midnight"."""
+    return re.sub(r"([.!?]\s+)([a-z])", lambda m: m.group(1) + m.group(2).upper(), text)
 
 
 def _strip_label(text: str) -> str:
@@ -237,10 +275,41 @@ class ScriptedProvider(Provider):
         believed = [b for b in believed if not b.startswith("(")]
         if believed and hints.index % 2 == 0:
             facts = [believed[(hints.index // 2) % len(believed)]]
+        mine = [text for _n, speaker, text in hints.transcript if speaker == hints.agent]
+        if any(text.startswith("*whispers") and "between us" in text for text in mine):
+            # A secret is told once: after that, the character speaks of other things.
+            facts = [f for f in facts if not f.startswith(SECRET_LABEL)] or facts[:0]
         line = self._compose_line(hints, introduced, scene, episodes, facts, believed)
         if pinned_plain:
             line += f" I keep thinking: {_short(pinned_plain[0], 100)}"
-        return line
+        return self._unsaid(hints, line, episodes, facts)
+
+    def _unsaid(self, hints: TurnHints, line: str, episodes: list[dict], facts: list[str]) -> str:
+        """The line, or (it was said already in the scene) another from what the agent recalled: the
+        other things it knows in turn, an earlier line it remembers, then its answer to the last line
+        (which no earlier turn could have said, the last line being new)."""
+        said = {_said_key(text) for _n, _speaker, text in hints.transcript}
+        line = _to_you(line)
+        if _said_key(line) not in said:
+            return line
+        addressee = next((speaker for _n, speaker, _t in reversed(hints.transcript)
+                          if speaker and speaker != hints.agent), None)
+        to = f"{addressee}, " if addressee else ""
+        candidates = [f"{to}{first_person(facts[(hints.index + k) % len(facts)], hints.agent)}"
+                      for k in range(1, len(facts) + 1) if not facts[(hints.index + k) % len(facts)].startswith(SECRET_LABEL)] \
+            if facts else []
+        for memory in episodes:
+            speaker, colon, words = memory.get("content", "").partition(" said: ")
+            if colon and speaker != hints.agent:
+                candidates.append(f"{to}I remember {speaker} saying “{_clause(words, 80)}”.")
+        told = [f for f in facts if not f.startswith(SECRET_LABEL)]
+        for k in range(len(_OPENERS) * max(len(told), 1)):
+            opener = _OPENERS[(hints.index + k) % len(_OPENERS)]
+            thing = _capital(first_person(told[(hints.index + k // len(_OPENERS)) % len(told)], hints.agent)) \
+                if told else "Give me a moment to think about that."
+            candidates.append(f"{to}{opener[:1].lower() + opener[1:] if to and not opener.startswith('I ') else opener} {thing}")
+        candidates.append(f"{to}I have nothing new to add after turn {hints.transcript[-1][0] if hints.transcript else 0}.")
+        return next((c for c in map(_to_you, candidates) if _said_key(c) not in said), candidates[-1])
 
     def _compose_line(self, hints: TurnHints, identity: list[str], scene: list[str], episodes: list[dict],
                       facts: list[str], believed: list[str] = ()) -> str:
@@ -261,9 +330,17 @@ class ScriptedProvider(Provider):
             first = re.split(r"(?<=[.!?])\s", identity[0], maxsplit=1)[0]
             header = re.match(r"You are [^:,.]{1,80}: (.+?)(?: — |$)", identity[0])  # "You are Hannah: Cellist — …"
             me = header.group(1) if header else re.sub(r"^You are [^,.]+[,.]?\s*", "", first).rstrip(".")
+            if addressee is not None:
+                # Someone has spoken: answer them, saying who one is and one thing one wants or knows
+                # (not the opening everyone else gave).
+                line = f"{addressee}, I'm {name}" + (f", {_clause(me, 60)}." if me else ".")
+                told = [f for f in facts if not f.startswith(SECRET_LABEL)]
+                if told:
+                    line += " " + _capital(first_person(told[hints.index % len(told)], hints.agent))
+                return line
             line = f"Hello, I'm {name}" + (f", {_clause(me, 80)}." if me else ".")
             if location:  # the place, not its whole description ("…: a comfortable sofa, …")
-                line += f" So here we are: {_clause(location.split(':')[0], 80)}."
+                line += f" So here we are: {_sentences(_clause(named_voice(location.split(':')[0], name), 80))}."
             if hints.others:
                 line += f" {', '.join(hints.others)}, shall we begin?"
             return line

@@ -30,6 +30,21 @@ _PRONOUNS = {"she": ("she", "her", "her", "herself"), "he": ("he", "his", "him",
 _NOT_A_NOUN = r"(?!\s+(?:and|or|to|with|in|at|on|for|from|by|before|after|again|too)\b)"
 
 
+# A second verb of the same "I" ("I notice everything and says little"): -s goes when the word after it
+# reads as what the verb does ("says little", "speaks quietly"), not a noun's plural ("bread and cakes").
+_SECOND_VERB = re.compile(r"(\bI\b[^.;!?]*?\band )(\w+[^s\W]s)(?= (?:little|much|nothing|everything|something|anything|"
+                          r"less|more|well|hard|aloud|once|twice|\w+ly)\b)")
+
+
+# "I got a small bonus … but is saving it": the same "I" goes on with is/has/does/was after and/but.
+_SECOND_AUX = re.compile(r"(\bI\b[^.;!?]*?\b(?:and|but) )(is|has|does)\b")
+
+
+def _second_verbs(text: str) -> str:
+    text = _SECOND_VERB.sub(lambda m: m.group(1) + _base_verb(m.group(2)), text)
+    return _SECOND_AUX.sub(lambda m: m.group(1) + _base_verb(m.group(2)), text)
+
+
 def own_sheet_voice(text: str) -> str:
     """A line of the character's own sheet, written about them in the third person, in their voice."""
     counts = {key: len(re.findall(rf"\b(?:{'|'.join(set(words))})\b", text, re.IGNORECASE))
@@ -48,6 +63,7 @@ def own_sheet_voice(text: str) -> str:
                  lambda m: m.group(1) + _base_verb(m.group(2)), out)
     out = re.sub(r"(\bI\b[^.;!?]*?\band )(\w+s)(?= (?:him|her|it|them|the|a|an|my|his|their|this|every)\b)",
                  lambda m: m.group(1) + _base_verb(m.group(2)), out)
+    out = _second_verbs(out)
     out = re.sub(rf"\b{itself}\b", "myself", out)
     out = re.sub(rf"\b(?i:{whose})\b(?=\s+[a-z]){_NOT_A_NOUN}", lambda m: "My" if m.group(0)[0].isupper() else "my", out)
     return re.sub(rf"\b{whom}\b", "me", out)
@@ -59,5 +75,6 @@ def named_voice(text: str, agent: str) -> str:
         return text
     name = re.escape(agent)
     out = re.sub(rf"\b{name}'s\b", "my", text)
-    return re.sub(rf"\b{name} ({_ADVERBS}){_NOT_VERBS}(\w+)\b",
-                  lambda m: f"I {m.group(1)}{_base_verb(m.group(2)) if m.group(2).endswith('s') else m.group(2)}", out)
+    out = re.sub(rf"\b{name} ({_ADVERBS}){_NOT_VERBS}(\w+)\b",
+                 lambda m: f"I {m.group(1)}{_base_verb(m.group(2)) if m.group(2).endswith('s') else m.group(2)}", out)
+    return _second_verbs(out)

@@ -124,3 +124,44 @@ def test_lines_leave_feelings_and_lessons_and_agents_form_their_own(user, dinner
     turns.turn_finish(turn_id=claim.turn.pk, token=claim.token, outcome=outcome)
     own = Memory.objects.in_bank(simulation.bank).get(kind="emotional", category="formed")
     assert (own.agent, own.about, own.emotional_valence, own.turn) == ("Sam", "Alex", -0.6, 3)
+
+
+# Lines from runs a writer read, where a word list misread the tone (the offline judge reads who a
+# clause is aimed at and whether it is negated or hypothetical).
+@pytest.mark.parametrize("line, listener, others", [
+    # A warm closing line that mentions a rumour: no distrust of the speaker.
+    ("Enough about that rumour, Tess — finish that pint, it's on the house.", "Tess", ["Mira", "Tess"]),
+    ("Forget the rumours. Finish that pint, it's on the house.", "Mira", ["Mira", "Tess"]),
+    # Someone else's possible dislike of an idea is not coldness towards the one addressed.
+    ("Alex, wait — we've been pitching risotto to an empty armchair, Sam stepped out ages ago! Okay, "
+     "executive decision: I'll ring Bella's and hold a table for half seven, and if Sam comes back and hates "
+     "the idea, we just cancel, no harm done!", "Alex", ["Alex", "Sam"]),
+    # Liking a plan, or one's own "love language", says nothing of the listener.
+    ("While Jordan's scrolling — for the record, I'm happy with the Thai place as plan B; their prices are "
+     "actually on the website, which, as you know, is my love language. So, Jordan, what's the damage at Bella's?",
+     "Jordan", ["Alex", "Jordan"]),
+    ("I hate this weather.", "Sam", []),
+    # Describing oneself, or someone unknown who talks behind one's back, accuses no listener.
+    ("Oren, I'm precise, discreet, kind, reserved.", "Oren", ["Oren", "Tess"]),
+    ("Tess, what I want is to keep the inn open, find out who is talking about the inn behind my back.",
+     "Tess", ["Oren", "Tess"]),
+    ("You need something veggie-friendly that won't break the bank.", "Sam", []),
+])
+def test_words_not_aimed_at_the_listener_move_nothing(line, listener, others):
+    moved = judge(line, listener=listener, others=others)
+    assert not moved.changes, moved.why
+
+
+@pytest.mark.parametrize("line, trust, affinity", [
+    ("I don't trust you anymore.", -1, 0),         # negated trust is distrust
+    ("I never said you were stupid.", 0, +1),      # negated insult
+    ("You lied to me about the inn.", -1, 0),
+    ("Tess, you're spreading rumours about me.", -1, 0),
+    ("If you hate me, just say it.", 0, 0),        # a hypothetical
+    ("You're a good friend, Sam.", 0, +1),
+    ("Tess, you went behind my back.", -1, 0),
+])
+def test_polarity_and_aim_decide_the_move(line, trust, affinity):
+    moved = judge(line, listener="Sam" if "Sam" in line else "Tess")
+    assert ((moved.trust > 0) - (moved.trust < 0), (moved.affinity > 0) - (moved.affinity < 0)) == (trust, affinity), \
+        moved.why

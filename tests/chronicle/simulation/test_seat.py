@@ -4,6 +4,7 @@ agent's; leaving the seat hands the character back to its agent."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -134,3 +135,14 @@ def test_a_seat_is_taken_on_a_paused_run_and_kept_by_its_branch(celery_worker, u
     services.simulation_resume(simulation=Simulation.objects.get(pk=simulation.pk))
     wait_status(simulation, "completed")
     assert simulation.turns.get(index=1).usage.get("calls")
+
+
+def test_the_seats_search_suggests_asking_about_someone_in_the_scene(celery_worker, user, client_for):
+    scenario = make_dinner(user)
+    cast = [c for c in scenario.cast.all() if c.name != "Alex"]  # Jordan and Sam only
+    simulation = services.simulation_start(owner=user, scenario=scenario, cast=cast, settings={
+        "max_turns": 4, "retrieval_mode": "tools", "seats": ["Sam"]})
+    seat_turn(simulation, 1)
+    page = client_for(user).get(simulation.get_absolute_url()).content.decode()
+    placeholder = re.search(r'id="seat-q"[^>]*placeholder="([^"]*)"', page).group(1)
+    assert "Jordan" in placeholder and "Alex" not in placeholder

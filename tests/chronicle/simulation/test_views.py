@@ -229,6 +229,23 @@ def test_the_form_offers_the_chosen_scenarios_cast_ticked(user, dinner, client_f
     assert "Mallory" in cast_field and 'checked' in cast_field and "Jordan" not in cast_field.split("Turns", 1)[0]
 
 
+def test_only_the_cast_can_open_with_a_greeting_and_the_choice_swaps_with_the_cast(user, dinner, client_for):
+    from chronicle.models import Scenario
+
+    hello = {"first_mes": "Welcome, welcome, come in out of the rain!"}
+    stranger = Character.objects.create(owner=user, name="Mallory", card_extras=hello)
+    Character.objects.filter(owner=user, name="Jordan").update(card_extras=hello)
+    heist = Scenario.objects.create(owner=user, title="Heist")
+    heist.cast.set([stranger])
+    client = client_for(user)
+    form = client.get(reverse("simulation_create"), {"scenario": dinner.pk}).context["form"]
+    assert [name for name, _label in form.fields["greeting_by"].choices if name] == ["Jordan"]  # not Mallory
+    swapped = client.get(reverse("simulation_create"), {"scenario": heist.pk}, HTTP_HX_REQUEST="true")
+    cast_field = swapped.content.decode().split('id="cast-field"', 1)[1]
+    greeting = cast_field.split('id="id_greeting_by"', 1)[1].split("</select>", 1)[0]
+    assert "Mallory" in greeting and "Jordan" not in greeting
+
+
 @pytest.mark.django_db
 def test_a_cancelled_run_offers_to_go_on_in_a_branch_or_to_be_deleted(user, other_user, dinner, client_for,
                                                                         django_capture_on_commit_callbacks):
@@ -324,11 +341,16 @@ def test_run_n_more_turns_or_until_i_pause(user, dinner, client_for):
     done = run_queued()
     assert (done.status, done.turns.filter(status="done").count(), done.max_turns) == ("completed", 5, 5)
 
-    client.post(simulation.get_absolute_url(), {"until_paused": ""})
+    said = client.post(simulation.get_absolute_url(), {"until_paused": ""}, follow=True).content.decode()
     simulation.refresh_from_db()
     assert simulation.status == "running" and "running until you pause" in client.get(simulation.get_absolute_url()).content.decode()
+    # The raised limit is said, and a dry run slows to a line every few seconds: time to read and pause.
+    assert f"it stops by itself at {simulation.max_turns:,} turns" in said
+    assert simulation.is_dry_run and simulation.turn_pace >= 2 > simulation.pace_s
     run_turn_task.apply(args=(simulation.pk, 5))
     client.post(simulation.get_absolute_url(), {"pause": ""})
+    paused = client.get(simulation.get_absolute_url()).content.decode()
+    assert f"6 turns · set to run until you pause (at most {simulation.max_turns})" in paused
     client.post(simulation.get_absolute_url(), {"more": "", "turns": "2"})  # paused: two, then paused again
     after = run_queued()
     assert (after.status, after.turns.filter(status="done").count()) == ("paused", 8)

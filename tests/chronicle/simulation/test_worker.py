@@ -47,7 +47,9 @@ def test_full_scripted_run_through_a_real_worker(celery_worker, user, client_for
     for turn in turns[:3]:  # turn 1 of each agent: discovery
         tools = list(turn.retrievals.values_list("tool", flat=True))
         assert tools[:2] == ["query_self", "query_scene"], turn.agent
-        assert turn.utterance.startswith(f"Hello, I'm {turn.agent}")
+        # The first opens the scene; the others answer whoever spoke, saying who they are.
+        assert turn.utterance.startswith(f"Hello, I'm {turn.agent}" if turn.index == 0
+                                         else f"{turns[turn.index - 1].agent}, I'm {turn.agent}")
         assert all(r.results for r in turn.retrievals.all())
     for turn in turns[3:]:  # later turns: recall, with turn numbers
         assert list(turn.retrievals.values_list("tool", flat=True)) == ["query_memory", "recall_facts"]

@@ -147,3 +147,35 @@ def test_another_writer_gets_404(client_for, other_user, finished):
     for name in ("chronicle_analytics", "chronicle_map"):
         assert client.get(reverse(name, args=[finished.pk])).status_code == 404
     assert not BankMap.objects.filter(bank=finished.bank).exists()
+
+
+def test_a_histograms_ten_bins_are_each_labelled_under_their_bar():
+    from chronicle.writing.charts import stacked
+
+    chart = stacked(id="importance", title="Importance", caption="", series=[("gift", "given", "#000")],
+                    columns=[f"{n}–{n + 1}" for n in range(10)], values=[{"gift": n + 1} for n in range(10)])
+    xs = [x for x, _label in chart.ticks]
+    assert [label for _x, label in chart.ticks] == chart.columns
+    assert len({round(b - a, 2) for a, b in zip(xs, xs[1:])}) == 1  # evenly placed
+    centres = [round(bar.x + bar.width / 2, 0) for bar in chart.bars]
+    assert all(abs(x - c) <= 1 for x, c in zip(xs, centres))  # each under its bar
+
+
+def test_the_maps_points_stay_whole_inside_its_frame(user, finished):
+    from types import SimpleNamespace
+
+    from chronicle.writing.analytics import MAP_SIZE, memory_map
+
+    ids = list(Memory.objects.in_bank(finished.bank).values_list("pk", flat=True)[:4])
+    corners = [(ids[0], 0.0, 0.0), (ids[1], 1.0, 1.0), (ids[2], -0.02, 1.03), (ids[3], 0.5, 0.5)]
+    drawn = memory_map(finished, SimpleNamespace(points=corners, explained=[]))
+    r = drawn.point_r
+    assert drawn.points and all(r * 2 <= p.x <= MAP_SIZE - r * 2 and r * 2 <= p.y <= MAP_SIZE - r * 2
+                                for p in drawn.points)
+
+
+def test_the_banks_filters_are_named(client_for, user, finished):
+    page = client_for(user).get(reverse("chronicle_memories", args=[finished.pk])).content.decode()
+    form = page[page.index('id="bank-filters"'):page.index("</form>", page.index('id="bank-filters"'))]
+    for label, name in (("Whose", "agent"), ("Kind", "kind"), ("Source", "source"), ("Status", "status")):
+        assert re.search(rf'<label class="small filter">{label} <select name="{name}">', form), label

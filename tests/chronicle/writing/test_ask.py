@@ -111,3 +111,31 @@ def test_the_inspector_asks_the_turns_agent_with_the_runs_provider(client_for, u
     server.script(error(503, "overloaded"))
     html = client.get(url, {"q": "what did Sam say?", "ask": "1"}, **HX).content.decode()
     assert "The model could not answer" in answer_of(html) and ranked_ids(html, "row-x-") == rows
+
+
+def test_who_are_you_keeps_the_secrets_a_question_about_them_tells_one(client_for, user, make_character):
+    tess = make_character(user, name="Tess", role="Harbour clerk",
+                          description="Tess notices everything and says little.",
+                          secrets=["She saw the harbour master take money from the hotel men.",
+                                   "She is saving to leave the town."])
+    seed_bank(bank=tess.preview_bank, characters=[tess.to_sheet()], scenario=None)
+    client = client_for(user)
+    who = answer_of(client.get(reverse("character_ask", args=[tess.pk]), {"q": "Who are you?"}, **HX).content.decode())
+    assert "harbour master" not in who and "saving to leave" not in who and "secret" not in who.lower()
+    assert "says little" not in who  # "I notice everything and say little", when it is said
+    hiding = answer_of(client.get(reverse("character_ask", args=[tess.pk]), {"q": "What secrets are you keeping?"},
+                                  **HX).content.decode())
+    assert "Between us: I saw the harbour master" in hiding or "Between us: I am saving" in hiding
+    assert "My secret:" not in hiding and " She " not in hiding
+
+
+def test_the_character_page_asks_the_model_of_the_writers_latest_run(client_for, user, make_character, finished,
+                                                                    server, settings):
+    settings.LLM_PROVIDER = "scripted"  # nothing in the environment: the run's model is the one asked
+    nell = make_character(user, name="Nell")
+    seed_bank(bank=nell.preview_bank, characters=[nell.to_sheet()], scenario=None)
+    Simulation.objects.filter(pk=finished.pk).update(provider="openai", base_url=server.base_url, model="run-model")
+    server.script(ok("I am Nell."))
+    html = client_for(user).get(reverse("character_ask", args=[nell.pk]), {"q": "who am I?"}, **HX).content.decode()
+    assert "run-model" in answer_of(html) and "dry run" not in answer_of(html)
+    assert server.requests[0]["model"] == "run-model"

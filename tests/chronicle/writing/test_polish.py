@@ -44,8 +44,8 @@ def test_compare_shows_this_branchs_words_as_additions_and_offers_only_relatives
     assert [run.pk for run in page.context["choices"]] == [finished.pk]  # not the unrelated run
     row = next(r for r in page.context["rows"] if not r.same)
     # This run's own words are additions (green), never struck out; the parent's are the removals.
-    assert "<ins>" in row.left_html and "<del>" not in row.left_html
-    assert "<ins>" not in row.right_html
+    assert "<ins" in row.left_html and "<del" not in row.left_html
+    assert "<ins" not in row.right_html
     assert client.get(reverse("chronicle_compare", args=[branch.pk]), {"other": stranger.pk}).status_code == 404
 
 
@@ -201,3 +201,16 @@ def test_turn_addresses_count_from_one_as_the_pages_do(client_for, user, finishe
     line = page.split('id="turn-2"', 1)[1].split("</li>", 1)[0]
     assert f'href="/chronicle/{finished.pk}/turns/3/"' in line and "turn 3" in line
     assert client.get(f"/simulations/{finished.pk}/turns/3/").url == f"/chronicle/{finished.pk}/turns/3/"
+
+
+def test_a_line_mostly_replaced_reads_as_a_line_replaced_and_a_small_edit_word_by_word():
+    from django.utils.html import escape
+
+    from chronicle.writing.selectors import _marked
+
+    old, new = "Shall we decide on dinner tonight, then?", "Enough talk. I booked Bella's for eight, then."
+    removed, added = _marked(old, new)
+    # Whole lines: no word of the old line left unstruck, none of the new one unmarked.
+    assert removed == f'<del class="replaced">{escape(old)}</del>' and added == f'<ins class="replaced">{escape(new)}</ins>'
+    removed, added = _marked("I booked Bella's for eight.", "I booked Bella's for nine.")
+    assert removed == "I booked Bella&#x27;s for <del>eight.</del>" and added == "I booked Bella&#x27;s for <ins>nine.</ins>"

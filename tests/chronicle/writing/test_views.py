@@ -30,6 +30,24 @@ def test_inspector_shows_tools_memories_context_and_tokens(client_for, user, fin
     assert reverse("turn_inspect", args=[finished.pk, 3]) in detail  # reachable from the live chronicle
 
 
+def test_edit_memory_from_the_inspector_lands_on_the_memory_open_with_a_way_back(client_for, user, finished):
+    import re
+
+    client = client_for(user)
+    page = client.get(reverse("turn_inspect", args=[finished.pk, 3])).content.decode()
+    link = re.search(r'class="small edit-memory" href="([^"]+)"', page).group(1).replace("&amp;", "&")
+    memory_id = int(re.search(r"memory=(\d+)", link).group(1))
+    bank = client.get(link).content.decode()
+    card = bank[bank.index(f'id="memory-{memory_id}"') - 80:]
+    assert "memory-card focused" in card[:200]  # highlighted
+    assert '<details class="memory-edit" open>' in card[: card.index("</details>")]  # its editor open
+    back = re.search(r'id="back-to-turn"><a class="button" href="([^"]+)">← Back to turn 4</a>', bank)
+    assert back and back.group(1) == reverse("turn_inspect", args=[finished.pk, 3])
+    # Opened from elsewhere (the map, analytics), the card is first but no turn is offered.
+    plain = client.get(reverse("chronicle_memories", args=[finished.pk]), {"memory": memory_id}).content.decode()
+    assert 'id="back-to-turn"' not in plain
+
+
 def test_a_memorys_kind_reads_in_words_with_its_stored_name_on_hover(client_for, user, finished):
     page = client_for(user).get(reverse("turn_inspect", args=[finished.pk, 0])).content.decode()
     assert 'title="character_knowledge/knowledge">knows of another</span>' in page
@@ -107,6 +125,12 @@ def test_regenerate_button_creates_a_branch_shown_in_the_tree(client_for, user, 
     assert f'data-sim="{branch.pk}"' in page and "from turn 4" in page
     compare = client.get(reverse("chronicle_compare", args=[branch.pk])).content.decode()
     assert 'id="compare"' in compare
+    # The history says it in a writer's words, not the store's ("retrieval regenerate").
+    history = client.get(reverse("chronicle_history", args=[finished.pk])).content.decode()
+    assert "regenerated into a new branch" in history and "retrieval regenerate" not in history
+    client.post(reverse("turn_override", args=[finished.pk, 2]), {"line": "Let us just go Thai."})
+    history = client.get(reverse("chronicle_history", args=[finished.pk])).content.decode()
+    assert "retrieval line" not in history and "line to say instead" in history
 
 
 def test_exports_download_and_import_page(client_for, user, finished):
