@@ -67,6 +67,12 @@ _NEGATION = re.compile(r"(?:\b(?:no|not|never|nothing|nobody|none|untrue|false|n
                        r"wrong|only|mistaken)\b|n['’]t\b)", re.IGNORECASE)
 
 
+# Where a sentence's clauses part: "There won't be any delivery today… the carter says the bridge
+# washed away" denies the delivery, not the bridge.
+# A dash is left whole: it opens what the clause is about ("what they said—'the inn', 'hotel'").
+_CLAUSE = re.compile(r"\s*(?:…|\.\.\.|;|,\s*(?=(?:but|and|so|though)\b))\s*", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Planted:
     number: int  # its line in the writer's list: the belief's id within the run
@@ -181,9 +187,16 @@ def _stance(line: str, similarity: float, claim: str) -> str:
     if any(_HEDGE.search(s) for s in touching):
         return "doubts"
     opening = sentences[0].rstrip(".!,").strip().lower() if sentences else ""
-    if opening in ("no", "nope", "not true", "not at all") or any(_NEGATION.search(s) for s in touching):
+    if opening in ("no", "nope", "not true", "not at all") or any(_NEGATION.search(c) for c in _claim_clauses(touching, words)):
         return "denies"
     return "asserts" if retells(line, similarity, claim) else "none"
+
+
+def _claim_clauses(sentences: list[str], words: set[str]) -> list[str]:
+    """Of each sentence, the clauses that carry most of the claim's words: where a negation denies it."""
+    clauses = [c for s in sentences for c in _CLAUSE.split(s) if c.strip()]
+    best = max((len(words & _words(c)) for c in clauses), default=0)
+    return [c for c in clauses if best and len(words & _words(c)) == best]
 
 
 def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: int,

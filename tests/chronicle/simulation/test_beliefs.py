@@ -96,6 +96,11 @@ def _similarity(a: str, b: str) -> float:
     (f"{CLAIM[:-1]}, without a doubt.", "asserts"),
     ("I love Bella's trattoria, the pasta is great.", "none"),
     ("Shall we decide on dinner tonight?", "none"),
+    # The negation denies the clause it is in, not the claim another clause passes on.
+    ("We won't be eating there again… Sam says Bella's trattoria is closing down at the end of the month.",
+     "asserts"),
+    ("Nobody tells me anything; Bella's trattoria is closing down at the end of the month, Sam says.", "asserts"),
+    ("Bella's trattoria isn't closing down, and nobody should say so.", "denies"),
 ])
 def test_the_offline_rule_reads_a_lines_stance_on_a_claim(line, expected):
     assert beliefs.stance(line, CLAIM, similarity=_similarity(f"Alex said: {line}", CLAIM)) == expected
