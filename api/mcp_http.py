@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 
 from api.models import ApiToken
 from api.throttle import allowed
-from memory.api import INT_MAX, NAME_LIMIT, SCORING_PRESETS, ToolContext, build_server, clean_text
+from memory.api import DEFAULT_SCORING, INT_MAX, NAME_LIMIT, SCORING_PRESETS, ToolContext, build_server, clean_text
 from memory.models import MemoryBank
 
 PATH = "/mcp"
@@ -55,7 +55,7 @@ def _context(token: str, params: dict[str, str]) -> ToolContext:
         bank = MemoryBank.objects.owned_by(found.user).filter(pk=int(params["bank"])).first()
         if bank is None:
             raise Refused(404, "Not found.")  # another writer's bank is not said to exist
-        scoring = params.get("scoring") or "similarity"
+        scoring = params.get("scoring") or DEFAULT_SCORING
         if scoring not in SCORING_PRESETS:
             raise Refused(400, f"scoring must be one of: {', '.join(SCORING_PRESETS)}.")
         turn = params.get("turn")

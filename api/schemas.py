@@ -17,7 +17,7 @@ from ninja import Schema
 from pydantic import AfterValidator, Field, model_validator
 
 from memory.api import (
-    INT_MAX, MAX_RESULTS, NAME_LIMIT, OFFSET_MAX, RECALL_K_MAX, RETAIN_LISTENERS_MAX, SIMILARITY_THRESHOLD, TEXT_LIMIT,
+    DEFAULT_SCORING, INT_MAX, MAX_RESULTS, NAME_LIMIT, OFFSET_MAX, RECALL_K_MAX, RETAIN_LISTENERS_MAX, SIMILARITY_THRESHOLD, TEXT_LIMIT,
     clean_kinds, clean_text, tag_mode,
 )
 from memory.models import Memory
@@ -193,7 +193,7 @@ class RecallIn(Schema):
     similarity_threshold: Threshold = SIMILARITY_THRESHOLD
     max_results: MaxResults = MAX_RESULTS
     k: MaxResults | None = Field(None, description="Older name of max_results; wins when given.")
-    scoring: str = "similarity"
+    scoring: str = DEFAULT_SCORING
     current_turn: Turn | None = None
     shared: bool = False
     associations: Annotated[float, Field(ge=0, le=1)] = 0.0

@@ -147,7 +147,7 @@ def test_no_two_modules_import_each_other(package):
     assert knots == []
 
 
-@pytest.mark.parametrize("package", ["chronicle", "memory"])
+@pytest.mark.parametrize("package", ["chronicle", "memory", "api"])
 def test_the_default_scoring_preset_is_named_once(package):
     """memory.recalling.scoring.DEFAULT_SCORING is every default preset (a run's, a search's, the
     commands'): a literal default elsewhere would drift from it when the default changes."""
@@ -163,6 +163,8 @@ def test_the_default_scoring_preset_is_named_once(package):
                 defaults = [node.value]
             elif isinstance(node, ast.Call):
                 defaults = [k.value for k in node.keywords if k.arg in ("default", "initial")]
+            elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+                defaults = node.values[-1:]  # `params.get("scoring") or "similarity"`
             literal += [f"{path.relative_to(ROOT)}:{d.lineno}" for d in defaults
                         if isinstance(d, ast.Constant) and d.value == "similarity"]
     assert literal == []

@@ -20,6 +20,7 @@ from django.db.models import Count
 from memory.measuring import operations
 from memory.models import Memory, MemoryBank
 from memory.recalling.filters import TAG_MODES, MemoryFilter, RecallResult
+from memory.recalling.scoring import DEFAULT_SCORING
 from memory.recalling.search import recall
 from memory.services.memories import accesses_record, memory_create
 
@@ -106,7 +107,7 @@ def retain(*, bank: MemoryBank, agent: str, content: str, kind: str = "episodic"
 def recall_filtered(bank: MemoryBank, query: str, *, agent: str | None = None, kinds: list[str] | None = None,
                     tags: list[str] | None = None, mode: str = "any", min_importance: float | None = None,
                     similarity_threshold: float = SIMILARITY_THRESHOLD, max_results: int = MAX_RESULTS,
-                    shared: bool = False, scoring: str = "similarity", current_turn: int | None = None,
+                    shared: bool = False, scoring: str = DEFAULT_SCORING, current_turn: int | None = None,
                     associations: float = 0.0) -> list[RecallResult]:
     """Seed 004's recall: the tools' ranking over the filter, then only what is at least
     `similarity_threshold` similar to the query (its "similarity" component, a cosine), at most
