@@ -11,7 +11,7 @@ import pytest
 
 from chronicle import headless
 from chronicle.simulation.tasks import run_turn_task
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start as start_seeded
 
 pytestmark = pytest.mark.django_db
 

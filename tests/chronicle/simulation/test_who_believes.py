@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from chronicle.simulation import run_panels
-from tests.chronicle.simulation.conftest import start_seeded
+from tests.factories import start as start_seeded
 from tests.chronicle.simulation.test_beliefs import CLAIM, held, say
 
 pytestmark = pytest.mark.django_db
