@@ -161,6 +161,8 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         self.greeters = {c.name: c for c in members if (c.card_extras or {}).get("first_mes")}
         self.fields["greeting_by"].choices = [("", "— no greeting: the first speaker talks —")] + [
             (name, name) for name in sorted(self.greeters)]
+        # Any name passes the field: clean() says in words why one outside the cast cannot greet.
+        self.fields["greeting_by"].valid_value = lambda value: True
         self.fields["title"].required = False
         self.fields["base_url"].required = False
         for name in OPTIONAL_WITH_DEFAULT:  # left out of a POST (an older form, a script): the model's default
@@ -185,6 +187,8 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
             greeter = data.get("greeting_by")
             if greeter and greeter not in [c.name for c in chosen]:
                 self.add_error("greeting_by", f"{greeter} is not in this run's cast.")
+            elif greeter and not any(c.name == greeter and (c.card_extras or {}).get("first_mes") for c in chosen):
+                self.add_error("greeting_by", f"{greeter}'s card has no first message to open with.")
             if data.get("stage_directions"):
                 try:
                     parse_stage(data["stage_directions"], cast=[c.name for c in chosen], max_turns=data.get("max_turns"))

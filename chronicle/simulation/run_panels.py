@@ -167,19 +167,29 @@ def who_believes(simulation, *, shown: int | None = None) -> list[dict]:
         claim = claims.setdefault(data["id"], {"claim": data["claim"], "true": data["true"], "holders": []})
         history = history or [{"turn": turn, "confidence": data["confidence"], "source_chain": data["source_chain"],
                                "stance": "asserts"}]
-        holder = {"holder": agent, "source_chain": data["source_chain"], "confidence": data["confidence"],
-                  "turn": turn, "memory_id": pk, "stance": data.get("stance") or "asserts",
-                  "disputed": data.get("disputed"), "history": _told_again(history),
-                  "earlier": max(steps - len(history), 0)}
-        holder["holds"] = holds(holder["stance"], holder["confidence"])
-        # Someone who only ever heard it denied was never talked out of it: no "disputed" for them.
-        if all(float(step.get("confidence") or 0) <= 0 for step in history):
-            holder["disputed"] = None
-        claim["holders"].append(holder)
-    for claim in claims.values():
-        claim["held_by"] = [h["holder"] for h in claim["holders"] if h["holds"]]
-        claim["not_held_by"] = [h["holder"] for h in claim["holders"] if not h["holds"]]
+        claim["holders"].append({"holder": agent, "source_chain": data["source_chain"],
+                                 "confidence": data["confidence"], "turn": turn, "memory_id": pk,
+                                 "stance": data.get("stance") or "asserts", "disputed": data.get("disputed"),
+                                 "history": history, "earlier": max(steps - len(history), 0)})
     return [claims[key] for key in sorted(claims)]
+
+
+def beliefs_as_shown(claims: list[dict]) -> list[dict]:
+    """who_believes as the run page reads it: each claim *held by* those who hold it now and *heard,
+    not held, by* the rest; a holder's "disputed" badge only if they ever held it; each step marked
+    where a confidence figure would mislead (someone who never held it, hearing it denied)."""
+    shown = []
+    for claim in claims:
+        holders = []
+        for h in claim["holders"]:
+            history = _told_again([dict(step) for step in h["history"]])
+            ever_held = any(float(step.get("confidence") or 0) > 0 for step in history)
+            holders.append({**h, "history": history, "holds": holds(h["stance"], h["confidence"]),
+                            "show_disputed": bool(h["disputed"]) and ever_held})
+        shown.append({**claim, "holders": holders,
+                      "held_by": [h["holder"] for h in holders if h["holds"]],
+                      "not_held_by": [h["holder"] for h in holders if not h["holds"]]})
+    return shown
 
 
 def holds(stance: str, confidence) -> bool:

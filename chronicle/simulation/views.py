@@ -114,7 +114,7 @@ def page_context(simulation: Simulation, llm_form: LLMSettingsForm | None = None
     if llm_form is None and simulation.status in (Simulation.Status.PAUSED, Simulation.Status.FAILED):
         llm_form = LLMSettingsForm(instance=simulation)
     context = {"simulation": simulation, "turns": turns, "page": page, "tokens": line_pages.run_tokens(simulation),
-               "beliefs": run_panels.who_believes(simulation, shown=run_panels.HISTORY_SHOWN)
+               "beliefs": run_panels.beliefs_as_shown(run_panels.who_believes(simulation, shown=run_panels.HISTORY_SHOWN))
                if simulation.planted_beliefs else [],
                "progress": selectors.progress(simulation, figures), "llm_form": llm_form,
                "replay_form": ReplayForm(instance=simulation) if simulation.is_finished and page.lines else None,

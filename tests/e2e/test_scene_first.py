@@ -125,8 +125,11 @@ def test_at_390_px_the_seated_characters_memory_follows_the_input(browser, live_
         page.wait_for_url(re.compile(r"/$"))
         page.goto("/simulations/new/")
         page.select_option("#id_scenario", label=DEMO_TITLE)
+        page.wait_for_load_state("networkidle")  # the scenario's cast (and its seats) swapped in
         expect(page.locator("#id_seats")).to_contain_text("Sam")
-        page.locator("#id_seats label", has_text="Sam").locator("input").check()
+        seat_box = page.locator("#id_seats label", has_text="Sam").locator("input")
+        seat_box.check()
+        expect(seat_box).to_be_checked()
         page.fill("#id_max_turns", "4")
         page.fill("#id_pace_s", "0")
         page.select_option("#id_provider", "scripted")

@@ -8,6 +8,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from chronicle.simulation.providers.voice import named_voice
+
 pytestmark = [pytest.mark.e2e, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
@@ -39,8 +41,10 @@ def test_exclude_regenerate_polish_and_export(logged_in_page, celery_worker, sho
     # its tools returned.
     line = page.locator("blockquote.utterance").first.inner_text().lower()
     rows = page.locator(".retrieval tr.memory-result")
-    used = next(i for i in range(rows.count())  # (a label such as "My goals: " is not said)
-                if re.sub(r"^[A-Z][\w ']{0,30}: ", "", rows.nth(i).locator("td").nth(1).inner_text().split("\n")[0])
+    # (a label such as "My goals: " is not said, and Alex says "my apartment" for "Alex's apartment")
+    used = next(i for i in range(rows.count())
+                if named_voice(re.sub(r"^[A-Z][\w ']{0,30}: ", "",
+                                      rows.nth(i).locator("td").nth(1).inner_text().split("\n")[0]), "Alex")
                 [:30].lower() in line)
     first = rows.nth(used)
     quoted = first.locator("td").nth(1).inner_text().split("\n")[0]

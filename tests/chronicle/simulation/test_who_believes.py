@@ -24,7 +24,7 @@ def test_held_by_counts_only_those_who_hold_it_now(user, dinner, client_for):
     (sam,) = held(simulation, "Sam")
     assert sam["confidence"] < 0.5
 
-    (claim,) = run_panels.who_believes(simulation, shown=run_panels.HISTORY_SHOWN)
+    (claim,) = run_panels.beliefs_as_shown(run_panels.who_believes(simulation, shown=run_panels.HISTORY_SHOWN))
     assert claim["held_by"] == []
     assert sorted(claim["not_held_by"]) == ["Alex", "Jordan", "Sam"]
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
@@ -39,7 +39,7 @@ def test_held_by_counts_only_those_who_hold_it_now(user, dinner, client_for):
 def test_a_holder_sure_of_it_is_counted(user, dinner, client_for):
     simulation = start_seeded(user, dinner, max_turns=4, planted_beliefs=f"Sam: {CLAIM} [false]")
     say(simulation, 0, "Sam", f"Listen, everyone: {CLAIM}")
-    (claim,) = run_panels.who_believes(simulation)
+    (claim,) = run_panels.beliefs_as_shown(run_panels.who_believes(simulation))
     assert sorted(claim["held_by"]) == ["Alex", "Jordan", "Sam"]  # told by Sam: 0.7, and Sam at 1.0
     page = client_for(user).get(simulation.get_absolute_url()).content.decode()
     assert "held by 3 (" in page
