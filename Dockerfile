@@ -5,6 +5,7 @@ COPY pyproject.toml ./
 COPY wonda_site wonda_site
 COPY memory memory
 COPY chronicle chronicle
+COPY core core
 # torch first, pinned. For a smaller CPU-only image, build with
 # --build-arg PIP_EXTRA_INDEX_URL=<PyTorch's CPU wheel index>.
 ARG PIP_EXTRA_INDEX_URL=""

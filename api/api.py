@@ -29,7 +29,7 @@ from api.schemas import (
     ResultOut, RetainIn, StatsOut, ToolIn,
 )
 from api.throttle import TokenRateThrottle
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from chronicle.simulation.providers import get_provider
 from chronicle.simulation.providers.scripted import ScriptedProvider
 from memory.api import (

@@ -10,7 +10,7 @@ from django.db import transaction
 from chronicle.models import Character, Scenario
 from chronicle.services.characters import character_create, character_request_preview
 from chronicle.services.scenarios import scenario_create
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from chronicle.writing.exports import simulation_import
 
 DEMO_TITLE = "Friends deciding where to eat tonight"

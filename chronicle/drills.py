@@ -26,8 +26,8 @@ from django.db.models import Count
 
 from chronicle.demo import DEMO_TITLE, load_demo
 from chronicle.models import Scenario
-from chronicle.simulation.models import Simulation, Turn
-from chronicle.simulation.services import simulation_start
+from chronicle.simulation.run.models import Simulation, Turn
+from chronicle.simulation.control.services import simulation_start
 from memory.models import Memory
 from wonda_site.workers import WorkerProcess
 

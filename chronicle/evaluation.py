@@ -1,4 +1,4 @@
-"""evaluate_agents: run scenario files through the real stack and ask their probes (chronicle.simulation.probes).
+"""evaluate_agents: run scenario files through the real stack and ask their probes (chronicle.simulation.measuring.probes).
 
 Each file is imported as a throw-away writer, run on a Celery worker with the replay provider (its
 script; a file without one: the scripted provider), paused after each turn a probe asks about, and
@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chronicle import headless
-from chronicle.simulation import measures, probes
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.prompts import TRANSCRIPT_LINES, WINDOW_STEP
-from chronicle.simulation.services import simulation_resume, simulation_start
+from chronicle.simulation.measuring import measures, probes
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.prompting.prompts import TRANSCRIPT_LINES, WINDOW_STEP
+from chronicle.simulation.control.services import simulation_resume, simulation_start
 
 ECE_BINS = 10
 
@@ -97,7 +97,7 @@ class Tally:
                        "hit_at_k": _share(a.hit(self.k) for a in mine)} for name, mine in sorted(groups.items())}
 
 
-# The transcript window keeps fewer entries than this (chronicle.simulation.prompts): a probe whose
+# The transcript window keeps fewer entries than this (chronicle.simulation.prompting.prompts): a probe whose
 # answer is this many turns back or more is answered by memory, not by what the agent reads.
 WINDOW_REACH = TRANSCRIPT_LINES + WINDOW_STEP
 DISTANCES = ((WINDOW_REACH, "0-39 turns back"), (200, "40-199 turns back"))

@@ -25,14 +25,15 @@ from chronicle.models import Character, Scenario
 from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import, import_match, renamed_in
 from chronicle.services.characters import character_delete
 from chronicle.services.scenarios import scenario_delete
-from chronicle.simulation import probes, replay
+from chronicle.simulation.measuring import probes
+from chronicle.simulation.run import replay
 from chronicle.writing.exports import FORMAT as SIMULATION_FORMAT
 from chronicle.writing.exports import scenario_file_from_export
-from chronicle.simulation.run_panels import who_believes
-from chronicle.simulation.models import MAX_TIMEOUT_S, Simulation, Turn
-from chronicle.simulation.selectors import token_summary
-from chronicle.simulation.run_settings import FILE_SETTINGS
-from chronicle.simulation.services import (
+from chronicle.simulation.pages.run_panels import who_believes
+from chronicle.simulation.run.models import MAX_TIMEOUT_S, Simulation, Turn
+from chronicle.simulation.run.selectors import token_summary
+from chronicle.simulation.run.run_settings import FILE_SETTINGS
+from chronicle.simulation.control.services import (
     ControlError,
     simulation_cancel,
     simulation_delete,
@@ -41,11 +42,11 @@ from chronicle.simulation.services import (
 from memory.models import Memory
 from memory.api import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, banks_delete, standing
 from wonda_site.celery import app as celery_app
-from wonda_site.pool import pool_status
-from wonda_site.migrations_state import unapplied_migrations
+from core.pool import pool_status
+from core.migrations_state import unapplied_migrations
 from wonda_site.workers import WorkerProcess
 
-# A scenario file's optional top-level "settings" (chronicle.simulation.run_settings.FILE_SETTINGS): the
+# A scenario file's optional top-level "settings" (chronicle.simulation.run.run_settings.FILE_SETTINGS): the
 # command line's options win over them.
 
 
@@ -60,8 +61,8 @@ class Imported:
     scenario: Scenario
     characters: list[Character] = field(default_factory=list)
     file_settings: dict = field(default_factory=dict)
-    script: list[dict] = field(default_factory=list)  # the replay provider's lines (chronicle.simulation.replay)
-    probes: list = field(default_factory=list)  # chronicle.simulation.probes.Probe
+    script: list[dict] = field(default_factory=list)  # the replay provider's lines (chronicle.simulation.run.replay)
+    probes: list = field(default_factory=list)  # chronicle.simulation.measuring.probes.Probe
     renamed: dict = field(default_factory=dict)  # file name → the copy's name, when the owner had them already
     reused: bool = False  # the owner's own scenario and cast, as this file imported them before
 

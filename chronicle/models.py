@@ -9,7 +9,7 @@ from django.db import models
 
 from chronicle import macros
 from memory.api import CHARACTER_LIST_FIELDS, CHARACTER_TEXT_FIELDS, CharacterSheet, ExtraMemory, ScenarioSheet
-from wonda_site.querysets import OwnedQuerySet
+from core.querysets import OwnedQuerySet
 
 TEXT_LIMIT = 10_000  # the memory store's content limit; longer text could not become one memory
 ITEM_LIMIT = 200  # one trait / skill / value / goal
@@ -163,6 +163,6 @@ class Portrait(models.Model):
     updated = models.DateTimeField(auto_now=True)
 
 
-from chronicle.simulation.models import *  # noqa: E402,F401,F403  (simulation models live in their own module)
+from chronicle.simulation.run.models import *  # noqa: E402,F401,F403  (simulation models live in their own module)
 from chronicle.writing.models import *  # noqa: E402,F401,F403  (the writer's layer: entries, overrides, edits)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from django.core.exceptions import FieldDoesNotExist
 
 from chronicle.models import Character, Scenario
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from memory.models import Memory
 
 # Categories in the order a writer reads a character: who, history, manner, then the scene and others.

@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models.functions import Length
 from pgvector.django import VectorField
 
-from wonda_site.querysets import OwnedQuerySet
+from core.querysets import OwnedQuerySet
 
 EMBEDDING_DIM = settings.EMBEDDING_DIM
 MAX_CONTENT_CHARS = 10_000

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from tests import leftovers
-from wonda_site.embedded import VAR_DIR
+from core.embedded import VAR_DIR
 from wonda_site.workers import WorkerProcess
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,10 +12,11 @@ from django.test import TestCase
 from chronicle.models import Character, Scenario
 from chronicle.services.characters import character_create
 from chronicle.services.scenarios import scenario_create
-from chronicle.simulation import formation, services, turns
-from chronicle.simulation.models import Simulation, Turn
-from chronicle.simulation.tasks import run_turn_task
-from chronicle.simulation.turn_types import TurnOutcome
+from chronicle.simulation.aftermath import formation
+from chronicle.simulation.control import services, turns
+from chronicle.simulation.run.models import Simulation, Turn
+from chronicle.simulation.control.tasks import run_turn_task
+from chronicle.simulation.turn.types import TurnOutcome
 
 ALEX = {
     "name": "Alex", "role": "Project manager", "archetype": "The pragmatist",

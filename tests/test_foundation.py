@@ -72,7 +72,7 @@ def test_healthz_reads_the_pool_from_its_stamps_not_a_round_trip_to_a_worker(cli
     """The worker part of /healthz is the pool processes' stamps in Redis, read at once: a stamp with
     no worker behind it to answer a ping reads as a live process, named (a ping waited up to 1.5 s
     on every call and said "ok" while no child could run a task)."""
-    from wonda_site.pool import PoolHeartbeat, _client
+    from core.pool import PoolHeartbeat, _client
 
     stamp = PoolHeartbeat("stamp-only@nowhere")
     redis_client = _client()
@@ -95,7 +95,7 @@ def test_healthz_is_down_while_no_pool_process_can_run_tasks(django_db_setup, cl
     from tests.chronicle.simulation.conftest import wait_for
     from tests.conftest import ARTIFACTS
     from wonda_site.workers import WorkerProcess
-    from wonda_site import embedded
+    from core import embedded
 
     # Its own Redis database, so that the suite's other workers do not answer for it.
     db = (int(settings.CELERY_BROKER_URL.rsplit("/", 1)[1] or 0) + 8) % 16

@@ -125,7 +125,7 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-@pytest.mark.parametrize("package", ["chronicle", "memory", "api", "wonda_site"])
+@pytest.mark.parametrize("package", ["chronicle", "memory", "api", "wonda_site", "core", "devtools"])
 def test_no_two_modules_import_each_other(package):
     """A module that imports one that imports it back is a knot: neither can be read, tested or moved
     alone. Every import counts, those inside a function or behind TYPE_CHECKING too."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.control.tasks import run_turn_task
 from tests.chronicle.simulation.conftest import dinner  # noqa: F401  (fixture)
 from tests.factories import start
 

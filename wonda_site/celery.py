@@ -7,7 +7,7 @@ from celery.signals import (
     task_postrun, task_prerun, worker_init, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown,
 )
 
-from wonda_site.pool import PoolHeartbeat
+from core.pool import PoolHeartbeat
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "wonda_site.settings")
 
@@ -15,7 +15,7 @@ app = Celery("wonda")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # Simulation and writing tasks live in sub-packages of chronicle; name them so workers register them.
-app.autodiscover_tasks(["chronicle.simulation", "chronicle.writing"])
+app.autodiscover_tasks(["chronicle.simulation.control", "chronicle.writing"])
 
 log = logging.getLogger(__name__)
 _model_info: dict = {}  # what the parent checked; children inherit it through fork

@@ -45,7 +45,7 @@ def _histogram(name: str, doc: str, values_by_label: dict[tuple, list[float]], b
 
 class WondaCollector:
     def collect(self):
-        from chronicle.simulation.models import Retrieval, Turn  # the web process has them loaded anyway
+        from chronicle.simulation.run.models import Retrieval, Turn  # the web process has them loaded anyway
         from memory.models import EmbeddingCache, Memory
 
         turns = GaugeMetricFamily("wonda_turns", "Simulation turns by status", labels=["status"])

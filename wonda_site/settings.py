@@ -1,7 +1,7 @@
 """Wonda settings: one module, driven by environment variables (docs/configuration.md has the table).
 
 With DATABASE_URL / CELERY_BROKER_URL unset, an embedded PostgreSQL + pgvector and an embedded
-redis-server are started under var/ (wonda_site/embedded.py). Production differs only by env.
+redis-server are started under var/ (core/embedded.py). Production differs only by env.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from wonda_site import embedded
+from core import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = embedded.VAR_DIR
@@ -270,7 +270,7 @@ LLM_TIMEOUT = float(os.environ.get("WONDA_LLM_TIMEOUT", "60"))
 # this many times, waiting LLM_BACKOFF · 2^attempt seconds.
 LLM_RETRIES = int(os.environ.get("WONDA_LLM_RETRIES", "2"))
 LLM_BACKOFF = float(os.environ.get("WONDA_LLM_BACKOFF", "1.0"))
-# Each simulation's API key is stored encrypted (wonda_site/crypto.py). A Fernet key (or any string a
+# Each simulation's API key is stored encrypted (core/crypto.py). A Fernet key (or any string a
 # key is derived from); empty: a key derived from SECRET_KEY.
 ENCRYPTION_KEY = os.environ.get("WONDA_ENCRYPTION_KEY", "")
 # Former keys (or former SECRET_KEYs), comma-separated: they still decrypt, only the first key encrypts.

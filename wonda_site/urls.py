@@ -24,7 +24,7 @@ urlpatterns = [
     path("settings/tokens/<int:pk>/revoke/", api_views.token_revoke, name="api_token_revoke"),
     path("admin/integrity/", memory_views.integrity, name="memory_integrity"),
     path("admin/", admin.site.urls),
-    path("simulations/", include("chronicle.simulation.urls")),
+    path("simulations/", include("chronicle.simulation.pages.urls")),
     path("chronicle/", include("chronicle.writing.urls")),
     path("", include("chronicle.urls")),
 ]

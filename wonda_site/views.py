@@ -10,7 +10,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from memory.embedding import health
-from wonda_site.pool import pool_status
+from core.pool import pool_status
 
 
 def _check_database() -> dict:
@@ -51,7 +51,7 @@ def _check_redis_and_pool() -> tuple[dict, dict, dict]:
 def healthz(request: HttpRequest) -> JsonResponse:
     """Each part Wonda needs, with a version where it has one; 503 names what is down.
 
-    The worker part comes from the pool processes' own heartbeats (wonda_site/pool.py): no task
+    The worker part comes from the pool processes' own heartbeats (core/pool.py): no task
     round trip, so it answers in milliseconds, and a pool whose children cannot start is "down"."""
     started = time.perf_counter()
     parts: dict[str, dict] = {}

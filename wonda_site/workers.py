@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import connection
 
 from wonda_site.celery import app
-from wonda_site.pool import pool_status
+from core.pool import pool_status
 
 
 # A worker shows no pages, so it never needs DEBUG, which would keep and format every SQL statement

@@ -1,5 +1,5 @@
 """Simulation API keys encrypted at rest: the column becomes text (a token of a 500-character key is
-~770 characters) and every plain-text key is encrypted under the current key (wonda_site/crypto.py).
+~770 characters) and every plain-text key is encrypted under the current key (core/crypto.py).
 
 Raw SQL, not the historical model: its field would already try to decrypt the plain text. Reversible:
 going back decrypts each key; a token no configured key opens cannot be restored and is emptied.
@@ -8,8 +8,8 @@ going back decrypts each key; a token no configured key opens cannot be restored
 from cryptography.fernet import InvalidToken
 from django.db import migrations
 
-import wonda_site.crypto
-from wonda_site import crypto
+import core.crypto
+from core import crypto
 
 
 def _rows(apps, schema_editor):
@@ -55,7 +55,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="simulation",
             name="api_key",
-            field=wonda_site.crypto.EncryptedTextField(blank=True, max_length=500, verbose_name="API key"),
+            field=core.crypto.EncryptedTextField(blank=True, max_length=500, verbose_name="API key"),
         ),
         migrations.RunPython(encrypt_keys, decrypt_keys),
     ]

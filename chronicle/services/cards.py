@@ -42,7 +42,7 @@ from chronicle.services.card_v2 import sheet_fields
 from chronicle.services.characters import character_request_preview
 from chronicle.services.portraits import PortraitError, portrait_from_image, portrait_set
 from chronicle.services.scenarios import clean_pair_notes, clean_pair_standing, scenario_create
-from chronicle.simulation.services import file_settings_errors
+from chronicle.simulation.control.services import file_settings_errors
 from memory.api import text_problem_in
 
 

@@ -2,8 +2,8 @@
 
 from django import template
 
-from chronicle.simulation.context import context_window
-from chronicle.simulation.score_parts import score_breakdown
+from chronicle.simulation.prompting.context import context_window
+from chronicle.simulation.measuring.score_parts import score_breakdown
 from memory.api import DEFAULT_SCORING
 
 register = template.Library()

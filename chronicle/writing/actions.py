@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.writing import ask, exports, selectors, services
 from chronicle.writing.forms import LineForm, MemoryEditForm
 from chronicle.writing.models import ChronicleEntry

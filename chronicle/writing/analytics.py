@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from django.db import connection
 from django.db.models import Q
 
-from chronicle.simulation.context import KIND_LABELS
-from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.prompting.context import KIND_LABELS
+from chronicle.simulation.run.models import Retrieval, Simulation, Turn
 from chronicle.writing import turn_series
 from chronicle.writing.charts import Chart, stacked
 from chronicle.writing.wording import kind_label

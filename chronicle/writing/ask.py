@@ -152,7 +152,7 @@ def prompt(*, agent: str, question: str, memories: list[Memory]) -> list[dict]:
 def writer_provider(owner):
     """The character page has no run: the model of the writer's latest run that had one (the model
     they chose for runs), else settings.LLM_* (default_provider), else None (the dry run)."""
-    from chronicle.simulation.models import Simulation
+    from chronicle.simulation.run.models import Simulation
 
     latest = (Simulation.objects.owned_by(owner).filter(provider="openai").exclude(model="")
               .order_by("-created").first())

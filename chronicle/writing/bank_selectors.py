@@ -11,7 +11,7 @@ from django.contrib.postgres.aggregates import ArrayAgg
 from django.db.models import Case, CharField, Count, F, Min, Value, When, Window
 from django.db.models.functions import MD5, Cast, Concat
 
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from memory.models import Memory
 from memory.api import MemoryFilter, recall
 

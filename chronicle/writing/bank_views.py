@@ -17,7 +17,7 @@ from django.urls import Resolver404, resolve, reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from chronicle.templatetags.chronicle_tags import memory_link
 from chronicle.views.common import vary_on_htmx
 from chronicle.writing import actions, selectors

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from itertools import islice
 
-from chronicle.simulation.models import Retrieval, Simulation
+from chronicle.simulation.run.models import Retrieval, Simulation
 from memory.models import Memory, MemoryKey
 
 TURN_FIELDS = ("index", "agent", "utterance", "status", "error", "prompt_messages", "usage",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from chronicle.writing import exports
 
 _TURNS, _MEMORIES = "\x00turns\x00", "\x00memories\x00"

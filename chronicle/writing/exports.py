@@ -11,9 +11,9 @@ from django.utils.dateparse import parse_datetime
 
 from chronicle import queueing
 from chronicle.services.card_export import WONDA_FORMAT
-from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
-from chronicle.simulation.replay import script_from_export
-from chronicle.simulation.run_settings import EXPORTED_SETTINGS, SECRET_SETTINGS
+from chronicle.simulation.run.models import Retrieval, Simulation, Turn, TurnOverride
+from chronicle.simulation.run.replay import script_from_export
+from chronicle.simulation.run.run_settings import EXPORTED_SETTINGS, SECRET_SETTINGS
 from chronicle.writing import selectors
 from chronicle.writing.export_rows import (CHUNK, MEMORY_FIELDS, RETRIEVAL_FIELDS, TURN_FIELDS, memory_rows,
                                            turn_rows)

@@ -1,5 +1,5 @@
 """The writer's layer over a run: refined lines and the edit history (a turn's overrides are an input
-of the turn, so they live with simulations: chronicle.simulation.models.TurnOverride)."""
+of the turn, so they live with simulations: chronicle.simulation.run.models.TurnOverride)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chronicle.simulation.briefing import PREPOPULATED_FACT_KINDS
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.turn.briefing import PREPOPULATED_FACT_KINDS
+from chronicle.simulation.run.models import Simulation
 from memory.models import Memory
 from memory.api import QUERY_MEMORY_KINDS, SIMULATION_TOOLS
 

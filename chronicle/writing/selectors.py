@@ -13,9 +13,9 @@ from django.db.models import Prefetch
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from chronicle.simulation.models import Retrieval, Simulation, Turn, TurnOverride
-from chronicle.simulation.pins import pin_refusal
-from chronicle.simulation.selectors import Overrides, turn_overrides  # noqa: F401  (the writer's pages read them too)
+from chronicle.simulation.run.models import Retrieval, Simulation, Turn, TurnOverride
+from chronicle.simulation.control.pins import pin_refusal
+from chronicle.simulation.run.selectors import Overrides, turn_overrides  # noqa: F401  (the writer's pages read them too)
 from chronicle.writing.bank_selectors import (BANK_PAGE_SIZE, SEARCH_K, BankCard, BankFilters, LinkNode,
                                               bank_card_page, bank_search, line_copies, memory_links)
 from chronicle.writing.models import ChronicleEntry, Edit
@@ -245,7 +245,7 @@ def turn_search(simulation: Simulation, turn: Turn, query: str) -> list[dict]:
     return with_marks(rows, memory_marks(simulation, turn, [r["memory_id"] for r in rows]))
 
 
-# --- pins (the rule: chronicle.simulation.pins) ------------------------------------------------
+# --- pins (the rule: chronicle.simulation.control.pins) ------------------------------------------------
 
 @dataclass
 class InspectorOverrides:

@@ -13,11 +13,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from chronicle.models import Character
-from chronicle.simulation import branching
-from chronicle.simulation.models import Simulation, Turn, TurnOverride
-from chronicle.simulation.pins import pin_refusal
-from chronicle.simulation.services import ControlError
-from chronicle.simulation.stage import deliver
+from chronicle.simulation.control import branching
+from chronicle.simulation.run.models import Simulation, Turn, TurnOverride
+from chronicle.simulation.control.pins import pin_refusal
+from chronicle.simulation.control.services import ControlError
+from chronicle.simulation.story.stage import deliver
 from chronicle.writing.models import ChronicleEntry, Edit
 from chronicle.writing.selectors import inspector_overrides
 from memory.api import (
@@ -348,7 +348,7 @@ def edit_undo(*, edit: Edit, actor) -> Edit:
 @transaction.atomic
 def simulation_branch(*, parent: Simulation, index: int, actor, changes: dict | None = None,
                       label: str = "") -> Simulation:
-    """Regenerate from turn `index` (0-based): the branch (chronicle.simulation.branching) with the
+    """Regenerate from turn `index` (0-based): the branch (chronicle.simulation.control.branching) with the
     writer's versions of the lines it shares, and the regeneration in the parent's history.
 
     A pin on that turn which the branch could not give its agent (its memory archived since it was

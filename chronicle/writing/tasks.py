@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.contrib.auth import get_user_model
 
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from chronicle.writing.exports import import_bank
 from chronicle.writing.services import writer_memory_form
 from memory.models import Memory

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 
-from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.writing.charts import Bar
 from memory.models import Memory, MemoryAccess
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Count, F
 
-from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.run.models import Retrieval, Simulation, Turn
 
 MAX_COLUMNS = 200
 

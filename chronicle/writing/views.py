@@ -19,9 +19,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from chronicle.simulation import line_pages
-from chronicle.simulation import selectors as simulation_selectors
-from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.pages import line_pages
+from chronicle.simulation.run import selectors as simulation_selectors
+from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.views.common import vary_on_htmx
 from chronicle.writing import actions, export_stream, exports, selectors, services
 from chronicle.writing.forms import ImportForm, LineOverrideForm, MemoryFormForm

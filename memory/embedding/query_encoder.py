@@ -28,7 +28,7 @@ import numpy as np
 from django.conf import settings
 
 from memory.embedding import local
-from wonda_site import embedded
+from core import embedded
 
 logger = logging.getLogger(__name__)
 

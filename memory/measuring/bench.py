@@ -27,7 +27,7 @@ from memory.recalling.filters import MemoryFilter
 from memory.recalling.indexing import agent_index_prefix, index_names
 from memory.recalling.search import recall
 from memory.services import bank_create
-from wonda_site import embedded
+from core import embedded
 
 FIRST = ["Ada", "Bram", "Cleo", "Dario", "Esme", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Kira", "Lev", "Mina",
          "Nico", "Odile", "Pavel", "Quinn", "Rosa", "Soren", "Tamsin", "Ugo", "Vera", "Wren", "Xavi", "Yara", "Zeno"]

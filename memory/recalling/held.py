@@ -1,5 +1,5 @@
 """Beliefs as a turn reads them: semantic memories of category "belief" whose metadata carries the
-claim (chronicle.simulation.beliefs makes and revises them); and an agent's secrets, with whom it has
+claim (chronicle.simulation.story.beliefs makes and revises them); and an agent's secrets, with whom it has
 told each. Each read is one short statement on every turn's path; through the ORM their JSON lookups
 took longer to compile than to run (~2 ms each on a 2-core machine against ~0.4)."""
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from chronicle.simulation.fake_llm import FakeLLM, ok
-from chronicle.simulation.models import Simulation
+from devtools.fake_llm import FakeLLM, ok
+from chronicle.simulation.run.models import Simulation
 from memory.api import bank_create
 from memory.models import Memory
 

@@ -19,8 +19,8 @@ def make_scenario():
 
 @pytest.fixture
 def server():
-    """A local OpenAI-compatible server (chronicle/simulation/fake_llm.py): real HTTP, scripted replies."""
-    from chronicle.simulation.fake_llm import FakeLLM
+    """A local OpenAI-compatible server (devtools/fake_llm.py): real HTTP, scripted replies."""
+    from devtools.fake_llm import FakeLLM
 
     fake = FakeLLM().start()
     yield fake

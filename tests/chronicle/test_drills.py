@@ -8,7 +8,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections
 
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from memory.models import MemoryBank
 
 pytestmark = pytest.mark.worker
@@ -103,7 +103,7 @@ def test_calibration_counts_whatever_figure_the_model_reads_on_a_memory(monkeypa
     it would be calibrated."""
     from types import SimpleNamespace
 
-    from chronicle.simulation import probes
+    from chronicle.simulation.measuring import probes
 
     found = [SimpleNamespace(snapshot=lambda i=i: {"content": f"memory {i}", "memory_id": i}) for i in (7, 8)]
     result = SimpleNamespace(response={"memories": [{"content": "memory 7", "relevance": 0.41, "memory_id": 7},

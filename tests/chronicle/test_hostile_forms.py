@@ -127,7 +127,7 @@ def test_a_form_body_over_the_limit_is_a_413_page_in_a_writers_words(client_for,
 
 
 def test_a_run_export_with_a_nul_byte_is_refused_naming_where_and_imports_nothing(client_for, user):
-    from chronicle.simulation.models import Simulation
+    from chronicle.simulation.run.models import Simulation
 
     export = {"format": "wonda.simulation", "simulation": {"title": "Dinner"}, "scenario": {}, "cast": [],
               "turns": [{"index": 1, "agent": "Alex", "utterance": "Pizza\u0000?"}]}

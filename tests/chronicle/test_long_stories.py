@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from memory.models import Memory
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chronicle.demo import load_recorded
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from memory.models import Memory, MemoryBank
 from tests.chronicle.simulation.conftest import wait_for
 

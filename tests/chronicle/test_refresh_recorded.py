@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from chronicle.demo import RECORDED_DIR
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

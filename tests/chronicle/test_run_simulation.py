@@ -15,7 +15,7 @@ from chronicle.demo import DEMO_TITLE, load_demo
 from chronicle.models import Character, Scenario
 from chronicle.services.cards import card_import
 from chronicle.services.characters import character_update
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from memory.models import MemoryBank
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -11,9 +11,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from chronicle.models import Scenario
-from chronicle.simulation.forms import NOT_INHERITED
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.services import SETTING_FIELDS
+from chronicle.simulation.pages.forms import NOT_INHERITED
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.services import SETTING_FIELDS
 
 pytestmark = pytest.mark.django_db
 

@@ -10,8 +10,8 @@ import pytest
 from chronicle.models import Character, Scenario
 from chronicle.services.card_export import character_to_card
 from chronicle.services.cards import card_import
-from chronicle.simulation import services
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.control import services
+from chronicle.simulation.control.tasks import run_turn_task
 from memory.models import Memory
 from memory.forming.seed_specs import character_specs
 from memory.forming.seeding import seed_bank

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from chronicle.demo import load_demo
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from memory.models import Memory
 from tests.e2e.conftest import start_demo_run
 

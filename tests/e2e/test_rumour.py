@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from django.db.models import Q
 
 from memory.models import Memory, Relationship

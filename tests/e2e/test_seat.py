@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from chronicle import demo
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from memory.models import Memory
 from tests.prompting import sent_text
 

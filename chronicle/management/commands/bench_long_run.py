@@ -30,14 +30,14 @@ from django.core.management import BaseCommand, CommandError
 from django.db import connection
 
 from chronicle import headless
-from chronicle.simulation.context import count_tokens
-from chronicle.simulation.measures import counted_prompt, mode_of
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.prompts import full_definition_text
-from chronicle.simulation.services import simulation_start
-from chronicle.simulation.tool_calls import offered_tools
-from chronicle.simulation.turn_inputs import turn_input
-from chronicle.simulation.selectors import side_tokens
+from chronicle.simulation.prompting.context import count_tokens
+from chronicle.simulation.measuring.measures import counted_prompt, mode_of
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.prompting.prompts import full_definition_text
+from chronicle.simulation.control.services import simulation_start
+from chronicle.simulation.turn.tool_calls import offered_tools
+from chronicle.simulation.turn.inputs import turn_input
+from chronicle.simulation.run.selectors import side_tokens
 from memory.api import CharacterSheet, ScenarioSheet
 
 

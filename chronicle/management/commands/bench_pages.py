@@ -1,6 +1,6 @@
 """Times every page of a long run: `manage.py bench_pages --turns 5000`.
 
-A throw-away writer gets a finished run of N turns (bulk inserted: chronicle.simulation.long_run) and
+A throw-away writer gets a finished run of N turns (bulk inserted: chronicle.simulation.measuring.long_run) and
 a branch of it; each page is asked for once to warm up, then `--repeat` times with the Django test
 client. Printed per page: the median ms, the SQL queries and the response size. The writer and all
 it owns are deleted afterwards. Target: every page under ~500 ms, queries the same at any length.
@@ -19,7 +19,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.urls import reverse
 
-from chronicle.simulation.long_run import long_run
+from chronicle.simulation.measuring.long_run import long_run
 from memory.api import banks_delete
 
 HX = {"HTTP_HX_REQUEST": "true"}

@@ -18,9 +18,9 @@ from django.conf import settings
 from django.core.management import BaseCommand
 
 from chronicle import drills, headless
-from chronicle.simulation.models import Turn
+from chronicle.simulation.run.models import Turn
 from wonda_site.celery import app
-from wonda_site.pool import pool_status
+from core.pool import pool_status
 
 
 class Command(BaseCommand):

@@ -18,7 +18,7 @@ from django.core.management import BaseCommand
 from django.urls import reverse
 
 from chronicle import drills, headless
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 
 
 class Command(BaseCommand):

@@ -34,8 +34,8 @@ from django.core.management import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 
 from chronicle import drills, headless
-from chronicle.simulation.models import Simulation, Turn
-from wonda_site import embedded
+from chronicle.simulation.run.models import Simulation, Turn
+from core import embedded
 
 RESUME_TIMEOUT_S = 240
 BACK_TIMEOUT_S = 120  # a killed part serve has not brought back by then: the drill does it (a manual step)

@@ -3,7 +3,7 @@
     manage.py evaluate_agents FILE… [--k 5] [--mode tools|prepopulate|both] [--preset NAME] [--pace S] [--keep] [--misses]
 
 Each FILE is Wonda JSON with a scenario, its cast, a "script" (the lines, played by the replay
-provider; without one the scripted provider speaks) and "probes" (chronicle.simulation.probes).
+provider; without one the scripted provider speaks) and "probes" (chronicle.simulation.measuring.probes).
 Progress goes to stderr; the last stdout line is one JSON object: files, probes, k, hit_at_1,
 hit_at_k, by_kind, leaks, redundancy, calibration, tokens, prefix_share, aux_calls_per_turn,
 memory_ms_p50 (docs/how-well-agents-remember.md says what each means).
@@ -24,7 +24,7 @@ from django.core.management import BaseCommand, CommandError
 
 from chronicle import headless
 from chronicle.evaluation import Tally, evaluate_file
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from memory.api import SCORING_PRESETS
 
 

@@ -1,4 +1,4 @@
-"""Serve the fault-injecting OpenAI-compatible server (chronicle/simulation/fake_llm.py) until Ctrl-C."""
+"""Serve the fault-injecting OpenAI-compatible server (devtools/fake_llm.py) until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 from django.core.management import BaseCommand
 
-from chronicle.simulation.fake_llm import FAULTS, FakeLLM
+from devtools.fake_llm import FAULTS, FakeLLM
 
 
 class Command(BaseCommand):

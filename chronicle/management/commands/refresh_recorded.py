@@ -22,8 +22,8 @@ from django.db import transaction
 
 from chronicle import headless
 from chronicle.demo import RECORDED_DIR
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.services import simulation_delete, simulation_replay
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.services import simulation_delete, simulation_replay
 from chronicle.writing.exports import simulation_import, to_json
 from memory.models import MemoryBank
 

@@ -22,8 +22,8 @@ from django.core.management import BaseCommand, CommandError
 
 from chronicle import headless
 from chronicle.writing.exports import scenario_file_from_export, to_json
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.services import simulation_start
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.services import simulation_start
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chronicle.simulation.context import request_tokens
+from chronicle.simulation.prompting.context import request_tokens
 
 
 def estimate_messages_tokens(messages: list[dict], tools: list[dict] | None = None) -> int:

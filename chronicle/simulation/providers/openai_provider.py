@@ -22,7 +22,7 @@ from chronicle.simulation.providers.base import (
     TurnHints,
     estimate_messages_tokens,
 )
-from wonda_site.crypto import decryption_error
+from core.crypto import decryption_error
 
 TOOLS_REFUSED = re.compile(r"tool|function", re.IGNORECASE)
 

@@ -1,4 +1,4 @@
-"""The `replay` provider: plays lines given in advance (chronicle.simulation.replay), offline.
+"""The `replay` provider: plays lines given in advance (chronicle.simulation.run.replay), offline.
 
 Each turn it answers with the script's replies for that turn, in order: the tool calls (made for
 real by the engine, their results recorded), then the line. Everything after the line — capture per

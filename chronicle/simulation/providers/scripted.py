@@ -14,7 +14,7 @@ import json
 import re
 import textwrap
 
-from chronicle.simulation.prompts import LOOKED_UP, NOTE_OPENING
+from chronicle.simulation.prompting.prompts import LOOKED_UP, NOTE_OPENING
 from chronicle.simulation.providers.topics import insight, topics
 from chronicle.simulation.providers.voice import named_voice, own_sheet_voice
 from chronicle.simulation.providers.base import ChatResult, Provider, TurnHints, estimate_messages_tokens
@@ -269,7 +269,7 @@ class ScriptedProvider(Provider):
         # does not give again: a model speaks from either).
         facts = facts or [m["content"] for m in results.get("query_memory", [])]
         facts = list(dict.fromkeys(f for f in facts if " said: " not in f and not f.startswith(("You are ", "("))))
-        # Beliefs are news: every other turn a character passes on one it holds (chronicle.simulation.beliefs).
+        # Beliefs are news: every other turn a character passes on one it holds (chronicle.simulation.story.beliefs).
         # A belief heard in the run comes as "(turn 9) Oren told me: …": passed on without its turn.
         believed = [re.sub(r"^\(turn \d+\) ", "", b) for b in injected.get("what you believe", [])]
         believed = [b for b in believed if not b.startswith("(")]

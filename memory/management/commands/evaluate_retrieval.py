@@ -16,7 +16,7 @@ from django.test.utils import override_settings
 
 from memory.measuring.evaluation import CATEGORIES, evaluate
 from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS
-from wonda_site.migrations_state import unapplied_migrations
+from core.migrations_state import unapplied_migrations
 
 
 class Command(BaseCommand):

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from chronicle import headless
-from chronicle.simulation.tool_calls import SEED_000_TOOLS, compact_schemas
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.prompts import MARKUP, system_prompt
-from chronicle.simulation.services import simulation_start
-from chronicle.simulation.stage import deliver
+from chronicle.simulation.turn.tool_calls import SEED_000_TOOLS, compact_schemas
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.prompting.prompts import MARKUP, system_prompt
+from chronicle.simulation.control.services import simulation_start
+from chronicle.simulation.story.stage import deliver
 from memory.living.relationships import judge
 from memory.recalling.tools import SIMULATION_TOOLS, openai_tool_schemas
 from tests.chronicle.simulation.conftest import wait_status
@@ -108,9 +108,9 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
     assert "smoke alarm" not in user_message and "cousin Priya" not in user_message
     assert "Here with you: Alex, Jordan" in system
     # query_scene says who is here: at turn 6, with Sam out, Alex is with Jordan.
-    from chronicle.simulation.engine import tool_context
-    from chronicle.simulation.models import Turn
-    from chronicle.simulation.turn_inputs import turn_input
+    from chronicle.simulation.turn.engine import tool_context
+    from chronicle.simulation.run.models import Turn
+    from chronicle.simulation.turn.inputs import turn_input
     from memory.recalling.tools import call_tool
 
     at_six = turn_input(turn=Turn(simulation=simulation, index=5, agent="Alex"))
@@ -125,8 +125,8 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
 
 
 def test_the_header_clock_moves_with_the_writers_time_skips():
-    from chronicle.simulation.briefing import now_header
-    from chronicle.simulation.turn_types import TurnInput
+    from chronicle.simulation.turn.briefing import now_header
+    from chronicle.simulation.turn.types import TurnInput
     from memory.forming.sheets import CharacterSheet, ScenarioSheet
 
     def header_at(index, stage, minutes_per_turn=0.0, clock=None):
@@ -143,8 +143,8 @@ def test_the_header_clock_moves_with_the_writers_time_skips():
 
 
 def test_the_header_names_what_else_a_sheet_holds_only_where_a_tool_is_the_way_to_it():
-    from chronicle.simulation.briefing import identity_header
-    from chronicle.simulation.turn_types import TurnInput
+    from chronicle.simulation.turn.briefing import identity_header
+    from chronicle.simulation.turn.types import TurnInput
     from memory.forming.sheets import CharacterSheet
 
     sheet = CharacterSheet(name="Tess", role="Innkeeper", description="Tess keeps the Harbour Inn.",
@@ -165,8 +165,8 @@ def test_the_header_names_what_else_a_sheet_holds_only_where_a_tool_is_the_way_t
 
 
 def test_query_selfs_aspects_are_named_once_a_call_where_the_header_lists_them():
-    from chronicle.simulation.turn_types import TurnInput
-    from chronicle.simulation.tool_calls import offered_tools
+    from chronicle.simulation.turn.types import TurnInput
+    from chronicle.simulation.turn.tool_calls import offered_tools
     from memory.forming.sheets import CharacterSheet
 
     sheet = CharacterSheet(name="Tess", role="Innkeeper", background="Tess came from the islands.",
@@ -201,10 +201,10 @@ def test_a_slow_servers_long_timeout_still_starts_a_run_at_the_longest_wait_a_tu
 @pytest.mark.django_db
 @pytest.mark.parametrize("mode, header_has_goals", [("tools", True), ("prepopulate", False)])
 def test_a_search_leaves_out_the_goals_the_header_already_states(user, dinner, mode, header_has_goals):
-    from chronicle.simulation.briefing import identity_header
-    from chronicle.simulation.engine import tool_context
-    from chronicle.simulation.models import Turn
-    from chronicle.simulation.turn_inputs import turn_input
+    from chronicle.simulation.turn.briefing import identity_header
+    from chronicle.simulation.turn.engine import tool_context
+    from chronicle.simulation.run.models import Turn
+    from chronicle.simulation.turn.inputs import turn_input
     from memory.api import call_tool
     from tests.factories import start
 

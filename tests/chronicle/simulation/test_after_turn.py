@@ -8,14 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.control.tasks import run_turn_task
 from memory.living.after_turn import parse
 from memory.embedding.cache import embed_one
 from memory.models import Memory, Relationship
 from memory.recalling.tools import ToolContext, call_tool
 from tests.chronicle.simulation.conftest import wait_for, wait_status
 from tests.factories import start_with_model
-from chronicle.simulation.fake_llm import ok
+from devtools.fake_llm import ok
 
 pytestmark = pytest.mark.usefixtures("quick_backoff")
 
@@ -139,7 +139,7 @@ def test_a_reflection_answer_is_kept_only_where_it_cites_what_it_was_given():
 
 @pytest.mark.django_db
 def test_the_models_stance_on_a_claim_revises_beliefs_where_the_words_alone_would_not(user, dinner, server):
-    from chronicle.simulation import beliefs
+    from chronicle.simulation.story import beliefs
 
     claim = "Bella's trattoria is closing down at the end of the month."
     line = "I ate at Bella's trattoria last night and booked them for December."
@@ -168,7 +168,7 @@ def test_the_models_stance_on_a_claim_revises_beliefs_where_the_words_alone_woul
     ("Bella's trattoria is closing down at the end of the month, or so Sam's cousin claims.", "doubts", "asserts"),
 ])
 def test_the_models_stance_decides_whether_a_claim_is_passed_on(user, dinner, server, line, stance, rule):
-    from chronicle.simulation import beliefs
+    from chronicle.simulation.story import beliefs
 
     claim = "Bella's trattoria is closing down at the end of the month."
     server.script(ok(line))

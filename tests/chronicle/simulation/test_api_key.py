@@ -12,12 +12,12 @@ from django.apps import apps
 from django.core import serializers
 from django.db import connection
 
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from chronicle.simulation.providers.openai_provider import OpenAIProvider
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.control.tasks import run_turn_task
 from chronicle.writing import exports
-from chronicle.simulation.fake_llm import ok
-from wonda_site import crypto
+from devtools.fake_llm import ok
+from core import crypto
 from tests import factories
 
 KEY = "sk-live-supersecret-4f2a9c"

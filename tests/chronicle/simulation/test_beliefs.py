@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from chronicle import headless
-from chronicle.simulation import beliefs, turns
-from chronicle.simulation.turn_types import TurnOutcome
+from chronicle.simulation.story import beliefs
+from chronicle.simulation.control import turns
+from chronicle.simulation.turn.types import TurnOutcome
 from memory.embedding.cache import embed_one
 from memory.models import Memory
 from memory.recalling.tools import ToolContext, call_tool

@@ -1,4 +1,4 @@
-"""The story calendar (chronicle.simulation.calendar): where the writer's time skips move the story's
+"""The story calendar (chronicle.simulation.story.calendar): where the writer's time skips move the story's
 date, and what each turn's date is."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from datetime import datetime
 
 import pytest
 
-from chronicle.simulation.calendar import moved, skips_from, story_time_at, story_times, story_times_at
-from chronicle.simulation.stage import parse
+from chronicle.simulation.story.calendar import moved, skips_from, story_time_at, story_times, story_times_at
+from chronicle.simulation.story.stage import parse
 
 MONDAY = datetime(2023, 5, 8, 13, 56)
 
@@ -73,9 +73,9 @@ def test_the_writers_start_date_reaches_the_agent_its_memories_and_its_time_word
                                                                                   django_capture_on_commit_callbacks):
     from django.urls import reverse
 
-    from chronicle.simulation import services
-    from chronicle.simulation.models import Simulation
-    from chronicle.simulation.tasks import run_turn_task
+    from chronicle.simulation.control import services
+    from chronicle.simulation.run.models import Simulation
+    from chronicle.simulation.control.tasks import run_turn_task
     from memory.api import ToolContext, call_tool
     from memory.models import Memory
 
@@ -120,7 +120,7 @@ def test_the_writers_start_date_reaches_the_agent_its_memories_and_its_time_word
 def test_an_agent_reflects_at_most_three_times_a_story_day(user, dinner):
     from datetime import timezone
 
-    from chronicle.simulation.formation import due_to_reflect
+    from chronicle.simulation.aftermath.formation import due_to_reflect
     from memory.api import memory_create
     from tests.factories import start
 
@@ -160,7 +160,7 @@ def test_a_note_that_only_says_the_date_is_not_recalled_before_a_turn_but_one_th
     model found "Ibrahim is away (turn 56, until turn 62)" there, "mostly noise"."""
     from types import SimpleNamespace
 
-    from chronicle.simulation.briefing import Section, _fill
+    from chronicle.simulation.turn.briefing import Section, _fill
 
     def note(memory_id, content):
         return {"memory_id": memory_id, "content": content, "kind": "observation", "category": "stage", "turn": 12}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.tasks import run_turn_task
 from memory.models import Memory
 from tests.factories import start, say
 
@@ -70,7 +70,7 @@ def test_the_form_offers_memory_formation_and_stores_it(user, dinner, client_for
 
 @pytest.mark.django_db
 def test_importance_shows_in_the_inspector_and_the_bank(user, dinner, client_for, monkeypatch):
-    from chronicle.simulation import prompts
+    from chronicle.simulation.prompting import prompts
 
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)  # the last 8 lines: turn 10 recalls the ones before
     simulation = start(user, dinner, max_turns=10)

@@ -8,8 +8,8 @@ import socket
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation.connection import check_connection
-from chronicle.simulation.fake_llm import ok, tool_call
+from chronicle.simulation.providers.connection import check_connection
+from devtools.fake_llm import ok, tool_call
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
@@ -60,7 +60,7 @@ def test_the_button_answers_on_the_new_run_page_and_without_javascript(user, cli
 
 
 def test_a_listening_local_server_is_found_on_its_usual_port(monkeypatch):
-    from chronicle.simulation import connection
+    from chronicle.simulation.providers import connection
 
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
@@ -74,8 +74,8 @@ def test_a_listening_local_server_is_found_on_its_usual_port(monkeypatch):
 def test_the_model_a_writer_chose_is_the_default_of_their_next_run(user, other_user, client_for, server, dinner):
     """The new-run form starts from the writer's last model (server, name, time-out), offers the
     models used before and those a tested server lists, and a blank key means last time's key."""
-    from chronicle.simulation import services
-    from chronicle.simulation.models import Simulation
+    from chronicle.simulation.control import services
+    from chronicle.simulation.run.models import Simulation
 
     client = client_for(user)
     fresh = client.get(reverse("simulation_create")).context["form"]

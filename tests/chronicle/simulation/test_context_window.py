@@ -9,10 +9,10 @@ import json
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation.context import context_window
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.score_parts import score_breakdown
-from chronicle.simulation.fake_llm import FakeLLM, ok, tool_call
+from chronicle.simulation.prompting.context import context_window
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.measuring.score_parts import score_breakdown
+from devtools.fake_llm import FakeLLM, ok, tool_call
 from tests.prompting import sent_text
 from tests import factories
 from tests.factories import run

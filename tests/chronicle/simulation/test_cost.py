@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from chronicle import headless
-from chronicle.simulation.line_pages import run_tokens
-from chronicle.simulation.measures import run_figures
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.services import simulation_start
+from chronicle.simulation.pages.line_pages import run_tokens
+from chronicle.simulation.measuring.measures import run_figures
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.services import simulation_start
 from tests.chronicle.simulation.conftest import wait_status
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from chronicle.simulation import tasks
+from chronicle.simulation.control import tasks
 from memory.api import ToolContext, call_tool
 from memory.models import Memory
 from tests.factories import start
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_new_story_day_leaves_each_of_the_cast_the_day_before_as_one_memory(user, dinner, monkeypatch):
-    from chronicle.simulation import prompts
+    from chronicle.simulation.prompting import prompts
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # so that the evening has begun to leave the transcript
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
@@ -116,9 +116,9 @@ def test_the_offline_day_quotes_what_each_line_says_most_not_a_fragment(user, di
 def test_with_a_calendar_the_scene_says_the_time_now_not_the_time_it_began(user, dinner):
     """A model read "A wet Monday morning" from query_scene on the Friday: with a story date the
     time of day the writer set is when the scene began, and time_now says the time."""
-    from chronicle.simulation.engine import tool_context
-    from chronicle.simulation.models import Turn
-    from chronicle.simulation.turn_inputs import turn_input
+    from chronicle.simulation.turn.engine import tool_context
+    from chronicle.simulation.run.models import Turn
+    from chronicle.simulation.turn.inputs import turn_input
 
     dated = start(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),
                          minutes_per_turn=5, stage_directions="3: Two days later")

@@ -11,8 +11,8 @@ import pytest
 from django.test import override_settings
 from django.urls import reverse
 
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.tasks import run_turn_task
 from memory.embedding.cache import clear_local
 from memory.embedding import health
 from memory.models import Memory

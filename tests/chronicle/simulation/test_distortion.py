@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import services
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.control import services
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.tasks import run_turn_task
 from chronicle.writing import services as writing
 from memory.forming.distortion import DistortionError, parse, retrieval_filter
 from memory.models import Memory
@@ -38,7 +38,7 @@ def test_filters_are_parsed_and_bad_ones_named():
 
 
 def test_each_stage_distorts_and_the_writer_sees_what_was_really_said(user, dinner, client_for, monkeypatch):
-    from chronicle.simulation import prompts
+    from chronicle.simulation.prompting import prompts
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 1)  # turn 1 is a memory at turn 3, not in the transcript
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)

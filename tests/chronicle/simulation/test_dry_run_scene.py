@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chronicle import headless
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.control.tasks import run_turn_task
 from tests.factories import start as start_seeded
 
 pytestmark = pytest.mark.django_db

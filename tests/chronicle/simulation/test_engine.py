@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from chronicle.simulation.models import Retrieval, Turn
+from chronicle.simulation.run.models import Retrieval, Turn
 from memory.models import Memory
 from tests.prompting import sent_text
 from tests.factories import start, run
@@ -85,7 +85,7 @@ def test_seed_000s_minimal_prompt_declares_no_identity(user, dinner):
 
 @pytest.mark.django_db
 def test_prepopulate_mode_injects_memories_and_records_them(user, dinner, monkeypatch):
-    from chronicle.simulation import prompts
+    from chronicle.simulation.prompting import prompts
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # so that turn 4 has events before its transcript
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
@@ -127,7 +127,7 @@ def test_a_paced_line_waits_after_its_memories_are_fetched_and_before_the_model_
     the previous turn, as in a live run; the line comes after the pause."""
     import time
 
-    from chronicle.simulation import engine
+    from chronicle.simulation.turn import engine
     from chronicle.simulation.providers.scripted import ScriptedProvider
 
     moments: dict[str, float] = {}

@@ -9,10 +9,10 @@ import json
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import services
-from chronicle.simulation.fake_llm import ok
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.control import services
+from devtools.fake_llm import ok
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.tasks import run_turn_task
 from memory.models import Memory
 from tests.factories import start, start_with_model
 from tests.chronicle.simulation.test_presence import lines_of, say
@@ -116,7 +116,7 @@ def test_the_models_judgement_says_who_left_and_who_came_in(user, dinner, server
 
 
 def test_a_branch_keeps_the_moves_of_the_lines_it_keeps_and_not_of_those_it_says_anew(user, dinner):
-    from chronicle.simulation.branching import simulation_branch
+    from chronicle.simulation.control.branching import simulation_branch
 
     simulation = start(user, dinner, max_turns=6)
     for index, (agent, line) in enumerate([("Alex", "Thai or Italian?"), ("Sam", "*slips out the back*"),

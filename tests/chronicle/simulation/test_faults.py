@@ -1,6 +1,6 @@
 """Every fault an LLM server can produce ends in words a writer can act on, on the run page.
 
-The fault server (chronicle/simulation/fake_llm.py) is a real HTTP server; the model name picks
+The fault server (devtools/fake_llm.py) is a real HTTP server; the model name picks
 the fault. Turns run in-process through the real task body.
 """
 
@@ -12,8 +12,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation.engine import MAX_UTTERANCE
-from chronicle.simulation.fake_llm import FakeLLM
+from chronicle.simulation.turn.engine import MAX_UTTERANCE
+from devtools.fake_llm import FakeLLM
 from tests.factories import run
 from tests import factories
 

@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from chronicle.simulation.line_pages import PAGE_LINES
-from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.pages.line_pages import PAGE_LINES
+from chronicle.simulation.run.models import Retrieval, Simulation, Turn
 
 HX = {"HTTP_HX_REQUEST": "true"}
 

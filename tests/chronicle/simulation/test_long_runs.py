@@ -1,7 +1,7 @@
 """Runs as long as stories: up to 10,000 turns, and pages that read one page of lines at a time; the
 analytics, the memory bank page and the run page's panels cost the same queries at any length.
 
-The long runs here are bulk inserted (chronicle.simulation.long_run), as `manage.py bench_pages`
+The long runs here are bulk inserted (chronicle.simulation.measuring.long_run), as `manage.py bench_pages`
 builds them; the timings are that command's to print, these tests check what a writer sees."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from django.template.defaultfilters import floatformat
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from chronicle.simulation.forms import SimulationForm
-from chronicle.simulation.long_run import long_run
-from chronicle.simulation.models import Retrieval, Simulation, Turn
-from chronicle.simulation.run_panels import (CHANGES_SHOWN, CHART_GUTTER, CHART_HEIGHT, CHART_WIDTH,
+from chronicle.simulation.pages.forms import SimulationForm
+from chronicle.simulation.measuring.long_run import long_run
+from chronicle.simulation.run.models import Retrieval, Simulation, Turn
+from chronicle.simulation.pages.run_panels import (CHANGES_SHOWN, CHART_GUTTER, CHART_HEIGHT, CHART_WIDTH,
                                              HISTORY_SHOWN)
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.control.tasks import run_turn_task
 from memory.models import Memory, MemoryAccess, Relationship
 from tests.factories import start
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from chronicle.models import Character
-from chronicle.simulation.briefing import LORE
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.turn.briefing import LORE
+from chronicle.simulation.control.tasks import run_turn_task
 from memory.api import lore_triggered
 from memory.models import Memory
 from tests.factories import start as start_seeded

@@ -8,13 +8,13 @@ import pytest
 from django.test import Client
 
 from api.models import ApiToken
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.tasks import consolidate_task, run_turn_task
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.tasks import consolidate_task, run_turn_task
 from chronicle.writing.services import memory_consolidate_edit
 from memory.models import Memory
 from memory.services import memory_create
 from tests.factories import start_with_model
-from chronicle.simulation.fake_llm import ok
+from devtools.fake_llm import ok
 
 pytestmark = [pytest.mark.usefixtures("quick_backoff"), pytest.mark.django_db]
 
@@ -87,8 +87,8 @@ def test_a_runs_token_figures_count_what_was_sent_not_what_the_server_reported(u
     """A server's own prompt_tokens (another tokenizer, or a relay's four characters a token) would not
     compare with the full definition, which is counted here: the run's figures count each call the
     same way. The fake server reports 100 whatever it is sent."""
-    from chronicle.simulation.context import request_tokens
-    from chronicle.simulation.measures import run_figures
+    from chronicle.simulation.prompting.context import request_tokens
+    from chronicle.simulation.measuring.measures import run_figures
 
     server.script(ok("Where shall we eat?"))
     simulation = start(user, dinner, server, max_turns=1)

@@ -1,10 +1,10 @@
-"""Exits and entrances read off a line's actions and words (chronicle.simulation.moves): no database."""
+"""Exits and entrances read off a line's actions and words (chronicle.simulation.story.moves): no database."""
 
 from __future__ import annotations
 
 import pytest
 
-from chronicle.simulation.moves import Move, moves_in
+from chronicle.simulation.story.moves import Move, moves_in
 
 CAST = ["Alex", "Jordan", "Sam", "Captain Okafor"]
 HERE = ["Alex", "Jordan"]  # Sam and Okafor are away

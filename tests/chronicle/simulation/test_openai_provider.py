@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from chronicle.simulation import services
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.fake_llm import error, ok, slow, tool_call
+from chronicle.simulation.control import services
+from chronicle.simulation.run.models import Simulation
+from devtools.fake_llm import error, ok, slow, tool_call
 from chronicle.simulation.providers import ProviderError
 from tests.factories import run
 from tests import factories

@@ -9,9 +9,10 @@ import pytest
 from django.test import TestCase
 from django.urls import reverse
 
-from chronicle.simulation import turn_inputs, turns
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.turn import inputs as turn_inputs
+from chronicle.simulation.control import turns
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.tasks import run_turn_task
 from memory.models import Memory
 from tests.factories import start, say
 from tests.prompting import sent_text
@@ -102,7 +103,7 @@ def test_a_character_who_walks_out_is_away_from_the_next_turn(user, dinner):
 def test_a_clocked_run_ages_what_came_before_a_time_skip(user, dinner, client_for, monkeypatch):
     """Minutes per turn and "Three hours later" (age in simulated time): the lines said
     before the skip reach the agent with the recency of three hours' worth of turns more."""
-    from chronicle.simulation import prompts
+    from chronicle.simulation.prompting import prompts
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # turn 1 is before the transcript turn 4 reads
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
@@ -152,7 +153,7 @@ def test_where_someone_is_now_ends_where_they_were_and_a_branch_from_before_does
 def test_recent_events_are_what_came_before_the_transcript_in_time_order(user, dinner, monkeypatch):
     """Pre-population's "Recent events" never repeats the transcript the agent reads: with a window of
     two lines, turn 6 is told of turns before 4, oldest first."""
-    from chronicle.simulation import prompts
+    from chronicle.simulation.prompting import prompts
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
@@ -231,7 +232,7 @@ def test_a_direction_everyone_sees_is_embedded_without_a_model_call_on_the_turns
 
 
 def test_the_writers_directions_are_embedded_when_the_run_starts_not_before_their_lines(user, dinner):
-    from chronicle.simulation import formation
+    from chronicle.simulation.aftermath import formation
     from memory.embedding import cache
     from memory.models import EmbeddingCache
 

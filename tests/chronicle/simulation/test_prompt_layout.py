@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from chronicle.simulation import prompts
-from chronicle.simulation.prompts import conversation, window
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.prompting import prompts
+from chronicle.simulation.prompting.prompts import conversation, window
+from chronicle.simulation.control.tasks import run_turn_task
 from memory.models import Memory
 from memory.services.memories import memory_revise
 from tests.factories import start
@@ -134,7 +134,7 @@ def test_who_the_agent_is_comes_once_without_what_the_header_says():
     hold a full stop) and first sentence of the description; nothing left, nothing sent."""
     from types import SimpleNamespace
 
-    from chronicle.simulation.briefing import _beyond_header
+    from chronicle.simulation.turn.briefing import _beyond_header
     from memory.api import CharacterSheet
 
     turn = SimpleNamespace(agent="Ann", cast=[CharacterSheet(name="Ann", role="Dr. Smith's assistant",

@@ -9,8 +9,8 @@ import pytest
 from django.urls import reverse
 
 from chronicle.models import Character, Scenario
-from chronicle.simulation import services
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.control import services
+from chronicle.simulation.control.tasks import run_turn_task
 from chronicle.writing import services as writing
 from memory.models import Memory
 from memory.recalling.tools import SIMULATION_TOOLS, ToolContext, call_tool

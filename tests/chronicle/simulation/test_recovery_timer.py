@@ -11,7 +11,7 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
-from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.run.models import Simulation, Turn
 from tests.chronicle.simulation.conftest import wait_for, wait_status
 from tests.factories import start
 
@@ -36,7 +36,7 @@ def test_a_run_left_standing_is_taken_up_again_by_the_recovery_timer(user, dinne
 @pytest.mark.django_db(transaction=True)
 def test_a_turn_that_loses_the_database_waits_for_it_instead_of_pausing_the_run(user, dinner, monkeypatch):
     from chronicle import queueing
-    from chronicle.simulation import tasks
+    from chronicle.simulation.control import tasks
 
     # Nothing queued: a worker another test left running would otherwise claim turn 0 first.
     monkeypatch.setattr(queueing, "send", lambda *args: None)
@@ -62,7 +62,7 @@ def test_a_turn_retried_after_an_outage_takes_its_own_turn_back_at_once(user, di
     import psycopg
 
     from chronicle import queueing
-    from chronicle.simulation import tasks
+    from chronicle.simulation.control import tasks
 
     monkeypatch.setattr(queueing, "send", lambda *args: None)  # as above: no other worker takes turn 0
     simulation = start(user, dinner, max_turns=2, provider="scripted")
@@ -91,7 +91,7 @@ def test_a_turn_whose_process_has_ended_is_taken_over_at_once(user, dinner, monk
     import sys
 
     from chronicle import queueing
-    from chronicle.simulation import turns
+    from chronicle.simulation.control import turns
 
     monkeypatch.setattr(queueing, "send", lambda *args: None)
     simulation = start(user, dinner, max_turns=2, provider="scripted")

@@ -8,8 +8,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import tasks
-from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.control import tasks
+from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.providers import ProviderError, ScriptedProvider
 from chronicle.simulation.providers.topics import topics
 from memory.models import Memory, MemoryBank
@@ -83,7 +83,7 @@ def test_a_reflection_is_queued_when_the_threshold_is_crossed_and_made_once(user
 
 def test_a_reflection_made_apart_from_a_judgement_counts_its_calls_with_its_turn(user):
     """Its questions and insights are two calls a model answers: their prompts count in the run's cost."""
-    from chronicle.simulation.selectors import side_tokens
+    from chronicle.simulation.run.selectors import side_tokens
 
     simulation = run(user, reflection_threshold=30)
     for turn in range(1, 7):
@@ -203,7 +203,7 @@ def test_the_run_page_shows_the_reflection_after_its_turn_with_its_evidence(user
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_a_scripted_run_through_a_real_worker_reflects_and_shows_it(celery_worker, user, client_for):
-    from chronicle.simulation import services
+    from chronicle.simulation.control import services
     from tests.chronicle.simulation.conftest import wait_for, wait_status
     from tests.factories import make_dinner
 

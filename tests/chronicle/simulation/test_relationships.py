@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from chronicle.simulation import services, turn_inputs, turns
-from chronicle.simulation.briefing import now_text
-from chronicle.simulation.engine import prepopulate
-from chronicle.simulation.turn_types import TurnOutcome
+from chronicle.simulation.control import services, turns
+from chronicle.simulation.turn import inputs as turn_inputs
+from chronicle.simulation.turn.briefing import now_text
+from chronicle.simulation.turn.engine import prepopulate
+from chronicle.simulation.turn.types import TurnOutcome
 from chronicle.writing import services as writing
 from memory.forming.extraction import extract_after_turn
 from memory.models import Memory, Relationship

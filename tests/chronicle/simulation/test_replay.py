@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 
 from chronicle import headless
-from chronicle.simulation.models import Simulation, Turn
-from chronicle.simulation.services import simulation_resume, simulation_start
+from chronicle.simulation.run.models import Simulation, Turn
+from chronicle.simulation.control.services import simulation_resume, simulation_start
 from memory.recalling.tools import WRITE_TOOLS
 from tests.chronicle.simulation.conftest import wait_status
 

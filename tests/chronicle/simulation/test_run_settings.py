@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from chronicle.simulation.turn_types import TurnInput
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.run_settings import FILE_SETTINGS, RUN_SETTINGS, SECRET_SETTINGS
+from chronicle.simulation.turn.types import TurnInput
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.run.run_settings import FILE_SETTINGS, RUN_SETTINGS, SECRET_SETTINGS
 
 
 def test_each_setting_is_a_field_of_the_run():

@@ -10,8 +10,8 @@ import time
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import seats, services
-from chronicle.simulation.models import Simulation, Turn
+from chronicle.simulation.control import seats, services
+from chronicle.simulation.run.models import Simulation, Turn
 from memory.models import Memory
 from tests.chronicle.simulation.conftest import wait_for, wait_status
 from tests.factories import make_dinner
@@ -120,7 +120,7 @@ def test_a_seat_is_taken_on_a_paused_run_and_kept_by_its_branch(celery_worker, u
     services.simulation_pause(simulation=Simulation.objects.get(pk=simulation.pk))
     with pytest.raises(seats.SeatError, match="resume it"):
         seats.seat_speak(simulation=simulation, line="Pasta!", actor=None)
-    from chronicle.simulation.branching import simulation_branch
+    from chronicle.simulation.control.branching import simulation_branch
 
     branch, _ = simulation_branch(parent=Simulation.objects.get(pk=simulation.pk), index=1)
     assert branch.seats == ["Jordan"]

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import seats, services
-from chronicle.simulation.models import Retrieval
-from chronicle.simulation.tasks import run_turn_task
-from chronicle.simulation.fake_llm import error, ok, tool_call
+from chronicle.simulation.control import seats, services
+from chronicle.simulation.run.models import Retrieval
+from chronicle.simulation.control.tasks import run_turn_task
+from devtools.fake_llm import error, ok, tool_call
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
 

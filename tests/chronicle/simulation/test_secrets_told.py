@@ -8,8 +8,8 @@ import json
 import pytest
 
 from chronicle.models import Character
-from chronicle.simulation.fake_llm import ok
-from chronicle.simulation.tasks import run_turn_task
+from devtools.fake_llm import ok
+from chronicle.simulation.control.tasks import run_turn_task
 from memory.living.after_turn import parse
 from memory.models import Memory
 from memory.recalling.tools import ToolContext, call_tool

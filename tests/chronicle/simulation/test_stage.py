@@ -1,10 +1,10 @@
-"""Stage directions and how a line reaches the room (chronicle.simulation.stage): no database."""
+"""Stage directions and how a line reaches the room (chronicle.simulation.story.stage): no database."""
 
 from __future__ import annotations
 
 import pytest
 
-from chronicle.simulation.stage import Direction, StageError, deliver, events_at, parse, present_at
+from chronicle.simulation.story.stage import Direction, StageError, deliver, events_at, parse, present_at
 
 CAST = ["Alex", "Jordan", "Sam"]
 
@@ -55,7 +55,7 @@ def test_actions_are_seen_by_everyone_present_and_absent_people_hear_nothing():
     ("Jordan laughs.", "Jordan laughs."),
 ])
 def test_what_a_witness_keeps_of_an_action_or_a_narration(action, seen):
-    from chronicle.simulation.stage import seen_action
+    from chronicle.simulation.story.stage import seen_action
 
     assert seen_action("Jordan", action) == seen
 
@@ -70,7 +70,7 @@ def test_a_direction_the_run_added_keeps_where_it_came_from_apart_from_what_is_r
 
 
 def test_a_branch_or_replay_drops_the_moves_its_lines_will_make_again():
-    from chronicle.simulation.stage import without_added
+    from chronicle.simulation.story.stage import without_added
 
     text = "1: Sam is away\n3: Sam enters (from Alex's line at turn 2)\n6: Jordan leaves (from Jordan's line at turn 5)"
     assert without_added(text, since=4) == "1: Sam is away\n3: Sam enters (from Alex's line at turn 2)"

@@ -10,12 +10,12 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from chronicle.models import Character
-from chronicle.simulation import services
-from chronicle.simulation.forms import SimulationForm
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.control import services
+from chronicle.simulation.pages.forms import SimulationForm
+from chronicle.simulation.run.models import Simulation
 from memory.models import Memory
 from memory.recalling.tools import DEFAULT_SIMULATION_TOOLS, READ_TOOLS, SIMULATION_TOOLS, WRITE_TOOLS
-from chronicle.simulation.fake_llm import error, ok, tool_call
+from devtools.fake_llm import error, ok, tool_call
 from tests.factories import run
 from tests import factories
 
@@ -253,7 +253,7 @@ def test_in_both_modes_a_tool_does_not_give_back_what_the_notes_show(user, dinne
 
 
 def test_a_tool_does_not_give_back_what_the_writer_pinned_onto_the_turn(user, dinner, server):
-    from chronicle.simulation.turn_models import TurnOverride
+    from chronicle.simulation.run.turn_models import TurnOverride
 
     server.script(ok(tool_calls=[tool_call("query_self", {})]), ok("Let's decide."))
     simulation = start(user, dinner, server)  # tools mode: no notes, only the pinned memory in front of it
@@ -273,7 +273,7 @@ def test_a_tool_does_not_give_back_what_the_writer_pinned_onto_the_turn(user, di
 def test_what_is_left_out_as_given_already_is_said_by_the_turns_the_notes_show():
     """In the notes a memory has no id: two models in a row found `already_given`'s bare ids
     meaningless, so the note says which turns they are."""
-    from chronicle.simulation.tool_calls import leave_out_repeats
+    from chronicle.simulation.turn.tool_calls import leave_out_repeats
 
     snapshots = [{"memory_id": 7, "turn": 69}, {"memory_id": 8, "turn": 96}, {"memory_id": 9, "turn": 12}]
     response = {"memories": [{"memory_id": 7}, {"memory_id": 8}, {"memory_id": 9}]}
@@ -288,8 +288,8 @@ def test_what_is_left_out_as_given_already_is_said_by_the_turns_the_notes_show()
 def test_what_a_tool_found_stays_with_the_agent_so_it_need_not_look_it_up_again(user, dinner, server):
     """Tools mode: an agent asked query_self(secrets) nearly every turn, its answer gone by the next."""
     from chronicle.models import Character
-    from chronicle.simulation.fake_llm import ok, tool_call
-    from chronicle.simulation.tasks import run_turn_task
+    from devtools.fake_llm import ok, tool_call
+    from chronicle.simulation.control.tasks import run_turn_task
     from tests.factories import start_with_model
 
     secret = "Alex already paid a deposit at the Thai place."

@@ -7,8 +7,8 @@ from django.test import Client
 from django.urls import reverse
 
 from chronicle.models import Character
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.tasks import run_turn_task
 from tests.factories import start
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -185,7 +185,7 @@ def test_a_running_run_that_no_worker_works_on_says_waiting_for_a_worker(user, d
 
     from django.utils import timezone
 
-    from chronicle.simulation.models import Turn
+    from chronicle.simulation.run.models import Turn
 
     settings.TURN_STALE_SECONDS = 30
     simulation = started(user, dinner)  # running; no worker runs its turns in this test
@@ -249,7 +249,7 @@ def test_only_the_cast_can_open_with_a_greeting_and_the_choice_swaps_with_the_ca
 @pytest.mark.django_db
 def test_a_cancelled_run_offers_to_go_on_in_a_branch_or_to_be_deleted(user, other_user, dinner, client_for,
                                                                         django_capture_on_commit_callbacks):
-    from chronicle.simulation import services
+    from chronicle.simulation.control import services
     from memory.models import MemoryBank
 
     simulation = started(user, dinner, max_turns=4)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from chronicle.simulation import run_panels
+from chronicle.simulation.pages import run_panels
 from tests.factories import start as start_seeded
 from tests.chronicle.simulation.test_beliefs import CLAIM, held, say
 

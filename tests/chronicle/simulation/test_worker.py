@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from chronicle.simulation import services
-from chronicle.simulation.models import Retrieval, Simulation, Turn
+from chronicle.simulation.control import services
+from chronicle.simulation.run.models import Retrieval, Simulation, Turn
 from memory.models import Memory
 from tests.chronicle.simulation.conftest import wait_for, wait_status
 from tests.factories import make_dinner

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chronicle.simulation import services
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.control import services
+from chronicle.simulation.run.models import Simulation
 from tests.chronicle.simulation.conftest import dinner  # noqa: F401  (fixture re-export)
 from tests.factories import run_all, start
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation.models import Retrieval
+from chronicle.simulation.run.models import Retrieval
 from chronicle.writing.analytics import analytics
 from memory.measuring import projection
 from memory.embedding.cache import embed_texts

@@ -9,10 +9,10 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.run.models import Simulation
 from memory.models import Memory
 from memory.forming.seeding import seed_bank
-from chronicle.simulation.fake_llm import error, ok
+from devtools.fake_llm import error, ok
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}

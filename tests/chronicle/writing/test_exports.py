@@ -117,7 +117,7 @@ def test_import_refuses_something_else(user):
 def test_the_exports_carry_the_stage_and_read_whispers_and_actions_as_a_script_does(user, polished):
     """What happens between the lines is in both exports, in the writer's words and in order; in the
     screenplay a whisper or an action is a parenthetical and the heading is the place, not its description."""
-    from chronicle.simulation.models import Simulation
+    from chronicle.simulation.run.models import Simulation
 
     Simulation.objects.filter(pk=polished.pk).update(stage_directions="2: Sam steps out\n4: The lights go out.")
     polished.refresh_from_db()

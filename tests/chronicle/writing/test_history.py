@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 
 from chronicle.writing import selectors, services
 from chronicle.writing.models import Edit
-from chronicle.simulation.models import TurnOverride
+from chronicle.simulation.run.models import TurnOverride
 from memory.models import Memory
 
 pytestmark = pytest.mark.django_db

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import services as simulation_services
-from chronicle.simulation.models import Simulation
-from chronicle.simulation.tasks import run_turn_task
+from chronicle.simulation.control import services as simulation_services
+from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.control.tasks import run_turn_task
 from chronicle.writing import services
 from memory.services.memories import accesses_record
 from memory.models import Memory, MemoryAccess
@@ -16,7 +16,7 @@ from memory.recalling.filters import MemoryFilter
 from memory.recalling.search import recall
 from memory.services import memory_create
 from memory.tasks import reembed_memory_task
-from chronicle.simulation.fake_llm import FakeLLM, error, ok, tool_call
+from devtools.fake_llm import FakeLLM, error, ok, tool_call
 from tests.chronicle.writing.conftest import prepare_and_run
 from tests.factories import run_all, start
 

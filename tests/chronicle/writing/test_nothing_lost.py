@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils.html import escape
 
-from chronicle.simulation.models import Simulation, TurnOverride
+from chronicle.simulation.run.models import Simulation, TurnOverride
 from chronicle.writing import exports
 from chronicle.writing.models import ChronicleEntry
 from memory.models import Memory

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation import engine, turn_inputs
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.turn import engine, inputs as turn_inputs
+from chronicle.simulation.run.models import Simulation
 from chronicle.writing import selectors, services
 from chronicle.writing.selectors import PREPOPULATE_REACH, TOOL_REACH
 from memory.models import Memory
@@ -50,7 +50,7 @@ def test_the_tool_table_is_what_the_tools_filter(finished):
 
 
 def test_the_prepopulate_table_is_what_the_engine_injects(finished, monkeypatch):
-    from chronicle.simulation import prompts
+    from chronicle.simulation.prompting import prompts
 
     monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)  # so that turn 4 has events before its transcript
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from chronicle.simulation import prompts
-from chronicle.simulation.models import Turn
+from chronicle.simulation.prompting import prompts
+from chronicle.simulation.run.models import Turn
 from chronicle.writing import services
 from memory.models import Memory
 from tests.chronicle.writing.conftest import prepare_and_run

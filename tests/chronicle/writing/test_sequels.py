@@ -8,8 +8,8 @@ import pytest
 from django.urls import reverse
 
 from chronicle.models import Character
-from chronicle.simulation import services
-from chronicle.simulation.models import Simulation
+from chronicle.simulation.control import services
+from chronicle.simulation.run.models import Simulation
 from memory.models import Memory
 from memory.services import memory_create
 from memory.recalling.tools import ToolContext, call_tool

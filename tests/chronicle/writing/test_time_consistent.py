@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from chronicle.simulation.models import Simulation, Turn, TurnOverride
+from chronicle.simulation.run.models import Simulation, Turn, TurnOverride
 from chronicle.writing import selectors, services
 from memory.models import Memory
 from memory.services import bank_refresh_stale

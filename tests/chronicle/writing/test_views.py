@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from chronicle.writing.models import ChronicleEntry, Edit
-from chronicle.simulation.models import TurnOverride
+from chronicle.simulation.run.models import TurnOverride
 from memory.models import Memory
 
 pytestmark = pytest.mark.django_db

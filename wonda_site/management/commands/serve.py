@@ -15,9 +15,9 @@ import time
 from django.conf import settings
 from django.core.management import BaseCommand
 
-from chronicle.simulation.connection import local_servers
-from wonda_site import embedded
-from wonda_site.pool import pool_status
+from chronicle.simulation.providers.connection import local_servers
+from core import embedded
+from core.pool import pool_status
 from wonda_site.supervisor import Child, Server, Supervisor, http_answers
 from wonda_site.workers import WORKER_ENV
 
@@ -52,7 +52,7 @@ def _recover_runs(parts: str) -> str:
     lost from the queue, or left waiting on a retry, goes on now rather than at the workers' timer."""
     from django.db import connection
 
-    from chronicle.simulation import services  # here: serve's other children do not need it loaded
+    from chronicle.simulation.control import services  # here: serve's other children do not need it loaded
 
     connection.close()  # the connection from before the outage is gone with the server
     queued = services.simulations_recover()

@@ -1,6 +1,6 @@
 from django.core.management import BaseCommand
 
-from wonda_site import embedded
+from core import embedded
 
 
 class Command(BaseCommand):
