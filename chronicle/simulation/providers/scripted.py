@@ -178,26 +178,27 @@ class ScriptedProvider(Provider):
                 except ValueError:
                     body = {}
                 found = body.get("memories") or body.get("facts") or []
-                if not found and body.get("already_given"):
-                    # All of it is in front of the agent already: what it looked up at earlier turns.
-                    found = ScriptedProvider._looked_up(messages)
+                # What it found that is in front of the agent already: its earlier lookups, by id.
+                found = [*found, *ScriptedProvider._looked_up(messages, body.get("already_given") or [])]
                 results.setdefault(name, []).extend(found)
         return called, results
 
     @staticmethod
-    def _looked_up(messages: list[dict]) -> list[dict]:
-        """The memories kept in the conversation from the agent's earlier lookups, the latest first."""
+    def _looked_up(messages: list[dict], ids: list) -> list[dict]:
+        """Of the memories kept in the conversation from the agent's earlier lookups, those `ids` names."""
+        if not ids:
+            return []
         kept = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
-        found, inside = [], False
+        by_id, inside = {}, False
         for raw in kept.splitlines():
             if raw.startswith("## "):
                 inside = raw[3:].strip() == LOOKED_UP
-            elif inside and raw.startswith("- "):
-                match = re.match(r"\(turn (\d+)\) (.*)", raw[2:])
-                found.append({"content": match.group(2), "turn": match.group(1)} if match else {"content": raw[2:]})
+            elif inside and (match := re.match(r"- #(\d+)(?: \(turn (\d+)\))? (.*)", raw)):
+                by_id[int(match.group(1))] = {"content": match.group(3), "memory_id": int(match.group(1)),
+                                              **({"turn": match.group(2)} if match.group(2) else {})}
             elif not raw.strip():
                 inside = False
-        return found[::-1]
+        return [by_id[int(i)] for i in ids if str(i).isdigit() and int(i) in by_id]
 
     @staticmethod
     def _prepopulated(messages: list[dict]) -> dict[str, list[str]]:

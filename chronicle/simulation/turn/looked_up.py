@@ -34,7 +34,9 @@ def keep_looked_up(turn: TurnInput, outcome: TurnOutcome, *, shown: set[int]) ->
                 continue
             seen.add(memory_id)
             label = snap.get("turn")
-            line = f"- (turn {label}) {snap['content']}" if label and label > 0 else f"- {snap['content']}"
+            # By its id, as a later tool answer names it ("already_given"), and its turn.
+            when = f" (turn {label})" if label and label > 0 else ""
+            line = f"- #{memory_id}{when} {snap['content']}"
             if lines and count_tokens("\n".join([*lines, line])) > LOOKED_UP_BUDGET:
                 continue
             lines.append(line)

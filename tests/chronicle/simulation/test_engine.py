@@ -94,8 +94,11 @@ def test_prepopulate_mode_injects_memories_and_records_them(user, dinner, monkey
         run(simulation, index)
     turn = simulation.turns.get(index=3)
     system = turn.prompt_messages[0]["content"]
-    assert "## Who you are" in system and "## More about you" in sent_text(turn)
-    assert "## Where you are" in system and "## Recent events" in sent_text(turn)
+    assert "## Who you are" in system and "## Where you are" in system and "## Recent events" in sent_text(turn)
+    # Every section searched is recorded, one it filled or not (the rest of the sheet comes when the
+    # talk touches it: here Sam's line touches nothing Alex does not already see).
+    searched = {(r.arguments or {}).get("section") for r in turn.retrievals.all()}
+    assert {"Who you are", "More about you", "Recent events", "What you know"} <= searched
     assert set(turn.retrievals.values_list("tool", flat=True)) == {"prepopulate"}
     assert not any(m.get("tool_calls") for m in turn.prompt_messages)
     # The dry-run line says, in Alex's own words, a memory it was given just above.

@@ -73,7 +73,7 @@ def test_the_api_reflects_and_consolidates_with_the_model_of_the_run_a_bank_belo
     made = c.post(f"/api/banks/{simulation.bank_id}/reflect", {"agent": "Alex", "turn": 5},
                   content_type="application/json", **auth)
     assert made.status_code == 201
-    assert [m["content"] for m in made.json()] == ["Alex notices Jordan cares about the ferry"]
+    assert [m["content"] for m in made.json()["insights"]] == ["Alex notices Jordan cares about the ferry"]
     assert "most salient high-level questions" in asked(server)[0] and "high-level insights" in asked(server)[1]
 
     server.script(ok(SUMMARY))

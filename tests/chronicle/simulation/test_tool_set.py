@@ -304,7 +304,8 @@ def test_what_a_tool_found_stays_with_the_agent_so_it_need_not_look_it_up_again(
     assert first.agent == later.agent == "Alex"
     # Kept in Alex's conversation before the line it came before, as the pre-populated notes are.
     conversation = later.prompt_messages[1]["content"]
-    assert "Before your turn 1, you recall:\n## What you looked up\n- My secret: " + secret in conversation
+    assert re.search(r"Before your turn 1, you recall:\n## What you looked up\n- #\d+ My secret: " + re.escape(secret),
+                     conversation)
     assert conversation.index("What you looked up") < conversation.index("[turn 1] Alex: Let's decide, then.")
     # Asked again anyway, the tool says it is already in front of Alex rather than send it twice.
     again = later.retrievals.get(tool="query_self")
