@@ -7,7 +7,7 @@ from django.utils.formats import localize
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
-from chronicle.forms import knowledge_rows as _knowledge_rows
+from chronicle.form_fields import knowledge_rows as _knowledge_rows
 from chronicle.writing.analytics import KIND_COLOURS
 from chronicle.writing.exports import scene_heading as _scene_heading
 from chronicle.writing.wording import filter_sentence as _filter_sentence, kind_label as _kind_label

@@ -14,7 +14,7 @@ import json
 import re
 import textwrap
 
-from chronicle.simulation.prompting.prompts import LOOKED_UP, NOTE_OPENING
+from chronicle.simulation.providers.reading import prepopulated, tool_results
 from chronicle.simulation.providers.topics import insight, topics
 from chronicle.simulation.providers.voice import named_voice, own_sheet_voice
 from chronicle.simulation.providers.base import ChatResult, Provider, TurnHints, estimate_messages_tokens
@@ -137,7 +137,7 @@ class ScriptedProvider(Provider):
 
     def chat(self, messages: list[dict], *, tools: list[dict] | None, allow_tools: bool = True,
              hints: TurnHints) -> ChatResult:
-        called, results = self._tool_results(messages)
+        called, results = tool_results(messages)
         offered = {t["function"]["name"] for t in tools or []} if allow_tools else set()
         if offered:
             # The calls still to make, all in one response (parallel tool calls, as capable models
@@ -151,7 +151,7 @@ class ScriptedProvider(Provider):
                      for position, (name, arguments) in enumerate(planned) if position >= len(called)][:budget]
             if batch:
                 return self._result(messages, tools, {"role": "assistant", "content": None, "tool_calls": batch})
-        line = self.compose(hints, results, self._prepopulated(messages))
+        line = self.compose(hints, results, prepopulated(messages))
         return self._result(messages, tools, {"role": "assistant", "content": line})
 
     @staticmethod
@@ -160,85 +160,6 @@ class ScriptedProvider(Provider):
         completion = estimate_messages_tokens([message])
         return ChatResult(message=message, prompt_tokens=estimate_messages_tokens(messages, tools),
                           completion_tokens=completion, estimated=True)
-
-    @staticmethod
-    def _tool_results(messages: list[dict]) -> tuple[list[str], dict[str, list[dict]]]:
-        """The tools already called this turn and the memories each returned (in call order)."""
-        names: dict[str, str] = {}
-        called: list[str] = []
-        results: dict[str, list[dict]] = {}
-        for message in messages:
-            for call in message.get("tool_calls") or []:
-                names[call["id"]] = call["function"]["name"]
-                called.append(call["function"]["name"])
-            if message.get("role") == "tool":
-                name = names.get(message.get("tool_call_id"), "")
-                try:
-                    body = json.loads(message.get("content") or "{}")
-                except ValueError:
-                    body = {}
-                found = body.get("memories") or body.get("facts") or []
-                # What it found that is in front of the agent already: its earlier lookups, by id.
-                found = [*found, *ScriptedProvider._looked_up(messages, body.get("already_given") or [])]
-                results.setdefault(name, []).extend(found)
-        return called, results
-
-    @staticmethod
-    def _looked_up(messages: list[dict], ids: list) -> list[dict]:
-        """Of the memories kept in the conversation from the agent's earlier lookups, those `ids` names."""
-        if not ids:
-            return []
-        kept = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
-        by_id, inside = {}, False
-        for raw in kept.splitlines():
-            if raw.startswith("## "):
-                inside = raw[3:].strip() == LOOKED_UP
-            elif inside and (match := re.match(r"- #(\d+)(?: \(turn (\d+)\))? (.*)", raw)):
-                by_id[int(match.group(1))] = {"content": match.group(3), "memory_id": int(match.group(1)),
-                                              **({"turn": match.group(2)} if match.group(2) else {})}
-            elif not raw.strip():
-                inside = False
-        return [by_id[int(i)] for i in ids if str(i).isdigit() and int(i) in by_id]
-
-    @staticmethod
-    def _prepopulated(messages: list[dict]) -> dict[str, list[str]]:
-        """Memories injected for this turn, by section ("## Who you are" → lines): in the system message,
-        this turn's note at the end of the conversation, and the last message (earlier turns' notes
-        were answered then)."""
-        sections: dict[str, list[str]] = {}
-        current = None
-        system = messages[0].get("content", "") if messages and messages[0].get("role") == "system" else ""
-        users = [m.get("content") or "" for m in messages[1:] if m.get("role") == "user"]
-        latest = users[-1:] if len(users) > 1 else []
-        if users:
-            # This turn's note closes the conversation message (no line after it yet).
-            kept = users[0]
-            at = kept.rfind(NOTE_OPENING)
-            if at >= 0 and "\n[turn " not in kept[at:]:
-                latest.insert(0, kept[at:])
-        for raw in "\n".join([system, *latest]).splitlines():
-            if raw.startswith("## "):
-                current = raw[3:].strip().lower()
-                sections[current] = []
-            elif current and raw.startswith("- "):
-                sections[current].append(raw[2:].strip())
-        # A belief is held from the note that gave it on (a note does not repeat what is still above).
-        held, current = [], None
-        for raw in (users[0] if users else "").splitlines():
-            if raw.startswith("## "):
-                current = raw[3:].strip().lower()
-            elif current == "what you believe" and raw.startswith("- "):
-                held.append(raw[2:].strip())
-        if held:
-            sections["what you believe"] = list(dict.fromkeys([*held, *sections.get("what you believe", [])]))
-        # The fixed header: "You are Hannah: Cellist — …" and "Scene: the place, the time".
-        you = re.search(r"^## You\n(You are .+)$", system, re.MULTILINE)
-        place = re.search(r"^Scene: (.+)$", system, re.MULTILINE)
-        if you:
-            sections["you"] = [you.group(1)]
-        if place and place.group(1) != "(not described)":
-            sections["scene"] = [f"Location: {place.group(1)}"]
-        return sections
 
     def compose(self, hints: TurnHints, results: dict[str, list[dict]], injected: dict[str, list[str]]) -> str:
         own = [m["content"] for m in results.get("query_self", [])]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from chronicle.simulation.providers.base import TurnHints
+from chronicle.simulation.providers.reading import prepopulated
 from chronicle.simulation.providers.scripted import ScriptedProvider, first_person
 
 
@@ -57,6 +58,6 @@ def test_a_first_line_in_the_default_mode_introduces_the_character_from_its_head
               "Scene: The Harbour Inn. Late evening")
     provider = ScriptedProvider()
     hints = TurnHints(agent="Mira", others=["Oren"], index=0, first_turn_of_agent=True, transcript=[], max_tool_calls=0)
-    line = provider.compose(hints, {}, provider._prepopulated([{"role": "system", "content": system},
-                                                                {"role": "user", "content": "Conversation so far:"}]))
+    line = provider.compose(hints, {}, prepopulated([{"role": "system", "content": system},
+                                                      {"role": "user", "content": "Conversation so far:"}]))
     assert line == "Hello, I'm Mira, Innkeeper. So here we are: The Harbour Inn. Late evening. Oren, shall we begin?"
