@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chronicle import headless
-from chronicle.simulation.measuring import measures, probes
+from chronicle.simulation.measuring import answers, measures, probes
 from chronicle.simulation.run.models import Simulation
 from chronicle.simulation.prompting.prompts import TRANSCRIPT_LINES, WINDOW_STEP
 from chronicle.simulation.control.services import simulation_resume, simulation_start
@@ -36,6 +36,7 @@ class Tally:
     aux_calls: int = 0
     turns: int = 0
     memory_ms: list[float] = field(default_factory=list)
+    graded: list[tuple[str, answers.Graded]] = field(default_factory=list)  # --answer: the agents' replies
 
     def add_run(self, figures: dict) -> None:
         self.prompt_per_turn += figures["prompt_per_turn"]
@@ -86,7 +87,23 @@ class Tally:
             "aux_calls_per_turn": round(self.aux_calls / self.turns, 3) if self.turns else None,
             "memory_ms_p50": measures.p50(self.memory_ms),
             "errors": [{"file": f, "probe": a.probe.number, "error": a.error} for f, a in self.answers if a.error],
+            **({"answers": self._answers(expect)} if self.graded else {}),
         }
+
+    def _answers(self, expect: list[tuple[str, probes.Answer]]) -> dict:
+        """The replies graded: accuracy beside hit@k on the same probes, by kind and beyond the window."""
+        graded = [g for _f, g in self.graded if g.probe.expect]
+        hit = {(f, a.probe.number): a.hit(self.k) for f, a in expect}
+        same = [hit.get((f, g.probe.number)) for f, g in self.graded if g.probe.expect]
+        by_kind = {kind: {"n": len(mine), "accuracy": _share(g.correct for g in mine)}
+                   for kind in sorted({g.probe.kind for g in graded})
+                   for mine in [[g for g in graded if g.probe.kind == kind]]}
+        accuracy, hit_at_k = _share(g.correct for g in graded), _share(h for h in same if h is not None)
+        return {"n": len(graded), "accuracy": accuracy, "hit_at_k_same_probes": hit_at_k,
+                "below_hit_at_k": round(hit_at_k - accuracy, 4) if accuracy is not None and hit_at_k is not None else None,
+                "graded_by": "a judge model" if any(g.judged for g in graded) else "the gold answer's words",
+                "words_p50": measures.p50([g.words for g in graded]), "by_kind": by_kind,
+                "errors": [{"probe": g.probe.number, "error": g.error} for g in graded if g.error]}
 
 
     def _grouped(self, expect: list[tuple[str, probes.Answer]], bucket: Callable[[probes.Answer], str]) -> dict:
@@ -151,8 +168,11 @@ def wait_settled(simulation: Simulation, *, timeout: float = 120) -> None:
 
 
 def evaluate_file(*, name: str, raw: bytes, tally: Tally, mode: str | None, preset: str | None,
-                  say: Callable[[str], None], keep: bool = False, timeout: float = 1800, pace: float = 0.0) -> None:
-    """Run one file to its end, asking its probes at their turns, and add what it measured to tally."""
+                  say: Callable[[str], None], keep: bool = False, timeout: float = 1800, pace: float = 0.0,
+                  answerer=None, judge=None) -> None:
+    """Run one file to its end, asking its probes at their turns, and add what it measured to tally.
+    answerer: a provider that also answers each expect probe put as a line in the scene (judge: a
+    provider that grades those replies)."""
     imported = headless.scenario_import(raw=raw, username=None)
     simulation = None
     try:
@@ -189,6 +209,9 @@ def evaluate_file(*, name: str, raw: bytes, tally: Tally, mode: str | None, pres
                     asked, said = times[probe.after_turn], times[probe.answer_turn]
                     answer.days_back = (asked.date() - said.date()).days if asked and said else None
                 tally.answers.append((name, answer))
+                if answerer is not None and probe.expect:
+                    graded = answers.put(simulation, probe, answerer)
+                    tally.graded.append((name, answers.judge(graded, judge) if judge is not None else graded))
             pending = [p for p in pending if p.after_turn > done]
             if due:
                 say(f"{name}: asked {len(due)} probes after turn {done}.")

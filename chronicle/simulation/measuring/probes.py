@@ -15,7 +15,8 @@ returned; `expect` may be a list (a question with several evidence lines): any o
 `forbid` probe leaks when its text is in those or in anything returned. `answer_turn` (optional)
 is the turn whose line holds the answer; without it, the last script line up to after_turn that
 holds the expected text (none for what only the sheet holds). evaluate_agents reports hits by how
-far back that is, and by how many story days.
+far back that is, and by how many story days. `answer` (optional) is the gold answer in words, which
+`evaluate_agents --answer` grades the agent's spoken reply by (measuring.answers); without it, `expect`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Probe:
     forbid: str = ""
     also: tuple[str, ...] = ()  # more expected texts (an "expect" list): any of them hits
     answer_turn: int | None = None  # the turn whose line holds the answer (None: the sheet, or not known)
+    answer: str = ""  # the gold answer in words (LoCoMo's), which `evaluate_agents --answer` grades replies by
     tool: str = "query_memory"
     arguments: dict | None = None  # None: {"query": question} for query_memory, {} for another tool
 
@@ -107,9 +109,13 @@ def parse(raw, *, cast: list[str], turns: int) -> list[Probe]:
         if answer_turn is not None and (not isinstance(answer_turn, int) or isinstance(answer_turn, bool)
                                         or not 1 <= answer_turn <= after):
             raise ProbeError(f"{where}: answer_turn must be the turn of the answer's line, from 1 to after_turn ({after}).")
+        answer = item.get("answer", "")
+        if not isinstance(answer, str):
+            raise ProbeError(f"{where}: answer must be text (the gold answer, in words).")
         probes.append(Probe(number=number, after_turn=after, agent=agent, kind=kind.strip(), question=question.strip(),
                             expect=(expect or "").strip(), forbid=(forbid or "").strip(), tool=tool,
-                            arguments=arguments, also=also, answer_turn=answer_turn))
+                            arguments=arguments, also=also, answer_turn=answer_turn,
+                            answer=answer.strip()))
     return probes
 
 
