@@ -25,7 +25,7 @@ STRANGER = "A friend"  # who asks when everyone else in the room is named in the
 WORDS_NEEDED = 0.5
 
 # Said by another, a question the agent would ask itself ("What did I tell Declan?") is asked of it.
-_TO_SECOND = (("i am", "you are"), ("i'm", "you're"), ("was i", "were you"), ("i was", "you were"),
+_TO_SECOND = (("am i", "are you"), ("i am", "you are"), ("i'm", "you're"), ("was i", "were you"), ("i was", "you were"),
               ("i've", "you've"), ("i'd", "you'd"), ("i'll", "you'll"), ("myself", "yourself"), ("mine", "yours"),
               ("my", "your"), ("me", "you"), ("i", "you"))
 _FIRST_PERSON = re.compile(r"\b(" + "|".join(re.escape(a) for a, _b in _TO_SECOND) + r")\b", re.IGNORECASE)

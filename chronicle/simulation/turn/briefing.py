@@ -130,8 +130,10 @@ HEADER_SCENE = ("location", "time")
 # chunks, long lines) cannot crowd the turn: the most relevant come first and the rest wait.
 # Each note stays in the conversation for the rest of the window, so a token here is paid on every
 # call until the window moves: "What you know" and "Recent events" are hints, a search away in full.
-SECTION_BUDGETS = {"More about you": 200, "What you know": 120, "Earlier days": 150, "Recent events": 150}
+SECTION_BUDGETS = {"More about you": 200, "What you know": 120, "What this brings back": 120, "Earlier days": 150,
+                   "Recent events": 150}
 RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the agent's transcript begins
+BROUGHT_BACK = "What this brings back"  # older lines the last one calls to mind, when they match it well
 
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
 PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMORY_KINDS if k != "episodic")]
@@ -230,6 +232,14 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]
     # window, the conversation keeps it). Earlier days are a search away (query_memory).
     last_day = latest_day_turn(turn.bank, turn.agent, before=turn.index + 1,
                                left_before=in_window[0] if in_window else None) if turn.index else None
+    # What was said or seen long before the window that bears on the last line (seed 001's "relevant
+    # past experiences"): without it a line that left the window reached a briefed agent only through
+    # a day's summary, so "how deep was the crack?" asked 200 turns on found nothing to answer with.
+    # Searched by the line's words alone: "Sam said:" on a short line matched Sam's other short lines.
+    if in_window and in_window[0] > RECENT_TURNS + 1 and last:
+        queries.append((BROUGHT_BACK, last[2],
+                        MemoryFilter(agent=turn.agent, kinds=list(WITNESSED_KINDS),
+                                     max_turn=in_window[0] - RECENT_TURNS - 1, shared=True), 3))
     if last_day is not None:
         queries.append(("Earlier days", situation,
                         MemoryFilter(agent=turn.agent, kinds=["episodic"], categories=[DAY_SUMMARY],
@@ -292,16 +302,18 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             # away" until he came back: a state that is over ("Here with you" says who is here now)
             continue
         content = _beyond_header(snap["content"], turn) if snap.get("category") == "identity" else snap["content"]
-        if section.title == "Recent events":
+        if section.title in ("Recent events", BROUGHT_BACK):
             content = gist(content, RECENT_CHARS)
         if not content:
             continue
+        similarity = (snap.get("components") or {}).get("similarity")
+        if section.title == BROUGHT_BACK and calibrated(similarity) < CONFIDENCE_FLOOR:
+            continue  # a loose match is noise in every call until the window moves: a search finds it if needed
         shown.add(snap["memory_id"])
         turn_label = snap.get("turn")
         until = f", until turn {snap['until_turn']}" if snap.get("until_turn") else ""
         line = (f"(before this story) {content}" if turn_label is not None and turn_label < 0
                 else f"(turn {turn_label}{until}) {content}" if turn_label else content)
-        similarity = (snap.get("components") or {}).get("similarity")
         if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
             line += " (weak match)"  # the scale of the tools' retrieval_confidence; the prompt says below it is weak
         if section.title in SECTION_BUDGETS and section.lines and \

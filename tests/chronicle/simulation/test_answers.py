@@ -32,6 +32,7 @@ def test_a_reply_is_right_when_it_gives_the_gold_answer_in_any_words(reply, gold
 def test_the_question_is_said_to_the_agent_by_someone_it_does_not_name():
     assert spoken_to("What did I tell Declan? Was I there when my boat sank?") == \
         "What did you tell Declan? Were you there when your boat sank?"
+    assert spoken_to("What am I like on a boat?") == "What are you like on a boat?"
     transcript = [(1, "Sam", "Hi."), (2, "Jordan", "Hello."), (3, "Alex", "Hey.")]
     # The last other to speak asks, unless the question is about them.
     assert asker_for("Alex", ["Sam", "Jordan"], transcript, "What did Sam say?") == "Jordan"
