@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from django.db.models import Q
+
 from memory.living.relationships import standing
 from memory.models import Memory
 from memory.recalling.filters import RecallResult
@@ -29,7 +31,21 @@ def learned_of(ctx: ToolContext, name: str) -> dict:
         latest = list(rows.order_by("-turn", "-id").only("id", "content", "turn")[:SINCE])[::-1]
         if latest:
             answer[key] = [{"content": m.content, "turn": str(m.turn), "memory_id": m.pk} for m in latest]
+    if heard := heard_of(mine, name, ctx.window_turns):
+        answer["heard"] = heard
     return answer | standing_of(ctx, name)
+
+
+def heard_of(mine, name: str, window_turns) -> list[dict]:
+    """What the agent heard from or about `name` that mattered most to it (the importance it gave
+    each line), in the order it was said, none the window shows: where a run drew no facts from the
+    lines (offline), or the judgement missed one, the lines still tell what was learned."""
+    lines = (mine.filter(kind="episodic").exclude(category="day")
+             .filter(Q(speaker=name) | Q(content__iregex=rf"\m{re.escape(name)}\M"))
+             .exclude(turn__in=list(window_turns or ())))
+    best = list(lines.order_by("-importance", "-turn").only("id", "content", "turn")[:SINCE])
+    return [{"content": m.content, "turn": str(m.turn), "memory_id": m.pk}
+            for m in sorted(best, key=lambda m: (m.turn, m.pk))]
 
 
 def standing_of(ctx: ToolContext, name: str) -> dict:

@@ -24,7 +24,7 @@ from memory.recalling.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF
 from memory.services import memory_associate, memory_create, memory_reinforce
 from memory.services.store import tag_filter
 # A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
-from memory.recalling.tool_types import (Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of,
+from memory.recalling.tool_types import (WITNESSED_KINDS, Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of,
                                          check_arguments as _check_arguments, entries, note_in_front,
                                          without_confidence)
 
@@ -179,6 +179,9 @@ def _recall_episodes(ctx: ToolContext, args: dict):
 # recall_facts hands back a fact only when it is at least this likely to be about the topic (its
 # calibrated confidence); below, it says there are none rather than padding with what is near.
 FACT_CONFIDENCE_FLOOR = 0.1
+# A line is handed back as saying something on the topic only when it matches it well: lines are
+# many, and a near one is noise (what the briefing's "What this brings back" also asks of a line).
+SAID_CONFIDENCE_FLOOR = 0.5
 
 
 def _recall_facts(ctx: ToolContext, args: dict):
@@ -194,12 +197,31 @@ def _recall_facts(ctx: ToolContext, args: dict):
     results = ctx.recall_outside(lambda n: recall(ctx.bank, topic, filter=flt, k=n,
                                                   options=ctx.recall_options(enhance=enhanced)), 5, beliefs=False,
                                  keep=lambda r: calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR)
-    facts = [{"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
-              "memory_id": r.memory.pk} | belief_of(r.memory) for r in results]
+    # What was said on it too: a fact the after-line judgement did not draw out (or an offline run,
+    # which draws none) is still in the line that stated it, and a question found brings its answer.
+    # Ranked with the facts by how likely each is to be about the topic, so a loose insight does not
+    # push the line that says it out of the five.
+    said_filter = MemoryFilter(agent=ctx.agent, kinds=list(WITNESSED_KINDS), shared=True)
+    said = ctx.recall_outside(lambda n: recall(ctx.bank, topic, filter=said_filter, k=n,
+                                               options=ctx.recall_options(enhance=enhanced)), 5,
+                              keep=lambda r: calibrated(r.components["similarity"]) >= SAID_CONFIDENCE_FLOOR)
+    fact_ids = {r.memory.pk for r in results}
+    found = Recalled(sorted([*results, *said], key=lambda r: -(r.components.get("similarity") or 0.0))[:5],
+                     path=getattr(results, "path", "exact"),
+                     in_front=getattr(results, "in_front", 0) + getattr(said, "in_front", 0))
+    found = with_replies(ctx, found)
+    facts = []
+    for r in found:
+        fact = {"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
+                "memory_id": r.memory.pk} | belief_of(r.memory)
+        if r.memory.pk not in fact_ids:  # a line: when it was said, and what answered it
+            fact = entries([r], with_turn=True)[0] | {"confidence": fact["confidence"]}
+            fact.pop("relevance", None)
+        facts.append(fact)
     answer = {"topic": topic, "facts": facts}
     if not facts:
         answer["note"] = "No facts on this topic."
-    return answer | _metadata(results, enhanced), topic, flt, results
+    return answer | _metadata(found, enhanced), topic, flt, found
 
 
 def _recall_interactions(ctx: ToolContext, args: dict):

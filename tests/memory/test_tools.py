@@ -350,3 +350,48 @@ def test_a_question_found_comes_with_the_line_that_answered_it(seeded_bank):
     assert replies.get("8") is None and "12" not in replies
     # Where the window shows the answer already, it is not sent again.
     assert ask(frozenset({4})).get("3") is None
+
+
+def test_recall_facts_finds_what_was_said_on_a_topic_when_no_fact_was_drawn_from_it(seeded_bank):
+    """A run that drew no facts from its lines (offline, or a judgement that missed one): the line
+    that stated it is handed back as said, with its turn, and a question found brings its answer."""
+    from memory.forming.capture import remember_utterance
+
+    remember_utterance(bank=seeded_bank, speaker="Jordan", text="How much did the new oven cost you in the end?", turn=1,
+                       listeners=["Alex", "Jordan"])
+    remember_utterance(bank=seeded_bank, speaker="Alex", text="Six hundred and forty pounds, and I sold my bike for it.",
+                       turn=2, listeners=["Alex", "Jordan"])
+    remember_utterance(bank=seeded_bank, speaker="Jordan", text="The cat was asleep on the stairs again.", turn=3,
+                       listeners=["Alex", "Jordan"])
+    ctx = ToolContext(bank=seeded_bank, agent="Jordan", current_turn=40)
+    found = call_tool("recall_facts", {"topic": "what the new oven cost"}, context=ctx).response
+    told = "\n".join(f"{f['content']} {f.get('reply', '')}" for f in found["facts"])
+    assert "Alex said: Six hundred and forty pounds" in told  # the answer, found with its question or alone
+    assert all(f.get("turn") for f in found["facts"])  # each line says when it was said
+    ranked = [f["content"] for f in found["facts"]]
+    cat = next((i for i, c in enumerate(ranked) if "cat was asleep" in c), len(ranked))
+    assert cat > max(i for i, c in enumerate(ranked) if "oven" in c or "Six hundred" in c)  # the nearer first
+    # Nothing said matches a topic nobody spoke of: still "no facts", not the nearest line.
+    none = call_tool("recall_facts", {"topic": "the price of tea on the moon in 1802"}, context=ctx).response
+    assert none["facts"] == [] and none["note"] == "No facts on this topic."
+
+
+def test_query_character_tells_what_was_heard_from_and_about_them_that_mattered_most(seeded_bank):
+    from memory.forming.capture import remember_utterance
+    from memory.models import Memory
+
+    lines = [("Jordan", "I grew up above my uncle's restaurant in Bologna."), ("Sam", "Pass the bread, would you?"),
+             ("Jordan", "Nice weather."), ("Sam", "Jordan owes the landlord two months' rent."),
+             ("Alex", "Shall we order?")]
+    for turn, (speaker, text) in enumerate(lines, start=1):
+        remember_utterance(bank=seeded_bank, speaker=speaker, text=text, turn=turn, listeners=["Alex", "Jordan", "Sam"])
+    # The importance each line had for Alex: the small talk mattered least.
+    for needle, importance in (("Bologna", 7.0), ("Nice weather", 1.0), ("landlord", 8.0)):
+        Memory.objects.filter(agent="Alex", content__contains=needle).update(importance=importance)
+    answer = call_tool("query_character", {"name": "Jordan"},
+                       context=ToolContext(bank=seeded_bank, agent="Alex", current_turn=30,
+                                           window_turns=frozenset({5}))).response
+    heard = [h["content"] for h in answer["heard"]]
+    assert heard[0] == "Jordan said: I grew up above my uncle's restaurant in Bologna."  # in the order said
+    assert "Sam said: Jordan owes the landlord two months' rent." in heard  # about them, from another
+    assert not any("Pass the bread" in h or "Shall we order" in h for h in heard)  # neither from nor about Jordan

@@ -182,6 +182,16 @@ def items_of(result) -> list[dict]:
             confidence = overall
         content = f"{snapshot['content']}\n{snapshot['reply']['content']}" if snapshot.get("reply") else snapshot["content"]
         items.append({"content": content, "confidence": confidence, "memory_id": snapshot["memory_id"]})
+    # What the answer tells beside its search (query_character's learned_since, heard, moved_by): the
+    # model reads those too, after the memories.
+    listed = {item["memory_id"] for item in items}
+    for key, value in response.items():
+        if key in ("facts", "memories") or not isinstance(value, list):
+            continue
+        for entry in value:
+            if isinstance(entry, dict) and isinstance(entry.get("content"), str) and entry.get("memory_id") not in listed:
+                listed.add(entry.get("memory_id"))
+                items.append({"content": entry["content"], "confidence": None, "memory_id": entry.get("memory_id")})
     return items
 
 
