@@ -324,7 +324,9 @@ def run_report(simulation: Simulation) -> dict:
             "beliefs": held, "relationships": relationships, "distortions": distortions,
             "tokens": {"prompt": tokens.prompt_tokens, "completion": tokens.completion_tokens,
                        "besides_the_speakers": tokens.side_tokens, "every_call": tokens.every_call_tokens,
-                       "full_definition": tokens.full_definition_tokens}}
+                       "full_definition": tokens.full_definition_tokens,
+                       # With a bookkeeping model, the calls besides the speakers' went to it: their cost apart.
+                       "bookkeeping_model": simulation.bookkeeping_model if simulation.has_bookkeeping_model else None}}
 
 
 def distortion_counts(simulation: Simulation, turns: list[Turn]) -> dict[str, int]:

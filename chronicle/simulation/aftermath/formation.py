@@ -14,7 +14,7 @@ from django.db import transaction
 from chronicle.simulation.prompting.context import count_tokens
 from chronicle.simulation.turn.types import TurnOutcome
 from chronicle.simulation.run.models import Simulation, Turn
-from chronicle.simulation.providers import get_provider
+from chronicle.simulation.providers import get_bookkeeper
 from chronicle.simulation.aftermath.secrets import untold
 from chronicle.simulation.story.stage import Delivery, deliver, seen_action
 from memory.api import (
@@ -114,7 +114,7 @@ def capture_options(simulation: Simulation, turn: Turn, outcome: TurnOutcome | N
 
 
 def _model_asker(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None = None):
-    provider = get_provider(simulation)
+    provider = get_bookkeeper(simulation)  # the run's bookkeeping model when it has one
 
     def ask(prompt: str) -> str:
         if outcome is not None:

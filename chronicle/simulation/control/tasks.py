@@ -34,7 +34,7 @@ from chronicle.simulation.prompting.context import count_tokens
 from chronicle.simulation.turn.engine import run_turn
 from chronicle.simulation.turn.types import TurnFailed
 from chronicle.simulation.run.models import Simulation, Turn
-from chronicle.simulation.providers import get_provider
+from chronicle.simulation.providers import get_bookkeeper, get_provider
 from memory.api import (
     EmbeddingError, RECENT_TURNS, background, bank_hold, consolidate, consolidate_bank_task, consolidation_due,
     consolidations_due, day_summarise, importance_since_last_reflection, importance_since_last_reflections, reflect,
@@ -241,7 +241,7 @@ def keep_the_day_before(simulation: Simulation, number: int) -> tuple[int, int]:
     asked: list[int] = []
     ask = None
     if simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY):
-        provider = get_provider(simulation)
+        provider = get_bookkeeper(simulation)  # the day's summary is bookkeeping: the bookkeeping model's, if any
         answer = provider.complete if simulation.provider == Simulation.Provider.OPENAI else (lambda _prompt: "")
 
         def ask(prompt: str) -> str:
@@ -313,7 +313,7 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool
                 if not bank_hold(bank.pk):
                     return "no bank"  # the run was deleted meanwhile
                 asked: list[int] = []
-                complete = get_provider(simulation).complete
+                complete = get_bookkeeper(simulation).complete
 
                 def ask(prompt: str) -> str:
                     asked.append(count_tokens(prompt))
@@ -335,7 +335,7 @@ def consolidate_task(simulation_id: int, agent: str, before_turn: int) -> int:
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return 0
-    summarize = summarizer(get_provider(simulation).complete)
+    summarize = summarizer(get_bookkeeper(simulation).complete)
     with background(), transaction.atomic():
         if not bank_hold(simulation.bank_id):
             return 0  # the run was deleted meanwhile

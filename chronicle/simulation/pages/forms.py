@@ -79,6 +79,9 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
     weight_importance = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: importance")
     api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False), label="API key",
                               help_text="Stored encrypted for the workers; shown back only as a hint (sk-…abcd).")
+    bookkeeping_api_key = forms.CharField(
+        required=False, widget=forms.PasswordInput(render_value=False), label="Bookkeeping model: API key",
+        help_text="Blank: the key of your last run with this bookkeeping server, if any. Stored encrypted.")
     tool_set = forms.MultipleChoiceField(
         choices=[(n, _tool_label(n)) for n in SIMULATION_TOOLS], required=False, widget=forms.CheckboxSelectMultiple,
         initial=default("tool_set"), label="Tools offered to the agents",
@@ -99,6 +102,7 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         fields = ["title", *SETTINGS]
         widgets = {"base_url": forms.TextInput(attrs={"placeholder": "http://127.0.0.1:11434/v1"}),
                    "model": forms.TextInput(attrs={"list": "model-options", "autocomplete": "off"}),
+                   "bookkeeping_base_url": forms.TextInput(attrs={"placeholder": "http://127.0.0.1:11434/v1"}),
                    "planted_beliefs": forms.Textarea(attrs={"rows": 2, "placeholder": "Sam: Bella's is closing down next month. [false]"}),
                    "stage_directions": forms.Textarea(attrs={"rows": 4, "placeholder": "1: Sam is away\n5: Sam enters\n6: The lights go out."}),
                    "distortions": forms.Textarea(attrs={"rows": 3, "placeholder": "Jordan: paranoia\nJordan: trauma (fire, smoke)"}),
@@ -210,6 +214,9 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         last = self.last_model_run
         if not values.get("api_key") and last is not None and last.api_key and values.get("base_url") == last.base_url:
             values["api_key"] = last.api_key  # the key the writer gave this server last time
+        if (not values.get("bookkeeping_api_key") and last is not None and last.bookkeeping_api_key
+                and values.get("bookkeeping_base_url") == last.bookkeeping_base_url):
+            values["bookkeeping_api_key"] = last.bookkeeping_api_key
         return values
 
 

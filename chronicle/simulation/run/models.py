@@ -65,6 +65,15 @@ def parse_carry(text: str, *, cast: list[str]) -> dict[str, str]:
 READING_PACE_S = 2.0  # a dry run's pace when it runs until the writer pauses it
 
 
+def _key_hint(key: str) -> str:
+    """A stored key as pages show it: its ends only."""
+    if decryption_error(key):
+        return "cannot be decrypted: enter it again"
+    if not key:
+        return ""
+    return f"{key[:3]}…{key[-4:]}" if len(key) > 8 else "…"
+
+
 class SimulationQuerySet(OwnedQuerySet):
     def active(self):
         return self.filter(status__in=Simulation.ACTIVE_STATUSES)
@@ -133,6 +142,14 @@ class Simulation(RunSettingsMixin, models.Model):
     # Stored (encrypted: core/crypto.py) so workers can call the server; pages only ever show
     # `api_key_hint`, exports and logs never carry it.
     api_key = EncryptedTextField("API key", max_length=500, blank=True)
+    # A second, smaller model for the bookkeeping after each line (the judgement, with the reflections
+    # and retellings that ride it), kept like the speakers' model; blank: the run's own model does it.
+    bookkeeping_base_url = models.URLField("Bookkeeping model: base URL", max_length=500, blank=True)
+    bookkeeping_model = models.CharField(
+        "Bookkeeping model", max_length=200, blank=True,
+        help_text="A smaller model for the judgement after each line (importance, feelings, facts, reflections), "
+                  "on its own server. Blank: the run's model judges too.")
+    bookkeeping_api_key = EncryptedTextField("Bookkeeping model: API key", max_length=500, blank=True)
     temperature = models.FloatField(default=DEFAULTS["temperature"], validators=[MinValueValidator(0), MaxValueValidator(2)])
     max_tokens = models.PositiveIntegerField(default=DEFAULTS["max_tokens"], validators=[MinValueValidator(16), MaxValueValidator(8000)])
     seed = models.IntegerField(null=True, blank=True)
@@ -351,11 +368,16 @@ class Simulation(RunSettingsMixin, models.Model):
 
     @property
     def api_key_hint(self) -> str:
-        if decryption_error(self.api_key):
-            return "cannot be decrypted: enter it again"
-        if not self.api_key:
-            return ""
-        return f"{self.api_key[:3]}…{self.api_key[-4:]}" if len(self.api_key) > 8 else "…"
+        return _key_hint(self.api_key)
+
+    @property
+    def has_bookkeeping_model(self) -> bool:
+        """The judgement after each line goes to a model of its own (a model run with one named)."""
+        return self.provider == self.Provider.OPENAI and bool(self.bookkeeping_model and self.bookkeeping_base_url)
+
+    @property
+    def bookkeeping_api_key_hint(self) -> str:
+        return _key_hint(self.bookkeeping_api_key)
 
     @property
     def cast_names(self) -> list[str]:

@@ -33,6 +33,8 @@ class RunSettingsMixin:
     def _server_errors(self) -> dict:
         if self.provider == self.Provider.OPENAI and not (self.base_url and self.model):
             return {"base_url": run_settings.NEEDS_SERVER}
+        if bool(self.bookkeeping_base_url) != bool(self.bookkeeping_model):
+            return {"bookkeeping_model": run_settings.NEEDS_BOOKKEEPING_SERVER}
         return {}
 
     def _tool_set_errors(self) -> dict:

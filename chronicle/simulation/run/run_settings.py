@@ -25,6 +25,8 @@ MAX_TURNS = 10_000
 MAX_TIMEOUT_S = 600  # the longest a turn waits for one model answer
 
 NEEDS_SERVER = "An OpenAI-compatible server needs a base URL and a model name."
+NEEDS_BOOKKEEPING_SERVER = ("A bookkeeping model needs its server's base URL and its name; leave both blank "
+                            "for the run's own model to judge each line.")
 
 
 def _as_is(value: Any) -> Any:
@@ -116,6 +118,11 @@ RUN_SETTINGS: tuple[RunSetting, ...] = (
     RunSetting("base_url", model=True, remembered=True, server="LLM_BASE_URL"),
     RunSetting("model", model=True, remembered=True, server="LLM_MODEL"),
     RunSetting("api_key", secret=True, file=False, sequel=False, model=True),
+    RunSetting("bookkeeping_base_url", remembered=True),
+    RunSetting("bookkeeping_model", remembered=True,
+               label=lambda run: f"bookkeeping: {run.bookkeeping_model} at {run.bookkeeping_base_url}"
+               if run.has_bookkeeping_model else ""),
+    RunSetting("bookkeeping_api_key", secret=True, file=False, sequel=False),
     RunSetting("temperature", default=0.7, model=True, remembered=True),
     RunSetting("max_tokens", default=300, model=True, remembered=True),
     RunSetting("seed", default=None),
