@@ -41,10 +41,9 @@ from chronicle.simulation.control.services import (
 )
 from memory.models import Memory
 from memory.api import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, banks_delete, standing
-from wonda_site.celery import app as celery_app
 from core.pool import pool_status
 from core.migrations_state import unapplied_migrations
-from wonda_site.workers import WorkerProcess
+from core.workers import WorkerProcess, ping_workers
 
 # A scenario file's optional top-level "settings" (chronicle.simulation.run.run_settings.FILE_SETTINGS): the
 # command line's options win over them.
@@ -212,8 +211,7 @@ def worker_running() -> bool:
     status = pool_status(database=django_settings.DATABASES["default"]["NAME"])
     if not status["ok"]:
         return False
-    replies = celery_app.control.ping(timeout=1.0) or []
-    alive = {name for reply in replies for name in reply}
+    alive = ping_workers(timeout=1.0)
     return any(hostname in alive for hostname in status["workers"])
 
 

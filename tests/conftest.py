@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 
 from tests import leftovers
 from core.embedded import VAR_DIR
-from wonda_site.workers import WorkerProcess
+from core.workers import WorkerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"

@@ -41,7 +41,7 @@ from memory.api import (
     summarizer,
 )
 from memory.models import Memory
-from wonda_site.outage import part_of
+from core.outage import part_of
 
 log = logging.getLogger(__name__)
 
