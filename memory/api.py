@@ -19,13 +19,13 @@ from memory.forming.capture import (
     CapturePlan, capture_commit, capture_prepare, capture_soon, earlier_lines, remember_utterance,
 )
 from memory.forming.importance import CaptureFilters, Skipped
-from memory.forming.seeding import bank_request_seed
+from memory.forming.seeding import bank_request_seed, bank_seed
 from memory.living.consolidation import memory_statuses_set, statuses_of
 from memory.services import (
     accesses_record, bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, bank_rename,
     banks_delete,
-    memories_create, memories_dated, memories_supersede, memory_archive, memory_associate, memory_create, memory_mark, memory_reinforce,
-    memory_restore, memory_revise, memory_update, secrets_mark_told, validate_content,
+    memories_create, memories_dated, memories_supersede, memory_archive, memory_associate, memory_check, memory_create,
+    memory_mark, memory_reinforce, memory_restore, memory_revise, memory_update, secrets_mark_told,
 )
 from memory.services.banks import (
     CARRY_MODES, access_check, accesses_export, accesses_import, relationship_check, relationships_export,
@@ -96,8 +96,8 @@ from memory.living.reflection import (
 )
 from memory.living.relationships import describe, relationships_update, standing
 
-# Work done by memory's workers.
-from memory.tasks import bank_map_task, consolidate_bank_task, extract_task, prune_banks_task, seed_bank_task
+# Work memory's workers do, asked for (no task crosses this module: they are memory's to queue).
+from memory.queue import bank_consolidate_request, bank_map_request, line_extract_request
 
 # The error a failing embedding model raises (a turn that meets it is paused, not lost).
 from memory.embedding.errors import EmbeddingError
@@ -127,10 +127,10 @@ __all__ = [
     "CharacterSheet", "ExtraMemory", "ScenarioSheet", "WHOLE_SHEET_K", "other_text", "sheet_aspects",
     "CapturePlan", "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "banks_delete",
     "bank_hold", "bank_rename",
-    "bank_mark_seeded", "bank_request_seed", "capture_commit", "capture_prepare", "capture_soon", "memories_supersede",
+    "bank_mark_seeded", "bank_request_seed", "bank_seed", "memory_check", "capture_commit", "capture_prepare", "capture_soon", "memories_supersede",
     "memories_create", "memories_dated", "memory_archive", "memory_associate", "memory_create", "memory_mark", "memory_reinforce", "memory_restore",
     "memory_revise",
-    "memory_statuses_set", "memory_update", "validate_content", "CARRY_MODES", "earlier_lines", "statuses_of",
+    "memory_statuses_set", "memory_update", "CARRY_MODES", "earlier_lines", "statuses_of",
     "CaptureFilters", "Skipped", "memory_edited", "remember_utterance",
     "INT_MAX", "NAME_LIMIT", "OFFSET_MAX", "RECALL_K_MAX", "RETAIN_LISTENERS_MAX", "TEXT_LIMIT", "clean_kinds",
     "clean_text", "text_problem", "text_problem_in", "visible",
@@ -147,10 +147,10 @@ __all__ = [
     "DAY_SUMMARY", "day_summarise", "latest_day_turn", "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "recent_memories", "reflect",
     "describe", "relationships_update", "standing", "relationship_check", "relationships_export", "relationships_import",
     "access_check", "accesses_export", "accesses_import",
-    "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",
+    "bank_consolidate_request", "bank_map_request", "line_extract_request",
     "EmbeddingError", "embed_ahead", "background", "bank_map", "ConsolidationResult",
     "MAX_RESULTS", "SIMILARITY_THRESHOLD", "MemoryLimitReached", "recall_filtered", "reflect_on", "room_check",
     "tag_mode", "memory_retain", "memories_describe", "TAG_MODES", "consolidate_matching", "operation_counts", "OPERATION_BUCKETS",
     "IMPORTANCE_BANDS", "MemoryStats", "memory_stats", "LORE_CATEGORY", "lore_triggered",
-    "PRUNED", "faded", "memories_prune", "memories_unprune", "pruned_count", "prune_banks_task",
+    "PRUNED", "faded", "memories_prune", "memories_unprune", "pruned_count",
 ]

@@ -19,7 +19,7 @@ from chronicle.simulation.aftermath.secrets import untold
 from chronicle.simulation.story.stage import Delivery, deliver, seen_action
 from memory.api import (
     CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, capture_soon, earlier_lines, embed_ahead,
-    extract_task, held_claims, lifecycle_totals, memories_create, memories_supersede, memory_associate, memory_create,
+    held_claims, lifecycle_totals, line_extract_request, memories_create, memories_supersede, memory_associate, memory_create,
     memory_reinforce, recent_memories,
 )
 from memory.models import Memory
@@ -244,11 +244,8 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     return plan
 
 
-def _queue_extract(*args) -> None:
-    try:
-        extract_task.delay(*args)
-    except Exception:  # no broker: the line is kept; its feelings and lesson are not made
-        log.exception("could not queue what turn %s leaves besides its line", args[1])
+def _queue_extract(bank_id: int, turn: int, speaker: str, text: str, facts: dict | None = None) -> None:
+    line_extract_request(bank_id=bank_id, turn=turn, speaker=speaker, text=text, facts=facts)
 
 
 def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:

@@ -24,7 +24,7 @@ from chronicle.simulation.run.run_settings import (BRANCH_SETTINGS, LLM_SETTING_
 from chronicle.simulation.story.stage import without_added
 from chronicle.simulation.control.turns import next_index, queue_next, stale_after
 from memory.models import Memory
-from memory.api import DEFAULT_SCORING, bank_carry, bank_create, bank_delete, seed_bank_task
+from memory.api import DEFAULT_SCORING, bank_carry, bank_create, bank_delete, bank_seed
 
 DEMO_PACE_S = 1.0  # the demo is a dry run that would finish in a blink; a second a line can be watched
 
@@ -89,7 +89,7 @@ def simulation_seed(*, simulation_id: int) -> Simulation | None:
         return branch_prepare(simulation_id=simulation_id)  # a branch copies its parent's bank instead
     payload = {"characters": simulation.cast_snapshot, "scenario": simulation.scenario_snapshot or None}
     try:
-        seed_bank_task(simulation.bank_id, payload)  # called, not queued: runs here; marks the bank on failure
+        bank_seed(bank_id=simulation.bank_id, payload=payload)  # here, in this worker; marks the bank on failure
     except Exception as exc:
         Simulation.objects.filter(pk=simulation_id).update(
             status=Simulation.Status.FAILED, error=f"Seeding the memory bank failed: {exc}", updated=timezone.now())

@@ -36,7 +36,7 @@ from chronicle.simulation.turn.types import TurnFailed
 from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.providers import get_bookkeeper, get_provider
 from memory.api import (
-    EmbeddingError, RECENT_TURNS, background, bank_hold, consolidate, consolidate_bank_task, consolidation_due,
+    EmbeddingError, RECENT_TURNS, background, bank_consolidate_request, bank_hold, consolidate, consolidation_due,
     consolidations_due, day_summarise, importance_since_last_reflection, importance_since_last_reflections, reflect,
     summarizer,
 )
@@ -194,8 +194,8 @@ def queue_consolidations(simulation_id: int, turn_number: int, due: list[str] | 
             if simulation.provider == Simulation.Provider.OPENAI:  # the run's model writes the summaries
                 consolidate_task.delay(simulation_id, name, turn_number - RECENT_TURNS)
             else:
-                consolidate_bank_task.delay(simulation.bank_id, name, turn_number - RECENT_TURNS,
-                                            simulation.consolidation_budget)
+                bank_consolidate_request(bank_id=simulation.bank_id, agent=name, before_turn=turn_number - RECENT_TURNS,
+                                         budget=simulation.consolidation_budget)
         except Exception:  # the broker being down costs this round (it is due again next turn), not the run
             log.exception("could not queue %s's consolidation at turn %s", name, turn_number)
     return due
@@ -330,7 +330,7 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool
 @shared_task(name="chronicle.simulation.tasks.consolidate_task",
              soft_time_limit=600, time_limit=660)
 def consolidate_task(simulation_id: int, agent: str, before_turn: int) -> int:
-    """consolidate_bank_task for a run with a model: its summaries are the model's (seed 004's
+    """bank_consolidate_request for a run with a model: its summaries are the model's (seed 004's
     prompt); a failing call falls back to the offline summary (memory.living.consolidation)."""
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
