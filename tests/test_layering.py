@@ -76,6 +76,11 @@ def test_no_task_crosses_the_public_api():
     assert tasks == []
 
 
+def test_no_prompt_crosses_the_public_api():
+    """What memory asks a model is memory's own: another app gets its services, not its prompts' words."""
+    assert [name for name in _memory_api_names() if "prompt" in name.lower()] == []
+
+
 @pytest.mark.xfail(strict=True, reason="memory.api is being narrowed to a handful of services; when this "
                                        "passes, drop the mark")
 def test_the_public_api_is_a_handful_of_services():

@@ -18,9 +18,9 @@ from chronicle.simulation.providers import get_bookkeeper
 from chronicle.simulation.aftermath.secrets import untold
 from chronicle.simulation.story.stage import Delivery, deliver, seen_action
 from memory.api import (
-    CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, capture_soon, earlier_lines, embed_ahead,
+    CaptureFilters, CapturePlan, Skipped, capture_prepare, capture_soon, earlier_lines, embed_ahead,
     held_claims, lifecycle_totals, line_extract_request, memories_create, memories_supersede, memory_associate, memory_create,
-    memory_reinforce, recent_memories,
+    memory_reinforce, statements_to_reflect,
 )
 from memory.models import Memory
 
@@ -216,7 +216,7 @@ def due_to_reflect(simulation: Simulation, number: int) -> dict[str, list[Memory
     due = [name for name in simulation.cast_names if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
     done_today = simulation.reflected_out_today(due, number)
     due = [name for name in due if name not in done_today]
-    pools = {name: recent_memories(simulation.bank, name, REFLECT_STATEMENTS) for name in due}
+    pools = {name: statements_to_reflect(simulation.bank, name) for name in due}
     return {name: pool for name, pool in pools.items() if pool}
 
 
