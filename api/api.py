@@ -39,7 +39,7 @@ from memory.api import (
 )
 from memory.api import reflect as reflect_memories
 from memory.models import Memory, MemoryBank
-from wonda_site.outage import part_of, unavailable
+from core.outage import part_of, unavailable
 
 log = logging.getLogger(__name__)
 

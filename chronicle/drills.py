@@ -29,7 +29,7 @@ from chronicle.models import Scenario
 from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.control.services import simulation_start
 from memory.models import Memory
-from wonda_site.workers import WorkerProcess
+from core.workers import WorkerProcess
 
 ROOT = Path(settings.BASE_DIR)
 

@@ -30,9 +30,9 @@ from chronicle.simulation.run import replay
 from chronicle.writing.exports import FORMAT as SIMULATION_FORMAT
 from chronicle.writing.exports import scenario_file_from_export
 from chronicle.simulation.pages.run_panels import who_believes
-from chronicle.simulation.run.models import MAX_TIMEOUT_S, Simulation, Turn
+from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.run.selectors import token_summary
-from chronicle.simulation.run.run_settings import FILE_SETTINGS
+from chronicle.simulation.run.run_settings import server_defaults, unknown_settings
 from chronicle.simulation.control.services import (
     ControlError,
     simulation_cancel,
@@ -41,10 +41,9 @@ from chronicle.simulation.control.services import (
 )
 from memory.models import Memory
 from memory.api import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, banks_delete, standing
-from wonda_site.celery import app as celery_app
 from core.pool import pool_status
 from core.migrations_state import unapplied_migrations
-from wonda_site.workers import WorkerProcess
+from core.workers import WorkerProcess, ping_workers
 
 # A scenario file's optional top-level "settings" (chronicle.simulation.run.run_settings.FILE_SETTINGS): the
 # command line's options win over them.
@@ -100,9 +99,8 @@ def _settings_in_file(data: Any) -> dict:
         return {}
     if not isinstance(values, dict):
         raise HeadlessError("settings must be an object")
-    unknown = sorted(set(values) - set(FILE_SETTINGS))
-    if unknown:
-        raise HeadlessError(f"settings.{unknown[0]} is not a run setting (one of: {', '.join(FILE_SETTINGS)})")
+    if unknown := unknown_settings(values):
+        raise HeadlessError(unknown[0])
     return values
 
 
@@ -187,12 +185,7 @@ def settings_for(*, title: str, file_settings: dict, script: list, turns: int | 
             values["tool_set"] = [name for name in SIMULATION_TOOLS if name in called or name in DEFAULT_SIMULATION_TOOLS]
     values.setdefault("provider", django_settings.LLM_PROVIDER)
     if values["provider"] == Simulation.Provider.OPENAI:
-        values.setdefault("base_url", django_settings.LLM_BASE_URL)
-        values.setdefault("model", django_settings.LLM_MODEL)
-        # A run waits at most ten minutes for one answer (the model field's bound); a longer
-        # WONDA_LLM_TIMEOUT, set for slow servers elsewhere, is not a reason to refuse the run.
-        values.setdefault("timeout_s", min(django_settings.LLM_TIMEOUT, MAX_TIMEOUT_S))
-        values["api_key"] = django_settings.LLM_API_KEY
+        values = {**server_defaults(), **values, "api_key": django_settings.LLM_API_KEY}
     return values
 
 
@@ -218,8 +211,7 @@ def worker_running() -> bool:
     status = pool_status(database=django_settings.DATABASES["default"]["NAME"])
     if not status["ok"]:
         return False
-    replies = celery_app.control.ping(timeout=1.0) or []
-    alive = {name for reply in replies for name in reply}
+    alive = ping_workers(timeout=1.0)
     return any(hostname in alive for hostname in status["workers"])
 
 
@@ -330,7 +322,9 @@ def run_report(simulation: Simulation) -> dict:
             "beliefs": held, "relationships": relationships, "distortions": distortions,
             "tokens": {"prompt": tokens.prompt_tokens, "completion": tokens.completion_tokens,
                        "besides_the_speakers": tokens.side_tokens, "every_call": tokens.every_call_tokens,
-                       "full_definition": tokens.full_definition_tokens}}
+                       "full_definition": tokens.full_definition_tokens,
+                       # With a bookkeeping model, the calls besides the speakers' went to it: their cost apart.
+                       "bookkeeping_model": simulation.bookkeeping_model if simulation.has_bookkeeping_model else None}}
 
 
 def distortion_counts(simulation: Simulation, turns: list[Turn]) -> dict[str, int]:

@@ -39,7 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import tiktoken
 
-from memory.api import AFTER_TURN_PROMPT_OPENING
+from memory.living.after_turn import PROMPT_OPENING as AFTER_TURN_PROMPT_OPENING
 
 FAULTS = ("ok", "garbage", "bad_body", "no_choices", "bad_json", "unknown_tool", "huge", "empty", "error500",
           "rate_limit", "slow", "flaky")

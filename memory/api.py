@@ -19,13 +19,13 @@ from memory.forming.capture import (
     CapturePlan, capture_commit, capture_prepare, capture_soon, earlier_lines, remember_utterance,
 )
 from memory.forming.importance import CaptureFilters, Skipped
-from memory.forming.seeding import bank_request_seed
+from memory.forming.seeding import bank_request_seed, bank_seed
 from memory.living.consolidation import memory_statuses_set, statuses_of
 from memory.services import (
     accesses_record, bank_carry, bank_copy, bank_create, bank_delete, bank_hold, bank_mark_seeded, bank_rename,
     banks_delete,
-    memories_create, memories_dated, memories_supersede, memory_archive, memory_associate, memory_create, memory_mark, memory_reinforce,
-    memory_restore, memory_revise, memory_update, secrets_mark_told, validate_content,
+    memories_create, memories_dated, memories_supersede, memory_archive, memory_associate, memory_check, memory_create,
+    memory_mark, memory_reinforce, memory_restore, memory_revise, memory_update, secrets_mark_told,
 )
 from memory.services.banks import (
     CARRY_MODES, access_check, accesses_export, accesses_import, relationship_check, relationships_export,
@@ -39,13 +39,12 @@ from memory.services.store import (
     MAX_RESULTS, SIMILARITY_THRESHOLD, MemoryLimitReached, memories_describe, recall_filtered, reflect_on, room_check, tag_mode,
 )
 from memory.services.store import retain as memory_retain
-from memory.recalling.filters import TAG_MODES
 from memory.living.consolidation import consolidate_matching
 # Pruning: faded, unimportant lived memories archived (and back), by the bank page and Celery beat.
-from memory.living.pruning import PRUNED, faded, memories_prune, memories_unprune, pruned_count
+from memory.living.pruning import faded, memories_prune, memories_unprune, pruned_count
 
 # Card lore woken by its keys in the recent lines (SillyTavern's world info).
-from memory.recalling.lore import LORE_CATEGORY, lore_triggered
+from memory.recalling.lore import lore_triggered
 
 # Seed 002's statistics of one agent's memories (the analytics page, the API's /stats/<agent>).
 from memory.measuring.stats import BANDS as IMPORTANCE_BANDS, MemoryStats, memory_stats
@@ -65,10 +64,10 @@ from memory.services.validation import (
 from memory.recalling.confidence import calibrated
 from memory.recalling.filters import MemoryFilter
 from memory.forming.seed_specs import SECRET_LABEL
-from memory.recalling.held import HeldBelief, HeldSecret, beliefs_planted, held_beliefs, held_claims, held_secrets
+from memory.recalling.held import HeldBelief, beliefs_planted, held_beliefs, held_claims, held_secrets
 from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS, resolve_weights
 from memory.recalling.search import recall
-from memory.recalling.story_time import MONTHS, WEEKDAYS, only_time, said_date, story_span
+from memory.recalling.story_time import MONTHS, WEEKDAYS, only_time, said_date
 from memory.recalling.sheet_recall import MEMORY_KINDS, recall_sheet, recall_stable, stable_snapshot
 
 # The agent's tools (served over MCP too: build_server, below).
@@ -82,22 +81,18 @@ from memory.recalling.tool_types import WITNESSED_KINDS, restates_window, told_t
 from memory.forming.distortion import DistortionError, retrieval_filter
 from memory.forming.distortion import parse as parse_distortions
 from memory.forming.extraction import lesson_of
-from memory.living.after_turn import PROMPT_OPENING as AFTER_TURN_PROMPT_OPENING
-from memory.living.after_turn import REFLECT_STATEMENTS
-from memory.living.after_turn import prompt_for as judgement_prompt  # what the judgement after a line is asked
-from memory.forming.importance import profiles as listener_profiles
 from memory.living.consolidation import (
     RECENT_TURNS, ConsolidationResult, consolidate, consolidation_due, consolidations_due, summarizer,
 )
 from memory.living.days import DAY as DAY_SUMMARY, day_summarise, latest_day_turn
 from memory.living.reflection import (
     importance_since_last_reflection, importance_since_last_reflections, insights_store, lifecycle_totals,
-    recent_memories, reflect, reflections_between,
+    reflect, reflections_between, statements_to_reflect,
 )
 from memory.living.relationships import describe, relationships_update, standing
 
-# Work done by memory's workers.
-from memory.tasks import bank_map_task, consolidate_bank_task, extract_task, prune_banks_task, seed_bank_task
+# Work memory's workers do, asked for (no task crosses this module: they are memory's to queue).
+from memory.queue import bank_consolidate_request, bank_map_request, line_extract_request
 
 # The error a failing embedding model raises (a turn that meets it is paused, not lost).
 from memory.embedding.errors import EmbeddingError
@@ -127,30 +122,29 @@ __all__ = [
     "CharacterSheet", "ExtraMemory", "ScenarioSheet", "WHOLE_SHEET_K", "other_text", "sheet_aspects",
     "CapturePlan", "accesses_record", "bank_carry", "bank_copy", "bank_create", "bank_delete", "banks_delete",
     "bank_hold", "bank_rename",
-    "bank_mark_seeded", "bank_request_seed", "capture_commit", "capture_prepare", "capture_soon", "memories_supersede",
+    "bank_mark_seeded", "bank_request_seed", "bank_seed", "memory_check", "capture_commit", "capture_prepare", "capture_soon", "memories_supersede",
     "memories_create", "memories_dated", "memory_archive", "memory_associate", "memory_create", "memory_mark", "memory_reinforce", "memory_restore",
     "memory_revise",
-    "memory_statuses_set", "memory_update", "validate_content", "CARRY_MODES", "earlier_lines", "statuses_of",
+    "memory_statuses_set", "memory_update", "CARRY_MODES", "earlier_lines", "statuses_of",
     "CaptureFilters", "Skipped", "memory_edited", "remember_utterance",
     "INT_MAX", "NAME_LIMIT", "OFFSET_MAX", "RECALL_K_MAX", "RETAIN_LISTENERS_MAX", "TEXT_LIMIT", "clean_kinds",
     "clean_text", "text_problem", "text_problem_in", "visible",
-    "SECRET_LABEL", "HeldBelief", "HeldSecret", "beliefs_planted", "held_beliefs", "held_claims", "held_secrets", "secrets_mark_told",
-    "MemoryFilter", "recall", "said_date", "story_span", "only_time", "MONTHS", "WEEKDAYS",
+    "SECRET_LABEL", "HeldBelief", "beliefs_planted", "held_beliefs", "held_claims", "held_secrets", "secrets_mark_told",
+    "MemoryFilter", "recall", "said_date", "only_time", "MONTHS", "WEEKDAYS",
     "calibrated", "DEFAULT_SCORING", "SCORING_PRESETS", "resolve_weights", "MEMORY_KINDS", "recall_sheet",
     "recall_stable", "stable_snapshot",
     "DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "REGISTRY", "SIMULATION_TOOLS", "WRITE_TOOLS", "ToolContext",
     "call_tool", "openai_tool_schemas", "build_server", "WITNESSED_KINDS", "restates_window", "told_text",
-    "AFTER_TURN_PROMPT_OPENING", "REFLECT_STATEMENTS", "judgement_prompt", "listener_profiles",
     "RECENT_TURNS", "consolidate", "consolidation_due",
     "consolidations_due", "summarizer",
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
-    "DAY_SUMMARY", "day_summarise", "latest_day_turn", "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "recent_memories", "reflect",
+    "DAY_SUMMARY", "day_summarise", "latest_day_turn", "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "statements_to_reflect", "reflect",
     "describe", "relationships_update", "standing", "relationship_check", "relationships_export", "relationships_import",
     "access_check", "accesses_export", "accesses_import",
-    "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",
+    "bank_consolidate_request", "bank_map_request", "line_extract_request",
     "EmbeddingError", "embed_ahead", "background", "bank_map", "ConsolidationResult",
     "MAX_RESULTS", "SIMILARITY_THRESHOLD", "MemoryLimitReached", "recall_filtered", "reflect_on", "room_check",
-    "tag_mode", "memory_retain", "memories_describe", "TAG_MODES", "consolidate_matching", "operation_counts", "OPERATION_BUCKETS",
-    "IMPORTANCE_BANDS", "MemoryStats", "memory_stats", "LORE_CATEGORY", "lore_triggered",
-    "PRUNED", "faded", "memories_prune", "memories_unprune", "pruned_count", "prune_banks_task",
+    "tag_mode", "memory_retain", "memories_describe", "consolidate_matching", "operation_counts", "OPERATION_BUCKETS",
+    "IMPORTANCE_BANDS", "MemoryStats", "memory_stats", "lore_triggered",
+    "faded", "memories_prune", "memories_unprune", "pruned_count",
 ]

@@ -1,7 +1,8 @@
 """Celery tasks: ids and plain JSON in, services do the work.
 
 Each is registered under an explicit name (its module path when it was written), so work queued
-before a deploy still finds its task after code moves; memory.queue queues them by that name.
+before a deploy still finds its task after code moves; memory.queue queues them by that name, and
+the other apps ask for them through its request services (memory.api), never by the task.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from memory.embedding.errors import EmbeddingError
 from memory.embedding.yielding import background
 from memory.forming.capture import memory_keys_add
 from memory.forming.extraction import extract_after_turn
-from memory.forming.seeding import seed_bank
-from memory.forming.sheets import CharacterSheet, ScenarioSheet
+from memory.forming.seeding import bank_seed
 from memory.living.consolidation import consolidate, consolidation_due
 from memory.living.pruning import prune_all
 from memory.measuring.projection import project
@@ -27,19 +27,7 @@ from memory.services.keys import keys_attach
 @shared_task(name="memory.tasks.seed_bank_task", soft_time_limit=1800, time_limit=1900)
 def seed_bank_task(bank_id: int, payload: dict) -> dict:
     """Seed (or re-seed) a bank from plain sheet dicts; a failure is written on the bank, readable."""
-    bank = MemoryBank.objects.filter(pk=bank_id).first()
-    if bank is None:
-        return {"error": f"memory bank {bank_id} no longer exists"}
-    try:
-        characters = [CharacterSheet.from_dict(c) for c in payload.get("characters") or []]
-        scenario = ScenarioSheet.from_dict(payload["scenario"]) if payload.get("scenario") else None
-        return seed_bank(bank=bank, characters=characters, scenario=scenario)
-    except Exception as exc:
-        reason = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()) if hasattr(exc, "message_dict") else str(exc)
-        MemoryBank.objects.filter(pk=bank_id).update(
-            seed_status="failed", seed_error=f"Seeding failed: {type(exc).__name__}: {reason}"[:2000]
-        )
-        raise
+    return bank_seed(bank_id=bank_id, payload=payload)
 
 
 @shared_task(name="memory.tasks.build_bank_index_task", soft_time_limit=1800, time_limit=1900)

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 
 from tests import leftovers
 from core.embedded import VAR_DIR
-from wonda_site.workers import WorkerProcess
+from core.workers import WorkerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -146,12 +146,17 @@ def memory_tasks_inline(monkeypatch):
     after the commit (with captureOnCommitCallbacks(execute=True) around the write)."""
     from types import SimpleNamespace
 
-    from celery import current_app
+    from core import queueing
 
-    import memory.queue
+    queued = queueing.task
 
-    monkeypatch.setattr(memory.queue, "task", lambda name: SimpleNamespace(
-        delay=lambda *args: current_app.tasks[f"memory.tasks.{name}"].apply(args=args).get()))
+    def task(name: str):
+        found = queued(name)
+        if not name.startswith("memory.tasks."):
+            return found
+        return SimpleNamespace(delay=lambda *args: found.apply(args=args).get())
+
+    monkeypatch.setattr(queueing, "task", task)
 
 
 @pytest.fixture(scope="session")

@@ -94,7 +94,7 @@ def test_healthz_is_down_while_no_pool_process_can_run_tasks(django_db_setup, cl
 
     from tests.chronicle.simulation.conftest import wait_for
     from tests.conftest import ARTIFACTS
-    from wonda_site.workers import WorkerProcess
+    from core.workers import WorkerProcess
     from core import embedded
 
     # Its own Redis database, so that the suite's other workers do not answer for it.

@@ -14,37 +14,10 @@ from __future__ import annotations
 import sys
 
 from django.core.signals import got_request_exception
-from django.db import InterfaceError, OperationalError
 from django.dispatch import receiver
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.template.loader import render_to_string
+from django.http import HttpRequest, HttpResponse
 
-WHAT = {"database": "The database (PostgreSQL)", "broker": "The task broker (Redis)"}
-RETRY_AFTER_S = 15
-
-
-def part_of(exc: BaseException | None) -> str | None:
-    """Which dependency an exception says is down, or None for any other error."""
-    import psycopg
-    import redis
-    from kombu.exceptions import OperationalError as BrokerError
-
-    # psycopg's own errors too: memory's vector queries use a raw cursor, which Django does not wrap.
-    if isinstance(exc, (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)):
-        return "database"
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, BrokerError, ConnectionError)):
-        return "broker"
-    return None
-
-
-def unavailable(request: HttpRequest, part: str) -> HttpResponse:
-    if request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", ""):
-        response = JsonResponse({"detail": f"{WHAT[part]} is unavailable; try again in a moment.", "down": [part]},
-                                status=503)
-    else:
-        response = HttpResponse(render_to_string("503.html", {"part": part, "what": WHAT[part]}), status=503)
-    response["Retry-After"] = str(RETRY_AFTER_S)
-    return response
+from core.outage import part_of, unavailable
 
 
 @receiver(got_request_exception)

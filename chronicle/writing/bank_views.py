@@ -28,7 +28,7 @@ from chronicle.writing.timeline import bank_timeline
 from chronicle.writing.views import _errors, _inspector_context, _memory, _next, _reach_warning, _simulation, _turn
 from memory.models import Memory
 from memory.api import IMPORTANCE_BANDS, memory_stats, pruned_count
-from memory.api import bank_map as laid_out_bank, bank_map_task
+from memory.api import bank_map as laid_out_bank, bank_map_request
 
 
 # --- memories -------------------------------------------------------------------------------
@@ -93,7 +93,7 @@ def bank_map(request: HttpRequest, pk: int) -> HttpResponse:
     colour = "kind" if request.GET.get("colour") == "kind" else "agent"
     agent = request.GET.get("agent", "") if request.GET.get("agent", "") in simulation.cast_names else ""
     kept, current = (None, True) if simulation.bank_id is None else laid_out_bank(
-        simulation.bank_id, queue=lambda bank_id: bank_map_task.delay(bank_id))
+        simulation.bank_id, queue=bank_map_request)
     drawn = memory_map(simulation, kept, colour=colour, agent=agent,
                        href=lambda row: memory_link(pk, row["pk"], row["agent"]))
     template = "chronicle/writing/bank_map.html" + ("#map" if request.htmx else "")

@@ -20,8 +20,8 @@ from chronicle.writing.export_rows import (CHUNK, MEMORY_FIELDS, RETRIEVAL_FIELD
 from chronicle.writing.models import ChronicleEntry, Edit
 from memory.models import Memory
 from memory.api import (
-    access_check, accesses_export, accesses_import, bank_create, bank_mark_seeded, memory_create, relationship_check,
-    relationships_export, relationships_import, validate_content,
+    access_check, accesses_export, accesses_import, bank_create, bank_mark_seeded, memory_check, memory_create,
+    relationship_check, relationships_export, relationships_import,
 )
 
 FORMAT = "wonda.simulation"
@@ -238,9 +238,8 @@ def _check_memories(rows: list[dict]) -> None:
     for i, row in enumerate(rows):
         with _At(f"memories[{i}]"):
             row["id"]  # noqa: B018  (the retrieval records are re-pointed by it)
-            validate_content(row.get("content"))
-            fields = {f: row[f] for f in MEMORY_FIELDS if f in row and row[f] is not None}
-            Memory(**fields).full_clean(exclude=["bank", "embedding"], validate_constraints=False)
+            fields = {f: row[f] for f in MEMORY_FIELDS if f in row and row[f] is not None and f != "content"}
+            memory_check(content=row.get("content"), **fields)
             if not isinstance(row.get("keys") or [], list):
                 raise ValidationError({"keys": "should be a list of queries"})
 

@@ -21,8 +21,8 @@ from chronicle.simulation.story.stage import deliver
 from chronicle.writing.models import ChronicleEntry, Edit
 from chronicle.writing.selectors import inspector_overrides
 from memory.api import (
-    RECENT_TURNS, ConsolidationResult, consolidate, memory_archive, memory_create, memory_mark, memory_restore,
-    memory_statuses_set, memory_update, statuses_of, summarizer, validate_content,
+    RECENT_TURNS, ConsolidationResult, consolidate, memory_archive, memory_check, memory_create, memory_mark,
+    memory_restore, memory_statuses_set, memory_update, statuses_of, summarizer,
 )
 from memory.models import Memory
 from chronicle.simulation.providers import get_provider
@@ -214,11 +214,8 @@ def writer_memory_check(*, simulation: Simulation, content: str, agent: str = ""
         raise ValidationError("This simulation has no memory bank yet: wait until it has been seeded.")
     if agent and agent not in simulation.cast_names:
         raise ValidationError({"agent": f"{agent} is not in this simulation's cast."})
-    validate_content(content)
-    memory = Memory(bank_id=simulation.bank_id, content=content, agent=agent, kind=kind, importance=importance,
-                    tags=[t.strip() for t in tags if t and t.strip()], source=Memory.Source.WRITER, turn=turn)
-    memory.full_clean(exclude=["embedding"])
-    return memory
+    return memory_check(bank_id=simulation.bank_id, content=content, agent=agent, kind=kind, importance=importance,
+                        tags=[t.strip() for t in tags if t and t.strip()], source=Memory.Source.WRITER, turn=turn)
 
 
 @transaction.atomic

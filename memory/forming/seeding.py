@@ -40,6 +40,24 @@ def _all_specs(characters: list[CharacterSheet], scenario: ScenarioSheet | None)
     return groups
 
 
+def bank_seed(*, bank_id: int, payload: dict) -> dict:
+    """Seed (or re-seed) a bank now, from plain sheet dicts ({"characters": [...], "scenario": ...}, as
+    bank_request_seed queues them); a failure is written on the bank, readable, and raised."""
+    bank = MemoryBank.objects.filter(pk=bank_id).first()
+    if bank is None:
+        return {"error": f"memory bank {bank_id} no longer exists"}
+    try:
+        characters = [CharacterSheet.from_dict(c) for c in payload.get("characters") or []]
+        scenario = ScenarioSheet.from_dict(payload["scenario"]) if payload.get("scenario") else None
+        return seed_bank(bank=bank, characters=characters, scenario=scenario)
+    except Exception as exc:
+        reason = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()) if hasattr(exc, "message_dict") else str(exc)
+        MemoryBank.objects.filter(pk=bank_id).update(
+            seed_status="failed", seed_error=f"Seeding failed: {type(exc).__name__}: {reason}"[:2000]
+        )
+        raise
+
+
 @transaction.atomic
 def bank_request_seed(*, bank: MemoryBank, characters: list[CharacterSheet], scenario: ScenarioSheet | None) -> MemoryBank:
     """Mark the bank pending and queue the seeding task (after commit)."""

@@ -15,6 +15,7 @@ from datetime import timezone as dt_timezone
 from django.db import connection, transaction
 from django.db.models import Count
 
+from memory.living.after_turn import REFLECT_STATEMENTS
 from memory.models import Memory, MemoryBank
 from memory.recalling.filters import MemoryFilter
 from memory.recalling.search import recall
@@ -70,6 +71,12 @@ def parse_insights(answer: str, count: int, limit: int = INSIGHTS) -> list[tuple
         if numbers and text and all(text != seen for seen, _ in insights):
             insights.append((text[:MAX_INSIGHT_CHARS], numbers))
     return insights[:limit]
+
+
+def statements_to_reflect(bank: MemoryBank, agent: str) -> list[Memory]:
+    """What the judgement after a line gives an agent due to reflect, to reflect on in the same call:
+    its latest lived memories, few enough that the call stays short."""
+    return recent_memories(bank, agent, REFLECT_STATEMENTS)
 
 
 def recent_memories(bank: MemoryBank, agent: str, recent: int = 100) -> list[Memory]:

@@ -14,7 +14,7 @@ from memory.services.banks import (
 )
 from memory.services.memories import (
     accesses_record, bank_refresh_stale, memories_create, memories_dated, memories_supersede, memory_archive,
-    memory_associate, memory_create, memory_mark, memory_reembed, memory_reinforce, memory_restore, memory_revise, memory_update, secrets_mark_told,
+    memory_associate, memory_check, memory_create, memory_mark, memory_reembed, memory_reinforce, memory_restore, memory_revise, memory_update, secrets_mark_told,
 )
 from memory.services.validation import (
     clean_int, clean_kinds, clean_text, text_problem, text_problem_in, validate_content, visible,
@@ -25,7 +25,7 @@ __all__ = [
     "bank_rename",
     "bank_mark_seeded",
     "bank_refresh_stale", "memories_create", "memories_dated", "memories_supersede", "memory_archive",
-    "memory_associate", "memory_mark", "memory_create",
+    "memory_associate", "memory_check", "memory_mark", "memory_create",
     "memory_reembed", "memory_reinforce", "memory_restore", "memory_revise", "memory_update", "secrets_mark_told",
     "clean_int", "clean_kinds", "clean_text", "text_problem", "text_problem_in", "validate_content", "visible",
 ]

@@ -212,6 +212,20 @@ def _build(*, bank: MemoryBank, content: str, agent: str = "", kind: str = "sema
     return memory, keys, evidence
 
 
+def memory_check(*, content: str, bank_id: int | None = None, **fields) -> Memory:
+    """An unsaved memory checked as memory_create will check it (the content rule, every field's
+    validators; with its bank, the table's constraints too), for a caller that has a worker write it
+    later (a writer's page, an import) and must say now what is wrong. Raises ValidationError keyed
+    by field; returns the memory, unsaved."""
+    validate_content(content)
+    memory = Memory(bank_id=bank_id, content=content, **fields)
+    if bank_id is not None:
+        memory.full_clean(exclude=["embedding"])
+    else:
+        memory.full_clean(exclude=["bank", "embedding"], validate_constraints=False)
+    return memory
+
+
 @transaction.atomic
 def memory_update(*, memory: Memory, content: str | None = None, importance: float | None = None,
                   tags: Iterable[str] | None = None) -> Memory:

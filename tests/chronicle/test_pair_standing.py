@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from chronicle.models import Scenario
 from chronicle.services.characters import character_delete, character_update
-from memory.api import seed_bank_task
+from memory.api import bank_seed
 from memory.living.relationships import STARTING
 from memory.models import MemoryBank, Relationship
 from memory.api import describe, standing
@@ -50,8 +50,8 @@ def test_a_run_starts_from_the_writers_standings(user, make_character, make_scen
     assert sheet.relationships == [{"agent": "Alex", "other": "Jordan", "trust": 0.6, "affinity": -0.3}]
     bank = MemoryBank.objects.create(name="run", owner=user)
     payload = {"characters": [s.to_dict() for s in scenario.cast_sheets()], "scenario": sheet.to_dict()}
-    seed_bank_task(bank.pk, payload)
-    seed_bank_task(bank.pk, payload)  # a redone seeding writes them once
+    bank_seed(bank_id=bank.pk, payload=payload)
+    bank_seed(bank_id=bank.pk, payload=payload)  # a redone seeding writes them once
     rows = list(Relationship.objects.filter(bank=bank))
     assert len(rows) == 1 and rows[0].turn == 0 and rows[0].reason == STARTING
     start = standing(bank, "Alex", before_turn=1)[("Alex", "Jordan")]

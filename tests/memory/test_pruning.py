@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory.api import faded, memories_prune, memories_unprune, prune_banks_task, recall
+from memory.api import faded, memories_prune, memories_unprune, recall
+from memory.tasks import prune_banks_task
 from memory.models import Memory
 from memory.recalling.scoring import decayed_importance
 from memory.services import accesses_record, memory_create

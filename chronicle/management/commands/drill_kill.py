@@ -19,7 +19,7 @@ from django.core.management import BaseCommand
 
 from chronicle import drills, headless
 from chronicle.simulation.run.models import Turn
-from wonda_site.celery import app
+from core.workers import active_tasks
 from core.pool import pool_status
 
 
@@ -98,7 +98,7 @@ class Command(BaseCommand):
     def turn_pids(worker) -> list[int]:
         """The pool processes running a turn right now (so that a kill lands mid-turn)."""
         try:
-            active = app.control.inspect([worker.name], timeout=1).active() or {}
+            active = active_tasks([worker.name], timeout=1)
         except Exception:
             return []
         return [task.get("worker_pid") for tasks in active.values() for task in tasks

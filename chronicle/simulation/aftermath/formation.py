@@ -14,13 +14,13 @@ from django.db import transaction
 from chronicle.simulation.prompting.context import count_tokens
 from chronicle.simulation.turn.types import TurnOutcome
 from chronicle.simulation.run.models import Simulation, Turn
-from chronicle.simulation.providers import get_provider
+from chronicle.simulation.providers import get_bookkeeper
 from chronicle.simulation.aftermath.secrets import untold
 from chronicle.simulation.story.stage import Delivery, deliver, seen_action
 from memory.api import (
-    CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, capture_soon, earlier_lines, embed_ahead,
-    extract_task, held_claims, lifecycle_totals, memories_create, memories_supersede, memory_associate, memory_create,
-    memory_reinforce, recent_memories,
+    CaptureFilters, CapturePlan, Skipped, capture_prepare, capture_soon, earlier_lines, embed_ahead,
+    held_claims, lifecycle_totals, line_extract_request, memories_create, memories_supersede, memory_associate, memory_create,
+    memory_reinforce, statements_to_reflect,
 )
 from memory.models import Memory
 
@@ -114,7 +114,7 @@ def capture_options(simulation: Simulation, turn: Turn, outcome: TurnOutcome | N
 
 
 def _model_asker(simulation: Simulation, turn: Turn, outcome: TurnOutcome | None = None):
-    provider = get_provider(simulation)
+    provider = get_bookkeeper(simulation)  # the run's bookkeeping model when it has one
 
     def ask(prompt: str) -> str:
         if outcome is not None:
@@ -216,7 +216,7 @@ def due_to_reflect(simulation: Simulation, number: int) -> dict[str, list[Memory
     due = [name for name in simulation.cast_names if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
     done_today = simulation.reflected_out_today(due, number)
     due = [name for name in due if name not in done_today]
-    pools = {name: recent_memories(simulation.bank, name, REFLECT_STATEMENTS) for name in due}
+    pools = {name: statements_to_reflect(simulation.bank, name) for name in due}
     return {name: pool for name, pool in pools.items() if pool}
 
 
@@ -244,11 +244,8 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     return plan
 
 
-def _queue_extract(*args) -> None:
-    try:
-        extract_task.delay(*args)
-    except Exception:  # no broker: the line is kept; its feelings and lesson are not made
-        log.exception("could not queue what turn %s leaves besides its line", args[1])
+def _queue_extract(bank_id: int, turn: int, speaker: str, text: str, facts: dict | None = None) -> None:
+    line_extract_request(bank_id=bank_id, turn=turn, speaker=speaker, text=text, facts=facts)
 
 
 def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:

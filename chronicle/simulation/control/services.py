@@ -19,12 +19,12 @@ from chronicle.simulation.control.errors import ControlError
 from chronicle.simulation.aftermath.formation import stage_ahead
 from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.run.replay import script_from_simulation
-from chronicle.simulation.run.run_settings import (BRANCH_SETTINGS, FILE_SETTINGS, LLM_SETTING_FIELDS, MAX_TURNS,
-                                               SETTING_FIELDS)
+from chronicle.simulation.run.run_settings import (BRANCH_SETTINGS, LLM_SETTING_FIELDS, MAX_TURNS, SETTING_FIELDS,
+                                                   server_defaults, unknown_settings)
 from chronicle.simulation.story.stage import without_added
 from chronicle.simulation.control.turns import next_index, queue_next, stale_after
 from memory.models import Memory
-from memory.api import DEFAULT_SCORING, bank_carry, bank_create, bank_delete, seed_bank_task
+from memory.api import DEFAULT_SCORING, bank_carry, bank_create, bank_delete, bank_seed
 
 DEMO_PACE_S = 1.0  # the demo is a dry run that would finish in a blink; a second a line can be watched
 
@@ -33,9 +33,8 @@ def file_settings_errors(values, *, cast_names: list[str]) -> list[str]:
     """What is wrong with a file's "settings", as "settings.NAME: …" lines ([] when nothing is)."""
     if not isinstance(values, dict):
         return ["settings must be an object"]
-    unknown = sorted(set(values) - set(FILE_SETTINGS))
-    if unknown:
-        return [f"settings.{name} is not a run setting (one of: {', '.join(FILE_SETTINGS)})" for name in unknown]
+    if unknown := unknown_settings(values):
+        return unknown
     return [f"settings.{name}: {message}" for name, messages in
             simulation_settings_errors(settings=values, cast_names=cast_names).items() for message in messages]
 
@@ -65,8 +64,12 @@ def simulation_start(*, owner, scenario, cast: list, settings: dict, sequel_of: 
 
 def simulation_settings_errors(*, settings: dict, cast_names: list[str]) -> dict[str, list[str]]:
     """What simulation_start would refuse in these settings for a cast of these names, checked before
-    anything is created (a command line checks a file's settings before it imports the file)."""
+    anything is created (a command line checks a file's settings before it imports the file). A model
+    server the settings do not name is the server's configuration, as the new-run form and the command
+    fill it in."""
     simulation = Simulation(cast_snapshot=[{"name": name} for name in cast_names], title="check")
+    if settings.get("provider") == Simulation.Provider.OPENAI:
+        settings = {**server_defaults(), **settings}
     for name, value in settings.items():
         if name in SETTING_FIELDS and value is not None:
             setattr(simulation, name, value)
@@ -86,7 +89,7 @@ def simulation_seed(*, simulation_id: int) -> Simulation | None:
         return branch_prepare(simulation_id=simulation_id)  # a branch copies its parent's bank instead
     payload = {"characters": simulation.cast_snapshot, "scenario": simulation.scenario_snapshot or None}
     try:
-        seed_bank_task(simulation.bank_id, payload)  # called, not queued: runs here; marks the bank on failure
+        bank_seed(bank_id=simulation.bank_id, payload=payload)  # here, in this worker; marks the bank on failure
     except Exception as exc:
         Simulation.objects.filter(pk=simulation_id).update(
             status=Simulation.Status.FAILED, error=f"Seeding the memory bank failed: {exc}", updated=timezone.now())

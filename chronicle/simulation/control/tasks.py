@@ -34,14 +34,14 @@ from chronicle.simulation.prompting.context import count_tokens
 from chronicle.simulation.turn.engine import run_turn
 from chronicle.simulation.turn.types import TurnFailed
 from chronicle.simulation.run.models import Simulation, Turn
-from chronicle.simulation.providers import get_provider
+from chronicle.simulation.providers import get_bookkeeper, get_provider
 from memory.api import (
-    EmbeddingError, RECENT_TURNS, background, bank_hold, consolidate, consolidate_bank_task, consolidation_due,
+    EmbeddingError, RECENT_TURNS, background, bank_consolidate_request, bank_hold, consolidate, consolidation_due,
     consolidations_due, day_summarise, importance_since_last_reflection, importance_since_last_reflections, reflect,
     summarizer,
 )
 from memory.models import Memory
-from wonda_site.outage import part_of
+from core.outage import part_of
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +194,8 @@ def queue_consolidations(simulation_id: int, turn_number: int, due: list[str] | 
             if simulation.provider == Simulation.Provider.OPENAI:  # the run's model writes the summaries
                 consolidate_task.delay(simulation_id, name, turn_number - RECENT_TURNS)
             else:
-                consolidate_bank_task.delay(simulation.bank_id, name, turn_number - RECENT_TURNS,
-                                            simulation.consolidation_budget)
+                bank_consolidate_request(bank_id=simulation.bank_id, agent=name, before_turn=turn_number - RECENT_TURNS,
+                                         budget=simulation.consolidation_budget)
         except Exception:  # the broker being down costs this round (it is due again next turn), not the run
             log.exception("could not queue %s's consolidation at turn %s", name, turn_number)
     return due
@@ -241,7 +241,7 @@ def keep_the_day_before(simulation: Simulation, number: int) -> tuple[int, int]:
     asked: list[int] = []
     ask = None
     if simulation.provider in (Simulation.Provider.OPENAI, Simulation.Provider.REPLAY):
-        provider = get_provider(simulation)
+        provider = get_bookkeeper(simulation)  # the day's summary is bookkeeping: the bookkeeping model's, if any
         answer = provider.complete if simulation.provider == Simulation.Provider.OPENAI else (lambda _prompt: "")
 
         def ask(prompt: str) -> str:
@@ -313,7 +313,7 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool
                 if not bank_hold(bank.pk):
                     return "no bank"  # the run was deleted meanwhile
                 asked: list[int] = []
-                complete = get_provider(simulation).complete
+                complete = get_bookkeeper(simulation).complete
 
                 def ask(prompt: str) -> str:
                     asked.append(count_tokens(prompt))
@@ -330,12 +330,12 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool
 @shared_task(name="chronicle.simulation.tasks.consolidate_task",
              soft_time_limit=600, time_limit=660)
 def consolidate_task(simulation_id: int, agent: str, before_turn: int) -> int:
-    """consolidate_bank_task for a run with a model: its summaries are the model's (seed 004's
+    """bank_consolidate_request for a run with a model: its summaries are the model's (seed 004's
     prompt); a failing call falls back to the offline summary (memory.living.consolidation)."""
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return 0
-    summarize = summarizer(get_provider(simulation).complete)
+    summarize = summarizer(get_bookkeeper(simulation).complete)
     with background(), transaction.atomic():
         if not bank_hold(simulation.bank_id):
             return 0  # the run was deleted meanwhile

@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 from django import forms
-from django.core.exceptions import ValidationError
-from django.conf import settings
 from django.urls import reverse
 
 from chronicle.models import Character, Scenario
-from chronicle.simulation.story.beliefs import BeliefError
-from chronicle.simulation.story.beliefs import parse as parse_beliefs
-from chronicle.simulation.run.models import Simulation, parse_carry
+from chronicle.simulation.run.models import Simulation
 from chronicle.simulation.run.run_settings import (  # noqa: F401 (NOT_INHERITED: read from here too)
-    FORM_SETTINGS, LLM_SETTING_FIELDS, NOT_INHERITED, OPTIONAL_WITH_DEFAULT,
+    FORM_SETTINGS, LLM_SETTING_FIELDS, NOT_INHERITED, OPTIONAL_WITH_DEFAULT, REMEMBERED_SETTINGS, default,
+    server_defaults,
 )
 from chronicle.simulation.story.stage import StageError
 from chronicle.simulation.story.stage import parse as parse_stage
 from chronicle.text_rule import TextRuleForm
-from memory.api import (
-    DEFAULT_SCORING, DEFAULT_SIMULATION_TOOLS, DistortionError, REGISTRY, SCORING_PRESETS, SIMULATION_TOOLS, WRITE_TOOLS,
-    parse_distortions,
-)
+from memory.api import REGISTRY, SCORING_PRESETS, SIMULATION_TOOLS, WRITE_TOOLS
 
 # The run's settings the form takes as the model defines them, title aside (it comes first); the
 # weights come from three number fields, the tools, greeter and seats from fields of the form's own.
@@ -36,9 +30,6 @@ def initial_from(values: dict) -> dict:
     return initial
 
 
-MODEL_DEFAULTS = ("provider", "base_url", "model", "timeout_s", "temperature", "max_tokens")
-
-
 def last_model_run(owner) -> Simulation | None:
     """The writer's latest run with a model of their choosing (the openai provider)."""
     return (Simulation.objects.owned_by(owner).filter(provider=Simulation.Provider.OPENAI).exclude(base_url="")
@@ -48,9 +39,8 @@ def last_model_run(owner) -> Simulation | None:
 def model_defaults(last: Simulation | None) -> dict:
     """The new-run form's model settings: the writer's last choice, else the server's configuration."""
     if last is not None:
-        return {name: getattr(last, name) for name in MODEL_DEFAULTS}
-    return {"provider": settings.LLM_PROVIDER, "base_url": settings.LLM_BASE_URL, "model": settings.LLM_MODEL,
-            "timeout_s": settings.LLM_TIMEOUT}
+        return {name: getattr(last, name) for name in REMEMBERED_SETTINGS}
+    return server_defaults()
 
 
 def known_models(owner) -> list[str]:
@@ -81,7 +71,7 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         queryset=Character.objects.none(), required=False, widget=forms.CheckboxSelectMultiple, label="Play yourself",
         help_text="Tick a character to write its lines yourself: at its turns the run waits for you and shows what "
                   "it would remember. The agents play the others. You can leave the seat at any time.")
-    scoring = forms.ChoiceField(choices=[(k, k) for k in SCORING_PRESETS], initial=DEFAULT_SCORING,
+    scoring = forms.ChoiceField(choices=[(k, k) for k in SCORING_PRESETS], initial=default("scoring"),
                                 help_text="similarity: meaning only · hybrid: meaning 0.6, recency 0.2, importance 0.2 · "
                                           "decayed: meaning 0.6, how faded 0.1, importance 0.3")
     weight_similarity = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: similarity")
@@ -89,9 +79,12 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
     weight_importance = forms.FloatField(required=False, min_value=0, max_value=1, label="Weight: importance")
     api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False), label="API key",
                               help_text="Stored encrypted for the workers; shown back only as a hint (sk-…abcd).")
+    bookkeeping_api_key = forms.CharField(
+        required=False, widget=forms.PasswordInput(render_value=False), label="Bookkeeping model: API key",
+        help_text="Blank: the key of your last run with this bookkeeping server, if any. Stored encrypted.")
     tool_set = forms.MultipleChoiceField(
         choices=[(n, _tool_label(n)) for n in SIMULATION_TOOLS], required=False, widget=forms.CheckboxSelectMultiple,
-        initial=list(DEFAULT_SIMULATION_TOOLS), label="Tools offered to the agents",
+        initial=default("tool_set"), label="Tools offered to the agents",
         help_text="Used in the Tools and Both modes. Each tool offered is described to the model on every call "
                   "(about 80 tokens each), so the six most used are ticked. Writes made during a turn are stored "
                   "when the turn is.")
@@ -109,6 +102,7 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         fields = ["title", *SETTINGS]
         widgets = {"base_url": forms.TextInput(attrs={"placeholder": "http://127.0.0.1:11434/v1"}),
                    "model": forms.TextInput(attrs={"list": "model-options", "autocomplete": "off"}),
+                   "bookkeeping_base_url": forms.TextInput(attrs={"placeholder": "http://127.0.0.1:11434/v1"}),
                    "planted_beliefs": forms.Textarea(attrs={"rows": 2, "placeholder": "Sam: Bella's is closing down next month. [false]"}),
                    "stage_directions": forms.Textarea(attrs={"rows": 4, "placeholder": "1: Sam is away\n5: Sam enters\n6: The lights go out."}),
                    "distortions": forms.Textarea(attrs={"rows": 3, "placeholder": "Jordan: paranoia\nJordan: trauma (fire, smoke)"}),
@@ -169,6 +163,8 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
             self.fields[name].required = False
 
     def clean(self):
+        """What only the form knows (the scenario's cast as characters, their cards); the settings
+        themselves are checked by the run (run_checks), in _post_clean, with the run's messages."""
         data = super().clean()
         scenario = data.get("scenario")
         if scenario is not None:
@@ -180,45 +176,32 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
             elif not chosen:
                 self.add_error("scenario", "This scenario has no cast yet: add characters to it first.")
             data["cast"] = chosen
-            if outside := [c.name for c in data.get("seats") or [] if c not in chosen]:
-                self.add_error("seats", f"Not in this run's cast: {', '.join(outside)}.")
-            elif data.get("seats") and data.get("provider") == Simulation.Provider.REPLAY:
-                self.add_error("seats", "A replay says its recorded lines: nobody can take a seat in it.")
             greeter = data.get("greeting_by")
-            if greeter and greeter not in [c.name for c in chosen]:
-                self.add_error("greeting_by", f"{greeter} is not in this run's cast.")
-            elif greeter and not any(c.name == greeter and (c.card_extras or {}).get("first_mes") for c in chosen):
+            if greeter and any(c.name == greeter for c in chosen) and not any(
+                    c.name == greeter and (c.card_extras or {}).get("first_mes") for c in chosen):
                 self.add_error("greeting_by", f"{greeter}'s card has no first message to open with.")
-            if data.get("stage_directions"):
-                try:
-                    parse_stage(data["stage_directions"], cast=[c.name for c in chosen], max_turns=data.get("max_turns"))
-                except StageError as exc:
-                    self.add_error("stage_directions", str(exc))
-            if data.get("planted_beliefs"):
-                try:
-                    parse_beliefs(data["planted_beliefs"], cast=[c.name for c in chosen])
-                except BeliefError as exc:
-                    self.add_error("planted_beliefs", str(exc))
-            if data.get("sequel_carry"):
-                try:
-                    parse_carry(data["sequel_carry"], cast=[c.name for c in chosen])
-                except ValidationError as exc:
-                    self.add_error("sequel_carry", exc.messages[0])
-            if data.get("distortions"):
-                try:
-                    parse_distortions(data["distortions"], cast=[c.name for c in chosen])
-                except DistortionError as exc:
-                    self.add_error("distortions", str(exc))
-        if data.get("provider") == Simulation.Provider.OPENAI and not (data.get("base_url") and data.get("model")):
-            self.add_error("base_url", "An OpenAI-compatible server needs a base URL and a model name.")
-        if data.get("retrieval_mode") == Simulation.RetrievalMode.TOOLS and not data.get("tool_set"):
-            self.add_error("tool_set", "The Tools mode needs at least one tool: tick some, or choose Pre-populate.")
         for name in OPTIONAL_WITH_DEFAULT:
             if data.get(name) in ("", None):
                 data[name] = None  # simulation_start keeps the model's default
         data["weights"] = {name: data[f"weight_{name}"] for name in ("similarity", "recency", "importance")
                            if data.get(f"weight_{name}") is not None}
         return data
+
+    def _post_clean(self):
+        # The run checks what the form's own fields hold too: the cast, the tools, the seats, the greeter.
+        data = self.cleaned_data
+        if isinstance(data.get("cast"), list):
+            self.instance.cast_snapshot = [{"name": c.name} for c in data["cast"]]
+        self.instance.tool_set = list(data.get("tool_set") or [])
+        self.instance.seats = [c.name for c in data.get("seats") or []]
+        self.instance.greeting_by = data.get("greeting_by") or ""
+        super()._post_clean()
+        # Typed here, the directions must fall within the run (a file's may outlive a shorter --turns).
+        if data.get("stage_directions") and "stage_directions" not in self.errors and self.instance.cast_snapshot:
+            try:
+                parse_stage(data["stage_directions"], cast=self.instance.cast_names, max_turns=data.get("max_turns"))
+            except StageError as exc:
+                self.add_error("stage_directions", str(exc))
 
     def simulation_settings(self) -> dict:
         data = self.cleaned_data
@@ -231,6 +214,9 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         last = self.last_model_run
         if not values.get("api_key") and last is not None and last.api_key and values.get("base_url") == last.base_url:
             values["api_key"] = last.api_key  # the key the writer gave this server last time
+        if (not values.get("bookkeeping_api_key") and last is not None and last.bookkeeping_api_key
+                and values.get("bookkeeping_base_url") == last.bookkeeping_base_url):
+            values["bookkeeping_api_key"] = last.bookkeeping_api_key
         return values
 
 
@@ -254,12 +240,6 @@ class LLMSettingsForm(TextRuleForm, forms.ModelForm):
         self.known_models = known_models(self.instance.owner) if self.instance.owner_id else []
         self.fields["base_url"].required = False
         self.initial["api_key"] = ""  # never sent back to the browser
-
-    def clean(self):
-        data = super().clean()
-        if data.get("provider") == Simulation.Provider.OPENAI and not (data.get("base_url") and data.get("model")):
-            self.add_error("base_url", "An OpenAI-compatible server needs a base URL and a model name.")
-        return data
 
     def llm_settings(self) -> dict:
         data = dict(self.cleaned_data)

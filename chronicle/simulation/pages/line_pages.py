@@ -142,7 +142,8 @@ def run_tokens(simulation: Simulation) -> TokenSummary:
                         full_definition_tokens=int(sums["full"]), estimated=bool(sums["estimated"]),
                         turns=sums["turns"], calls=int(sums["calls"]), by_kind=_tokens_by_kind(simulation),
                         tools_tokens=int(sums["tools_tokens"] or 0), tool_count=int(sums["tool_count"] or 0),
-                        side_tokens=int(sums["side"]), side_calls=int(sums["side_calls"]))
+                        side_tokens=int(sums["side"]), side_calls=int(sums["side_calls"]),
+                        bookkeeping_model=simulation.bookkeeping_model if simulation.has_bookkeeping_model else "")
 
 
 def _tokens_by_kind(simulation: Simulation) -> dict[str, int]:

@@ -80,15 +80,18 @@ def _create_initial(request: HttpRequest) -> dict | None:
 @require_POST
 def simulation_test_connection(request: HttpRequest) -> HttpResponse:
     """"Test connection" beside the model settings: the server's models, one tiny reply, tool calling.
-    A paused run's blank key field means its stored key (as saving the form would)."""
-    key = request.POST.get("api_key", "")
+    A paused run's blank key field means its stored key (as saving the form would). "which":
+    "bookkeeping" tests the bookkeeping model's fields instead of the run's model's."""
+    which = "bookkeeping" if request.POST.get("which", request.POST.get("test_connection")) == "bookkeeping" else "model"
+    prefix = "bookkeeping_" if which == "bookkeeping" else ""
+    key = request.POST.get(f"{prefix}api_key", "")
     run = request.POST.get("simulation", "")
     if not key and run.isdigit():
-        key = getattr(Simulation.objects.owned_by(request.user).filter(pk=run).first(), "api_key", "") or ""
-    report = check_connection(base_url=request.POST.get("base_url", ""), model=request.POST.get("model", "").strip(),
-                              api_key=key)
+        key = getattr(Simulation.objects.owned_by(request.user).filter(pk=run).first(), f"{prefix}api_key", "") or ""
+    report = check_connection(base_url=request.POST.get(f"{prefix}base_url", ""),
+                              model=request.POST.get(f"{prefix}model", "").strip(), api_key=key)
     template = "chronicle/simulation/_connection.html" if request.htmx else "chronicle/simulation/connection_page.html"
-    return TemplateResponse(request, template, {"report": report})
+    return TemplateResponse(request, template, {"report": report, "which": which})
 
 
 @login_required

@@ -22,3 +22,12 @@ def get_provider(simulation) -> Provider:
     if simulation.provider == "replay":
         return ReplayProvider(simulation.script)
     return ScriptedProvider()
+
+
+def get_bookkeeper(simulation) -> Provider:
+    """Who judges each line after it is said: the run's bookkeeping model when it has one, else its own."""
+    if simulation.has_bookkeeping_model:
+        from chronicle.simulation.providers.openai_provider import OpenAIProvider
+
+        return OpenAIProvider.for_bookkeeping(simulation)
+    return get_provider(simulation)

@@ -65,6 +65,15 @@ class OpenAIProvider(Provider):
                    temperature=simulation.temperature, max_tokens=simulation.max_tokens, seed=simulation.seed,
                    key_error=decryption_error(simulation.api_key))
 
+    @classmethod
+    def for_bookkeeping(cls, simulation) -> "OpenAIProvider":
+        """The run's bookkeeping model (Simulation.bookkeeping_model): its own server, model and key,
+        the run's time-out and sampling."""
+        return cls(base_url=simulation.bookkeeping_base_url, api_key=simulation.bookkeeping_api_key,
+                   model=simulation.bookkeeping_model, timeout=simulation.timeout_s or settings.LLM_TIMEOUT,
+                   temperature=simulation.temperature, max_tokens=simulation.max_tokens, seed=simulation.seed,
+                   key_error=decryption_error(simulation.bookkeeping_api_key))
+
     def _create(self, messages: list[dict], tools: list[dict] | None, *, max_tokens: int | None = None,
                 allow_tools: bool = True, temperature: float | None = None):
         if self.key_error:

@@ -17,9 +17,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.functional import cached_property
 
+from chronicle.simulation.run import run_settings
 from chronicle.simulation.run.run_checks import RunSettingsMixin
-from chronicle.simulation.run.run_settings import MAX_TURNS
-from memory.api import CARRY_MODES, DEFAULT_SCORING, DEFAULT_SIMULATION_TOOLS
+from chronicle.simulation.run.run_settings import DEFAULTS, MAX_TIMEOUT_S, MAX_TURNS
+from memory.api import CARRY_MODES
 from core.crypto import EncryptedTextField, decryption_error
 from core.querysets import OwnedQuerySet
 
@@ -28,23 +29,22 @@ REFLECTING_STALE = timedelta(minutes=10)
 __all__ = ["Simulation", "Turn", "Retrieval", "TurnOverride"]
 
 
-MAX_TIMEOUT_S = 600  # the longest a turn waits for one model answer
-
+# The fields' defaults are run_settings.RUN_SETTINGS'; these names stay because migrations call them.
 
 def default_tool_set() -> list[str]:
-    return list(DEFAULT_SIMULATION_TOOLS)
+    return run_settings.default("tool_set")
 
 
 def default_reflection_threshold() -> float:
-    return float(settings.REFLECTION_THRESHOLD)
+    return run_settings.default("reflection_threshold")
 
 
 def default_consolidation_budget() -> int:
-    return int(settings.CONSOLIDATION_BUDGET)
+    return run_settings.default("consolidation_budget")
 
 
 def default_association_weight() -> float:
-    return float(settings.ASSOCIATION_WEIGHT)
+    return run_settings.default("association_weight")
 
 
 def parse_carry(text: str, *, cast: list[str]) -> dict[str, str]:
@@ -63,6 +63,15 @@ def parse_carry(text: str, *, cast: list[str]) -> dict[str, str]:
     return plan
 
 READING_PACE_S = 2.0  # a dry run's pace when it runs until the writer pauses it
+
+
+def _key_hint(key: str) -> str:
+    """A stored key as pages show it: its ends only."""
+    if decryption_error(key):
+        return "cannot be decrypted: enter it again"
+    if not key:
+        return ""
+    return f"{key[:3]}…{key[-4:]}" if len(key) > 8 else "…"
 
 
 class SimulationQuerySet(OwnedQuerySet):
@@ -121,33 +130,39 @@ class Simulation(RunSettingsMixin, models.Model):
                              related_name="simulations")
 
     max_turns = models.PositiveIntegerField(
-        default=6, validators=[MinValueValidator(1), MaxValueValidator(
+        default=DEFAULTS["max_turns"], validators=[MinValueValidator(1), MaxValueValidator(
             MAX_TURNS, message=f"A run has at most {MAX_TURNS:,} turns; to go on past that, start a sequel.")])
-    speaking_order = models.CharField(max_length=16, choices=SpeakingOrder.choices, default=SpeakingOrder.ROUND_ROBIN)
-    # Pre-populate by default: one call a turn, the cheaper mode at equal reach (docs/simulations.md, "Token figures").
-    retrieval_mode = models.CharField(max_length=16, choices=RetrievalMode.choices, default=RetrievalMode.PREPOPULATE)
-    scoring = models.CharField(max_length=16, default=DEFAULT_SCORING)
-    weights = models.JSONField(default=dict, blank=True)
-    provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.SCRIPTED)
+    speaking_order = models.CharField(max_length=16, choices=SpeakingOrder.choices, default=DEFAULTS["speaking_order"])
+    retrieval_mode = models.CharField(max_length=16, choices=RetrievalMode.choices, default=DEFAULTS["retrieval_mode"])
+    scoring = models.CharField(max_length=16, default=DEFAULTS["scoring"])
+    weights = models.JSONField(default=DEFAULTS["weights"], blank=True)
+    provider = models.CharField(max_length=16, choices=Provider.choices, default=DEFAULTS["provider"])
     base_url = models.URLField(max_length=500, blank=True)
     model = models.CharField(max_length=200, blank=True)
     # Stored (encrypted: core/crypto.py) so workers can call the server; pages only ever show
     # `api_key_hint`, exports and logs never carry it.
     api_key = EncryptedTextField("API key", max_length=500, blank=True)
-    temperature = models.FloatField(default=0.7, validators=[MinValueValidator(0), MaxValueValidator(2)])
-    max_tokens = models.PositiveIntegerField(default=300, validators=[MinValueValidator(16), MaxValueValidator(8000)])
+    # A second, smaller model for the bookkeeping after each line (the judgement, with the reflections
+    # and retellings that ride it), kept like the speakers' model; blank: the run's own model does it.
+    bookkeeping_base_url = models.URLField("Bookkeeping model: base URL", max_length=500, blank=True)
+    bookkeeping_model = models.CharField(
+        "Bookkeeping model", max_length=200, blank=True,
+        help_text="A smaller model for the judgement after each line (importance, feelings, facts, reflections), "
+                  "on its own server. Blank: the run's model judges too.")
+    bookkeeping_api_key = EncryptedTextField("Bookkeeping model: API key", max_length=500, blank=True)
+    temperature = models.FloatField(default=DEFAULTS["temperature"], validators=[MinValueValidator(0), MaxValueValidator(2)])
+    max_tokens = models.PositiveIntegerField(default=DEFAULTS["max_tokens"], validators=[MinValueValidator(16), MaxValueValidator(8000)])
     seed = models.IntegerField(null=True, blank=True)
-    timeout_s = models.FloatField(default=60, validators=[MinValueValidator(1), MaxValueValidator(MAX_TIMEOUT_S)])
-    max_tool_calls = models.PositiveIntegerField(default=6, validators=[MaxValueValidator(20)])
+    timeout_s = models.FloatField(default=DEFAULTS["timeout_s"], validators=[MinValueValidator(1), MaxValueValidator(MAX_TIMEOUT_S)])
+    max_tool_calls = models.PositiveIntegerField(default=DEFAULTS["max_tool_calls"], validators=[MaxValueValidator(20)])
     # Seconds to wait before each line: lets a watcher follow a (fast) dry run as it unfolds.
-    pace_s = models.FloatField(default=0, validators=[MinValueValidator(0), MaxValueValidator(30)])
+    pace_s = models.FloatField(default=DEFAULTS["pace_s"], validators=[MinValueValidator(0), MaxValueValidator(30)])
     # The tools offered to agents (memory.recalling.tools.DEFAULT_SIMULATION_TOOLS unless the writer ticks more).
     tool_set = models.JSONField(default=default_tool_set, blank=True)
     # Query enhancement (seed 000 "Retrieval Enhancements"): each is measured in docs/memory.md.
-    query_context = models.BooleanField("Add the scene and the last line to queries", default=False)
-    # On by default: R@10 on locomo-dev 0.729 → 0.748 together; context injection lowered it (off).
-    query_temporal = models.BooleanField("Boost memories of the turns a query names", default=True)
-    query_synonyms = models.BooleanField("Expand queries with synonyms", default=True)
+    query_context = models.BooleanField("Add the scene and the last line to queries", default=DEFAULTS["query_context"])
+    query_temporal = models.BooleanField("Boost memories of the turns a query names", default=DEFAULTS["query_temporal"])
+    query_synonyms = models.BooleanField("Expand queries with synonyms", default=DEFAULTS["query_synonyms"])
     # Associations (seed 001's associate_memories, a reflection's evidence) followed one hop in the
     # agents' searches: a memory linked to a top result gains this × its score ("association").
     association_weight = models.FloatField(
@@ -157,31 +172,31 @@ class Simulation(RunSettingsMixin, models.Model):
                   "evidence) joins the ranking with this share of that one's score.")
     # Prompt integration (seed 000): ask the agent to consult its memories before deciding, and to
     # say it is unsure when what came back is weak.
-    consult_memories = models.BooleanField("Consult memories before deciding", default=False)
+    consult_memories = models.BooleanField("Consult memories before deciding", default=DEFAULTS["consult_memories"])
     # How the tools are described to a model: exactly as offered (names, real parameters, the budget),
     # or seed 000's minimal prompt with the six tools it names (for writers who study discovery).
     tool_prompt = models.CharField(
-        "How the tools are described", max_length=16, default="exact",
+        "How the tools are described", max_length=16, default=DEFAULTS["tool_prompt"],
         choices=[("exact", "Exactly as offered, with their parameters and the call budget"),
                  ("seed000", "A minimal prompt (six tools only): agents discover who they are")])
-    confidence_gating = models.BooleanField("Say so when memories are weak", default=False)
+    confidence_gating = models.BooleanField("Say so when memories are weak", default=DEFAULTS["confidence_gating"])
     # Memory formation (seeds 000/002/003): how each heard line is scored, and which lines
     # a listener does not keep. The LLM scorer (the default) asks the run's model; the scripted provider
     # has no opinion, so its runs use the offline heuristic.
     # The duplicate filter is off by default: the scripted dry run says near-identical lines, which 0.97
     # drops (a 9-turn dry run kept 18 of 27 copies), changing what every dry run remembers.
     importance_scorer = models.CharField(
-        "Importance scorer", max_length=16, choices=ImportanceScorer.choices, default=ImportanceScorer.LLM,
+        "Importance scorer", max_length=16, choices=ImportanceScorer.choices, default=DEFAULTS["importance_scorer"],
         help_text="The model is asked once per listener per line, before the line is stored (at most 10 s a "
                   "line; past that, and when an answer has no number, the heuristic scores it).")
     capture_importance_floor = models.FloatField(
-        "Forget lines below this importance", default=0, validators=[MinValueValidator(0), MaxValueValidator(10)],
+        "Forget lines below this importance", default=DEFAULTS["capture_importance_floor"], validators=[MinValueValidator(0), MaxValueValidator(10)],
         help_text="0–10; 0 keeps every line.")
     capture_duplicate_threshold = models.FloatField(
-        "Near-duplicate threshold (cosine)", default=1.0, validators=[MinValueValidator(0.5), MaxValueValidator(1)],
+        "Near-duplicate threshold (cosine)", default=DEFAULTS["capture_duplicate_threshold"], validators=[MinValueValidator(0.5), MaxValueValidator(1)],
         help_text="A line this similar (0.5–1) to one the listener heard in its last 50 turns is not kept again; 1: off. Try 0.97.")
     capture_only_concerning = models.BooleanField(
-        "Remember only what concerns me", default=False,
+        "Remember only what concerns me", default=DEFAULTS["capture_only_concerning"],
         help_text="Listeners keep a line only if it is near their goals or identity; speakers keep their own lines.")
     # Reflection (seed 003): an agent reflects when the importance of its memories since its last
     # reflection reaches this (WONDA_REFLECTION_THRESHOLD sets the default for new runs).
@@ -206,7 +221,7 @@ class Simulation(RunSettingsMixin, models.Model):
     # hours later" moves time on, and memories age by the time that passed (memory's decay and
     # recency), not only by turns. 0: no clock.
     minutes_per_turn = models.FloatField(
-        "Minutes per turn (clock)", default=0, validators=[MinValueValidator(0), MaxValueValidator(24 * 60)],
+        "Minutes per turn (clock)", default=DEFAULTS["minutes_per_turn"], validators=[MinValueValidator(0), MaxValueValidator(24 * 60)],
         help_text="Simulated minutes one line takes; 0: no clock, memories age by turns. With a clock, a stage "
                   "direction like “9: Three hours later” ages every memory by those hours’ worth of turns.")
     # The story calendar (chronicle.simulation.story.calendar): when the story starts. Time then moves by the
@@ -245,14 +260,14 @@ class Simulation(RunSettingsMixin, models.Model):
     greeting_by = models.CharField("Opening greeting by", max_length=100, blank=True)
     # The replay provider's lines, one per turn (chronicle.simulation.run.replay): who speaks, the model's
     # replies (tool calls, then the line). Blank for every other provider.
-    script = models.JSONField(default=list, blank=True)
+    script = models.JSONField(default=DEFAULTS["script"], blank=True)
     # Stop after this turn (paused, with the reason said): a writer running a scene up to a point,
     # evaluate_agents asking its probes there. Blank: run to the end.
     pause_after = models.PositiveIntegerField("Pause after turn", null=True, blank=True)
     # The characters the writer plays (chronicle.simulation.control.seats): at their turns the run waits for
     # the writer's line instead of calling a model.
     seats = models.JSONField(
-        "Played by you", default=list, blank=True,
+        "Played by you", default=DEFAULTS["seats"], blank=True,
         help_text="Characters whose lines you write yourself: at their turns the run waits for you, showing what "
                   "they would remember. You can leave a seat at any time and the agent takes over.")
     # Set when the model refused tool calling: later turns go straight to pre-populated memories.
@@ -353,11 +368,16 @@ class Simulation(RunSettingsMixin, models.Model):
 
     @property
     def api_key_hint(self) -> str:
-        if decryption_error(self.api_key):
-            return "cannot be decrypted: enter it again"
-        if not self.api_key:
-            return ""
-        return f"{self.api_key[:3]}…{self.api_key[-4:]}" if len(self.api_key) > 8 else "…"
+        return _key_hint(self.api_key)
+
+    @property
+    def has_bookkeeping_model(self) -> bool:
+        """The judgement after each line goes to a model of its own (a model run with one named)."""
+        return self.provider == self.Provider.OPENAI and bool(self.bookkeeping_model and self.bookkeeping_base_url)
+
+    @property
+    def bookkeeping_api_key_hint(self) -> str:
+        return _key_hint(self.bookkeeping_api_key)
 
     @property
     def cast_names(self) -> list[str]:

@@ -21,11 +21,21 @@ class RunSettingsMixin:
 
     def clean(self):
         # Settings also arrive from files (simulation import, run_simulation): checked here, not only in the form.
-        errors = {**self._tool_set_errors(), **self._script_errors(), **self._seat_errors(), **self._cast_text_errors()}
+        # The one check of a run's settings: the new-run form, a paused run's model form, a file's import
+        # and run_simulation all show these messages.
+        errors = {**self._server_errors(), **self._tool_set_errors(), **self._script_errors(), **self._seat_errors(),
+                  **self._cast_text_errors()}
         if self.sequel_of_id and self.sequel_of.owner_id != self.owner_id:
             errors["sequel_of"] = "A sequel continues one of your own runs."
         if errors:
             raise ValidationError(errors)
+
+    def _server_errors(self) -> dict:
+        if self.provider == self.Provider.OPENAI and not (self.base_url and self.model):
+            return {"base_url": run_settings.NEEDS_SERVER}
+        if bool(self.bookkeeping_base_url) != bool(self.bookkeeping_model):
+            return {"bookkeeping_model": run_settings.NEEDS_BOOKKEEPING_SERVER}
+        return {}
 
     def _tool_set_errors(self) -> dict:
         tools = self.tool_set

@@ -133,6 +133,7 @@ class TokenSummary:
     tool_count: int = 0
     side_tokens: int = 0  # the calls besides the speakers': each line's judgement, retellings, day summaries, reflections
     side_calls: int = 0
+    bookkeeping_model: str = ""  # the model those side calls went to, when not the speakers' (Simulation.bookkeeping_model)
 
     @property
     def every_call_tokens(self) -> int:
@@ -184,7 +185,9 @@ class TokenSummary:
             words.append(f"Besides the speakers, {self.side_calls} call{'s' if self.side_calls != 1 else ''} kept the "
                          f"memory up to date (judging each line for those who heard it, reflections, day summaries): "
                          f"{self.side_tokens:,} tokens, {round(100 * self.side_tokens / self.every_call_tokens)}% of all "
-                         "sent. They are counted in the saving.")
+                         "sent. They are counted in the saving."
+                         + (f" They went to the bookkeeping model, {self.bookkeeping_model}, not the speakers' model."
+                            if self.bookkeeping_model else ""))
         if self.full_definition_tokens:
             per_turn = self.full_definition_tokens // self.turns
             words.append(f"The baseline, one call a turn with the speaker's whole definition, the scene and the others, "

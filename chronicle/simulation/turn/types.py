@@ -10,7 +10,8 @@ from functools import cached_property
 
 from chronicle.simulation.prompting.prompts import RECENT_CHARS, gist, window
 from chronicle.simulation.providers import ChatResult, TurnHints
-from memory.api import CharacterSheet, DEFAULT_SCORING, DEFAULT_SIMULATION_TOOLS, ScenarioSheet
+from chronicle.simulation.run.run_settings import turn_default
+from memory.api import CharacterSheet, ScenarioSheet
 from memory.models import Memory
 
 
@@ -62,6 +63,11 @@ class TurnOutcome:
         self.estimated = self.estimated or result.estimated
 
 
+def _run_default(attribute: str):
+    """The run's default for a setting the turn takes (run_settings.RUN_SETTINGS), read when a turn is made."""
+    return field(default_factory=lambda: turn_default(attribute))
+
+
 @dataclass
 class TurnInput:
     bank: object
@@ -73,9 +79,10 @@ class TurnInput:
     mode: str  # tools | prepopulate | both
     # The stage directions the agent witnessed, this turn's included: (turn number, the writer's words).
     stage: list[tuple[int, str]] = field(default_factory=list)
-    scoring: str = DEFAULT_SCORING
-    weights: dict | None = None
-    max_tool_calls: int = 6
+    # The run's settings (run_settings.turn_values), their defaults the run's.
+    scoring: str = _run_default("scoring")
+    weights: dict | None = _run_default("weights")
+    max_tool_calls: int = _run_default("max_tool_calls")
     # The writer's overrides for this turn: memory ids kept out of the agent's context,
     # memories put into it (snapshot dicts: memory_id, content, turn, ...), a line written by hand.
     excluded: frozenset[int] = frozenset()
@@ -84,18 +91,18 @@ class TurnInput:
     greeting: str = ""  # the card's first message, said as this turn's line (Simulation.greeting_by)
     present: list[str] | None = None  # who is in the room (stage directions); None: the whole cast
     clock: list[float] | None = None  # the scenario clock's skips (Simulation.clock); None: age in turns
-    associations: float = 0.0  # links followed one hop in searches (Simulation.association_weight)
+    associations: float = _run_default("associations")  # links followed one hop in searches (Simulation.association_weight)
     distortions: list = field(default_factory=list)  # the run's distortion filters (memory.forming.distortion)
     # The simulation's options: tools offered, query enhancement, prompt integration.
-    tool_set: list[str] = field(default_factory=lambda: list(DEFAULT_SIMULATION_TOOLS))
-    query_context: bool = False
-    query_temporal: bool = False
-    query_synonyms: bool = False
-    consult_memories: bool = False
-    confidence_gating: bool = False
-    minutes_per_turn: float = 0.0  # the scenario clock (Simulation.minutes_per_turn): the header's time
+    tool_set: list[str] = _run_default("tool_set")
+    query_context: bool = _run_default("query_context")
+    query_temporal: bool = _run_default("query_temporal")
+    query_synonyms: bool = _run_default("query_synonyms")
+    consult_memories: bool = _run_default("consult_memories")
+    confidence_gating: bool = _run_default("confidence_gating")
+    minutes_per_turn: float = _run_default("minutes_per_turn")  # the scenario clock: the header's time
     story_time: datetime | None = None  # the story calendar's date and time at this turn (None: no date)
-    tool_prompt: str = "exact"  # "exact": the tools as offered, with the budget; "seed000": seed 000's prompt
+    tool_prompt: str = _run_default("tool_prompt")  # "exact": the tools as offered, with the budget; "seed000": seed 000's prompt
     # What came back to the agent before its earlier turns, as sent: {turn number: {"text", "ids"}}.
     notes: dict[int, dict] = field(default_factory=dict)
 

@@ -16,6 +16,12 @@ from tests.chronicle.simulation.conftest import wait_for, wait_status
 from tests.factories import start
 
 
+def runs_queued_nowhere(send):
+    """core.queueing.send that queues no run's task (a worker another test left running would
+    otherwise claim the turn first); memory's work is queued as usual."""
+    return lambda name, *args, **kwargs: send(name, *args, **kwargs) if name.startswith("memory.") else None
+
+
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_a_run_left_standing_is_taken_up_again_by_the_recovery_timer(user, dinner, start_worker):
@@ -35,11 +41,11 @@ def test_a_run_left_standing_is_taken_up_again_by_the_recovery_timer(user, dinne
 
 @pytest.mark.django_db(transaction=True)
 def test_a_turn_that_loses_the_database_waits_for_it_instead_of_pausing_the_run(user, dinner, monkeypatch):
-    from chronicle import queueing
+    from core import queueing
     from chronicle.simulation.control import tasks
 
     # Nothing queued: a worker another test left running would otherwise claim turn 0 first.
-    monkeypatch.setattr(queueing, "send", lambda *args: None)
+    monkeypatch.setattr(queueing, "send", runs_queued_nowhere(queueing.send))
     simulation = start(user, dinner, max_turns=2, provider="scripted")
 
     def gone(*args, **kwargs):
@@ -61,10 +67,10 @@ def test_a_turn_retried_after_an_outage_takes_its_own_turn_back_at_once(user, di
     waiting out the 30 s a dead worker's turn is given."""
     import psycopg
 
-    from chronicle import queueing
+    from core import queueing
     from chronicle.simulation.control import tasks
 
-    monkeypatch.setattr(queueing, "send", lambda *args: None)  # as above: no other worker takes turn 0
+    monkeypatch.setattr(queueing, "send", runs_queued_nowhere(queueing.send))  # as above: no other worker takes turn 0
     simulation = start(user, dinner, max_turns=2, provider="scripted")
     retried = []
     with monkeypatch.context() as patch:
@@ -90,10 +96,10 @@ def test_a_turn_whose_process_has_ended_is_taken_over_at_once(user, dinner, monk
     import subprocess
     import sys
 
-    from chronicle import queueing
+    from core import queueing
     from chronicle.simulation.control import turns
 
-    monkeypatch.setattr(queueing, "send", lambda *args: None)
+    monkeypatch.setattr(queueing, "send", runs_queued_nowhere(queueing.send))
     simulation = start(user, dinner, max_turns=2, provider="scripted")
     claim = turns.turn_claim(simulation_id=simulation.pk, index=0, agent="Alex", worker=f"w@{socket.gethostname()}",
                              task_id="first-attempt")

@@ -242,7 +242,9 @@ def workers_idle() -> bool:
 
 def test_consolidation_is_queued_past_the_runs_own_budget_and_never_at_zero(user, monkeypatch):
     queued = []
-    monkeypatch.setattr(tasks.consolidate_bank_task, "delay", lambda *args: queued.append(args))
+    from memory.tasks import consolidate_bank_task  # what bank_consolidate_request queues
+
+    monkeypatch.setattr(consolidate_bank_task, "delay", lambda *args: queued.append(args))
     simulation = run(user, consolidation_budget=4)
     for turn in range(1, 5):
         live(simulation, turn)

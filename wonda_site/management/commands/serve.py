@@ -19,7 +19,7 @@ from chronicle.simulation.providers.connection import local_servers
 from core import embedded
 from core.pool import pool_status
 from wonda_site.supervisor import Child, Server, Supervisor, http_answers
-from wonda_site.workers import WORKER_ENV
+from core.workers import WORKER_ENV
 
 
 def _probe_url(addr: str) -> str:

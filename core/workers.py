@@ -15,11 +15,22 @@ import time
 from pathlib import Path
 
 import psutil
+from celery import current_app
 from django.conf import settings
 from django.db import connection
 
-from wonda_site.celery import app
 from core.pool import pool_status
+
+
+def ping_workers(timeout: float = 1.0) -> set[str]:
+    """The node names of the workers that answer a ping. The Celery app is the project's (the site
+    makes it current when Django starts), so nothing here imports the site."""
+    return {name for reply in current_app.control.ping(timeout=timeout) or [] for name in reply}
+
+
+def active_tasks(names: list[str], timeout: float = 1.0) -> dict:
+    """What these workers are running now, by node name (Celery's inspect().active())."""
+    return current_app.control.inspect(names, timeout=timeout).active() or {}
 
 
 # A worker shows no pages, so it never needs DEBUG, which would keep and format every SQL statement
@@ -58,7 +69,7 @@ class WorkerProcess:
                 if status["ok"] and status["per_worker"].get(self.name):
                     return
                 time.sleep(0.3)
-            elif any(self.name in node for reply in app.control.ping(timeout=0.5) or [] for node in reply):
+            elif self.name in ping_workers(timeout=0.5):
                 return
         raise RuntimeError(f"the worker did not come up in {timeout:g}s; its log ({self.log_path}):\n{self._log_tail()}")
 
