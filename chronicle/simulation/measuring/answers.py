@@ -133,9 +133,12 @@ def gold_of(probe: Probe) -> str:
 def put(simulation, probe: Probe, provider) -> Graded:
     """The probe as a line in the scene after its turn, and the agent's reply, graded by its words."""
     base = turn_input(turn=Turn(simulation=simulation, index=probe.after_turn, agent=probe.agent))
+    # The reply is the turn after the question's: who is in the room and what it saw are as then.
+    after = turn_input(turn=Turn(simulation=simulation, index=probe.after_turn + 1, agent=probe.agent))
     question = spoken_to(probe.question)
-    asker = asker_for(base.agent, base.others, base.transcript, question)
-    turn = dataclasses.replace(base, index=base.index + 1, line="", greeting="",
+    asker = asker_for(base.agent, after.others, base.transcript, question)
+    turn = dataclasses.replace(base, index=after.index, line="", greeting="", present=after.present, stage=after.stage,
+                               story_time=after.story_time,
                                transcript=[*base.transcript, (base.number, asker, question)])
     gold = gold_of(probe)
     try:

@@ -21,6 +21,10 @@ LOOKED_UP = "What you looked up"  # a note's section: what the agent's tools fou
 NOTE_OPENING = "Before your turn "  # how a note opens (the scripted agent finds this turn's by it)
 # Sent on the agent's first turn only, after what is kept (the rest of its sheet): not kept after it.
 ONCE_SECTION = "All about you"
+# Older lines the last one calls to mind: sent with this call alone, not kept in the conversation
+# (they bear on this turn; kept, each would be paid for on every call until the window moved).
+BROUGHT_BACK = "What this brings back"
+THIS_CALL_SECTIONS = (BROUGHT_BACK,)
 
 # Seed 000, "Minimal System Prompt": the agent learns who it is by calling tools, not from here.
 MINIMAL_PROMPT = """You are an agent in a simulation. You have access to memory tools:
@@ -166,13 +170,14 @@ class Message:
 
 
 def conversation(agent: str, transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = (), *,
-                 notes: dict[int, str] | None = None, note: str = "", once: str = "",
+                 notes: dict[int, str] | None = None, note: str = "", once: str = "", brought: str = "",
                  pinned: str = "", now: str = "", short_ask: bool = False) -> list[Message]:
     """The turn's two user messages. The first grows from one turn of the agent to its next and is
     never rewritten: the transcript window, with the memories that came back to the agent before
     each of its turns where they were (`notes`, by turn number, as sent), this turn's (`note`) last.
-    The second is this call's alone: the rest of the sheet on a first turn (`once`), what the writer
-    pinned, who is here and the time (`now`), and the ask (`short_ask`: the system message says how)."""
+    The second is this call's alone: the rest of the sheet on a first turn (`once`), the older lines
+    the last one brings back (`brought`), what the writer pinned, who is here and the time (`now`), and
+    the ask (`short_ask`: the system message says how)."""
     notes = notes or {}
     kept = Message()
     kept.add("Transcript window", "transcript", "Conversation so far:")
@@ -189,6 +194,7 @@ def conversation(agent: str, transcript: list[tuple[int, str, str]], stage: list
         now = "\n".join(x for x in [now, "Nobody has spoken yet."] if x)
     last = Message()
     last.add(f"Pre-populated memories ({ONCE_SECTION.lower()})", "prepopulated", once)
+    last.add(f"Pre-populated memories ({BROUGHT_BACK.lower()})", "prepopulated", brought)
     last.add("Pinned memories", "pinned", pinned)
     last.add("Now, and the ask", "header", now)
     last.add("Now, and the ask", "header", f"It is your turn ({agent})." if short_ask else ASK.format(agent=agent))
@@ -259,7 +265,8 @@ def section_text(section: Section) -> str:
 def note_text(sections: list[Section], number: int) -> str:
     """The memories that come back before the agent's turn `number` (all but the stable sections and
     the first turn's whole sheet), kept in the conversation from then on."""
-    body = [section_text(s) for s in sections if s.lines and s.title not in (*STABLE_SECTIONS, ONCE_SECTION)]
+    body = [section_text(s) for s in sections
+            if s.lines and s.title not in (*STABLE_SECTIONS, ONCE_SECTION, *THIS_CALL_SECTIONS)]
     return f"{NOTE_OPENING}{number}, you recall:\n" + "\n".join(body) if body else ""
 
 

@@ -8,7 +8,9 @@ import time
 
 from chronicle.simulation.prompting.context import count_tokens
 from chronicle.simulation.story.stage import skipped_minutes
-from chronicle.simulation.prompting.prompts import CONFIDENCE_FLOOR, RECENT_CHARS, Section, gist, header, now_line, window
+from chronicle.simulation.prompting.prompts import (
+    BROUGHT_BACK, CONFIDENCE_FLOOR, RECENT_CHARS, Section, gist, header, now_line, window,
+)
 from chronicle.simulation.turn.types import TurnInput, TurnOutcome, still_as_shown
 from memory.models import Memory
 from memory.api import (
@@ -133,7 +135,6 @@ HEADER_SCENE = ("location", "time")
 SECTION_BUDGETS = {"More about you": 200, "What you know": 120, "What this brings back": 120, "Earlier days": 150,
                    "Recent events": 150}
 RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the agent's transcript begins
-BROUGHT_BACK = "What this brings back"  # older lines the last one calls to mind, when they match it well
 
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
 PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMORY_KINDS if k != "episodic")]

@@ -15,7 +15,7 @@ from django.conf import settings
 
 from chronicle.simulation.prompting.context import MESSAGE_OVERHEAD, REPLY_PRIMING, CallRecorder, count_tokens, join_parts
 from chronicle.simulation.prompting.prompts import (
-    ONCE_SECTION, STABLE_SECTIONS, conversation, full_definition_text, note_text, section_text, system_parts,
+    ONCE_SECTION, STABLE_SECTIONS, THIS_CALL_SECTIONS, conversation, full_definition_text, note_text, section_text, system_parts,
     user_message, window,
 )
 from chronicle.simulation.turn.briefing import (
@@ -85,10 +85,11 @@ def _briefed(turn: TurnInput, outcome: TurnOutcome, mode: str,
                          now=identity_header(turn), minimal=minimal)
     system, spans = join_parts(parts)
     note = note_text(sections, turn.number)
-    kept = [s for s in sections if s.title not in (*STABLE_SECTIONS, ONCE_SECTION)]
+    kept = [s for s in sections if s.title not in (*STABLE_SECTIONS, ONCE_SECTION, *THIS_CALL_SECTIONS)]
     once = "\n\n".join(section_text(s) for s in sections if s.title == ONCE_SECTION and s.lines)
+    brought = "\n\n".join(section_text(s) for s in sections if s.title in THIS_CALL_SECTIONS and s.lines)
     sent = conversation(turn.agent, turn.transcript, turn.stage, notes=notes_without_excluded(turn),
-                        note=note, once=once, pinned=pinned_note(turn, outcome), now="" if minimal else now_text(turn),
+                        note=note, once=once, brought=brought, pinned=pinned_note(turn, outcome), now="" if minimal else now_text(turn),
                         short_ask=not minimal)
     outcome.messages = [{"role": "system", "content": system}, *(m.as_dict() for m in sent)]
     recorder = CallRecorder(system_spans=spans, tools=tools, user_spans=[m.joined()[1] for m in sent])

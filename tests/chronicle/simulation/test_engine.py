@@ -157,13 +157,13 @@ def test_a_paced_line_waits_after_its_memories_are_fetched_and_before_the_model_
 @pytest.mark.django_db
 def test_a_line_long_gone_from_the_window_comes_back_when_the_talk_returns_to_it(user, dinner, monkeypatch):
     """Pre-populated: asked about a line said far before its window (and before its recent events),
-    the agent is handed that line; a line that calls nothing to mind brings nothing back."""
+    the agent is handed that line with that call; a line that calls nothing to mind brings nothing back."""
     from chronicle.simulation.prompting import prompts
     from tests.factories import say
 
-    monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 2)
+    monkeypatch.setattr(prompts, "TRANSCRIPT_LINES", 4)
     monkeypatch.setattr(prompts, "WINDOW_STEP", 1)
-    simulation = start(user, dinner, retrieval_mode="prepopulate", max_turns=16)
+    simulation = start(user, dinner, retrieval_mode="prepopulate", max_turns=18)
     say(simulation, 0, "Sam", "I paid the deposit for the boat hire this morning: two hundred and ten pounds, to Maggie at the quay.")
     small_talk = ["Is there more bread?", "The wine is lovely.", "Did anyone see the match?", "My feet are cold.",
                   "Who wants tea?", "That lamp flickers.", "The cat is on the table again.", "Pass the salt, please.",
@@ -172,12 +172,16 @@ def test_a_line_long_gone_from_the_window_comes_back_when_the_talk_returns_to_it
         say(simulation, index, ["Alex", "Jordan", "Sam"][index % 3], line)
     say(simulation, 12, "Alex", "Jordan, how much was the deposit for the boat hire, and who did Sam pay it to?")
     run(simulation, 13)
-    sent = sent_text(simulation.turns.get(index=13))
-    assert "## What this brings back" in sent
-    brought = sent.split("## What this brings back", 1)[1].split("##", 1)[0]
+    asked = simulation.turns.get(index=13)
+    brought = sent_text(asked).split("## What this brings back", 1)[1].split("##", 1)[0]
     assert "two hundred and ten pounds" in brought and "(turn 1)" in brought
-    # The next turn's last line is small talk: nothing old matches it well, so nothing is brought back.
+    # Sent with that call alone, after the conversation: Jordan's next turns do not carry it on.
+    users = [m["content"] for m in asked.prompt_messages if m["role"] == "user"]
+    assert "What this brings back" in users[-1] and "What this brings back" not in users[0]
     say(simulation, 14, "Sam", "Back in a minute, I left something in the car.")
-    run(simulation, 15)
-    later = simulation.turns.get(index=15)
-    assert "## What this brings back" not in sent_text(later).split("Before your turn 16", 1)[-1]
+    say(simulation, 15, "Alex", "Mind the step on your way out.")
+    run(simulation, 16)
+    later = simulation.turns.get(index=16)
+    assert "Before your turn 14" in later.prompt_messages[1]["content"]  # Jordan's note of that turn, kept
+    # Small talk calls nothing old to mind well enough: nothing is brought back, and nothing was kept.
+    assert "What this brings back" not in sent_text(later)
