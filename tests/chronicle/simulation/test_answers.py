@@ -80,3 +80,26 @@ def test_each_probe_is_answered_in_the_scene_and_graded(django_db_setup, django_
 def test_judge_needs_a_model():
     with pytest.raises(CommandError, match="--judge grades with a model"):
         call_command("evaluate_agents", str(FILE), "--answer", "scripted", "--judge")
+
+
+RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "recorded" / "harbour_winter_answers_model.json"
+
+
+def test_a_models_recorded_answers_grade_as_they_did_and_show_what_the_briefing_gained():
+    """A capable model's replies to the long scene's 53 probes, before and after older lines were
+    brought back: graded again by today's rule, each run's accuracy is what was recorded."""
+    from chronicle.simulation.measuring.answers import WORDS_NEEDED, gold_of
+    from chronicle.simulation.measuring.probes import parse
+
+    recording = json.loads(RECORDED.read_text())
+    scene = json.loads((Path(__file__).resolve().parents[3] / recording["file"]).read_text())
+    found = {p.number: p for p in parse(scene["probes"], cast=[c["name"] for c in scene["characters"]],
+                                         turns=len(scene["script"]))}
+    accuracy = {}
+    for run in recording["runs"]:
+        right = [max(word_share(r["reply"], g) for g in (gold_of(found[r["probe"]]), *found[r["probe"]].expected))
+                 >= WORDS_NEEDED for r in run["replies"] if found[r["probe"]].question == r["question"]]
+        assert len(right) == 53
+        accuracy[run["name"]] = round(sum(right) / len(right), 4)
+        assert accuracy[run["name"]] == run["accuracy_by_words"]
+    assert accuracy["brought_back"] - accuracy["before"] >= 0.25
