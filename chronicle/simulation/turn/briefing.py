@@ -7,6 +7,7 @@ import re
 import time
 
 from chronicle.simulation.prompting.context import count_tokens
+from chronicle.simulation.story.accused import ACCUSATION
 from chronicle.simulation.story.stage import skipped_minutes
 from chronicle.simulation.prompting.prompts import CONFIDENCE_FLOOR, RECENT_CHARS, Section, gist, header, now_line, window
 from chronicle.simulation.turn.types import TurnInput, TurnOutcome, still_as_shown
@@ -195,6 +196,10 @@ def _told(turn: TurnInput, snapshots: list[dict]) -> Section:
     return section
 
 
+# Its own heading, so that a claim about the agent never reads as something it believes of itself.
+SAID_OF_YOU = "What others say of you (answer it from who you are)"
+
+
 def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]) -> list[tuple]:
     """(section title, query, filter, k) in the order the sections are sent. Every section takes the
     agent's own memories and the shared ones (the writer's "for everyone")."""
@@ -220,6 +225,11 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]
     queries.append(("What you believe", "what do I believe?",
                     MemoryFilter(agent=turn.agent, kinds=["semantic"], categories=["belief"],
                                  max_turn=turn.index or None), 3))
+    # What others say of the agent (a claim about it, heard to its face): not a belief, an accusation
+    # it answers from who it is, in the second person (chronicle.simulation.story.accused).
+    queries.append((SAID_OF_YOU, "what do they say about me?",
+                    MemoryFilter(agent=turn.agent, kinds=["semantic"], categories=[ACCUSATION],
+                                 max_turn=turn.index or None), 2))
     # What the agent (or everyone) learned or was given: card lore, the writer's memories, insights,
     # and what it knows of people outside the cast.
     queries.append(("What you know", situation,
