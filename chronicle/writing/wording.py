@@ -68,6 +68,7 @@ MEMORY_KIND_LABELS = {
 # Where the category says it better than the kind (a belief is a fact held on someone's word).
 CATEGORY_LABELS = {
     ("semantic", "belief"): "belief", ("semantic", "lore"): "lore", ("semantic", "learned"): "fact learned",
+    ("semantic", "accusation"): "said of them",
     ("observation", "stage"): "stage direction", ("scene", "context"): "scene · situation",
 }
 # Categories that only restate their kind.

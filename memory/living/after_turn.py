@@ -111,9 +111,10 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
                secrets: list[str] | None = None, before: Sequence[str] = (),
                took: dict[str, str] | None = None, holders: dict[str, list[str]] | None = None,
-               keeping: dict[str, list[str]] | None = None) -> str:
+               keeping: dict[str, list[str]] | None = None, numbers: dict[str, int] | None = None) -> str:
     """took: how a listener with a formation filter took the line (its own copy), to be judged by;
-    holders: who holds each claim; keeping: each listener's own secrets;
+    holders: who holds each claim; numbers: each claim's number in the run (else 1, 2… as listed);
+    keeping: each listener's own secrets;
     before: what the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"),
     so a reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
@@ -130,10 +131,11 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
     asked = ""
     if claims:
         held = holders or {}
+        numbered = claim_numbering(claims, numbers)
         asked = CLAIMS.format(claims="\n".join(
             f"{i}. {_sentences(c, 300)}" + (f" (held by {', '.join(held[c])})" if held.get(c) else "")
-            for i, c in enumerate(claims, start=1)))
-        shape += CLAIMS_SHAPE
+            for i, c in numbered.items()))
+        shape += CLAIMS_SHAPE.replace('"1"', f'"{next(iter(numbered))}"')
     kept = ""
     if secrets:
         kept = SECRETS.format(speaker=speaker, secrets="\n".join(f"{i}. {_sentences(text, 300)}"
@@ -160,27 +162,40 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
                          reflections=reflections, claims=asked, secrets=kept, shape=shape)
 
 
+def claim_numbering(claims: list[str], numbers: dict[str, int] | None) -> dict[int, str]:
+    """Each claim by its number: the run's (numbers), so a claim keeps it from one request to the
+    next; a claim without one after the highest, in order."""
+    numbered: dict[int, str] = {}
+    for claim in claims:
+        number = (numbers or {}).get(claim)
+        if number is None or number in numbered:
+            number = max([*numbered, *(numbers or {}).values(), 0]) + 1
+        numbered[number] = claim
+    return dict(sorted(numbered.items()))
+
+
 def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None,
                claims: list[str] | None = None, secrets: list[str] | None = None, before: Sequence[str] = (),
                took: dict[str, str] | None = None, holders: dict[str, list[str]] | None = None,
-               keeping: dict[str, list[str]] | None = None) -> AfterTurn:
+               keeping: dict[str, list[str]] | None = None, numbers: dict[str, int] | None = None) -> AfterTurn:
     """One call for every listener in `profiles` (name → identity and goals), and the reflections of
     those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
     judge it, and the reflections wait."""
     try:
         answer = str(ask(prompt_for(speaker=speaker, content=content, turn=turn, profiles=profiles,
                                     reflect=reflect, claims=claims, secrets=secrets, before=before, took=took,
-                                    holders=holders, keeping=keeping)) or "")
+                                    holders=holders, keeping=keeping, numbers=numbers)) or "")
     except Exception as exc:  # the line must not be lost to a failed judgement
         return AfterTurn(error=f"the model could not be asked: {exc}"[:300])
     return parse(answer, names=list(profiles), speaker=speaker,
                  statements={agent: len(lines) for agent, lines in (reflect or {}).items()}, claims=claims,
-                 secrets=secrets)
+                 secrets=secrets, numbers=numbers)
 
 
 def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, int] | None = None,
-          claims: list[str] | None = None, secrets: list[str] | None = None) -> AfterTurn:
+          claims: list[str] | None = None, secrets: list[str] | None = None,
+          numbers: dict[str, int] | None = None) -> AfterTurn:
     """The model's JSON, checked name by name: numbers clamped, unknown names ignored. statements:
     how many statements each agent due to reflect was given (an insight must cite one of them);
     claims: the claims asked about, by number (an unknown stance is left to the rule); secrets: the
@@ -190,10 +205,11 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
     if isinstance(data, dict) and isinstance(data.get("reflections"), dict) and statements:
         result.insights = _insights(data["reflections"], statements)
     if isinstance(data, dict) and isinstance(data.get("stances"), dict) and claims:
+        numbered = claim_numbering(claims, numbers)
         for number, said in data["stances"].items():
             said = str(said).strip().lower()
-            if str(number).strip().isdigit() and 1 <= int(str(number).strip()) <= len(claims) and said in STANCES:
-                result.stances[claims[int(str(number).strip()) - 1]] = said
+            if str(number).strip().isdigit() and int(str(number).strip()) in numbered and said in STANCES:
+                result.stances[numbered[int(str(number).strip())]] = said
     if isinstance(data, dict) and isinstance(data.get("revealed"), list) and secrets:
         numbers = [int(n) for n in data["revealed"]
                    if (isinstance(n, (int, float)) and not isinstance(n, bool)) or (isinstance(n, str) and n.strip().isdigit())]

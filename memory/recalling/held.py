@@ -39,11 +39,21 @@ def claim_holders(bank_id: int, agents: list[str]) -> dict[str, list[str]]:
         return holders
 
 
+def claim_numbers(bank_id: int) -> dict[str, int]:
+    """Each claim in the bank → its number in the run (the writer's line that planted it): the same
+    in every judgement's request, whoever hears the line."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT metadata -> 'belief' ->> 'claim', (metadata -> 'belief' ->> 'id')::int {_BELIEFS} "
+                       "AND metadata -> 'belief' ->> 'id' ~ '^[0-9]+$'", [bank_id])
+        return {claim: number for claim, number in cursor.fetchall() if claim}
+
+
 def judged_with(bank_id: int, speaker: str, listeners: list[str], claims: bool) -> dict:
-    """What the judgement of a line is told besides the line: who holds each claim (when claims are
-    asked about) and the listeners' own secrets (judge_line's holders and keeping)."""
+    """What the judgement of a line is told besides the line: who holds each claim and its number in
+    the run (when claims are asked about), and the listeners' own secrets (judge_line's holders,
+    numbers and keeping)."""
     holders = claim_holders(bank_id, list(dict.fromkeys([speaker, *listeners]))) if claims else {}
-    return {"holders": holders,
+    return {"holders": holders, "numbers": claim_numbers(bank_id) if claims else {},
             "keeping": {name: [s.words for s in held_secrets(bank_id, name)] for name in listeners if name != speaker}}
 
 

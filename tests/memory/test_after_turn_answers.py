@@ -102,3 +102,21 @@ def test_the_judgement_is_told_who_holds_each_claim_and_what_each_listener_keeps
     assert "The speaker's own" not in prompt  # the speaker's secrets are asked about apart ("revealed")
     assert "said it: give" not in prompt  # the speaker is no listener here: nothing asked of it
     assert '{"listeners": {"Maeve": {' in prompt
+
+
+def test_a_claim_keeps_its_number_from_one_judgement_to_the_next_whoever_hears_the_line():
+    """Numbered by the run (the writer's line that planted it), not by who hears the line: the second
+    claim is 2 whether the first is asked about or not, and the answer is read by that number."""
+    from memory.living.after_turn import parse, prompt_for
+
+    numbers = {"The engine is fine.": 1, "The captain signed it unread.": 2}
+    both = prompt_for(speaker="Ruairi", content="Ruairi said: Hello.", turn=3, profiles={"Maeve": ""},
+                      claims=list(numbers), numbers=numbers)
+    one = prompt_for(speaker="Ruairi", content="Ruairi said: Hello.", turn=4, profiles={"Tom": ""},
+                     claims=["The captain signed it unread."], numbers=numbers)
+    assert "1. The engine is fine.\n2. The captain signed it unread." in both
+    assert "\n2. The captain signed it unread." in one and "1. The captain" not in one
+    assert '"stances": {"2": "none"}' in one
+    judged = parse('{"listeners": {"Tom": {"importance": 3}}, "stances": {"2": "denies", "1": "asserts"}}',
+                   names=["Tom"], speaker="Ruairi", claims=["The captain signed it unread."], numbers=numbers)
+    assert judged.stances == {"The captain signed it unread.": "denies"}  # 1 was not asked about here

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from memory.api import beliefs_planted, held_beliefs, held_claims
+from memory.recalling.held import claim_numbers
 from memory.embedding.cache import embed_one
 from memory.services.memories import memory_archive, memory_create
 
@@ -30,6 +31,15 @@ def test_the_claims_the_listeners_hold_come_once_oldest_first_and_only_while_hel
     memory_archive(memory=gone)
     assert held_claims(bank.pk, ["Donal", "Tait"]) == ["The log was written up late.", "The light was out for half an hour."]
     assert beliefs_planted(bank.pk)
+
+
+def test_each_claim_has_one_number_in_the_run_whoever_holds_it(bank):
+    _belief(bank, "Tait", "The log was written up late.", turn=0, hops=0)
+    memory_create(bank=bank, agent="Donal", kind="semantic", category="belief", turn=0, content="x",
+                  metadata={"belief": {"id": 2, "claim": "The light was out.", "hops": 0, "confidence": 1.0}})
+    memory_create(bank=bank, agent="Tait", kind="semantic", category="belief", turn=3, content="y",
+                  metadata={"belief": {"id": 2, "claim": "The light was out.", "hops": 1, "confidence": 0.7}})
+    assert claim_numbers(bank.pk) == {"The log was written up late.": 1, "The light was out.": 2}
 
 
 def test_a_lines_revision_reads_each_held_belief_with_its_closeness_to_the_line(bank):

@@ -134,6 +134,14 @@ def belief_note(believed: list[Memory]) -> str:
     "Oren is less sure (0.83 → 0.25; Tess said it is not so): …", "Tess says it is not so: …"."""
     lines = []
     for m in believed:
+        if "belief" not in (m.metadata or {}):  # a claim about the one who heard it: an accusation it faces
+            faced = (m.metadata or {}).get("accusation") or {}
+            last = (faced.get("history") or [{}])[-1]
+            said = ("answered it: it is not so" if last.get("by") == m.agent else
+                    f"heard {last.get('by')} say it is not so" if last.get("stance") == "denies" else
+                    f"hears it said of them by {last.get('by')}")
+            lines.append(f"{m.agent} {said}: {faced.get('claim', m.content)}")
+            continue
         data = m.metadata["belief"]
         history = data.get("history") or []
         by = (history[-1].get("source_chain") or [m.agent])[0] if history else m.agent

@@ -258,7 +258,8 @@ def _revise_beliefs(simulation: Simulation, turn: Turn, line, capture: CapturePl
     """What the line does to what its listeners believe: the model's stance on each claim, else the rule's."""
     return revise(bank=simulation.bank, speaker=turn.agent, line=turn.utterance,
                   vector=capture.vectors.get(capture.content), heard_by=line.heard_by, turn=turn.number,
-                  previous=lambda: heard_before(simulation, turn), judged=capture.after.stances if capture.after else None)
+                  previous=lambda: heard_before(simulation, turn), cast=simulation.cast_names,
+                  judged=capture.after.stances if capture.after else None)
 
 
 def _move_relationships(simulation: Simulation, turn: Turn, line, capture: CapturePlan, captured):

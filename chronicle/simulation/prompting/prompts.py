@@ -66,13 +66,14 @@ def tool_guide(tools: list[dict], budget: int) -> str:
             f"Use at most {budget} tool call{'s' if budget != 1 else ''} this turn, then speak your line.")
 
 
-def header(*, agent: str, identity: str, scene: str, wants: str = "", more: Sequence[str] = ()) -> str:
-    """Who you are in a line (and what you want, where nothing else says it) and the scene in a line:
-    the same every turn, so it goes with the system message. more: what else the sheet holds, by
-    query_self's aspect names, where a tool is the only way to it."""
+def header(*, agent: str, identity: str, scene: str, wants: str = "", more: Sequence[str] = (), when: str = "") -> str:
+    """Who you are in a line (and what you want, where nothing else says it), where you are and when,
+    each labelled: the same every turn, so it goes with the system message. more: what else the sheet
+    holds, by query_self's aspect names, where a tool is the only way to it."""
     want = f"\nYou want: {wants}" if wants else ""
     rest = f"\nAlso on your sheet, for query_self: {', '.join(more)}" if more else ""
-    return f"## You\nYou are {agent}{': ' + identity if identity else ''}{want}{rest}\nScene: {scene}"
+    time = f"\nWhen: {when}" if when else ""
+    return f"## You\nYou are {agent}{': ' + identity if identity else ''}{want}{rest}\nWhere: {scene}{time}"
 
 
 def now_line(*, present: list[str], clock: str) -> str:

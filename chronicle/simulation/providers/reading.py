@@ -77,11 +77,12 @@ def prepopulated(messages: list[dict]) -> dict[str, list[str]]:
             held.append(raw[2:].strip())
     if held:
         sections["what you believe"] = list(dict.fromkeys([*held, *sections.get("what you believe", [])]))
-    # The fixed header: "You are Hannah: Cellist — …" and "Scene: the place, the time".
+    # The fixed header: "You are Hannah: Cellist — …", "Where: the place" and "When: the time".
     you = re.search(r"^## You\n(You are .+)$", system, re.MULTILINE)
-    place = re.search(r"^Scene: (.+)$", system, re.MULTILINE)
+    place = re.search(r"^Where: (.+)$", system, re.MULTILINE)
+    when = re.search(r"^When: (.+)$", system, re.MULTILINE)
     if you:
         sections["you"] = [you.group(1)]
     if place and place.group(1) != "(not described)":
-        sections["scene"] = [f"Location: {place.group(1)}"]
+        sections["scene"] = [f"Location: {place.group(1)}" + (f". {when.group(1)}" if when else "")]
     return sections

@@ -27,7 +27,8 @@ def _base_verb(verb: str) -> str:
 # → "I lost my brother". Only the pronouns the text uses most are the character's ("She often walks
 # him" keeps the dog a him); "her" before a word is whose ("her father"), else whom ("before her").
 _PRONOUNS = {"she": ("she", "her", "her", "herself"), "he": ("he", "his", "him", "himself")}
-_NOT_A_NOUN = r"(?!\s+(?:and|or|to|with|in|at|on|for|from|by|before|after|again|too)\b)"
+_NOT_A_NOUN = (r"(?!\s+(?:and|or|to|with|in|at|on|for|from|by|before|after|again|too|awake|asleep|alone|away|up|"
+               r"down|out|off|over|safe|going|here|there|now|then)\b)")
 
 
 # A second verb of the same "I" ("I notice everything and says little"): -s goes when the word after it
@@ -78,3 +79,14 @@ def named_voice(text: str, agent: str) -> str:
     out = re.sub(rf"\b{name} ({_ADVERBS}){_NOT_VERBS}(\w+)\b",
                  lambda m: f"I {m.group(1)}{_base_verb(m.group(2)) if m.group(2).endswith('s') else m.group(2)}", out)
     return _second_verbs(out)
+
+
+# A sheet line that leaves out its subject after the label ("My secret: has been skimming the fares").
+_LABEL_VERB = re.compile(r"^((?:My [a-z ]+|I value): )(is|was|has|does)\b")
+
+
+def sheet_line_voice(text: str, agent: str) -> str:
+    """A line of the agent's own sheet as its prompt shows it: in the person its label speaks in
+    ("My goals: keep the inspectors off my back", not "…off her back")."""
+    out = named_voice(own_sheet_voice(text), agent)
+    return _LABEL_VERB.sub(lambda m: f"{m.group(1)}I {_base_verb(m.group(2))}", out)

@@ -34,6 +34,7 @@ from django.db import transaction
 
 from memory.models import Memory
 from memory.api import HeldBelief, beliefs_planted, held_beliefs, memories_create, memory_revise, standing
+from chronicle.simulation.story.accused import facing, answer, faced, faced_row, subject_of
 
 RETELL_SIMILARITY = 0.6  # a line this close to a belief its speaker holds retells it…
 RETELL_WORDS = 0.7  # …and so does one holding this share of the belief's words (a long line quoting it)
@@ -42,6 +43,7 @@ ABOUT_WORDS = 0.4  # …and so is one with this share of the claim's words
 _WORD = re.compile(r"[a-z0-9']{4,}")
 HOP_CONFIDENCE = 0.7  # each retelling keeps this much of the teller's confidence
 DENIAL_WEIGHT = 0.5  # a denial takes this share of a listener's confidence…
+ACCUSED_WEIGHT = 0.3  # …this much when it is the one the claim is about who denies it…
 TRUSTED_WEIGHT = 0.3  # …and up to this much more from someone the listener trusts (trust +1)
 TELLER_WEIGHT = 0.8  # …and at least this much when it comes from who told them
 RETRACTED = 0.05  # a holder who says its own claim is not so keeps this little of it
@@ -200,13 +202,22 @@ def _claim_clauses(sentences: list[str], words: set[str]) -> list[str]:
 
 
 def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: int,
-           previous: str | Callable[[], str] = "",
+           previous: str | Callable[[], str] = "", cast: list[str] | None = None,
            judged: dict[str, str] | None = None, trust: dict[str, float] | None = None) -> list[Memory]:
     """What the line does to the beliefs of those who heard it (see the module). vector: the line's
     (None: the rule reads its words only). judged: a model's stance per claim (memory.living.after_turn,
     keyed by the claim's text); a claim it left out is judged by stance(), with `previous`, the line
-    the speaker heard before it. trust: each listener's trust in the speaker. Returns the beliefs made
-    or revised."""
+    the speaker heard before it, then by accused.answer() (a denial by the one accused, a defence of
+    them, a retraction). cast: who a claim can be about (chronicle.simulation.story.accused); without
+    it, those who speak and hear. trust: each listener's trust in the speaker. Returns the beliefs
+    (and accusations) made or revised."""
+    cast = list(cast or dict.fromkeys([speaker, *heard_by]))
+    read_before: list[str] = []
+
+    def before() -> str:  # the line before, read once and only when a rule needs it
+        if not read_before:
+            read_before.append(previous() if callable(previous) else previous)
+        return read_before[0]
     # Every turn reads them (one statement, with each belief's similarity to the line); the memories
     # themselves only when a denial changes them.
     by_claim: dict[int, dict[str, HeldBelief]] = {}
@@ -216,18 +227,26 @@ def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: 
     for held in by_claim.values():
         sample = next(iter(held.values()))  # the claim's oldest holding, as the rule judges it
         data = sample.belief
-        said = (judged or {}).get(data["claim"]) or stance(line, data["claim"], similarity=sample.similarity,
-                                                           previous=previous)
+        subject = subject_of(data["claim"], cast)
         mine = held.get(speaker)
+        said = (judged or {}).get(data["claim"])
+        if not said:
+            said = stance(line, data["claim"], similarity=sample.similarity, previous=before)
+            if said == "none":  # few of the claim's words: the one accused, a defence, a retraction
+                said = answer(line, claim=data["claim"], speaker=speaker, subject=subject, cast=cast,
+                              holds=mine is not None and float(mine.belief["confidence"]) > RETRACTED,
+                              touched_before=bool(before()) and _stance(before(), 0.0, data["claim"]) != "none",
+                              present=subject in heard_by) or "none"
         if said == "asserts" and mine is not None and mine.belief["confidence"] >= SURE:
-            changed += _pass_on(bank, mine, speaker, heard_by, held, turn)
+            changed += _pass_on(bank, mine, speaker, heard_by, held, turn, subject=subject, cast=cast)
         elif said == "denies":
             if trust is None:  # how far each listener trusts the speaker, as it stood before this line
                 trust = {agent: row.trust for (agent, _other), row in
                          standing(bank, other=speaker, agents=heard_by).items()}
-            changed += _correct(bank, data, speaker, heard_by, _memories(held), turn, trust)
+            changed += _correct(bank, data, speaker, heard_by, _memories(held), turn, trust, subject=subject)
+            changed += faced(bank, data, subject=subject, speaker=speaker, heard_by=heard_by, turn=turn, said=said)
         elif said == "doubts":
-            changed += _doubt(bank, data, speaker, heard_by, _memories(held), turn)
+            changed += _doubt(bank, data, speaker, heard_by, _memories(held), turn, subject=subject, cast=cast)
     return changed
 
 
@@ -243,10 +262,14 @@ def _belief_row(name: str, content: str, *, speaker: str, turn: int, state: dict
                 **extra)
 
 
-def _doubt(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, Memory], turn: int) -> list[Memory]:
+def _doubt(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, Memory], turn: int, *,
+           subject: str = "", cast: list[str] = ()) -> list[Memory]:
     """A line that speaks of the claim as uncertain: who did not hold it now does, unsure; who did is
-    less sure (see the module)."""
+    less sure (see the module). A doubt is not a belief: a speaker who did not hold the claim does
+    not come to by doubting it; the one it is about faces it (accused.py)."""
     changed: dict[str, Memory] = {}
+    accused = [faced_row(data, subject=subject, speaker=speaker, turn=turn, cast=cast, unsure=True)] \
+        if subject in heard_by and subject != speaker and subject not in held and not facing(bank, data, subject) else []
     new: dict[str, dict] = {}
     mine = held[speaker].metadata["belief"] if speaker in held else None
     chain = [speaker, *(mine["source_chain"] if mine else [])]
@@ -256,18 +279,17 @@ def _doubt(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, 
         own = name == speaker
         memory = held.get(name)
         if memory is None:
-            if not own and name in data["source_chain"]:
-                continue  # nobody learns a rumour from its own retelling
-            content = (f"I said I was not sure that {data['claim']}" if own
-                       else f"{speaker} told me, not sure of it: {data['claim']}")
-            state = _state(id=data["id"], claim=data["claim"], true=data["true"], chain=[] if own else chain,
-                           confidence=HEDGED if own else round(heard, 3), hops=0 if own else len(chain),
-                           turn=turn, stance="doubts")
-            new[name] = _belief_row(name, content, speaker=speaker, turn=turn, state=state)
+            if own or name == subject or name in data["source_chain"]:
+                continue  # a doubt is not a belief; nobody learns a rumour from its own retelling, or of itself
+            state = _state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain,
+                           confidence=round(heard, 3), hops=len(chain), turn=turn, stance="doubts")
+            new[name] = _belief_row(name, f"{speaker} told me, not sure of it: {data['claim']}", speaker=speaker,
+                                    turn=turn, state=state)
             continue
         state = dict(memory.metadata["belief"])
         after = float(state["confidence"]) * (1 - DOUBT_WEIGHT)
         state["confidence"] = round(min(after, HEDGED) if own else after, 3)
+        state["stance"] = "doubts"
         state["history"] = [*(state.get("history") or []), {"turn": turn, "confidence": state["confidence"],
                                                           "source_chain": [speaker], "stance": "doubts"}]
         base = (memory.metadata or {}).get("told") or memory.content
@@ -275,29 +297,36 @@ def _doubt(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, 
                 else f"then {speaker} (turn {turn}) was not sure of it")
         changed[name] = memory_revise(memory=memory, content=f"{base} — {told}", importance=memory.importance,
                                       metadata={**memory.metadata, "belief": state, "told": base})
-    if new:
-        changed.update(zip(new, memories_create(bank=bank, memories=list(new.values()))))
+    rows = [*new.values(), *accused]
+    if rows:
+        made = memories_create(bank=bank, memories=rows)
+        changed.update(zip(new, made))
+        return [*(changed[name] for name in names if name in changed), *made[len(new):]]
     return [changed[name] for name in names if name in changed]
 
 
 def _pass_on(bank, mine: HeldBelief, speaker: str, heard_by: list[str], held: dict[str, HeldBelief],
-             turn: int) -> list[Memory]:
+             turn: int, *, subject: str = "", cast: list[str] = ()) -> list[Memory]:
     data = mine.belief
     chain = [speaker, *data["source_chain"]]
     # Nobody learns a rumour from its own retelling: whoever it came through (a sequel may carry the
-    # hearer's memories but not its belief) is where it started, not a new believer.
-    believers = [name for name in heard_by if name != speaker and name not in held and name not in data["source_chain"]]
+    # hearer's memories but not its belief) is where it started, not a new believer. The one it is
+    # about does not believe it either: it faces it (accused.py).
+    believers = [name for name in heard_by if name != speaker and name not in held and name not in data["source_chain"]
+                 and name != subject]
+    accused = [faced_row(data, subject=subject, speaker=speaker, turn=turn, cast=cast, evidence=[mine.id])] \
+        if subject in heard_by and subject != speaker and subject not in held and not facing(bank, data, subject) else []
     # Every new believer's copy in one statement (the same words and keys: one model call).
-    return memories_create(bank=bank, memories=[_belief_row(
+    return memories_create(bank=bank, memories=[*accused, *(_belief_row(
         name, f"{speaker} told me: {data['claim']}", speaker=speaker, turn=turn, evidence=[mine.id],
         state=_state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain,
                      confidence=round(data["confidence"] * HOP_CONFIDENCE, 3), hops=data["hops"] + 1, turn=turn,
                      stance="asserts"),
-    ) for name in believers]) if believers else []
+    ) for name in believers)]) if believers or accused else []
 
 
 def _correct(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, Memory], turn: int,
-             trust: dict[str, float]) -> list[Memory]:
+             trust: dict[str, float], *, subject: str = "") -> list[Memory]:
     changed: dict[str, Memory] = {}
     new: dict[str, dict] = {}  # who never held the claim: made together, after the loop
     # Who the correction came through: the speaker, and whoever denied it to the speaker first.
@@ -306,6 +335,8 @@ def _correct(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str
     names = list(dict.fromkeys([speaker, *heard_by]))
     for name in names:
         memory = held.get(name)
+        if memory is None and name == subject:
+            continue  # the one it is about keeps its accusation, answered (faced()), not a belief about itself
         if memory is None:  # it never held the claim: it keeps the correction, with its source
             own = name == speaker
             content = (f"I said it is not so that {data['claim']}" if own
@@ -322,12 +353,15 @@ def _correct(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str
             after = min(before, RETRACTED)
             told = f"then I said (turn {turn}) it is not so"
         else:
-            weight = DENIAL_WEIGHT + TRUSTED_WEIGHT * max(0.0, float(trust.get(name, 0.0)))
+            # The one accused is expected to deny it: its word weighs less than a bystander's.
+            weight = (ACCUSED_WEIGHT if speaker == subject else DENIAL_WEIGHT) \
+                + TRUSTED_WEIGHT * max(0.0, float(trust.get(name, 0.0)))
             if speaker in state["source_chain"][:1]:
                 weight = max(weight, TELLER_WEIGHT)
             after = before * (1 - min(weight, 0.95))
             told = f"then {speaker} said (turn {turn}) it is not so"
         state["confidence"] = round(after, 3)
+        state["stance"] = "denies"
         state["disputed"] = {"turn": turn, "by": speaker}
         state["history"] = [*(state.get("history") or []), {"turn": turn, "confidence": state["confidence"],
                                                           "source_chain": [speaker], "stance": "denies"}]

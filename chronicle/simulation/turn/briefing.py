@@ -7,6 +7,8 @@ import re
 import time
 
 from chronicle.simulation.prompting.context import count_tokens
+from chronicle.simulation.providers.voice import sheet_line_voice
+from chronicle.simulation.story.accused import ACCUSATION
 from chronicle.simulation.story.stage import skipped_minutes
 from chronicle.simulation.prompting.prompts import (
     BROUGHT_BACK, CONFIDENCE_FLOOR, RECENT_CHARS, Section, gist, header, now_line, window,
@@ -29,13 +31,13 @@ def identity_header(turn: TurnInput) -> str:
     scenario = turn.scenario
     place = (scenario.location.split(":")[0].strip() if scenario and scenario.location else "") or \
         (scenario.title if scenario else "")
-    # A sentence each: the writer's "Early evening" keeps its capital without reading as a name.
-    scene = ". ".join(x.strip().rstrip(".") for x in [place, scenario.time_of_day if scenario else ""]
-                      if x and x.strip()) or "(not described)"
+    # Each labelled: "Where: The lamp room" and "When: Just before eleven at night", not run together.
+    scene = (place or "").strip().rstrip(".") or "(not described)"
+    when = (scenario.time_of_day if scenario else "").strip().rstrip(".")
     # With tools alone, what the agent wants is asked for nearly every turn (a model in the loop
     # spent 9 of its 16 calls on query_self for it): a line here saves a whole round.
     wants = "; ".join(sheet.goals) if turn.mode == "tools" else ""
-    return header(agent=turn.agent, identity=identity, scene=scene, wants=wants, more=header_aspects(turn))
+    return header(agent=turn.agent, identity=identity, scene=scene, wants=wants, more=header_aspects(turn), when=when)
 
 
 def header_aspects(turn: TurnInput) -> list[str]:
@@ -191,11 +193,15 @@ def _told(turn: TurnInput, snapshots: list[dict]) -> Section:
     said = "\n".join(note["text"] for note in turn.kept_notes.values())
     for snap in snapshots:
         if snap.get("category") == "secrets" and (told := told_text(snap.get("told"))):
-            line = f"You have told {told}: {snap['content'].removeprefix(SECRET_LABEL)}"
+            line = f"You have told {told}: {sheet_line_voice(snap['content'], turn.agent).removeprefix(SECRET_LABEL)}"
             if f"- {line}" not in said:
                 section.lines.append(line)
                 section.ids.append(snap["memory_id"])
     return section
+
+
+# Its own heading, so that a claim about the agent never reads as something it believes of itself.
+SAID_OF_YOU = "What others say of you (answer it from who you are)"
 
 
 def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]) -> list[tuple]:
@@ -223,6 +229,11 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]
     queries.append(("What you believe", "what do I believe?",
                     MemoryFilter(agent=turn.agent, kinds=["semantic"], categories=["belief"],
                                  max_turn=turn.index or None), 3))
+    # What others say of the agent (a claim about it, heard to its face): not a belief, an accusation
+    # it answers from who it is, in the second person (chronicle.simulation.story.accused).
+    queries.append((SAID_OF_YOU, "what do they say about me?",
+                    MemoryFilter(agent=turn.agent, kinds=["semantic"], categories=[ACCUSATION],
+                                 max_turn=turn.index or None), 2))
     # What the agent (or everyone) learned or was given: card lore, the writer's memories, insights,
     # and what it knows of people outside the cast.
     queries.append(("What you know", situation,
@@ -302,7 +313,10 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             # "A new day: it is …": the header says the date, and each memory its own; "Ibrahim is
             # away" until he came back: a state that is over ("Here with you" says who is here now)
             continue
-        content = _beyond_header(snap["content"], turn) if snap.get("category") == "identity" else snap["content"]
+        content = snap["content"]
+        if snap.get("kind") == "character":  # the sheet in the person its labels speak in ("My goals: …my back")
+            content = _beyond_header(content, turn) if content.startswith("You are ") \
+                else sheet_line_voice(content, turn.agent)
         if section.title in ("Recent events", BROUGHT_BACK):
             content = gist(content, RECENT_CHARS)
         if not content:

@@ -7,7 +7,7 @@ from chronicle.simulation.turn.types import TurnInput
 from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.run.run_settings import turn_values
 from chronicle.simulation.run.selectors import turn_overrides
-from chronicle.simulation.story.stage import present_at
+from chronicle.simulation.story.stage import deliver, present_at, seen_action
 from memory.api import CharacterSheet, ScenarioSheet
 
 
@@ -22,8 +22,17 @@ def transcript_for(simulation: Simulation, before: int, agent: str) -> list[tupl
         if not heard_by or agent in heard_by:
             lines.append((number, speaker, text))
         elif whisper_to and agent in simulation.present_at(number):
-            lines.append((number, speaker, f"(whispers something to {whisper_to})"))
+            lines.append((number, speaker, whispered(text, speaker=speaker, whisper_to=whisper_to)))
     return lines
+
+
+def whispered(text: str, *, speaker: str, whisper_to: str) -> str:
+    """A whisper between others as a witness reads it: that it happened, the words not heard, and what
+    the speaker was seen doing (its memory of the moment keeps the same: aftermath.formation.witness)."""
+    line = deliver(text, speaker=speaker, present=[whisper_to])
+    seen = " ".join(s for action in line.actions if (s := seen_action(speaker, action)))
+    return f"(whispers something to {whisper_to}, too low to hear. Seen: {seen})" if seen \
+        else f"(whispers something to {whisper_to})"
 
 
 def notes_for(simulation: Simulation, before: int, agent: str) -> dict[int, dict]:

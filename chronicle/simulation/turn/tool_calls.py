@@ -73,13 +73,39 @@ def run_round(calls: list[dict], offered: set[str], context: ToolContext, outcom
     model's order), recorded and answered in the model's order; past `calls_left`, refused."""
     start = len(outcome.retrievals)
     order = sorted(range(len(calls)), key=lambda i: ((calls[i].get("function") or {}).get("name") not in NAMED_LOOKUPS, i))
-    answers = {i: run_tool_call(calls[i], offered, context, outcome, over_limit=i >= calls_left, limit=limit,
-                                excluded=excluded, handed=handed) for i in order}
+    answers, given_by = {}, {}  # given_by: memory id → the call of this round (model's order) whose answer holds it
+    for i in order:
+        before = set(handed)
+        answers[i] = run_tool_call(calls[i], offered, context, outcome, over_limit=i >= calls_left, limit=limit,
+                                   excluded=excluded, handed=handed)
+        given_by.update((memory_id, i) for memory_id in handed - before)
+    _given_below(answers, given_by, calls)
     rows = dict(zip(order, outcome.retrievals[start:]))  # run_tool_call records one row per call
     outcome.retrievals[start:] = [rows[i] for i in range(len(calls))]
     for number, row in enumerate(outcome.retrievals[start:], start=start):
         row["order"] = number
     return [answers[i] for i in range(len(calls))]
+
+
+def _given_below(answers: dict[int, dict], given_by: dict[int, int], calls: list[dict]) -> None:
+    """A memory this round's answers hold under a call the model reads after this one is not "already
+    given" (the model has not read it yet): it is named as given below, under that call."""
+    for i, answer in answers.items():
+        given = answer.get("already_given") if isinstance(answer, dict) else None
+        below = [memory_id for memory_id in given or [] if given_by.get(memory_id, -1) > i]
+        if not below:
+            continue
+        rest = [memory_id for memory_id in given if memory_id not in below]
+        if rest:
+            answer["already_given"] = rest
+        else:
+            answer.pop("already_given")
+        tools = list(dict.fromkeys((calls[given_by[m]].get("function") or {}).get("name") or "another call" for m in below))
+        answer["given_below"] = below
+        where = f"in the {' and '.join(tools)} answer{'s' if len(tools) > 1 else ''} below"
+        everything = str(answer.get("note", "")).startswith("Nothing besides")
+        answer["note"] = f"What this found is {where}." if everything and not rest else \
+            f"Also found, and given {where}" + ("; the rest you have already." if rest else ".")
 
 
 def run_tool_call(call: dict, offered: set[str], context: ToolContext, outcome: TurnOutcome, *, over_limit: bool,

@@ -95,9 +95,9 @@ def test_stage_directions_reach_the_transcript_of_those_who_witnessed_them(user,
     assert f"\nYou want: {'; '.join(goals)}\n" in system
     # and what else its sheet holds, by the aspect query_self takes: the secret is there to ask for.
     assert "\nAlso on your sheet, for query_self: background, communication, decision_style, traits, skills, " \
-           "values, secrets\nScene: " in system
-    # The place and the writer's time each a sentence: "Early evening" is not a name mid-sentence.
-    assert "\nScene: Alex's apartment, living room. Early evening, around seven" in system
+           "values, secrets\nWhere: " in system
+    # The place and the writer's time each labelled: "Early evening" is not a name mid-sentence.
+    assert "\nWhere: Alex's apartment, living room\nWhen: Early evening, around seven" in system
     system, user_message = told(7)  # Alex, after the alarm at 6
     assert "*The neighbour's smoke alarm goes off upstairs*" in user_message
     # Sam, back at 9: its own exit and return, not what happened while it was out.

@@ -55,7 +55,7 @@ def test_a_first_line_in_the_default_mode_introduces_the_character_from_its_head
     who it is and where, from the header every prompt carries."""
     system = ("You are an agent in a simulation.\n\n## Who you are\n- Short, dry sentences; asks pointed questions.\n"
               "- My traits: sharp, proud.\n\n## You\nYou are Mira: Innkeeper — Mira keeps the Harbour Inn.\n"
-              "Scene: The Harbour Inn. Late evening")
+              "Where: The Harbour Inn\nWhen: Late evening")
     provider = ScriptedProvider()
     hints = TurnHints(agent="Mira", others=["Oren"], index=0, first_turn_of_agent=True, transcript=[], max_tool_calls=0)
     line = provider.compose(hints, {}, prepopulated([{"role": "system", "content": system},

@@ -77,6 +77,9 @@ def test_actions_are_remembered_with_the_line_and_seen_by_those_who_only_saw_a_w
     seen = Memory.objects.in_bank(simulation.bank).filter(kind="observation", category="witnessed")
     assert sorted(seen.values_list("agent", "content")) == [
         ("Jordan", "Alex slides the bill over."), ("Jordan", "Alex whispered something to Sam.")]
+    # Jordan's transcript says as much: the words were not heard, what Alex did was seen.
+    assert turn_inputs.transcript_for(simulation, 2, "Jordan")[-1] == (
+        2, "Alex", "(whispers something to Sam, too low to hear. Seen: Alex slides the bill over.)")
 
 
 def test_the_form_names_a_bad_direction_and_keeps_the_rest(user, dinner, client_for):

@@ -145,3 +145,22 @@ def test_who_the_agent_is_comes_once_without_what_the_header_says():
         "How others see me: Ann is always at her desk."
     turn.cast = [CharacterSheet(name="Ann", description="Ann keeps the books.")]
     assert _beyond_header("You are Ann. Ann keeps the books.", turn) == ""
+
+
+def test_the_sheet_is_said_in_one_person_and_the_scene_labelled(user, dinner):
+    """Writers write a sheet about the character ("off her back", "She has been …"); its labels speak
+    as the character ("My goals:"), so the prompt says the rest in that person too: never "My goals:
+    … off her back". Where and when are each labelled."""
+    dinner.cast.filter(name="Alex").update(goals=["keep the inspectors off her back", "make the crossing on time"],
+                                          secrets=["She has been skimming the fares and hides it from her crew."])
+    simulation = start(user, dinner, max_turns=1, retrieval_mode="prepopulate")
+    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
+    turn = simulation.turns.get(index=0)
+    system = turn.prompt_messages[0]["content"]
+    assert turn.agent == "Alex"
+    assert "My goals: keep the inspectors off my back, make the crossing on time." in system
+    assert "My secret: I have been skimming the fares and hide it from my crew." in system
+    assert "her back" not in system and "She has been" not in system
+    assert "\nWhere: " in system and "\nWhen: " in system and "\nScene: " not in system
+    # The memory keeps the writer's words; only the prompt says them as the character.
+    assert Memory.objects.in_bank(simulation.bank).filter(agent="Alex", content__contains="off her back").exists()

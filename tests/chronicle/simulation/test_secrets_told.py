@@ -18,6 +18,8 @@ from tests.factories import start_with_model
 pytestmark = pytest.mark.usefixtures("quick_backoff")
 
 DEPOSIT = "Alex has already put down a deposit at the Thai place around the corner and has not told anyone."
+# As Alex's prompt says it: in Alex's own person, as its label does ("My secret: I have …").
+DEPOSIT_OWN = "I have already put down a deposit at the Thai place around the corner and have not told anyone."
 BONUS = "Alex turned down a promotion last spring."
 CONFESSION = "Honestly? I already paid a deposit at the Thai place. Just in case."
 
@@ -57,11 +59,11 @@ def test_a_secret_the_judgement_says_was_told_reads_as_told_to_its_owner_from_th
     assert alex_again.agent == "Alex"
     # Alex's next note says whom Alex told, in the conversation; the sheet in the system message stays
     # as written (so a prefix cache keeps serving it), the untold secret too.
-    told = f"## Secrets you have told\n- You have told Jordan at turn 1, Sam at turn 1: {DEPOSIT}"
+    told = f"## Secrets you have told\n- You have told Jordan at turn 1, Sam at turn 1: {DEPOSIT_OWN}"
     kept = alex_again.prompt_messages[1]["content"]
     assert "Before your turn 4, you recall:" in kept and told in kept.split("Before your turn 4, you recall:")[1]
     first_system = simulation.turns.get(index=0).prompt_messages[0]["content"]
-    assert alex_again.prompt_messages[0]["content"] == first_system and f"My secret: {DEPOSIT}" in first_system
+    assert alex_again.prompt_messages[0]["content"] == first_system and f"My secret: {DEPOSIT_OWN}" in first_system
     assert "You have told" not in kept.replace(told, "")  # the untold secret is not said to be told
     _run(simulation, 4, 6)
     later = simulation.turns.get(index=6).prompt_messages[1]["content"]

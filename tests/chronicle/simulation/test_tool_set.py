@@ -233,7 +233,9 @@ def test_of_calls_made_together_the_one_that_names_what_it_wants_holds_it(user, 
     secret_ids = {m["memory_id"] for m in secrets["memories"]}
     assert secret_ids and "Thai" in " ".join(m["content"] for m in secrets["memories"])
     assert not secret_ids & {m["memory_id"] for m in search["memories"]}
-    assert secret_ids <= set(search["already_given"])
+    # Not "already given": the model reads the search's answer first. It is given below, and said so.
+    assert secret_ids <= set(search["given_below"]) and not secret_ids & set(search.get("already_given", []))
+    assert "in the query_self answer below" in search["note"]
     rows = list(simulation.turns.get(index=0).retrievals.order_by("order"))
     assert [r.tool for r in rows] == ["query_memory", "query_self"]
 
