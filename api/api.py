@@ -204,7 +204,8 @@ def _with_details(kept: list[Memory], data: RetainIn) -> list[Memory]:
 def recall_memories(request, bank_id: int, data: RecallIn):
     """Seed 004's recall: the tools' ranking and score components, filtered by kinds, tags (in a tag
     mode) and importance; only memories at least `similarity_threshold` similar to the query, at most
-    `max_results`. What it returns counts as recalled (access counts), as in a run."""
+    `max_results`. What it returns counts as recalled (access counts), as in a run. With `fallback`
+    "recent" (seed 002), a search that finds nothing answers with the agent's latest memories."""
     if data.scoring not in SCORING_PRESETS:
         raise HttpError(400, f"scoring: use one of {', '.join(SCORING_PRESETS)}.")
     bank = _bank(request, bank_id)
@@ -213,13 +214,13 @@ def recall_memories(request, bank_id: int, data: RecallIn):
                               mode=data.tag_mode, min_importance=data.min_importance,
                               similarity_threshold=data.similarity_threshold, max_results=data.k or data.max_results,
                               shared=data.shared, scoring=data.scoring, current_turn=data.current_turn,
-                              associations=data.associations)
+                              associations=data.associations, fallback=data.fallback)
     return [_result(r) for r in results]
 
 
 def _result(r) -> dict:
     return {"rank": r.rank, "score": r.score, "components": r.components, "matched_key": r.matched_key,
-            "memory": r.memory}
+            "found_by": r.found_by, "memory": r.memory}
 
 
 def _agent_known(bank: MemoryBank, agent: str | None) -> None:

@@ -15,19 +15,9 @@ from django.db.models import F
 from memory.embedding.cache import embed_soon, embed_texts
 from memory.embedding.errors import EmbeddingError
 from memory.forming.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
-from memory.forming.importance import (
-    CONCERN_FLOOR,
-    CaptureFilters,
-    Captured,
-    Importance,
-    Nearest,
-    Skipped,
-    concerns,
-    heuristic_importance,
-    llm_importance,
-    nearest,
-    profiles,
-)
+from memory.forming.importance import (CONCERN_FLOOR, CaptureFilters, Captured, Importance, Nearest, Skipped, concerns,
+                                       heuristic_importance, llm_importance, nearest, profiles)
+from memory.measuring import operations
 from memory.living.after_turn import AfterTurn, judge_line
 from memory.models import MAX_CONTENT_CHARS, Memory, MemoryBank
 from memory.queue import queue
@@ -266,6 +256,7 @@ def capture_commit(plan: CapturePlan) -> Captured:
         + [links(from_memory_id=other, to_memory_id=m.pk) for m in new for other in plan.trauma_links.get(m.agent, [])],
         ignore_conflicts=True)
     by_agent = existing | {m.agent: m for m in new}
+    operations.captured(len(new), [s.reason for s in plan.skipped])
     if new:
         bank_index_wanted(plan.bank.pk, added=len(new))
     return Captured([by_agent[name] for name in plan.listeners if name in by_agent], plan.skipped)

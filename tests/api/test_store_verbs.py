@@ -109,6 +109,31 @@ def test_recall_keeps_to_the_similarity_floor_max_results_and_importance(ava):
     assert len(ava.recall("Ava baked bread for the harvest feast", k=3)) == 3
 
 
+def test_a_recall_that_finds_nothing_can_fall_back_to_the_latest_memories(ava):
+    """Seed 002: nothing above the floor, and the caller asked for the fallback: the agent's latest
+    memories under the same filter, marked found_by "recent" and counted as recalled."""
+    for turn, (text, tags) in enumerate([("Ava sharpened her sword.", ["combat"]),
+                                         ("Ava fed the goats.", ["farm"]),
+                                         ("Ava sparred with Bo in the yard.", ["combat"]),
+                                         ("Ava mended the fence.", ["farm"])], start=1):
+        ava.retain(text, tags=tags, turn=turn)
+    question = "What is the capital of the moon's treasury?"
+    assert ava.recall(question) == []  # seed 004's floor, as before: nothing is similar enough
+    latest = ava.recall(question, fallback="recent", max_results=3)
+    assert [r["memory"]["content"] for r in latest] == ["Ava mended the fence.", "Ava sparred with Bo in the yard.",
+                                                         "Ava fed the goats."]
+    assert {r["found_by"] for r in latest} == {"recent"} and [r["rank"] for r in latest] == [1, 2, 3]
+    # The same filter holds: combat only, strictly.
+    combat = ava.recall(question, fallback="recent", tags=["combat"], tag_mode="AnyStrict")
+    assert [r["memory"]["content"] for r in combat] == ["Ava sparred with Bo in the yard.", "Ava sharpened her sword."]
+    assert Memory.objects.get(content="Ava fed the goats.").access_count == 1
+    # A search that finds something is what comes back, marked as found by the search.
+    found = ava.recall("Ava fed the goats.", fallback="recent")
+    assert found[0]["memory"]["content"] == "Ava fed the goats." and found[0]["found_by"] == "search"
+    bad = ava.post("recall", {"query": question, "agent": "Ava", "fallback": "oldest"})
+    assert bad.status_code == 400 and "fallback" in bad.json()["detail"]
+
+
 def test_what_recall_returns_counts_as_recalled(ava):
     made = ava.retain("Ava hid the map under the floorboard.", turn=2)
     assert Memory.objects.get(pk=made["id"]).access_count == 0
@@ -189,7 +214,8 @@ def test_consolidate_asks_the_runs_model_at_temperature_0_3_in_300_tokens(user, 
 def test_the_schema_shows_the_new_parameters():
     schema = Client().get("/api/openapi.json").json()
     parts = schema["components"]["schemas"]
-    assert {"tags", "tag_mode", "min_importance", "similarity_threshold", "max_results"} <= set(parts["RecallIn"]["properties"])
+    assert {"tags", "tag_mode", "min_importance", "similarity_threshold", "max_results", "fallback"} \
+        <= set(parts["RecallIn"]["properties"])
     assert {"context", "metadata", "entities", "tags", "agent", "content"} <= set(parts["RetainIn"]["properties"])
     assert {"query", "context", "tags"} <= set(parts["ReflectIn"]["properties"])
     assert {"query", "context", "tags", "threshold"} <= set(parts["ConsolidateIn"]["properties"])
