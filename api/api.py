@@ -241,6 +241,13 @@ def _model_of(bank: MemoryBank):
     return get_provider(run) if run is not None else ScriptedProvider()
 
 
+def model_ask(bank: MemoryBank):
+    """What writes reflect's answer and consolidation's summaries for a bank: its run's model
+    (prompt → text), or None for their offline answers (MCP's reflect and consolidate as well)."""
+    model = _model_of(bank)
+    return model.complete if model.name == "openai" else None
+
+
 @api.post("/banks/{bank_id}/reflect", response={200: ReflectOut, 201: ReflectOut}, tags=["verbs"])
 def reflect(request, bank_id: int, data: ReflectIn):
     """With a `query` (seed 004): the agent's memories that answer it (tags in a tag mode, the

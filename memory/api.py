@@ -112,14 +112,14 @@ from memory.embedding.yielding import background
 from memory.measuring.projection import bank_map
 
 
-def build_server(context: ToolContext | None = None, *, context_for=None):
-    """The agent tools as an MCP server (memory.mcp_server.build_server).
+def build_server(context: ToolContext | None = None, *, context_for=None, ask_for=None):
+    """The agent tools, with reflect and consolidate, as an MCP server (memory.mcp_server.build_server).
 
     Imported when asked, on purpose: the MCP SDK takes ~0.9 s to import, which workers and commands
     that never serve MCP would otherwise pay through this module."""
     from memory.mcp_server import build_server as build
 
-    return build(context, context_for=context_for)
+    return build(context, context_for=context_for, ask_for=ask_for)
 
 
 __all__ = [
