@@ -34,7 +34,8 @@ from chronicle.simulation.providers import get_provider
 from chronicle.simulation.providers.scripted import ScriptedProvider
 from memory.api import (
     REGISTRY, SCORING_PRESETS, MemoryLimitReached, ToolContext, accesses_record, bank_create, call_tool,
-    consolidate_matching, memories_describe, memory_archive, memory_create, memory_retain, memory_stats, memory_update,
+    SESSION_PROMPT, consolidate_matching, consolidate_sessions, memories_describe, memory_archive, memory_create,
+    memory_retain, memory_stats, memory_update,
     recall_filtered, reflect_on, remember_utterance, room_check, summarizer,
 )
 from memory.api import reflect as reflect_memories
@@ -275,11 +276,18 @@ def consolidate(request, bank_id: int, data: ConsolidateIn):
     `threshold`; each group of two or more becomes one summary (10 % more important than its best
     original, the tags merged, decaying 20 % slower), the originals kept as "consolidated". The
     summary is written by the model of the run the bank belongs to at temperature 0.3 in at most 300
-    tokens, else offline (the group's most central line)."""
+    tokens, else offline (the group's most central line). With `by` "session" (seed 003): the
+    agent's conversation sessions by story time (`session_minutes`), each of `min_lines` or more
+    lines made one summary."""
     bank = _bank(request, bank_id)
     _agent_known(bank, data.agent)
-    model = _model_of(bank)
-    summarize = summarizer(model.complete, context=data.context) if model.name == "openai" else None
+    ask = model_ask(bank)
+    if data.by == "session":
+        summarize = summarizer(ask, context=data.context, prompt=SESSION_PROMPT) if ask is not None else None
+        return [r.summary for r in consolidate_sessions(bank, data.agent, minutes=data.session_minutes,
+                                                        min_lines=data.min_lines, before=data.before, tags=data.tags,
+                                                        summarize=summarize)]
+    summarize = summarizer(ask, context=data.context) if ask is not None else None
     results = consolidate_matching(bank, data.agent, query=data.query, tags=data.tags, mode=data.tag_mode,
                                    threshold=data.threshold, before_turn=data.before_turn, summarize=summarize)
     return [r.summary for r in results]

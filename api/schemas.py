@@ -244,6 +244,13 @@ class ConsolidateIn(Schema):
     tag_mode: TagMode = "any"
     threshold: Annotated[float, Field(ge=0, le=1)] = SIMILARITY_THRESHOLD
     before_turn: Turn | None = None
+    by: Literal["similarity", "session"] = Field(
+        "similarity", description="similarity: groups of similar memories (seed 004). session: the agent's "
+                                  "conversation sessions by story time (seed 003), each summarised as one memory.")
+    session_minutes: Annotated[float, Field(gt=0, le=10_080)] = Field(
+        60, description="by session: a session is every line within this many story minutes of its first.")
+    min_lines: Annotated[int, Field(ge=2, le=1000)] = Field(3, description="by session: the fewest lines summarised.")
+    before: datetime | None = Field(None, description="by session: only sessions ended by this story time.")
 
 
 class ToolIn(Schema):

@@ -41,6 +41,7 @@ from memory.services.store import (
 from memory.services.store import retain as memory_retain
 from memory.recalling.filters import TAG_MODES
 from memory.living.consolidation import consolidate_matching
+from memory.living.sessions import SESSION_PROMPT, consolidate_sessions
 # Pruning: faded, unimportant lived memories archived (and back), by the bank page and Celery beat.
 from memory.living.pruning import PRUNED, faded, memories_prune, memories_unprune, pruned_count
 
@@ -150,7 +151,7 @@ __all__ = [
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",
     "EmbeddingError", "embed_ahead", "background", "bank_map", "ConsolidationResult",
     "MAX_RESULTS", "SIMILARITY_THRESHOLD", "MemoryLimitReached", "recall_filtered", "reflect_on", "room_check",
-    "tag_mode", "memory_retain", "memories_describe", "TAG_MODES", "consolidate_matching", "operation_counts", "OPERATION_BUCKETS",
+    "tag_mode", "memory_retain", "memories_describe", "TAG_MODES", "consolidate_matching", "consolidate_sessions", "SESSION_PROMPT", "operation_counts", "OPERATION_BUCKETS",
     "IMPORTANCE_BANDS", "MemoryStats", "memory_stats", "LORE_CATEGORY", "lore_triggered",
     "PRUNED", "faded", "memories_prune", "memories_unprune", "pruned_count", "prune_banks_task",
 ]
