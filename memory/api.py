@@ -18,6 +18,7 @@ from memory.forming.sheets import (
 from memory.forming.capture import (
     CapturePlan, capture_commit, capture_prepare, capture_soon, earlier_lines, remember_utterance,
 )
+from memory.forming.adaptive import ADAPTIVE_CEILING
 from memory.forming.importance import CaptureFilters, Skipped
 from memory.forming.seeding import bank_request_seed
 from memory.living.consolidation import memory_statuses_set, statuses_of
@@ -132,7 +133,7 @@ __all__ = [
     "memories_create", "memories_dated", "memory_archive", "memory_associate", "memory_create", "memory_mark", "memory_reinforce", "memory_restore",
     "memory_revise",
     "memory_statuses_set", "memory_update", "validate_content", "CARRY_MODES", "earlier_lines", "statuses_of",
-    "CaptureFilters", "Skipped", "memory_edited", "remember_utterance",
+    "CaptureFilters", "Skipped", "memory_edited", "remember_utterance", "ADAPTIVE_CEILING",
     "INT_MAX", "NAME_LIMIT", "OFFSET_MAX", "RECALL_K_MAX", "RETAIN_LISTENERS_MAX", "TEXT_LIMIT", "clean_kinds",
     "clean_text", "text_problem", "text_problem_in", "visible",
     "SECRET_LABEL", "HeldBelief", "HeldSecret", "beliefs_planted", "held_beliefs", "held_claims", "held_secrets", "secrets_mark_told",
