@@ -34,8 +34,9 @@ from chronicle.simulation.providers import get_provider
 from chronicle.simulation.providers.scripted import ScriptedProvider
 from memory.api import (
     REGISTRY, SCORING_PRESETS, MemoryLimitReached, ToolContext, accesses_record, bank_create, call_tool,
-    consolidate_matching, memories_describe, memory_archive, memory_create, memory_retain, memory_stats, memory_update,
-    recall_filtered, reflect_on, remember_utterance, room_check, summarizer,
+    consolidate_matching, consolidate_sessions, memories_describe, memory_archive, memory_create,
+    memory_retain, memory_stats, memory_update,
+    recall_filtered, reflect_on, remember_utterance, room_check, session_summarizer, summarizer,
 )
 from memory.api import reflect as reflect_memories
 from memory.models import Memory, MemoryBank
@@ -204,7 +205,8 @@ def _with_details(kept: list[Memory], data: RetainIn) -> list[Memory]:
 def recall_memories(request, bank_id: int, data: RecallIn):
     """Seed 004's recall: the tools' ranking and score components, filtered by kinds, tags (in a tag
     mode) and importance; only memories at least `similarity_threshold` similar to the query, at most
-    `max_results`. What it returns counts as recalled (access counts), as in a run."""
+    `max_results`. What it returns counts as recalled (access counts), as in a run. With `fallback`
+    "recent" (seed 002), a search that finds nothing answers with the agent's latest memories."""
     if data.scoring not in SCORING_PRESETS:
         raise HttpError(400, f"scoring: use one of {', '.join(SCORING_PRESETS)}.")
     bank = _bank(request, bank_id)
@@ -213,13 +215,13 @@ def recall_memories(request, bank_id: int, data: RecallIn):
                               mode=data.tag_mode, min_importance=data.min_importance,
                               similarity_threshold=data.similarity_threshold, max_results=data.k or data.max_results,
                               shared=data.shared, scoring=data.scoring, current_turn=data.current_turn,
-                              associations=data.associations)
+                              associations=data.associations, fallback=data.fallback)
     return [_result(r) for r in results]
 
 
 def _result(r) -> dict:
     return {"rank": r.rank, "score": r.score, "components": r.components, "matched_key": r.matched_key,
-            "memory": r.memory}
+            "found_by": r.found_by, "memory": r.memory}
 
 
 def _agent_known(bank: MemoryBank, agent: str | None) -> None:
@@ -238,6 +240,13 @@ def _model_of(bank: MemoryBank):
 
     run = Simulation.objects.filter(bank=bank).first()
     return get_provider(run) if run is not None else ScriptedProvider()
+
+
+def model_ask(bank: MemoryBank):
+    """What writes reflect's answer and consolidation's summaries for a bank: its run's model
+    (prompt → text), or None for their offline answers (MCP's reflect and consolidate as well)."""
+    model = _model_of(bank)
+    return model.complete if model.name == "openai" else None
 
 
 @api.post("/banks/{bank_id}/reflect", response={200: ReflectOut, 201: ReflectOut}, tags=["verbs"])
@@ -267,11 +276,18 @@ def consolidate(request, bank_id: int, data: ConsolidateIn):
     `threshold`; each group of two or more becomes one summary (10 % more important than its best
     original, the tags merged, decaying 20 % slower), the originals kept as "consolidated". The
     summary is written by the model of the run the bank belongs to at temperature 0.3 in at most 300
-    tokens, else offline (the group's most central line)."""
+    tokens, else offline (the group's most central line). With `by` "session" (seed 003): the
+    agent's conversation sessions by story time (`session_minutes`), each of `min_lines` or more
+    lines made one summary."""
     bank = _bank(request, bank_id)
     _agent_known(bank, data.agent)
-    model = _model_of(bank)
-    summarize = summarizer(model.complete, context=data.context) if model.name == "openai" else None
+    ask = model_ask(bank)
+    if data.by == "session":
+        summarize = session_summarizer(ask, context=data.context) if ask is not None else None
+        return [r.summary for r in consolidate_sessions(bank, data.agent, minutes=data.session_minutes,
+                                                        min_lines=data.min_lines, before=data.before, tags=data.tags,
+                                                        summarize=summarize)]
+    summarize = summarizer(ask, context=data.context) if ask is not None else None
     results = consolidate_matching(bank, data.agent, query=data.query, tags=data.tags, mode=data.tag_mode,
                                    threshold=data.threshold, before_turn=data.before_turn, summarize=summarize)
     return [r.summary for r in results]

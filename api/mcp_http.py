@@ -93,7 +93,9 @@ async def _json(send: Send, status: int, body: dict) -> None:
 
 def application():
     """The ASGI app: the token gate in front of the SDK's streamable HTTP session manager."""
-    server = build_server(context_for=lambda ctx: ctx.request.scope["state"][STATE_KEY])
+    from api.api import model_ask  # the API's rule for a bank's model (its run's, else offline)
+
+    server = build_server(context_for=lambda ctx: ctx.request.scope["state"][STATE_KEY], ask_for=model_ask)
     manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
     resolve = sync_to_async(_context, thread_sensitive=True)
 

@@ -10,7 +10,7 @@ field, before anything is written.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from django.core.exceptions import ValidationError
 from ninja import Schema
@@ -197,6 +197,9 @@ class RecallIn(Schema):
     current_turn: Turn | None = None
     shared: bool = False
     associations: Annotated[float, Field(ge=0, le=1)] = 0.0
+    fallback: Literal["none", "recent"] = Field(
+        "none", description="recent: when nothing passes the similarity threshold, the agent's latest memories "
+                            "under the same filter (kinds, tags, min_importance) instead, each found_by \"recent\".")
 
 
 class ResultOut(Schema):
@@ -204,6 +207,7 @@ class ResultOut(Schema):
     score: float
     components: dict[str, float]
     matched_key: str | None
+    found_by: str = Field("search", description="search, or recent: a stand-in when the search found nothing (fallback).")
     memory: MemoryOut
 
 
@@ -240,6 +244,13 @@ class ConsolidateIn(Schema):
     tag_mode: TagMode = "any"
     threshold: Annotated[float, Field(ge=0, le=1)] = SIMILARITY_THRESHOLD
     before_turn: Turn | None = None
+    by: Literal["similarity", "session"] = Field(
+        "similarity", description="similarity: groups of similar memories (seed 004). session: the agent's "
+                                  "conversation sessions by story time (seed 003), each summarised as one memory.")
+    session_minutes: Annotated[float, Field(gt=0, le=10_080)] = Field(
+        60, description="by session: a session is every line within this many story minutes of its first.")
+    min_lines: Annotated[int, Field(ge=2, le=1000)] = Field(3, description="by session: the fewest lines summarised.")
+    before: datetime | None = Field(None, description="by session: only sessions ended by this story time.")
 
 
 class ToolIn(Schema):
@@ -272,3 +283,8 @@ class StatsOut(Schema):
     themes_by: str = Field(description="model (the run's) or keywords (offline)")
     recent: list[MemoryOut]
     high_importance: list[MemoryOut]
+    reflections: int = Field(description="Reflections the agent holds (all of them, not the sample).")
+    reflections_per_day: float | None = Field(
+        description="Seed 003's reflection frequency: reflections per story day its memories span (a day at least); "
+                    "null when they carry no story time.")
+    reflections_per_100_turns: float | None = Field(description="Reflections per 100 turns its memories span.")

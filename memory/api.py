@@ -18,6 +18,7 @@ from memory.forming.sheets import (
 from memory.forming.capture import (
     CapturePlan, capture_commit, capture_prepare, capture_soon, earlier_lines, remember_utterance,
 )
+from memory.forming.adaptive import ADAPTIVE_CEILING
 from memory.forming.importance import CaptureFilters, Skipped
 from memory.forming.seeding import bank_request_seed, bank_seed
 from memory.living.consolidation import memory_statuses_set, statuses_of
@@ -40,6 +41,7 @@ from memory.services.store import (
 )
 from memory.services.store import retain as memory_retain
 from memory.living.consolidation import consolidate_matching
+from memory.living.sessions import consolidate_sessions, session_summarizer
 # Pruning: faded, unimportant lived memories archived (and back), by the bank page and Celery beat.
 from memory.living.pruning import faded, memories_prune, memories_unprune, pruned_count
 
@@ -107,14 +109,14 @@ from memory.embedding.yielding import background
 from memory.measuring.projection import bank_map
 
 
-def build_server(context: ToolContext | None = None, *, context_for=None):
-    """The agent tools as an MCP server (memory.mcp_server.build_server).
+def build_server(context: ToolContext | None = None, *, context_for=None, ask_for=None):
+    """The agent tools, with reflect and consolidate, as an MCP server (memory.mcp_server.build_server).
 
     Imported when asked, on purpose: the MCP SDK takes ~0.9 s to import, which workers and commands
     that never serve MCP would otherwise pay through this module."""
     from memory.mcp_server import build_server as build
 
-    return build(context, context_for=context_for)
+    return build(context, context_for=context_for, ask_for=ask_for)
 
 
 __all__ = [
@@ -126,7 +128,7 @@ __all__ = [
     "memories_create", "memories_dated", "memory_archive", "memory_associate", "memory_create", "memory_mark", "memory_reinforce", "memory_restore",
     "memory_revise",
     "memory_statuses_set", "memory_update", "CARRY_MODES", "earlier_lines", "statuses_of",
-    "CaptureFilters", "Skipped", "memory_edited", "remember_utterance",
+    "CaptureFilters", "Skipped", "memory_edited", "remember_utterance", "ADAPTIVE_CEILING",
     "INT_MAX", "NAME_LIMIT", "OFFSET_MAX", "RECALL_K_MAX", "RETAIN_LISTENERS_MAX", "TEXT_LIMIT", "clean_kinds",
     "clean_text", "text_problem", "text_problem_in", "visible",
     "SECRET_LABEL", "HeldBelief", "beliefs_planted", "held_beliefs", "held_claims", "held_secrets", "secrets_mark_told",
@@ -144,7 +146,7 @@ __all__ = [
     "bank_consolidate_request", "bank_map_request", "line_extract_request",
     "EmbeddingError", "embed_ahead", "background", "bank_map", "ConsolidationResult",
     "MAX_RESULTS", "SIMILARITY_THRESHOLD", "MemoryLimitReached", "recall_filtered", "reflect_on", "room_check",
-    "tag_mode", "memory_retain", "memories_describe", "consolidate_matching", "operation_counts", "OPERATION_BUCKETS",
+    "tag_mode", "memory_retain", "memories_describe", "consolidate_matching", "consolidate_sessions", "session_summarizer", "operation_counts", "OPERATION_BUCKETS",
     "IMPORTANCE_BANDS", "MemoryStats", "memory_stats", "lore_triggered",
     "faded", "memories_prune", "memories_unprune", "pruned_count",
 ]

@@ -21,6 +21,7 @@ from django.db import close_old_connections
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from memory.mcp_verbs import SCHEMAS, VERBS, call_verb
 from memory.services import accesses_record
 from memory.services.store import MemoryLimitReached, room_check
 from memory.recalling.tools import ToolCallResult, ToolContext, call_tool, openai_tool_schemas
@@ -28,20 +29,25 @@ from memory.recalling.tools import ToolCallResult, ToolContext, call_tool, opena
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "wonda-memory"
+AskFor = Callable[[object], Callable[..., str] | None]  # a bank → the model that writes for it, or None
 
 
 def mcp_tools() -> list[types.Tool]:
-    """The registry's tools as MCP tools: the OpenAI function schemas, unwrapped."""
+    """The registry's tools as MCP tools (the OpenAI function schemas, unwrapped), then seed 004's
+    reflect and consolidate (memory.mcp_verbs)."""
     return [
         types.Tool(name=fn["name"], description=fn["description"], input_schema=fn["parameters"])
         for fn in (schema["function"] for schema in openai_tool_schemas())
-    ]
+    ] + [types.Tool(name=name, description=verb["description"], input_schema=verb["parameters"])
+         for name, verb in SCHEMAS.items()]
 
 
-def _call(name: str, arguments: dict | None, context: ToolContext) -> ToolCallResult:
+def _call(name: str, arguments: dict | None, context: ToolContext, ask_for: AskFor | None = None) -> ToolCallResult:
     # A stdio server lives for hours: drop a connection the database has closed, as a request would.
     close_old_connections()
     try:
+        if name in VERBS:  # the store's verbs count what they recall themselves (recall_filtered)
+            return call_verb(name, arguments, context, ask=ask_for(context.bank) if ask_for else None)
         if name == "form_memory":  # seed 004's per-agent cap holds for an outside agent's writes
             try:
                 room_check(context.bank, [context.agent])
@@ -67,10 +73,11 @@ def tool_result(result: ToolCallResult) -> types.CallToolResult:
 
 
 def build_server(context: ToolContext | None = None, *,
-                 context_for: Callable[[object], ToolContext] | None = None) -> Server:
+                 context_for: Callable[[object], ToolContext] | None = None, ask_for: AskFor | None = None) -> Server:
     """An MCP server answering as `context.agent` from `context.bank` (stdio: one agent per process),
     or, with `context_for`, as whoever each request names (streamable HTTP: api.mcp_http finds the
-    bank and agent of each request and `context_for(ctx)` reads them off it)."""
+    bank and agent of each request and `context_for(ctx)` reads them off it). `ask_for(bank)`: the
+    model reflect and consolidate write with (prompt → text), or None for their offline answers."""
     tools = mcp_tools()
     # The ORM is synchronous: every call runs on asgiref's single sync thread, one at a time.
     call_sync = sync_to_async(_call, thread_sensitive=True)
@@ -79,7 +86,7 @@ def build_server(context: ToolContext | None = None, *,
         return types.ListToolsResult(tools=tools)
 
     async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        result = await call_sync(params.name, params.arguments, context_for(ctx) if context_for else context)
+        result = await call_sync(params.name, params.arguments, context_for(ctx) if context_for else context, ask_for)
         if result.error:
             logger.info("tool %s failed: %s", params.name, result.error)
         return tool_result(result)
@@ -96,7 +103,8 @@ def build_server(context: ToolContext | None = None, *,
         title=title,
         instructions=(
             f"These tools recall your memories from {about}: start with query_self to learn who you are, "
-            "then query_memory and the other tools as you need them. A result with an \"error\" key explains "
+            "then query_memory and the other tools as you need them; reflect answers a question from your "
+            "memories in your voice, consolidate merges similar ones. A result with an \"error\" key explains "
             "how to fix the call."
         ),
         on_list_tools=list_tools,

@@ -81,3 +81,24 @@ def test_the_stores_operations_are_counted_as_seed_004_names_them(user, staff_us
     assert grew("memory_recall_results_sum", filter_mode="AnyStrict") == 1
     assert grew("memory_consolidation_groups_total") == 1 and grew("memory_consolidation_memories_total") == 2
     assert grew("memory_embeddings_generated_total") >= 4  # two memories, the query, the summary
+
+
+def test_the_capture_filters_effectiveness_is_counted(user, staff_user, client_for):
+    """Seed 003's filter effectiveness: each listener's copy of a line heard, kept or filtered out and why."""
+    from memory.api import CaptureFilters, bank_create, remember_utterance
+
+    bank = bank_create(name="Echoes", owner=user)
+    staff = client_for(staff_user)
+    before = _samples(staff.get("/metrics").content.decode())
+    filters = CaptureFilters(duplicate_threshold=0.95)
+    line = "The bridge washed away in the night and the carter turned back."
+    first = remember_utterance(bank=bank, speaker="Bo", text=line, turn=1, listeners=["Ann", "Cy"], filters=filters)
+    again = remember_utterance(bank=bank, speaker="Bo", text=line, turn=2, listeners=["Ann", "Cy"], filters=filters)
+    assert len(first) == 2 and len(again) == 0 and {s.reason for s in again.skipped} == {"duplicate"}
+    after = _samples(staff.get("/metrics").content.decode())
+
+    def grew(outcome):
+        key = ("memory_capture_lines_total", (("outcome", outcome),))
+        return after.get(key, 0) - before.get(key, 0)
+
+    assert grew("kept") == 2 and grew("duplicate") == 2

@@ -140,6 +140,10 @@ def memory_operation_series():
     yield counter("memory_consolidation_groups", "Groups of similar memories consolidated into one", "consolidation_groups")
     yield counter("memory_consolidation_memories", "Memories consolidated into summaries", "consolidation_memories")
     yield counter("memory_embeddings_generated", "Vectors the embedding model computed", "embeddings")
+    # Seed 003's filter effectiveness: filtered / (kept + filtered); its reflection frequency is
+    # memory_retentions_total{kind="reflection"} over time.
+    yield counter("memory_capture_lines", "Listeners' copies of a line heard, kept or filtered out (by reason)",
+                  "capture", "outcome")
 
 
 def _queue_depth() -> float:

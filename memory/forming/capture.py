@@ -15,19 +15,11 @@ from django.db.models import F
 from memory.embedding.cache import embed_soon, embed_texts
 from memory.embedding.errors import EmbeddingError
 from memory.forming.distortion import TRAUMA_LINKS, Distortion, form, holds_trigger, trigger_pattern, triggers_for
-from memory.forming.importance import (
-    CONCERN_FLOOR,
-    CaptureFilters,
-    Captured,
-    Importance,
-    Nearest,
-    Skipped,
-    concerns,
-    heuristic_importance,
-    llm_importance,
-    nearest,
-    profiles,
-)
+from memory.forming.adaptive import duplicate_thresholds
+from memory.forming.importance import (CONCERN_FLOOR, DUPLICATE_WINDOW_TURNS, CaptureFilters, Captured, Importance,
+                                       Nearest, Skipped, concerns, heuristic_importance, llm_importance, nearest,
+                                       profiles)
+from memory.measuring import operations
 from memory.living.after_turn import AfterTurn, judge_line
 from memory.models import MAX_CONTENT_CHARS, Memory, MemoryBank
 from memory.queue import queue
@@ -266,6 +258,7 @@ def capture_commit(plan: CapturePlan) -> Captured:
         + [links(from_memory_id=other, to_memory_id=m.pk) for m in new for other in plan.trauma_links.get(m.agent, [])],
         ignore_conflicts=True)
     by_agent = existing | {m.agent: m for m in new}
+    operations.captured(len(new), [s.reason for s in plan.skipped])
     if new:
         bank_index_wanted(plan.bank.pk, added=len(new))
     return Captured([by_agent[name] for name in plan.listeners if name in by_agent], plan.skipped)
@@ -358,15 +351,18 @@ def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, n
         return {}, []
     # Without a vector (the embedder is down) nothing is near: no duplicate, no "concerns me" test.
     near = nearest(bank=bank, agents=names, vector=vector, turn=turn) if vector is not None else {}
+    limits = duplicate_thresholds(bank_id=bank.pk, agents=names, turn=turn, since=turn - DUPLICATE_WINDOW_TURNS,
+                                  ceiling=filters.duplicate_threshold) \
+        if filters.adaptive_duplicates and filters.duplicate_threshold is not None and vector is not None else {}
     scores: dict[str, Importance] = {}
     skipped: list[Skipped] = []
     started = time.monotonic()
     for name in names:
         mine = near.get(name) or Nearest()
         if filters.duplicate_threshold is not None and mine.recent is not None \
-                and mine.recent >= filters.duplicate_threshold:
+                and mine.recent >= limits.get(name, filters.duplicate_threshold):
             skipped.append(Skipped(agent=name, reason="duplicate", content=content, similarity=round(mine.recent, 3),
-                                   duplicate_of=mine.recent_id))
+                                   duplicate_of=mine.recent_id, threshold=limits.get(name)))
             continue
         concern = concerns(mine)
         # The speaker always keeps its own line: what it said is its business, whatever the topic.

@@ -124,6 +124,8 @@ class CaptureFilters:
     importance_floor: float = 0.0
     duplicate_threshold: float | None = None
     only_concerning: bool = False
+    # Seed 003's dynamic threshold (memory.forming.adaptive): each listener's own, at most duplicate_threshold.
+    adaptive_duplicates: bool = False
 
 
 @dataclass
@@ -136,11 +138,14 @@ class Skipped:
     similarity: float | None = None
     duplicate_of: int | None = None
     importance: float | None = None
+    threshold: float | None = None  # the listener's own near-duplicate threshold (adaptive), when it had one
 
     def describe(self) -> str:
         line = self.content if len(self.content) <= 80 else self.content[:79] + "…"
         if self.reason == "duplicate":
             why = f"duplicate of #{self.duplicate_of}, {self.similarity:.2f}"
+            if self.threshold is not None:
+                why += f" ≥ {self.threshold:.2f}, its usual closeness"
         elif self.reason == "importance":
             why = f"importance {self.importance:.1f} below the floor"
         else:

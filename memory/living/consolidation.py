@@ -49,15 +49,16 @@ SUMMARY_PROMPT = ("You are consolidating {n} similar memories into a single, con
                   "Memories:\n{memories}\n\nAnswer with the consolidated memory only.")
 
 
-def summarizer(ask: Callable[..., str], context: str = "") -> Summarize:
-    """A Summarize that asks a model (prompt → answer) with seed 004's prompt, at temperature 0.3
-    and at most 300 tokens where `ask` takes them (a provider's complete); `context`: what the
-    memories are about, said before them."""
+def summarizer(ask: Callable[..., str], context: str = "", prompt: str = SUMMARY_PROMPT) -> Summarize:
+    """A Summarize that asks a model (prompt → answer) with seed 004's prompt (or `prompt`, with
+    {n} and {memories}), at temperature 0.3 and at most 300 tokens where `ask` takes them (a
+    provider's complete); `context`: what the memories are about, said before them."""
     options = _options_taken(ask)
+    template = prompt
 
     def summarize(contents: list[str]) -> str:
         listed = "\n".join(f"- {' '.join(c.split())}" for c in contents)
-        prompt = SUMMARY_PROMPT.format(n=len(contents), memories=listed)
+        prompt = template.format(n=len(contents), memories=listed)
         if context.strip():
             prompt = f"Context: {' '.join(context.split())}\n\n{prompt}"
         return ask(prompt, **options)

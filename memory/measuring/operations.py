@@ -84,6 +84,15 @@ def consolidated(groups: int, memories: int, *, seconds: float) -> None:
     operation("consolidate", seconds, {"consolidation_groups": groups, "consolidation_memories": memories})
 
 
+def captured(kept: int, skipped: Iterable[str]) -> None:
+    """A line heard (seed 003's filter effectiveness): how many listeners kept it, and each one's
+    reason for not keeping it (duplicate, importance, unconcerned)."""
+    fields: dict[str, float] = {"capture|kept": float(kept)} if kept else {}
+    for reason in skipped:
+        fields[f"capture|{reason}"] = fields.get(f"capture|{reason}", 0) + 1
+    _add(fields)
+
+
 def embedded(count: int) -> None:
     """Vectors the model computed (a query's, a memory's; memory.embedding.encode counts them)."""
     if count:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.db.models import F
+from django.db.models import Count, F, Max, Min, Q
 
 from memory.models import Memory, MemoryBank
 
@@ -62,6 +62,25 @@ class MemoryStats:
     themes_by: str = "keywords"         # "model" or "keywords"
     recent: list[Memory] = field(default_factory=list)
     high_importance: list[Memory] = field(default_factory=list)
+    # Seed 003's reflection frequency, over everything the agent holds (not the sample): per story
+    # day when its memories carry story time (seed 003: 1–3 a day), and per 100 turns.
+    reflections: int = 0
+    reflections_per_day: float | None = None
+    reflections_per_100_turns: float | None = None
+
+
+def reflection_frequency(stats: MemoryStats, rows) -> None:
+    """stats' reflection figures from the agent's active memories (`rows`): how many reflections,
+    over the story days and the turns its memories span (a span under a day counts as one day,
+    under 100 turns as 100: a first evening's two reflections are two a day, not forty)."""
+    span = rows.aggregate(reflections=Count("id", filter=Q(kind=Memory.Kind.REFLECTION)), first=Min("story_time"),
+                          last=Max("story_time"), low=Min("turn"), high=Max("turn"))
+    stats.reflections = span["reflections"]
+    if span["first"] is not None:
+        days = max((span["last"] - span["first"]).total_seconds() / 86_400, 1.0)
+        stats.reflections_per_day = round(stats.reflections / days, 3)
+    if span["low"] is not None:
+        stats.reflections_per_100_turns = round(100 * stats.reflections / max(span["high"] - span["low"] + 1, 100), 3)
 
 
 def band(importance: float) -> str:
@@ -114,6 +133,7 @@ def memory_stats(bank: MemoryBank, agent: str, *, ask: Callable[[str], str] | No
     answers, else by keywords."""
     rows = Memory.objects.in_bank(bank).for_agent(agent).active()
     stats = MemoryStats(agent=agent, total=rows.count())
+    reflection_frequency(stats, rows)
     latest = list(rows.order_by(F("turn").desc(nulls_last=True), "-id").only("id", "kind", "importance", "content", "turn", "embedding",
                                                     "speaker", "category", "agent", "story_time")[:SAMPLE])
     if not latest:

@@ -112,6 +112,7 @@ class RecallResult:
     components: dict[str, float]
     matched_key: str | None
     reply: Memory | None = None  # a line that asks, with the next line, that answered it (memory.recalling.replies)
+    found_by: str = "search"  # or "recent": nothing answered the query, the latest memories stand in (seed 002)
 
     def snapshot(self) -> dict:
         answered = {"reply": {"memory_id": self.reply.pk, "content": self.reply.content, "turn": self.reply.turn}} \
@@ -119,7 +120,7 @@ class RecallResult:
         return self.memory.snapshot() | {
             "rank": self.rank, "score": round(self.score, 6),
             "components": {k: round(v, 6) for k, v in self.components.items()}, "matched_key": self.matched_key,
-        } | answered
+        } | answered | ({"found_by": self.found_by} if self.found_by != "search" else {})
 
 
 def episode_context_text(previous: str, content: str) -> str:

@@ -26,6 +26,7 @@ from memory.recalling.lexical import LexicalQuery, lexical_query, lexical_query_
 from memory.recalling.options import RecallOptions
 from memory.recalling.query import Search, enhanced_vector
 from memory.recalling.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
+from memory.recalling.selectivity import kept_share, share_seen
 from memory.recalling.sql import (
     FUSION_EF_SEARCH, PLAN_LITERALS, Ranked, count_candidates, hnsw_settings_sql, index_probes, literal_where, pyformat,
     ranked_sql, run_ranked,
@@ -36,6 +37,10 @@ NARROW_EXACT_LIMIT = 30_000  # a filter narrower than the bank: exact up to here
 INDEXED_EXACT_LIMIT = 2_000  # in a bank with its own index (> EXACT_LIMIT memories), exact only up to here
 HNSW_FETCH = 40             # over-fetch from each index before the exact re-rank (at least 4·k)
 LEXICAL_POOL_ROWS = 1_000   # above it, the BM25 list scores at most ~this many rows of the rarest terms
+# A filter beyond agent and kinds (tags, importance…) walks the index when it keeps at least this share
+# of what agent and kinds select: the walk then visits ~HNSW_FETCH / share memories (800 at 5 %).
+WALK_SHARE_MIN = 0.05
+SPECULATIVE_SCAN_TUPLES = 20_000  # such a walk stops here (an estimate that was wrong): the exact scan answers
 
 
 # Which path answered the last search in this context, "exact" (a scan) or "index" (the HNSW
@@ -199,7 +204,8 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
     index), else HNSW."""
     where, params = flt.where(bank_id)
     has_vector = qvec is not None
-    guarded = False
+    guarded = speculative = False
+    counted = None  # what agent and kinds select, when the other conditions' share decided the path
     if exact is None and has_vector:
         if flt.counted_by_termstat():
             # memory_termstat knows how many match (a few index rows, not a count of thousands).
@@ -217,7 +223,12 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
         elif flt.narrower_than_bank():
             # A filter narrower than the bank is usually exact: scan it exactly at once, at most
             # NARROW_EXACT_LIMIT + 1 rows, instead of counting first; more than that, the index path.
-            exact = guarded = True
+            # Unless the bank has its own index and the conditions termstat cannot count (tags,
+            # importance, turns…) keep a good share of what it does count: the walk then fills its
+            # list after a few hundred memories, where the scan reads thousands.
+            counted = _counted_beside(flt, bank_id)
+            speculative = counted is not None and _walk_pays(flt, bank_id, counted)
+            exact = guarded = not speculative
         else:
             exact = count_candidates(where, params, EXACT_LIMIT + 1) <= EXACT_LIMIT
     if exact is None:
@@ -229,9 +240,16 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
         fetch = max(HNSW_FETCH, 4 * k)
         named |= {"depth": fetch, "bank": bank_id}
         pool = " UNION ".join(index_probes(named_where, window=window is not None))
-        prelude = hnsw_settings_sql(fetch, prefer_index=has_bank_index(bank_id))
+        # A walk chosen on an estimate gives up sooner: short, the scan below answers.
+        prelude = hnsw_settings_sql(fetch, prefer_index=has_bank_index(bank_id),
+                                    max_scan=SPECULATIVE_SCAN_TUPLES if speculative else None)
     sql = ranked_sql(scoring, named_where, has_vector, guarded=guarded, temporal=window is not None, pool_ids=pool)
     rows = run_ranked(sql, named | base | {"guard": NARROW_EXACT_LIMIT + 1}, prelude)
+    if counted is not None and guarded:
+        # The scan counted what the filter keeps: the next search with it decides on that, not the estimate.
+        share_seen(flt, bank_id, (rows[0].n if rows else 0) / max(counted, 1))
+    if speculative and len(rows) < k:
+        share_seen(flt, bank_id, 0.0)
     if guarded and rows and rows[0].n > NARROW_EXACT_LIMIT:
         return _plain_rows(flt, bank_id, qvec, base, k, scoring, False, window)
     if not exact and len(rows) < k:
@@ -239,6 +257,23 @@ def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scori
         return _plain_rows(flt, bank_id, qvec, base, k, scoring, True, window)
     _path.set("exact" if exact else "index")
     return rows
+
+
+def _counted_beside(flt: MemoryFilter, bank_id: int) -> int | None:
+    """How many memories the filter's agent and kinds select (termstat), when the bank has its own
+    index to walk and the filter's other conditions could be estimated; else None (a scan)."""
+    if flt.statuses != ["active"] or flt.ids is not None or not has_bank_index(bank_id):
+        return None
+    return termstat_count_kept(bank_id, flt.agents(), flt.kinds, kept_above=EXACT_LIMIT)[0]
+
+
+def _walk_pays(flt: MemoryFilter, bank_id: int, counted: int) -> bool:
+    """A filter beyond agent and kinds walks the bank's own index when it keeps more than
+    INDEXED_EXACT_LIMIT memories and at least WALK_SHARE_MIN of those agent and kinds select
+    (memory.recalling.selectivity): a rarer condition would have the walk visit most of the graph to
+    fill its list, where the scan reads a few rows."""
+    share = kept_share(flt, bank_id)
+    return share >= WALK_SHARE_MIN and counted * share > INDEXED_EXACT_LIMIT
 
 
 @dataclass

@@ -19,6 +19,7 @@ HNSW_EF_SEARCH = 64         # candidate list per index probe (recall@10 ≈ 0.98
 # query_memory's walks feed a pool of 30 + 90 keys re-ranked exactly: its top 5 agreed with the exact
 # scan as often at 32, 40, 48 as at 64 (0.965, bench_memory's 10k conversation), and 40 saves ~0.3 ms.
 FUSION_EF_SEARCH = 40
+MAX_SCAN_TUPLES = 100_000   # a filtered walk visits at most this many memories (hnsw.max_scan_tuples)
 
 _COLUMNS = [f.column for f in Memory._meta.concrete_fields if f.name not in {"embedding", "search"}]
 _SELECT = ", ".join(f"m.{c}" for c in _COLUMNS)
@@ -45,15 +46,16 @@ def hnsw_settings(cursor, fetch: int, *, prefer_index: bool = False) -> None:
 
 
 def hnsw_settings_sql(fetch: int, *, prefer_index: bool = False, generic: bool = False,
-                      ef_search: int = HNSW_EF_SEARCH) -> tuple[str, list]:
+                      ef_search: int = HNSW_EF_SEARCH, max_scan: int | None = None) -> tuple[str, list]:
     """hnsw_settings' statement, for run_ranked to send ahead of the ranking (one round trip for both).
     plan_cache_mode, for a prepared ranking (run_ranked): generic (planned once, kept on the
     connection) when the statement's text holds its bank, filter and limits (literals=...); else
-    planned for each search's values (a generic plan blind to the bank walked the wrong index)."""
+    planned for each search's values (a generic plan blind to the bank walked the wrong index).
+    max_scan: how many memories a filtered walk may visit before it stops (MAX_SCAN_TUPLES unless given)."""
     return ("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-            "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', '100000', true), "
+            "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true), "
             "set_config('enable_sort', %s, true), set_config('plan_cache_mode', %s, true)",
-            [str(max(ef_search, fetch)), "off" if prefer_index else "on",
+            [str(max(ef_search, fetch)), str(max_scan or MAX_SCAN_TUPLES), "off" if prefer_index else "on",
              "force_generic_plan" if generic else "force_custom_plan"])
 
 

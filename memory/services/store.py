@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count
 
 from memory.measuring import operations
@@ -27,6 +27,7 @@ from memory.services.memories import accesses_record, memory_create
 SIMILARITY_THRESHOLD = 0.7  # seed 004's default: a memory less similar to the query is not returned
 MAX_RESULTS = 10            # seed 004's max_recall_results
 OVERFETCH = 4               # a preset that mixes in recency or importance: this many × the results, then the floor
+FALLBACKS = ("none", "recent")  # what recall answers when nothing passes the floor: nothing, or the latest memories
 # Seed 004's spellings (Any, AnyStrict…) and Wonda's (any, any_strict…) name the same modes.
 TAG_MODE_NAMES = {name.replace("_", ""): name for name in TAG_MODES}
 
@@ -108,12 +109,16 @@ def recall_filtered(bank: MemoryBank, query: str, *, agent: str | None = None, k
                     tags: list[str] | None = None, mode: str = "any", min_importance: float | None = None,
                     similarity_threshold: float = SIMILARITY_THRESHOLD, max_results: int = MAX_RESULTS,
                     shared: bool = False, scoring: str = DEFAULT_SCORING, current_turn: int | None = None,
-                    associations: float = 0.0) -> list[RecallResult]:
+                    associations: float = 0.0, fallback: str = "none") -> list[RecallResult]:
     """Seed 004's recall: the tools' ranking over the filter, then only what is at least
     `similarity_threshold` similar to the query (its "similarity" component, a cosine), at most
     `max_results`, ranked 1…n. Ranked by similarity alone the floor cuts a prefix, so it is exact; a
     preset that mixes in recency or importance ranks OVERFETCH × as many first. What comes back is
-    counted as recalled at `current_turn`, as a run counts what its agents recall."""
+    counted as recalled at `current_turn`, as a run counts what its agents recall.
+    fallback="recent" (seed 002): when nothing passes the floor, the latest memories under the same
+    filter instead, each marked found_by "recent"."""
+    if fallback not in FALLBACKS:
+        raise ValidationError({"fallback": [f"use one of {', '.join(FALLBACKS)} (got {fallback!r})."]})
     started = time.perf_counter()
     flt = MemoryFilter(agent=agent, kinds=kinds, tags=list(tags) if tags else None, tags_mode=mode,
                        min_importance=min_importance, shared=shared)
@@ -121,10 +126,25 @@ def recall_filtered(bank: MemoryBank, query: str, *, agent: str | None = None, k
     found = recall(bank, query, filter=flt, k=max_results if plain else max_results * OVERFETCH, scoring=scoring,
                    current_turn=current_turn, associations=associations)
     kept = [r for r in found if r.components.get("similarity", 0.0) >= similarity_threshold][:max_results]
+    if not kept and fallback == "recent":
+        kept = latest_memories(bank, flt, max_results)
     results = [replace(r, rank=i) for i, r in enumerate(kept, 1)]
     accesses_record(memory_ids=[r.memory.pk for r in results], turn=current_turn)
     operations.recalled(len(results), mode=mode if tags else "none", seconds=time.perf_counter() - started)
     return results
+
+
+def latest_memories(bank: MemoryBank, flt: MemoryFilter, limit: int) -> list[RecallResult]:
+    """The filter's latest memories (by turn, then as stored), as results found_by "recent": seed
+    002's answer when a search finds nothing, so a caller still sees what the agent lived last."""
+    where, params = flt.where(bank.pk)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT m.id FROM memory_memory m WHERE {where} "
+                       "ORDER BY m.turn DESC NULLS LAST, m.id DESC LIMIT %s", [*params, int(limit)])
+        ids = [row[0] for row in cursor.fetchall()]
+    by_id = Memory.objects.in_bank(bank).defer("embedding", "search").in_bulk(ids)
+    return [RecallResult(memory=by_id[pk], rank=i, score=0.0, components={}, matched_key=None, found_by="recent")
+            for i, pk in enumerate(ids, 1)]
 
 
 # Seed 004's reflect prompt: the memories as the system's word, the caller's context and query after them.

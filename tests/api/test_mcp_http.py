@@ -171,3 +171,59 @@ def test_an_outside_agent_filters_by_tags_and_is_held_to_the_per_agent_cap(serve
     _names, full = _ask(url, raw, "form_memory", {"content": "The ford is dangerous.", "importance": 6})
     assert full.is_error and "already holds the limit of 2" in json.loads(full.content[0].text)["error"]
     assert bank.memories.count() == 2
+
+
+def test_reflect_and_consolidate_over_mcp_offline(server, user):
+    """Seed 004's reflect and consolidate as MCP tools: the same services and rules as the HTTP API's."""
+    bank = bank_create(name="Ava's woods", owner=user)
+    for turn, (text, tags, importance) in enumerate([
+            ("Ava saw wolves howling at the edge of the forest.", ["wolves"], 4),
+            ("Ava heard wolves howling by the forest edge.", ["night"], 6),
+            ("Ava paid the baker three coins for bread.", ["town"], 3)], start=1):
+        memory_create(bank=bank, content=text, agent="Ava", kind="episodic", tags=tags, importance=importance,
+                      turn=turn, source="earned")
+    _token, raw = ApiToken.issue(user=user, name="my engine")
+    url = f"{server}/mcp?bank={bank.pk}&agent=Ava&turn=5"
+    names, reflected = _ask(url, raw, "reflect", {"query": "the wolves in the forest", "tags": ["wolves", "night"],
+                                                  "similarity_threshold": 0.3})
+    assert {"reflect", "consolidate"} <= set(names)
+    answer = json.loads(reflected.content[0].text)
+    assert not reflected.is_error and "wolves" in answer["answer"] and "baker" not in answer["answer"]
+    assert {m["content"] for m in answer["memories"]} == {"Ava saw wolves howling at the edge of the forest.",
+                                                         "Ava heard wolves howling by the forest edge."}
+    assert not bank.memories.filter(kind="reflection").exists()  # reflect stores nothing
+
+    _names, merged = _ask(url, raw, "consolidate", {"threshold": 0.7})
+    summaries = json.loads(merged.content[0].text)["summaries"]
+    assert len(summaries) == 1 and summaries[0]["importance"] == pytest.approx(6.6)
+    assert summaries[0]["tags"] == ["wolves", "night"] and len(summaries[0]["originals"]) == 2
+    assert set(bank.memories.filter(pk__in=summaries[0]["originals"]).values_list("status", flat=True)) == {"consolidated"}
+
+    _names, bad = _ask(url, raw, "consolidate", {"threshold": 3})
+    assert bad.is_error and json.loads(bad.content[0].text)["error"] == "threshold: must be a number from 0 to 1."
+    _names, blank = _ask(url, raw, "reflect", {"query": "  "})
+    assert blank.is_error and json.loads(blank.content[0].text)["error"] == "query: cannot be empty."
+
+
+def test_reflect_over_mcp_answers_in_the_runs_model_voice(server, user):
+    from chronicle.simulation.run.models import Simulation
+    from devtools.fake_llm import FakeLLM, ok
+
+    fake = FakeLLM().start()
+    try:
+        bank = bank_create(name="run", owner=user)
+        Simulation.objects.create(owner=user, title="Woods", status="running", max_turns=5, bank=bank,
+                                  cast_snapshot=[{"name": "Ava"}], provider="openai", base_url=fake.base_url,
+                                  model="test-model")
+        memory_create(bank=bank, content="Ava fought the dragon at the cave.", agent="Ava", kind="episodic",
+                      source="earned", turn=1)
+        _token, raw = ApiToken.issue(user=user, name="my engine")
+        fake.script(ok("I faced the dragon in its cave, and I still dream of the heat."))
+        _names, result = _ask(f"{server}/mcp?bank={bank.pk}&agent=Ava", raw, "reflect",
+                              {"query": "the dragon at the cave", "context": "A bard asks.", "similarity_threshold": 0.3})
+    finally:
+        fake.stop()
+    answer = json.loads(result.content[0].text)
+    assert answer["answer"] == "I faced the dragon in its cave, and I still dream of the heat."
+    asked = [r for r in fake.requests if "responding based on the following memories" in str(r["messages"])]
+    assert len(asked) == 1 and "A bard asks." in asked[0]["messages"][-1]["content"]

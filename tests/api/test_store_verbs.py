@@ -109,6 +109,31 @@ def test_recall_keeps_to_the_similarity_floor_max_results_and_importance(ava):
     assert len(ava.recall("Ava baked bread for the harvest feast", k=3)) == 3
 
 
+def test_a_recall_that_finds_nothing_can_fall_back_to_the_latest_memories(ava):
+    """Seed 002: nothing above the floor, and the caller asked for the fallback: the agent's latest
+    memories under the same filter, marked found_by "recent" and counted as recalled."""
+    for turn, (text, tags) in enumerate([("Ava sharpened her sword.", ["combat"]),
+                                         ("Ava fed the goats.", ["farm"]),
+                                         ("Ava sparred with Bo in the yard.", ["combat"]),
+                                         ("Ava mended the fence.", ["farm"])], start=1):
+        ava.retain(text, tags=tags, turn=turn)
+    question = "What is the capital of the moon's treasury?"
+    assert ava.recall(question) == []  # seed 004's floor, as before: nothing is similar enough
+    latest = ava.recall(question, fallback="recent", max_results=3)
+    assert [r["memory"]["content"] for r in latest] == ["Ava mended the fence.", "Ava sparred with Bo in the yard.",
+                                                         "Ava fed the goats."]
+    assert {r["found_by"] for r in latest} == {"recent"} and [r["rank"] for r in latest] == [1, 2, 3]
+    # The same filter holds: combat only, strictly.
+    combat = ava.recall(question, fallback="recent", tags=["combat"], tag_mode="AnyStrict")
+    assert [r["memory"]["content"] for r in combat] == ["Ava sparred with Bo in the yard.", "Ava sharpened her sword."]
+    assert Memory.objects.get(content="Ava fed the goats.").access_count == 1
+    # A search that finds something is what comes back, marked as found by the search.
+    found = ava.recall("Ava fed the goats.", fallback="recent")
+    assert found[0]["memory"]["content"] == "Ava fed the goats." and found[0]["found_by"] == "search"
+    bad = ava.post("recall", {"query": question, "agent": "Ava", "fallback": "oldest"})
+    assert bad.status_code == 400 and "fallback" in bad.json()["detail"]
+
+
 def test_what_recall_returns_counts_as_recalled(ava):
     made = ava.retain("Ava hid the map under the floorboard.", turn=2)
     assert Memory.objects.get(pk=made["id"]).access_count == 0
@@ -189,7 +214,8 @@ def test_consolidate_asks_the_runs_model_at_temperature_0_3_in_300_tokens(user, 
 def test_the_schema_shows_the_new_parameters():
     schema = Client().get("/api/openapi.json").json()
     parts = schema["components"]["schemas"]
-    assert {"tags", "tag_mode", "min_importance", "similarity_threshold", "max_results"} <= set(parts["RecallIn"]["properties"])
+    assert {"tags", "tag_mode", "min_importance", "similarity_threshold", "max_results", "fallback"} \
+        <= set(parts["RecallIn"]["properties"])
     assert {"context", "metadata", "entities", "tags", "agent", "content"} <= set(parts["RetainIn"]["properties"])
     assert {"query", "context", "tags"} <= set(parts["ReflectIn"]["properties"])
     assert {"query", "context", "tags", "threshold"} <= set(parts["ConsolidateIn"]["properties"])
@@ -222,3 +248,66 @@ def test_hostile_details_are_refused_naming_the_field(ava, body, field):
     answer = ava.post("retain", body)
     assert answer.status_code == 400 and answer.json()["detail"].startswith(field), answer.json()
     assert not Memory.objects.exists()
+
+
+def _said(bank, agent, text, when, turn, **fields):
+    from memory.services import memory_create
+
+    return memory_create(bank=bank, content=text, agent=agent, kind="episodic", category="dialogue", turn=turn,
+                         source="earned", story_time=when, **fields)
+
+
+def test_consolidate_by_session_summarises_each_ended_conversation_by_story_time(user, ada_token):
+    """Seed 003: an hour of story time is one session; a session of three lines or more becomes one
+    summary, its lines consolidated; a short one stays, and the one still going on is left alone."""
+    from datetime import datetime, timezone
+
+    bank = bank_create(name="Inn", owner=user)
+    at = lambda h, m: datetime(1890, 5, 1, h, m, tzinfo=timezone.utc)  # noqa: E731
+    evening = [_said(bank, "Ava", text, at(18, minute), turn, tags=[tag]) for turn, (minute, text, tag) in enumerate([
+        (0, "Bo said: The bridge is out.", "road"), (10, "Cy said: Then we take the ford.", "road"),
+        (25, "Bo said: The ford floods at night.", "river"), (50, "Cy said: We leave at dawn, then.", "road")], 1)]
+    short = [_said(bank, "Ava", "Bo said: Pass the salt.", at(20, 0), 5),
+             _said(bank, "Ava", "Cy said: Here.", at(20, 20), 6)]
+    ongoing = [_said(bank, "Ava", f"Bo said: Line {n}.", at(21, 30 + 5 * n), 7 + n) for n in range(3)]
+    undated = _said(bank, "Ava", "Bo said: Before the calendar.", None, 0)
+    ava = Caller(bank, ada_token)
+    made = ava.post("consolidate", {"agent": "Ava", "by": "session"})
+    assert made.status_code == 200, made.content
+    summaries = made.json()
+    assert len(summaries) == 1
+    summary = Memory.objects.get(pk=summaries[0]["id"])
+    assert summary.content.startswith("A conversation of 4 lines (1890-05-01 18:00, turns 1–4)")
+    assert "The bridge is out." in summary.content and "We leave at dawn" in summary.content
+    assert summary.story_time == at(18, 50) and summary.tags == ["road", "river"]
+    assert summary.metadata["consolidation"]["session"]["minutes"] == 60
+    assert {m.status for m in Memory.objects.filter(pk__in=[m.pk for m in evening])} == {"consolidated"}
+    left = Memory.objects.filter(pk__in=[m.pk for m in short + ongoing] + [undated.pk])
+    assert {m.status for m in left} == {"active"}
+    # Two lines are enough when asked: the short session is summarised; the one going on still waits.
+    again = ava.post("consolidate", {"agent": "Ava", "by": "session", "min_lines": 2, "session_minutes": 30}).json()
+    assert [Memory.objects.get(pk=s["id"]).content.split(" (")[0] for s in again] == ["A conversation of 2 lines"]
+    bad = ava.post("consolidate", {"agent": "Ava", "by": "day"})
+    assert bad.status_code == 400 and "by" in bad.json()["detail"]
+
+
+def test_a_session_is_summarised_by_the_runs_model_as_a_conversation(user, ada_token):
+    from datetime import datetime, timezone
+
+    fake = FakeLLM().start()
+    try:
+        bank = bank_create(name="run", owner=user)
+        Simulation.objects.create(owner=user, title="Inn", status="running", max_turns=5, bank=bank,
+                                  cast_snapshot=[{"name": "Ava"}], provider="openai", base_url=fake.base_url,
+                                  model="test-model")
+        for turn, minute in enumerate((0, 10, 20, 90), 1):
+            _said(bank, "Ava", f"Bo said: Line {turn}.", datetime(1890, 5, 1, 18, minute % 60, tzinfo=timezone.utc)
+                  if minute < 60 else datetime(1890, 5, 1, 19, 30, tzinfo=timezone.utc), turn)
+        fake.script(ok("Bo went over the plan for the crossing, three times."))
+        summaries = Caller(bank, ada_token).post("consolidate", {"agent": "Ava", "by": "session"}).json()
+    finally:
+        fake.stop()
+    assert [s["content"] for s in summaries] == ["Bo went over the plan for the crossing, three times."]
+    asked = [r for r in fake.requests if "lines of one conversation" in str(r["messages"])]
+    assert len(asked) == 1 and asked[0]["temperature"] == 0.3
+    assert "Line 1." in str(asked[0]["messages"]) and "Line 4." not in str(asked[0]["messages"])

@@ -39,8 +39,10 @@ async def _session_run(params: StdioServerParameters, errlog, stray: list, steps
 
 def test_mcp_tools_come_from_the_registry():
     tools = mcp_tools()
-    assert [t.name for t in tools] == TOOL_NAMES
-    assert [t.input_schema for t in tools] == [s["function"]["parameters"] for s in openai_tool_schemas()]
+    # The agents' tools as a run gives them, then the store's two verbs (memory.mcp_verbs).
+    assert [t.name for t in tools] == [*TOOL_NAMES, "reflect", "consolidate"]
+    assert [t.input_schema for t in tools[:len(TOOL_NAMES)]] == [s["function"]["parameters"] for s in openai_tool_schemas()]
+    assert tools[-2].input_schema["required"] == ["query"] and "threshold" in tools[-1].input_schema["properties"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -75,7 +77,7 @@ def test_an_outside_agent_uses_the_memory_tools_over_mcp(alex, jordan, scenario,
     server_log = log_path.read_text()
 
     tools = {t.name: t for t in listing.tools}
-    assert list(tools) == TOOL_NAMES, server_log
+    assert list(tools) == [*TOOL_NAMES, "reflect", "consolidate"], server_log  # the store's verbs after the tools
     assert {"query_self", "query_memory", "query_character", "recall_episodes", "form_memory"} <= set(tools)
     assert tools["query_memory"].input_schema["required"] == ["query"]
     assert tools["query_memory"].input_schema["properties"]["query"]["type"] == "string"

@@ -90,3 +90,26 @@ def test_stats_over_the_api(alex_bank, user):
     missing = Client().get(f"/api/banks/{alex_bank.pk}/stats/Zed", HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert missing.status_code == 404 and "Alex" in missing.json()["detail"]
 
+
+
+def test_reflection_frequency_per_story_day_and_per_hundred_turns(user):
+    """Seed 003's reflection frequency: reflections over the story days (and turns) the agent's memories span."""
+    from datetime import datetime, timedelta, timezone
+
+    bank = bank_create(name="Three days", owner=user)
+    start = datetime(1890, 5, 1, 8, 0, tzinfo=timezone.utc)
+    for turn in range(0, 300, 10):  # 30 lines over three story days, one every 2.4 hours
+        memory_create(bank=bank, content=f"Line {turn}.", agent="Ann", kind="episodic", importance=5, turn=turn,
+                      story_time=start + timedelta(hours=turn / 10 * 2.4))
+    for turn in (50, 150, 250, 280, 290, 299):
+        memory_create(bank=bank, content=f"Insight at {turn}.", agent="Ann", kind="reflection", importance=7, turn=turn,
+                      story_time=start + timedelta(hours=turn / 10 * 2.4))
+    memory_create(bank=bank, content="Someone else's insight.", agent="Bo", kind="reflection", importance=7, turn=3)
+    stats = memory_stats(bank, "Ann")
+    days = (299 / 10 * 2.4) / 24  # ~2.99 days between the first memory and the last
+    assert stats.reflections == 6
+    assert stats.reflections_per_day == pytest.approx(6 / days, abs=1e-3)
+    assert stats.reflections_per_100_turns == pytest.approx(2.0)
+    # Without story time there is no per-day figure; a span under a day or 100 turns counts as one.
+    bo = memory_stats(bank, "Bo")
+    assert bo.reflections == 1 and bo.reflections_per_day is None and bo.reflections_per_100_turns == 1.0

@@ -18,7 +18,7 @@ from chronicle.simulation.providers import get_bookkeeper
 from chronicle.simulation.aftermath.secrets import untold
 from chronicle.simulation.story.stage import Delivery, deliver, seen_action
 from memory.api import (
-    CaptureFilters, CapturePlan, Skipped, capture_prepare, capture_soon, earlier_lines, embed_ahead,
+    ADAPTIVE_CEILING, CaptureFilters, CapturePlan, Skipped, capture_prepare, capture_soon, earlier_lines, embed_ahead,
     held_claims, lifecycle_totals, line_extract_request, memories_create, memories_supersede, memory_associate, memory_create,
     memory_reinforce, statements_to_reflect,
 )
@@ -99,9 +99,12 @@ def capture_options(simulation: Simulation, turn: Turn, outcome: TurnOutcome | N
         else:
             scorer = Simulation.ImportanceScorer.HEURISTIC
     threshold = simulation.capture_duplicate_threshold
+    adaptive = simulation.capture_adaptive_duplicates
+    if adaptive and not (threshold and threshold < 1):
+        threshold = ADAPTIVE_CEILING  # each listener's own threshold, at most the filter's usual value
     filters = CaptureFilters(importance_floor=simulation.capture_importance_floor,
                              duplicate_threshold=threshold if threshold and threshold < 1 else None,
-                             only_concerning=simulation.capture_only_concerning)
+                             only_concerning=simulation.capture_only_concerning, adaptive_duplicates=adaptive)
     # Distortion filters: with a real model its formation filters ask it to retell the line the
     # character's way; the scripted provider uses the offline rule.
     distortions = simulation.distortion_filters

@@ -195,6 +195,10 @@ class Simulation(RunSettingsMixin, models.Model):
     capture_duplicate_threshold = models.FloatField(
         "Near-duplicate threshold (cosine)", default=DEFAULTS["capture_duplicate_threshold"], validators=[MinValueValidator(0.5), MaxValueValidator(1)],
         help_text="A line this similar (0.5–1) to one the listener heard in its last 50 turns is not kept again; 1: off. Try 0.97.")
+    capture_adaptive_duplicates = models.BooleanField(
+        "Each listener's own duplicate threshold", default=False,
+        help_text="Seed 003's dynamic threshold: a listener whose recent memories are varied drops a near-repeat "
+                  "sooner (at most the threshold above; 0.97 when that is off, at least 0.8).")
     capture_only_concerning = models.BooleanField(
         "Remember only what concerns me", default=DEFAULTS["capture_only_concerning"],
         help_text="Listeners keep a line only if it is near their goals or identity; speakers keep their own lines.")

@@ -96,7 +96,10 @@ def _scorer_label(run) -> str:
 
 def _kept_label(run) -> str:
     floor, duplicates = run.capture_importance_floor, run.capture_duplicate_threshold
-    kept = [text for on, text in ((floor, f"importance ≥ {floor:g}"), (duplicates < 1, f"no duplicates ≥ {duplicates:g}"),
+    adaptive = run.capture_adaptive_duplicates
+    kept = [text for on, text in ((floor, f"importance ≥ {floor:g}"),
+                                  (duplicates < 1 and not adaptive, f"no duplicates ≥ {duplicates:g}"),
+                                  (adaptive, f"no duplicates by each one's own threshold (≤ {min(duplicates, 0.97):g})"),
                                   (run.capture_only_concerning, "only what concerns them")) if on]
     return f"keeps: {', '.join(kept)}" if kept else ""
 
@@ -145,6 +148,7 @@ RUN_SETTINGS: tuple[RunSetting, ...] = (
     RunSetting("importance_scorer", default="llm", optional=True, label=_scorer_label),
     RunSetting("capture_importance_floor", default=0, optional=True, label=_kept_label),
     RunSetting("capture_duplicate_threshold", default=1.0, optional=True),
+    RunSetting("capture_adaptive_duplicates", default=False, optional=True),
     RunSetting("capture_only_concerning", default=False),
     RunSetting("stage_directions"),
     RunSetting("minutes_per_turn", default=0, optional=True, turn="minutes_per_turn",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from chronicle.simulation.run.models import Simulation
+from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.control.tasks import run_turn_task
 from memory.models import Memory
 from tests.factories import start, say
@@ -57,13 +57,22 @@ def test_the_form_offers_memory_formation_and_stores_it(user, dinner, client_for
     data = {"scenario": dinner.pk, "max_turns": 3, "speaking_order": "round_robin", "retrieval_mode": "prepopulate",
             "scoring": "similarity", "provider": "scripted", "temperature": "0.7", "max_tokens": 300,
             "max_tool_calls": 4, "timeout_s": 30, "pace_s": 0, "importance_scorer": "llm",
-            "capture_importance_floor": "4", "capture_duplicate_threshold": "0.9", "capture_only_concerning": "on"}
+            "capture_importance_floor": "4", "capture_duplicate_threshold": "0.9", "capture_only_concerning": "on",
+            "capture_adaptive_duplicates": "on"}
+    assert 'name="capture_adaptive_duplicates"' in page
     with django_capture_on_commit_callbacks(execute=False):
         response = client.post(reverse("simulation_create"), data)
     assert response.status_code == 302
     simulation = Simulation.objects.get()
     assert (simulation.importance_scorer, simulation.capture_importance_floor, simulation.capture_duplicate_threshold,
-            simulation.capture_only_concerning) == ("llm", 4.0, 0.9, True)
+            simulation.capture_only_concerning, simulation.capture_adaptive_duplicates) == ("llm", 4.0, 0.9, True, True)
+    # The turn's capture takes each listener's own threshold, at most the writer's 0.9.
+    from chronicle.simulation.aftermath.formation import capture_options
+
+    filters = capture_options(simulation, Turn(simulation=simulation))["filters"]
+    assert filters.adaptive_duplicates and filters.duplicate_threshold == 0.9
+    simulation.capture_duplicate_threshold = 1.0  # the fixed filter off: each one's own, at most 0.97
+    assert capture_options(simulation, Turn(simulation=simulation))["filters"].duplicate_threshold == 0.97
     bad = client.post(reverse("simulation_create"), data | {"capture_importance_floor": "11"})
     assert bad.status_code == 200 and "less than or equal to 10" in bad.content.decode()
 

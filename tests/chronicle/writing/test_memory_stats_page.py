@@ -15,6 +15,10 @@ def test_the_analytics_page_shows_each_agents_memory_stats(user, client_for, fin
     assert 'id="stats-table"' in html and all(f">{name}</a></th>" in html for name in finished.cast_names)
     assert [s.agent for s in page.context["stats"]] == finished.cast_names
     assert all(s.total > 0 and s.diversity is not None for s in page.context["stats"])
+    # Seed 003's reflection frequency beside them: a finished run's turns give the per-100-turns figure.
+    assert "<th>reflections</th>" in html
+    assert all(s.reflections_per_100_turns is not None for s in page.context["stats"])
+    assert all(f"<td>{s.reflections}" in html for s in page.context["stats"])
     agent = finished.cast_names[0]
     one = client_for(user).get(reverse("chronicle_analytics", args=[finished.pk]) + f"?agent={agent}")
     assert [s.agent for s in one.context["stats"]] == [agent]
