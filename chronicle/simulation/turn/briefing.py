@@ -323,12 +323,15 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             continue
         similarity = (snap.get("components") or {}).get("similarity")
         if section.title == BROUGHT_BACK and calibrated(similarity) < CONFIDENCE_FLOOR:
-            continue  # a loose match is noise in every call until the window moves: a search finds it if needed
+            continue  # a loose match is noise: a search finds it if it is wanted
         shown.add(snap["memory_id"])
         turn_label = snap.get("turn")
         until = f", until turn {snap['until_turn']}" if snap.get("until_turn") else ""
         line = (f"(before this story) {content}" if turn_label is not None and turn_label < 0
                 else f"(turn {turn_label}{until}) {content}" if turn_label else content)
+        if section.title == "The others present" and not turn_label and _story_moved_on(turn):
+            # The writer's starting note ("knows nothing of Declan yet"), read 300 turns on as if current.
+            line = f"(when the story began) {line}"
         if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
             line += " (weak match)"  # the scale of the tools' retrieval_confidence; the prompt says below it is weak
         if section.title in SECTION_BUDGETS and section.lines and \
@@ -338,6 +341,12 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             section.lines.append(line)
             section.ids.append(snap["memory_id"])
 
+
+
+def _story_moved_on(turn: TurnInput) -> bool:
+    """Whether the agent's transcript no longer begins with the story's first lines."""
+    entries = window(turn.transcript, turn.stage)
+    return bool(entries) and entries[0][0] > 1
 
 
 # How the agent took the lines it heard since its last turn, where a formation filter (paranoia, the

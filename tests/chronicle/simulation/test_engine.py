@@ -175,6 +175,9 @@ def test_a_line_long_gone_from_the_window_comes_back_when_the_talk_returns_to_it
     asked = simulation.turns.get(index=13)
     brought = sent_text(asked).split("## What this brings back", 1)[1].split("##", 1)[0]
     assert "two hundred and ten pounds" in brought and "(turn 1)" in brought
+    # Far into the story, the writer's starting notes on the others say when they were true.
+    others = sent_text(asked).split("## The others present", 1)[1].split("##", 1)[0]
+    assert all(line.startswith("- (when the story began) ") for line in others.strip().splitlines())
     # Sent with that call alone, after the conversation: Jordan's next turns do not carry it on.
     users = [m["content"] for m in asked.prompt_messages if m["role"] == "user"]
     assert "What this brings back" in users[-1] and "What this brings back" not in users[0]
