@@ -94,6 +94,7 @@ from memory.living.reflection import (
     importance_since_last_reflection, importance_since_last_reflections, insights_store, lifecycle_totals,
     recent_memories, reflect, reflections_between,
 )
+from memory.living.reflection_rules import lived_since, reflections_due
 from memory.living.relationships import describe, relationships_update, standing
 
 # Work done by memory's workers.
@@ -145,6 +146,7 @@ __all__ = [
     "consolidations_due", "summarizer",
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
     "DAY_SUMMARY", "day_summarise", "latest_day_turn", "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "recent_memories", "reflect",
+    "lived_since", "reflections_due",
     "describe", "relationships_update", "standing", "relationship_check", "relationships_export", "relationships_import",
     "access_check", "accesses_export", "accesses_import",
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",

@@ -259,6 +259,12 @@ ASSOCIATION_WEIGHT = float(os.environ.get("WONDA_ASSOCIATION_WEIGHT", "0"))
 # Reflection (memory.living.reflection): an agent reflects once the importance of what it lived since its
 # last reflection reaches this (seed 003, Generative Agents: 150). Per simulation later.
 REFLECTION_THRESHOLD = float(os.environ.get("WONDA_REFLECTION_THRESHOLD", "150"))
+# Seed 003's other rules (memory.living.reflection_rules): at least this many memories lived since the
+# last reflection, this many turns apart, and an insight kept only when it cites this many memories
+# (1, 0 and 1 turn them off).
+REFLECTION_MIN_MEMORIES = int(os.environ.get("WONDA_REFLECTION_MIN_MEMORIES", "5"))
+REFLECTION_SPACING = int(os.environ.get("WONDA_REFLECTION_SPACING", "3"))
+REFLECTION_MIN_CITED = int(os.environ.get("WONDA_REFLECTION_MIN_CITED", "2"))
 
 # --- LLM defaults for new simulations ------------------------------------------------------
 LLM_PROVIDER = os.environ.get("WONDA_LLM_PROVIDER", "scripted")

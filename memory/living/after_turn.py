@@ -36,20 +36,25 @@ For each listener give:
 - "facts": at most {facts} things the listener learns from the line about the world or the people
   in it, the most useful first, each a short standalone statement naming who and what; a claim is
   put as its speaker's ("{speaker} says …"); [] for small talk, questions and
-  feelings.
+  feelings;
+- "valence", from -1 to 1: how the line leaves that listener feeling (-1 crushed or furious, 0
+  unmoved, 1 overjoyed), and "feeling", one word for it ("uneasy", "relieved"; "" when unmoved).
 {own}
 {reflections}{claims}{secrets}Also "left": who walks out in this line (now, not a plan); "came": who comes in.
 Answer with JSON only, one entry per listener, in this shape:
-{{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}, "left": [], "came": []{shape}}}"""
+{{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": [], "valence": 0.0, "feeling": ""}}}}, "left": [], "came": []{shape}}}"""
 
 # Seed 003's reflection, asked in the same call for whoever is due (memory.living.reflection's threshold):
 # what the agent remembers since it last reflected, and insights citing it.
-REFLECT = """{agent} has not reflected for a while. What {agent} remembers, numbered:
+REFLECT = """{agent} has not reflected for a while.
+{who}What {agent} remembers, numbered:
 {statements}
 """
+# The sheet of whoever reflects (seed 003: its identity, traits, values and goals in the prompt).
+REFLECT_WHO = "Who {agent} is:\n{sheet}\n"
 REFLECT_ASK = """Also give "reflections": for {names}, up to {n} high-level insights each would draw from
-the numbered statements above (patterns, what people want, what changed), each with the numbers
-of the statements it rests on.
+the numbered statements above as they would see them (patterns, what people want, what changed), each
+with the numbers of the statements it rests on: at least two, and saying more than any one of them.
 
 """
 REFLECT_SHAPE = ', "reflections": {{"{agent}": [{{"insight": "...", "because": [1, 4]}}]}}'
@@ -97,6 +102,9 @@ class AfterTurn:
     facts: dict[str, list[str]] = field(default_factory=dict)
     # Per agent that was due to reflect: (insight, the 1-based numbers of the statements it cites).
     insights: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
+    # How the line leaves each listener feeling (memory.living.mood): valence −1..1 and its word.
+    feelings: dict[str, float] = field(default_factory=dict)
+    feeling_words: dict[str, str] = field(default_factory=dict)
     stances: dict[str, str] = field(default_factory=dict)  # claim → asserts | questions | doubts | denies | none
     revealed: list[str] = field(default_factory=list)  # the speaker's secrets the line tells, as asked
     # Who the line takes out of the room (of those who heard it) and brings in (any name: the caller
@@ -111,8 +119,8 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
                secrets: list[str] | None = None, before: Sequence[str] = (),
                took: dict[str, str] | None = None, holders: dict[str, list[str]] | None = None,
-               keeping: dict[str, list[str]] | None = None) -> str:
-    """took: how a listener with a formation filter took the line (its own copy), to be judged by;
+               keeping: dict[str, list[str]] | None = None, sheets: dict[str, str] | None = None) -> str:
+    """sheets: the sheet of each agent due to reflect (its identity, traits, values, goals); took: how a listener with a formation filter took the line (its own copy), to be judged by;
     holders: who holds each claim; keeping: each listener's own secrets;
     before: what the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"),
     so a reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
@@ -122,7 +130,8 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
     described = "\n".join(f"- {name}: {_sentences(_about(text, name), 300)}" for name, text in profiles.items() if text)
     reflections = shape = ""
     if reflect:
-        reflections = "".join(REFLECT.format(agent=agent, statements="\n".join(
+        reflections = "".join(REFLECT.format(agent=agent, who=REFLECT_WHO.format(agent=agent, sheet=(sheets or {})[agent])
+                                             if (sheets or {}).get(agent) else "", statements="\n".join(
             f"{i}. {_sentences(text, 300)}" for i, text in enumerate(lines, start=1))) + "\n"
             for agent, lines in reflect.items())
         reflections += REFLECT_ASK.format(names=", ".join(reflect), n=REFLECT_INSIGHTS)
@@ -164,14 +173,14 @@ def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str
                ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None,
                claims: list[str] | None = None, secrets: list[str] | None = None, before: Sequence[str] = (),
                took: dict[str, str] | None = None, holders: dict[str, list[str]] | None = None,
-               keeping: dict[str, list[str]] | None = None) -> AfterTurn:
+               keeping: dict[str, list[str]] | None = None, sheets: dict[str, str] | None = None) -> AfterTurn:
     """One call for every listener in `profiles` (name → identity and goals), and the reflections of
     those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
     judge it, and the reflections wait."""
     try:
         answer = str(ask(prompt_for(speaker=speaker, content=content, turn=turn, profiles=profiles,
                                     reflect=reflect, claims=claims, secrets=secrets, before=before, took=took,
-                                    holders=holders, keeping=keeping)) or "")
+                                    holders=holders, keeping=keeping, sheets=sheets)) or "")
     except Exception as exc:  # the line must not be lost to a failed judgement
         return AfterTurn(error=f"the model could not be asked: {exc}"[:300])
     return parse(answer, names=list(profiles), speaker=speaker,
@@ -222,6 +231,12 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
             # The reason an agent reads ("How you stand with Sam … (Sam: “…” (“…”))"): the words, no machinery.
             result.moves[name] = Judgement(trust=trust, affinity=affinity, words=[evidence] if evidence else [],
                                            why=f"“{evidence}”" if evidence else "")
+        valence = _number(row.get("valence"))
+        if valence is not None and name != speaker:
+            result.feelings[name] = round(max(-1.0, min(1.0, valence)), 3)
+            word = " ".join(str(row.get("feeling") or "").split()[:2]).strip(".,;!").lower()[:30]
+            if word:
+                result.feeling_words[name] = word
         facts = row.get("facts") if isinstance(row.get("facts"), list) and name != speaker else []
         kept = [" ".join(str(f).split())[:300] for f in facts if isinstance(f, str) and len(f.split()) >= 3]
         if kept:

@@ -19,8 +19,8 @@ from chronicle.simulation.aftermath.secrets import untold
 from chronicle.simulation.story.stage import Delivery, deliver, seen_action
 from memory.api import (
     CaptureFilters, CapturePlan, REFLECT_STATEMENTS, Skipped, capture_prepare, capture_soon, earlier_lines, embed_ahead,
-    extract_task, held_claims, lifecycle_totals, memories_create, memories_supersede, memory_associate, memory_create,
-    memory_reinforce, recent_memories,
+    extract_task, held_claims, memories_create, memories_supersede, memory_associate, memory_create,
+    memory_reinforce, recent_memories, reflections_due,
 )
 from memory.models import Memory
 
@@ -210,10 +210,10 @@ def judged_by_model(simulation: Simulation) -> bool:
 
 
 def due_to_reflect(simulation: Simulation, number: int) -> dict[str, list[Memory]]:
-    """Who has reached the reflection threshold (and not made the story day's reflections yet), with
-    what it will reflect on (its latest memories)."""
-    totals = lifecycle_totals(simulation.bank, simulation.cast_names)
-    due = [name for name in simulation.cast_names if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
+    """Who is due to reflect by seed 003's rules (memory's reflections_due: the threshold, five
+    memories since, spaced turns; and not the story day's three made yet), with what it will
+    reflect on (its latest memories)."""
+    due = reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold, turn=number)
     done_today = simulation.reflected_out_today(due, number)
     due = [name for name in due if name not in done_today]
     pools = {name: recent_memories(simulation.bank, name, REFLECT_STATEMENTS) for name in due}

@@ -37,7 +37,7 @@ from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.providers import get_provider
 from memory.api import (
     EmbeddingError, RECENT_TURNS, background, bank_hold, consolidate, consolidate_bank_task, consolidation_due,
-    consolidations_due, day_summarise, importance_since_last_reflection, importance_since_last_reflections, reflect,
+    consolidations_due, day_summarise, reflect, reflections_due,
     summarizer,
 )
 from memory.models import Memory
@@ -209,8 +209,10 @@ def queue_reflections(simulation_id: int, turn_number: int, due: list[str] | Non
     if simulation is None or simulation.bank_id is None:
         return []
     if due is None:
-        totals = importance_since_last_reflections(simulation.bank, simulation.cast_names)
-        due = [name for name in simulation.cast_names if totals.get(name, 0.0) >= simulation.reflection_threshold]
+        due = reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold,
+                              turn=turn_number)
+        done_today = simulation.reflected_out_today(due, turn_number)
+        due = [name for name in due if name not in done_today]
     batched = formation.judged_by_model(simulation)
     if batched and simulation.provider == Simulation.Provider.OPENAI and simulation.status == Simulation.Status.RUNNING:
         return []  # the model's judgement of the next line reflects for them, in the same call
@@ -306,7 +308,9 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool
             return "busy"
         if Memory.objects.in_bank(bank).for_agent(agent).filter(kind=Memory.Kind.REFLECTION, turn=turn_number).exists():
             return "already reflected"
-        if importance_since_last_reflection(bank, agent) < simulation.reflection_threshold:
+        # Seed 003's rules, read again: a redelivered task, or one queued before a later turn's, may find it done.
+        if not reflections_due(bank, [agent], threshold=simulation.reflection_threshold, turn=turn_number) \
+                or simulation.reflected_out_today([agent], turn_number):
             return "not due"
         try:
             with transaction.atomic():

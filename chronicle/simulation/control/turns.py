@@ -34,7 +34,7 @@ from chronicle.simulation.story.stage import deliver
 from chronicle.simulation.turn.inputs import heard_before
 from memory.api import (
     CapturePlan, accesses_record, capture_commit, insights_store, lesson_of,
-    lifecycle_totals, memories_dated, relationships_update,
+    lived_since, memories_dated, reflections_due, relationships_update,
 )
 from chronicle.simulation.aftermath.formation import (  # noqa: F401 (stage_apply: read from here too)
     _notes,
@@ -311,12 +311,13 @@ def _record_reading_and_writes(simulation: Simulation, turn: Turn, outcome: Turn
 def _mark_due(simulation: Simulation, turn: Turn) -> None:
     """Who is due to reflect or to consolidate, with this line counted (the caller queues them after
     the commit: chronicle.simulation.control.tasks)."""
-    totals = lifecycle_totals(simulation.bank, simulation.cast_names)
-    due = [name for name in simulation.cast_names if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
+    lived = lived_since(simulation.bank, simulation.cast_names)
+    due = reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold,
+                          turn=turn.number, lived=lived)
     done_today = simulation.reflected_out_today(due, turn.number)  # the story day's three, made already
     turn.due_reflections = [name for name in due if name not in done_today]
     turn.due_consolidations = [name for name in simulation.cast_names if simulation.consolidation_budget > 0
-                               and totals.get(name, (0.0, 0))[1] > simulation.consolidation_budget]
+                               and name in lived and lived[name].earned > simulation.consolidation_budget]
 
 
 def _record_memory_time(turn: Turn, outcome: TurnOutcome, capture: CapturePlan, captured, started: float,
