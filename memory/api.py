@@ -95,6 +95,8 @@ from memory.living.reflection import (
     recent_memories, reflect, reflections_between,
 )
 from memory.living.reflection_rules import lived_since, reflections_due
+# How a line leaves each listener feeling, and each agent's mood (primes its searches).
+from memory.living.mood import Mood, feel_line, moods
 from memory.living.relationships import describe, relationships_update, standing
 
 # Work done by memory's workers.
@@ -146,7 +148,7 @@ __all__ = [
     "consolidations_due", "summarizer",
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
     "DAY_SUMMARY", "day_summarise", "latest_day_turn", "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "recent_memories", "reflect",
-    "lived_since", "reflections_due",
+    "lived_since", "reflections_due", "Mood", "feel_line", "moods",
     "describe", "relationships_update", "standing", "relationship_check", "relationships_export", "relationships_import",
     "access_check", "accesses_export", "accesses_import",
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",

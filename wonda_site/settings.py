@@ -265,6 +265,9 @@ REFLECTION_THRESHOLD = float(os.environ.get("WONDA_REFLECTION_THRESHOLD", "150")
 REFLECTION_MIN_MEMORIES = int(os.environ.get("WONDA_REFLECTION_MIN_MEMORIES", "5"))
 REFLECTION_SPACING = int(os.environ.get("WONDA_REFLECTION_SPACING", "3"))
 REFLECTION_MIN_CITED = int(os.environ.get("WONDA_REFLECTION_MIN_CITED", "2"))
+# Mood (memory.living.mood): how each line leaves its listeners feeling, each agent's mood in its
+# header, and its searches primed by it. WONDA_MOOD=0 turns all three off.
+MOOD_ENABLED = os.environ.get("WONDA_MOOD", "1").strip().lower() not in ("0", "false", "no", "off")
 
 # --- LLM defaults for new simulations ------------------------------------------------------
 LLM_PROVIDER = os.environ.get("WONDA_LLM_PROVIDER", "scripted")

@@ -17,6 +17,7 @@ from chronicle.simulation.prompting.context import KIND_LABELS
 from chronicle.simulation.run.models import Retrieval, Simulation, Turn
 from chronicle.writing import turn_series
 from chronicle.writing.charts import Chart, stacked
+from chronicle.writing.mood_chart import MoodChart, mood_chart
 from chronicle.writing.wording import kind_label
 from memory.models import Memory
 
@@ -64,6 +65,7 @@ class Analytics:
     never_count: int = 0
     memories: int = 0
     turns: int = 0
+    mood: MoodChart | None = None
 
 
 def analytics(simulation: Simulation, *, agent: str = "") -> Analytics:
@@ -76,6 +78,7 @@ def analytics(simulation: Simulation, *, agent: str = "") -> Analytics:
                      _tools(simulation, cols, agent)]
     series = turn_series.tokens_and_latency(simulation, cols, agent)
     result.charts += [_tokens(series.tokens, cols), _latency(series.latency, cols)]
+    result.mood = mood_chart(simulation, agent)
     return result
 
 

@@ -36,6 +36,7 @@ from memory.api import (
     CapturePlan, accesses_record, capture_commit, insights_store, lesson_of,
     lived_since, memories_dated, reflections_due, relationships_update,
 )
+from chronicle.simulation.aftermath.feelings import feel_after_line
 from chronicle.simulation.aftermath.formation import (  # noqa: F401 (stage_apply: read from here too)
     _notes,
     _queue_extract,
@@ -194,6 +195,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     told = secrets.tell(bank=simulation.bank, speaker=turn.agent, heard_by=line.heard_by, turn=turn.number,
                         revealed=capture.after.revealed if capture.after else [])
     moved = _move_relationships(simulation, turn, line, capture, captured)
+    feel_after_line(simulation, turn, capture, captured, moved)  # how it left each listener feeling
     _queue_extraction(simulation, turn, line, capture, moved)
     not_kept = capture_note(captured.skipped)
     turn.note = _notes(turn, outcome, mode_note, not_kept, "\n".join(n for n in (belief_note(believed), told) if n),

@@ -71,10 +71,12 @@ def header(*, agent: str, identity: str, scene: str, wants: str = "", more: Sequ
     return f"## You\nYou are {agent}{': ' + identity if identity else ''}{want}{rest}\nScene: {scene}"
 
 
-def now_line(*, present: list[str], clock: str) -> str:
-    """Who is here and the time: what changes, sent last with the turn's ask."""
+def now_line(*, present: list[str], clock: str, feeling: str = "") -> str:
+    """Who is here and the time, and how the agent feels (its mood, when it is not calm): what
+    changes, sent last with the turn's ask."""
     here = ", ".join(present) if present else "nobody else"
-    return f"## Now\nHere with you: {here}\nTime: {clock}"
+    feels = f"\nYou feel: {feeling}" if feeling else ""
+    return f"## Now\nHere with you: {here}\nTime: {clock}{feels}"
 
 
 @dataclass

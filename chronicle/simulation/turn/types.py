@@ -86,6 +86,8 @@ class TurnInput:
     clock: list[float] | None = None  # the scenario clock's skips (Simulation.clock); None: age in turns
     associations: float = 0.0  # links followed one hop in searches (Simulation.association_weight)
     distortions: list = field(default_factory=list)  # the run's distortion filters (memory.forming.distortion)
+    mood: float = 0.0  # how the agent feels as its turn begins (memory.living.mood): primes its searches
+    feeling: str = ""  # the mood's word, for the header ("" when calm)
     # The simulation's options: tools offered, query enhancement, prompt integration.
     tool_set: list[str] = field(default_factory=lambda: list(DEFAULT_SIMULATION_TOOLS))
     query_context: bool = False
