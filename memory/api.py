@@ -97,6 +97,9 @@ from memory.living.reflection import (
 from memory.living.reflection_rules import lived_since, reflections_due
 # How a line leaves each listener feeling, and each agent's mood (primes its searches).
 from memory.living.mood import Mood, feel_line, moods
+# An agent's plan for the scene and its goals' progress.
+from memory.living.plans import after_line as plans_after_line
+from memory.living.plans import current_plans, plan_make, plan_text
 from memory.living.relationships import describe, relationships_update, standing
 
 # Work done by memory's workers.
@@ -149,6 +152,7 @@ __all__ = [
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
     "DAY_SUMMARY", "day_summarise", "latest_day_turn", "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "recent_memories", "reflect",
     "lived_since", "reflections_due", "Mood", "feel_line", "moods",
+    "plans_after_line", "current_plans", "plan_make", "plan_text",
     "describe", "relationships_update", "standing", "relationship_check", "relationships_export", "relationships_import",
     "access_check", "accesses_export", "accesses_import",
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",

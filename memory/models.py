@@ -101,6 +101,8 @@ class Memory(models.Model):
         ACTION = "action"
         REFLECTION = "reflection"
         PLAN = "plan"
+        # An agent's inner life (memory.living.plans): how its goals are going.
+        GOAL_PROGRESS = "goal_progress"
 
     class Source(models.TextChoices):
         GIFTED = "gifted"

@@ -268,6 +268,9 @@ REFLECTION_MIN_CITED = int(os.environ.get("WONDA_REFLECTION_MIN_CITED", "2"))
 # Mood (memory.living.mood): how each line leaves its listeners feeling, each agent's mood in its
 # header, and its searches primed by it. WONDA_MOOD=0 turns all three off.
 MOOD_ENABLED = os.environ.get("WONDA_MOOD", "1").strip().lower() not in ("0", "false", "no", "off")
+# Plans and goal progress (memory.living.plans): a plan per agent and story day, revised by what it
+# hears, and "Closer to: …" memories. WONDA_PLANS=0 turns them off.
+PLANS_ENABLED = os.environ.get("WONDA_PLANS", "1").strip().lower() not in ("0", "false", "no", "off")
 
 # --- LLM defaults for new simulations ------------------------------------------------------
 LLM_PROVIDER = os.environ.get("WONDA_LLM_PROVIDER", "scripted")

@@ -38,9 +38,11 @@ For each listener give:
   put as its speaker's ("{speaker} says …"); [] for small talk, questions and
   feelings;
 - "valence", from -1 to 1: how the line leaves that listener feeling (-1 crushed or furious, 0
-  unmoved, 1 overjoyed), and "feeling", one word for it ("uneasy", "relieved"; "" when unmoved).
+  unmoved, 1 overjoyed), and "feeling", one word for it ("uneasy", "relieved"; "" when unmoved);
+- "progress", only when the line moves that listener closer to or further from one of its goals:
+  {{"goal": "<the goal, as its profile says it>", "closer": true or false}}.
 {own}
-{reflections}{claims}{secrets}Also "left": who walks out in this line (now, not a plan); "came": who comes in.
+{reflections}{plans}{claims}{secrets}Also "left": who walks out in this line (now, not a plan); "came": who comes in.
 Answer with JSON only, one entry per listener, in this shape:
 {{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": [], "valence": 0.0, "feeling": ""}}}}, "left": [], "came": []{shape}}}"""
 
@@ -85,6 +87,15 @@ plainly admits; not a part of one, a hint or a topic near it), [] for none.
 
 """
 SECRETS_SHAPE = ', "revealed": []'
+# The listeners' current plans (memory.living.plans): a line that overturns one gets a new plan.
+PLANS = """The listeners' plans for the scene:
+{listed}
+Also give "plans": for a listener whose plan this line overturns (it blocks it, or makes it
+pointless), the new plan in their own words, one or two sentences ("Change of plan: …"); {{}} when
+no plan changes.
+
+"""
+PLANS_SHAPE = ', "plans": {}'
 REFLECT_INSIGHTS = 3
 REFLECT_STATEMENTS = 30  # the latest memories a reflection asked this way rests on (the call stays short)
 
@@ -100,6 +111,8 @@ class AfterTurn:
     importance: dict[str, float] = field(default_factory=dict)
     moves: dict[str, Judgement] | None = None  # None: the answer was unusable, the heuristic judges
     facts: dict[str, list[str]] = field(default_factory=dict)
+    progress: dict[str, tuple[str, bool]] = field(default_factory=dict)  # listener → (goal, closer)
+    plans: dict[str, str] | None = None  # listener → new plan (None: plans were not asked about)
     # Per agent that was due to reflect: (insight, the 1-based numbers of the statements it cites).
     insights: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
     # How the line leaves each listener feeling (memory.living.mood): valence −1..1 and its word.
@@ -119,7 +132,8 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
                secrets: list[str] | None = None, before: Sequence[str] = (),
                took: dict[str, str] | None = None, holders: dict[str, list[str]] | None = None,
-               keeping: dict[str, list[str]] | None = None, sheets: dict[str, str] | None = None) -> str:
+               keeping: dict[str, list[str]] | None = None, sheets: dict[str, str] | None = None,
+               plans: dict[str, str] | None = None) -> str:
     """sheets: the sheet of each agent due to reflect (its identity, traits, values, goals); took: how a listener with a formation filter took the line (its own copy), to be judged by;
     holders: who holds each claim; keeping: each listener's own secrets;
     before: what the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"),
@@ -136,6 +150,10 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
             for agent, lines in reflect.items())
         reflections += REFLECT_ASK.format(names=", ".join(reflect), n=REFLECT_INSIGHTS)
         shape = REFLECT_SHAPE.format(agent=next(iter(reflect)))
+    planned = ""
+    if plans:
+        planned = PLANS.format(listed="\n".join(f"- {name}: {_sentences(text, 300)}" for name, text in plans.items()))
+        shape += PLANS_SHAPE
     asked = ""
     if claims:
         held = holders or {}
@@ -166,26 +184,33 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described, before=before,
                          heard=heard, keeping=secrets_of, own=own,
                          speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=example,
-                         reflections=reflections, claims=asked, secrets=kept, shape=shape)
+                         reflections=reflections, plans=planned, claims=asked, secrets=kept, shape=shape)
 
 
 def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str],
                ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None,
                claims: list[str] | None = None, secrets: list[str] | None = None, before: Sequence[str] = (),
                took: dict[str, str] | None = None, holders: dict[str, list[str]] | None = None,
-               keeping: dict[str, list[str]] | None = None, sheets: dict[str, str] | None = None) -> AfterTurn:
+               keeping: dict[str, list[str]] | None = None, sheets: dict[str, str] | None = None,
+               plans: dict[str, str] | None = None) -> AfterTurn:
     """One call for every listener in `profiles` (name → identity and goals), and the reflections of
     those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
     judge it, and the reflections wait."""
     try:
         answer = str(ask(prompt_for(speaker=speaker, content=content, turn=turn, profiles=profiles,
                                     reflect=reflect, claims=claims, secrets=secrets, before=before, took=took,
-                                    holders=holders, keeping=keeping, sheets=sheets)) or "")
+                                    holders=holders, keeping=keeping, sheets=sheets, plans=plans)) or "")
     except Exception as exc:  # the line must not be lost to a failed judgement
         return AfterTurn(error=f"the model could not be asked: {exc}"[:300])
-    return parse(answer, names=list(profiles), speaker=speaker,
-                 statements={agent: len(lines) for agent, lines in (reflect or {}).items()}, claims=claims,
-                 secrets=secrets)
+    result = parse(answer, names=list(profiles), speaker=speaker,
+                   statements={agent: len(lines) for agent, lines in (reflect or {}).items()}, claims=claims,
+                   secrets=secrets)
+    if plans and result.moves is not None:  # asked and answered: a plan left out is a plan kept
+        given = _json_object(answer).get("plans") if isinstance(_json_object(answer), dict) else None
+        result.plans = {name: " ".join(str(given[key]).split())[:600] for name in plans
+                        for key in (given if isinstance(given, dict) else {})
+                        if str(key).strip().lower() == name.lower() and str(given[key]).strip()}
+    return result
 
 
 def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, int] | None = None,
@@ -231,6 +256,10 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
             # The reason an agent reads ("How you stand with Sam … (Sam: “…” (“…”))"): the words, no machinery.
             result.moves[name] = Judgement(trust=trust, affinity=affinity, words=[evidence] if evidence else [],
                                            why=f"“{evidence}”" if evidence else "")
+        progress = row.get("progress")
+        if isinstance(progress, dict) and str(progress.get("goal") or "").strip() and name != speaker \
+                and isinstance(progress.get("closer"), bool):
+            result.progress[name] = (" ".join(str(progress["goal"]).split())[:300], progress["closer"])
         valence = _number(row.get("valence"))
         if valence is not None and name != speaker:
             result.feelings[name] = round(max(-1.0, min(1.0, valence)), 3)

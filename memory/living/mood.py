@@ -24,6 +24,7 @@ from django.db import connection
 
 from memory.embedding.cache import embed_texts
 from memory.embedding.errors import EmbeddingError
+from memory.living.reflection_rules import INNER_KINDS
 from memory.living.relationships import MAX_STEP
 from memory.models import Memory, MemoryBank, Relationship
 
@@ -136,11 +137,12 @@ def moods(bank: MemoryBank | int, agents: list[str], turn: int) -> dict[str, Moo
                    (array_agg(emotional_valence ORDER BY turn DESC, id DESC) FILTER (WHERE metadata ? 'feeling'))[1]
               FROM memory_memory
              WHERE bank_id = %(bank)s AND agent = ANY(%(agents)s) AND source = 'earned' AND emotional_valence <> 0
-               AND NOT metadata ? 'extracted' AND turn > %(turn)s - %(window)s AND turn <= %(turn)s
+               AND NOT metadata ? 'extracted' AND kind <> ALL(%(inner)s)
+               AND turn > %(turn)s - %(window)s AND turn <= %(turn)s
              GROUP BY agent
             """,
             {"bank": bank.pk if hasattr(bank, "pk") else int(bank), "agents": list(agents), "fade": FADE,
-             "turn": int(turn), "window": WINDOW})
+             "turn": int(turn), "window": WINDOW, "inner": list(INNER_KINDS)})
         out = {}
         for agent, total, said, said_valence in cursor.fetchall():
             valence = round(math.tanh(float(total or 0.0)), 3)

@@ -31,6 +31,8 @@ RESTATEMENT_SIMILARITY = 0.9
 # The sheet's parts a reflection is told, in this order: who it is, how it is, what it holds to, what it wants.
 SHEET_CATEGORIES = ("identity", "traits", "values", "goals", "decision_style")
 SHEET_CHARS = 900
+# What an agent makes of its lines (a plan, a goal's progress: memory.living.plans): not lived again.
+INNER_KINDS = ("plan", "goal_progress")
 _WORD = re.compile(r"[a-z0-9']+")
 
 
@@ -74,15 +76,16 @@ def lived_since(bank: MemoryBank | int, agents: list[str]) -> dict[str, Lived]:
             )
             SELECT m.agent,
                    coalesce(sum(m.importance) FILTER (WHERE (last.turn IS NULL OR m.turn > last.turn)
-                                                      AND NOT m.metadata ? 'extracted'), 0),
-                   count(*) FILTER (WHERE (last.turn IS NULL OR m.turn > last.turn) AND NOT m.metadata ? 'extracted'),
+                                                      AND NOT m.metadata ? 'extracted' AND m.kind <> ALL(%(inner)s)), 0),
+                   count(*) FILTER (WHERE (last.turn IS NULL OR m.turn > last.turn) AND NOT m.metadata ? 'extracted'
+                                    AND m.kind <> ALL(%(inner)s)),
                    count(*) FILTER (WHERE m.status = 'active'),
                    max(last.turn)
               FROM memory_memory m LEFT JOIN last ON last.agent = m.agent
              WHERE m.bank_id = %(bank)s AND m.agent = ANY(%(agents)s) AND m.source = 'earned'
              GROUP BY m.agent
             """,
-            {"bank": bank.pk if hasattr(bank, "pk") else int(bank), "agents": list(agents)},
+            {"bank": bank.pk if hasattr(bank, "pk") else int(bank), "agents": list(agents), "inner": list(INNER_KINDS)},
         )
         return {agent: Lived(float(since), int(count), int(earned), last)
                 for agent, since, count, earned, last in cursor.fetchall()}

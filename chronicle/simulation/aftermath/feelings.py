@@ -7,6 +7,7 @@ WONDA_MOOD=0 turns it off: no feelings recorded, no mood in the header, no primi
 
 from __future__ import annotations
 
+from chronicle.simulation.aftermath.planning import plans_after_heard
 from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.turn.inputs import mood_on
 from memory.api import CapturePlan, feel_line, moods
@@ -15,12 +16,17 @@ from memory.api import CapturePlan, feel_line, moods
 def feel_after_line(simulation: Simulation, turn: Turn, capture: CapturePlan, captured, moved) -> None:
     """In turn_finish's transaction, after the relationships moved: each listener's memory of the
     line gets its feeling (the model's judgement of the line, else the offline judge's) and the
-    goals it touches; the turn records everyone's mood after it."""
-    if not mood_on() or simulation.bank_id is None:
+    goals it touches; then what the line did to their goals and plans (planning); the turn records
+    everyone's mood after it. With mood off, plans read no feelings (only a model's judgement moves them)."""
+    if simulation.bank_id is None:
         return
     after = capture.after
-    feel_line(bank=simulation.bank, memories=list(captured), moved=list(moved or []),
-              judged=dict(after.feelings) if after else None, words=dict(after.feeling_words) if after else None,
-              vector=capture.vectors.get(capture.content))
-    now = moods(simulation.bank, simulation.cast_names, turn.number)
-    turn.context = dict(turn.context or {}, moods={name: [m.valence, m.word] for name, m in now.items()})
+    felt = {}
+    if mood_on():
+        felt = feel_line(bank=simulation.bank, memories=list(captured), moved=list(moved or []),
+                         judged=dict(after.feelings) if after else None,
+                         words=dict(after.feeling_words) if after else None, vector=capture.vectors.get(capture.content))
+    plans_after_heard(simulation, turn, capture, captured, felt)  # goals moved, a plan overturned
+    if mood_on():
+        now = moods(simulation.bank, simulation.cast_names, turn.number)
+        turn.context = dict(turn.context or {}, moods={name: [m.valence, m.word] for name, m in now.items()})

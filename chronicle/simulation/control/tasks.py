@@ -27,7 +27,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from chronicle.simulation.story import beliefs
-from chronicle.simulation.aftermath import formation
+from chronicle.simulation.aftermath import formation, planning
 from chronicle.simulation.control import seats, services, speakers, turns
 from chronicle.simulation.turn import inputs as turn_inputs
 from chronicle.simulation.prompting.context import count_tokens
@@ -132,6 +132,7 @@ def _run_turn_task(self, simulation_id: int, index: int) -> str:
             beliefs.plant(simulation)  # the writer's planted beliefs, once
             formation.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
             day_calls, day_tokens = keep_the_day_before(simulation, turn.number)
+            planning.plan_before_turn(simulation, turn.number, turn.agent)  # its plan for the scene, once a day
             staged_ms = (time.perf_counter() - staging) * 1000
             outcome = run_turn(turn_inputs.turn_input(turn=turn), provider, pace_s=simulation.turn_pace)
             outcome.aux_calls += day_calls

@@ -71,12 +71,13 @@ def header(*, agent: str, identity: str, scene: str, wants: str = "", more: Sequ
     return f"## You\nYou are {agent}{': ' + identity if identity else ''}{want}{rest}\nScene: {scene}"
 
 
-def now_line(*, present: list[str], clock: str, feeling: str = "") -> str:
-    """Who is here and the time, and how the agent feels (its mood, when it is not calm): what
-    changes, sent last with the turn's ask."""
+def now_line(*, present: list[str], clock: str, feeling: str = "", plan: str = "") -> str:
+    """Who is here and the time, how the agent feels (its mood, when it is not calm) and its plan:
+    what changes, sent last with the turn's ask."""
     here = ", ".join(present) if present else "nobody else"
     feels = f"\nYou feel: {feeling}" if feeling else ""
-    return f"## Now\nHere with you: {here}\nTime: {clock}{feels}"
+    planned = f"\nYour plan: {plan}" if plan else ""
+    return f"## Now\nHere with you: {here}\nTime: {clock}{feels}{planned}"
 
 
 @dataclass

@@ -91,7 +91,7 @@ def now_text(turn: TurnInput) -> str:
         stood = standing(turn.bank, turn.agent, before_turn=turn.number)
         present = [f"{other} ({describe(stood[(turn.agent, other)])})" if (turn.agent, other) in stood
                    else other for other in present]
-    return now_line(present=present, clock=clock, feeling=turn.feeling)
+    return now_line(present=present, clock=clock, feeling=turn.feeling, plan=turn.plan)
 
 
 def now_header(turn: TurnInput) -> str:

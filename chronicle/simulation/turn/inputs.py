@@ -3,6 +3,8 @@ earlier turns were given, and the run's settings (the engine's TurnInput)."""
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 
 from chronicle.simulation.turn.types import TurnInput
@@ -10,8 +12,9 @@ from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.run.run_settings import turn_values
 from chronicle.simulation.run.selectors import turn_overrides
 from chronicle.simulation.story.stage import present_at
-from memory.api import CharacterSheet, Mood, ScenarioSheet, moods
+from memory.api import CharacterSheet, Mood, ScenarioSheet, current_plans, moods
 
+PLAN_HEAD = re.compile(r"^My plan[^:]{0,200}:\s*")  # "Your plan: …" says whose already
 MOOD_CALM = 0.08  # a mood weaker than this is no mood (memory.living.mood's CALM): the header says nothing
 
 
@@ -88,6 +91,8 @@ def turn_input(*, turn: Turn) -> TurnInput:
         present=simulation.present_at(turn.number) if simulation.stage_directions else None,
         clock=simulation.clock, distortions=simulation.distortion_filters,
         mood=mood.valence, feeling=mood.word if abs(mood.valence) >= MOOD_CALM else "",
+        plan=PLAN_HEAD.sub("", plan.content) if (plan := current_plans(simulation.bank, [turn.agent]).get(turn.agent)
+                                                 if simulation.bank_id else None) else "",
         story_time=simulation.story_time_at(turn.number),
         notes=notes_for(simulation, turn.index, turn.agent),
     )

@@ -88,6 +88,7 @@ class TurnInput:
     distortions: list = field(default_factory=list)  # the run's distortion filters (memory.forming.distortion)
     mood: float = 0.0  # how the agent feels as its turn begins (memory.living.mood): primes its searches
     feeling: str = ""  # the mood's word, for the header ("" when calm)
+    plan: str = ""  # the agent's current plan (memory.living.plans), for the header
     # The simulation's options: tools offered, query enhancement, prompt integration.
     tool_set: list[str] = field(default_factory=lambda: list(DEFAULT_SIMULATION_TOOLS))
     query_context: bool = False

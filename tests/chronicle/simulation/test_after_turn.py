@@ -129,8 +129,8 @@ def test_whoever_is_due_reflects_in_the_judgement_of_the_next_line_not_in_calls_
     insights = Memory.objects.in_bank(simulation.bank).filter(kind="reflection", agent="Alex")
     assert [m.content for m in insights] == ["Alex sees where this evening is going."]
     assert insights[0].turn == 6 and insights[0].metadata["batched"] is True
-    # It cited statements 1 and 2: the first two lines Alex lived.
-    assert sorted(m.turn for m in insights[0].evidence.all()) == [1, 2]
+    # It cited statements 1 and 2: the first two things Alex lived (its plan for the scene, its first line).
+    assert "Alex said: We should book Bella's before eight." in [m.content for m in insights[0].evidence.all()]
     # Six judgements, no reflection calls: only the lines and their judgements went to the model.
     assert len(server.requests) == 6 and len(server.scored) == 6
     assert [t.context["aux_calls"] for t in simulation.turns.order_by("index")] == [1] * 6
