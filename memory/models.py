@@ -103,6 +103,7 @@ class Memory(models.Model):
         PLAN = "plan"
         # An agent's inner life (memory.living.plans): how its goals are going.
         GOAL_PROGRESS = "goal_progress"
+        METACOGNITION = "metacognition"  # made beside a reflection: how its approach is working
 
     class Source(models.TextChoices):
         GIFTED = "gifted"

@@ -271,6 +271,9 @@ MOOD_ENABLED = os.environ.get("WONDA_MOOD", "1").strip().lower() not in ("0", "f
 # Plans and goal progress (memory.living.plans): a plan per agent and story day, revised by what it
 # hears, and "Closer to: …" memories. WONDA_PLANS=0 turns them off.
 PLANS_ENABLED = os.environ.get("WONDA_PLANS", "1").strip().lower() not in ("0", "false", "no", "off")
+# Metacognition (memory.living.metacognition): beside each reflection, how the agent's approach is
+# working. WONDA_METACOGNITION=0 turns it off.
+METACOGNITION_ENABLED = os.environ.get("WONDA_METACOGNITION", "1").strip().lower() not in ("0", "false", "no", "off")
 
 # --- LLM defaults for new simulations ------------------------------------------------------
 LLM_PROVIDER = os.environ.get("WONDA_LLM_PROVIDER", "scripted")

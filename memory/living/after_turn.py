@@ -56,10 +56,12 @@ REFLECT = """{agent} has not reflected for a while.
 REFLECT_WHO = "Who {agent} is:\n{sheet}\n"
 REFLECT_ASK = """Also give "reflections": for {names}, up to {n} high-level insights each would draw from
 the numbered statements above as they would see them (patterns, what people want, what changed), each
-with the numbers of the statements it rests on: at least two, and saying more than any one of them.
+with the numbers of the statements it rests on: at least two, and saying more than any one of them. And "approach":
+for each, one or two sentences in their own words on how their way of going after their goals is
+working, and what they will change (or keep).
 
 """
-REFLECT_SHAPE = ', "reflections": {{"{agent}": [{{"insight": "...", "because": [1, 4]}}]}}'
+REFLECT_SHAPE = ', "reflections": {{"{agent}": [{{"insight": "...", "because": [1, 4]}}]}}, "approach": {{"{agent}": "..."}}'
 # What the line does with each claim a listener or its speaker holds (chronicle's beliefs revise by it).
 CLAIMS = """Claims that some who hear the line hold, numbered, with who holds each:
 {claims}
@@ -115,6 +117,7 @@ class AfterTurn:
     plans: dict[str, str] | None = None  # listener → new plan (None: plans were not asked about)
     # Per agent that was due to reflect: (insight, the 1-based numbers of the statements it cites).
     insights: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
+    approaches: dict[str, str] = field(default_factory=dict)  # per agent that reflected: its metacognition
     # How the line leaves each listener feeling (memory.living.mood): valence −1..1 and its word.
     feelings: dict[str, float] = field(default_factory=dict)
     feeling_words: dict[str, str] = field(default_factory=dict)
@@ -223,6 +226,9 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
     data = _json_object(answer)
     if isinstance(data, dict) and isinstance(data.get("reflections"), dict) and statements:
         result.insights = _insights(data["reflections"], statements)
+        given = data.get("approach") if isinstance(data.get("approach"), dict) else {}
+        result.approaches = {agent: " ".join(str(text).split())[:600] for agent in statements
+                             for key, text in given.items() if str(key).strip().lower() == agent.lower() and str(text).strip()}
     if isinstance(data, dict) and isinstance(data.get("stances"), dict) and claims:
         for number, said in data["stances"].items():
             said = str(said).strip().lower()

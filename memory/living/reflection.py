@@ -13,11 +13,13 @@ import re
 from collections.abc import Callable
 from datetime import timezone as dt_timezone
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count
 
 from memory.models import Memory, MemoryBank
 from memory.recalling.filters import MemoryFilter
+from memory.living.metacognition import assess
 from memory.living.reflection_rules import lived_since, sheets, worthy
 from memory.recalling.search import recall
 from memory.services.memories import memory_create
@@ -144,10 +146,11 @@ def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str
 
 
 def insights_store(*, bank: MemoryBank, agent: str, turn: int, insights: list[tuple[str, list[int]]],
-                   pool: list[Memory], metadata: dict | None = None) -> list[Memory]:
+                   pool: list[Memory], metadata: dict | None = None, approach: str = "") -> list[Memory]:
     """Each insight worth keeping (reflection_rules.worthy: it cites two statements or more and says
     more than any one) as a reflection whose evidence is the statements it cites (1-based into
-    `pool`). The metadata of the first says what was left out and why."""
+    `pool`). The metadata of the first says what was left out and why. Beside insights kept, the
+    agent's metacognition (`approach`: the model's, else the rule's; memory.living.metacognition)."""
     insights, dropped = worthy(insights, pool)
     created = []
     with transaction.atomic():
@@ -157,4 +160,6 @@ def insights_store(*, bank: MemoryBank, agent: str, turn: int, insights: list[tu
                 category="reflection", source=Memory.Source.REFLECTION, turn=turn, importance=REFLECTION_IMPORTANCE,
                 evidence=[pool[n - 1].pk for n in numbers],
                 metadata={**(metadata or {}), "cited": numbers, **({"not_kept": dropped} if dropped and not index else {})}))
+        if created and getattr(settings, "METACOGNITION_ENABLED", True):
+            assess(bank=bank, agent=agent, turn=turn, said=approach, reflections=created)
     return created

@@ -25,6 +25,13 @@ def story_day(simulation: Simulation, number: int) -> str:
     return now.date().isoformat() if now is not None else ""
 
 
+def plan_place(simulation: Simulation) -> str:
+    """Where the scene is, as a plan names it: the place's first clause, "the" where the writer wrote "The"
+    ("the mess room at Skarvik Station", not the hut's whole description)."""
+    place = scene_place(simulation).split(",")[0].strip()
+    return "the" + place[3:] if place.startswith("The ") else place
+
+
 def plan_before_turn(simulation: Simulation, number: int, agent: str) -> bool:
     """The agent's plan, made before its turn `number` when it has none for the day. Returns whether made."""
     if not plans_on() or simulation.bank_id is None:
@@ -35,7 +42,7 @@ def plan_before_turn(simulation: Simulation, number: int, agent: str) -> bool:
         return False
     sheet = next((c for c in simulation.cast_snapshot or [] if c.get("name") == agent), {})
     others = [name for name in simulation.present_at(number) if name != agent]
-    text = plan_text(list(sheet.get("goals") or []), others, scene_place(simulation))
+    text = plan_text(list(sheet.get("goals") or []), others, plan_place(simulation))
     return plan_make(bank=simulation.bank, agent=agent, turn=number, text=text, day=day) is not None
 
 

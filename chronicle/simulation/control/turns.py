@@ -307,7 +307,7 @@ def _record_reading_and_writes(simulation: Simulation, turn: Turn, outcome: Turn
     for agent, insights in (capture.after.insights if capture.after else {}).items():
         if agent in capture.reflect:
             insights_store(bank=simulation.bank, agent=agent, turn=turn.number, insights=insights,
-                           pool=capture.reflect[agent], metadata={"batched": True})
+                           pool=capture.reflect[agent], metadata={"batched": True}, approach=capture.after.approaches.get(agent, ""))
 
 
 def _mark_due(simulation: Simulation, turn: Turn) -> None:

@@ -30,7 +30,8 @@ def test_an_agent_plans_before_its_first_turn_and_its_header_says_the_plan(user,
     made = plans_of(simulation, speaker)
     assert len(made) == 1 and made[0].turn == 1
     goal = next(c["goals"][0] for c in simulation.cast_snapshot if c["name"] == speaker)
-    assert made[0].content.startswith("My plan at Alex's apartment, living room: " + goal[0].lower() + goal[1:])
+    # The place's first clause ("Alex's apartment, living room"): a plan names where, not the whole room.
+    assert made[0].content.startswith("My plan at Alex's apartment: " + goal[0].lower() + goal[1:])
     # The same agent's next turn: its plan is kept (one a day), and the header says it.
     claim = turns.turn_claim(simulation_id=simulation.pk, index=1, agent=speaker)
     assert not plan_before_turn(simulation, 2, speaker)
