@@ -100,6 +100,8 @@ from memory.living.mood import Mood, feel_line, moods
 # An agent's plan for the scene and its goals' progress.
 from memory.living.plans import after_line as plans_after_line
 from memory.living.plans import current_plans, plan_make, plan_text
+# Opinions of people, with a confidence evidence moves; seed 004's four networks by kind.
+from memory.living.opinions import SEED004_NETWORKS, opinions_after_line
 from memory.living.relationships import describe, relationships_update, standing
 
 # Work done by memory's workers.
@@ -152,7 +154,7 @@ __all__ = [
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
     "DAY_SUMMARY", "day_summarise", "latest_day_turn", "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "recent_memories", "reflect",
     "lived_since", "reflections_due", "Mood", "feel_line", "moods",
-    "plans_after_line", "current_plans", "plan_make", "plan_text",
+    "plans_after_line", "current_plans", "plan_make", "plan_text", "SEED004_NETWORKS", "opinions_after_line",
     "describe", "relationships_update", "standing", "relationship_check", "relationships_export", "relationships_import",
     "access_check", "accesses_export", "accesses_import",
     "bank_map_task", "consolidate_bank_task", "extract_task", "seed_bank_task",

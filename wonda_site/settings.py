@@ -273,6 +273,9 @@ MOOD_ENABLED = os.environ.get("WONDA_MOOD", "1").strip().lower() not in ("0", "f
 PLANS_ENABLED = os.environ.get("WONDA_PLANS", "1").strip().lower() not in ("0", "false", "no", "off")
 # Metacognition (memory.living.metacognition): beside each reflection, how the agent's approach is
 # working. WONDA_METACOGNITION=0 turns it off.
+# Opinions (memory.living.opinions): what an agent thinks of whoever moved it, with a confidence
+# evidence moves. WONDA_OPINIONS=0 turns them off.
+OPINIONS_ENABLED = os.environ.get("WONDA_OPINIONS", "1").strip().lower() not in ("0", "false", "no", "off")
 METACOGNITION_ENABLED = os.environ.get("WONDA_METACOGNITION", "1").strip().lower() not in ("0", "false", "no", "off")
 
 # --- LLM defaults for new simulations ------------------------------------------------------

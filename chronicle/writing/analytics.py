@@ -25,7 +25,7 @@ KIND_COLOURS = {  # memory kinds, in the order the chart stacks them
     "character": "#5b6ee1", "scene": "#8e9bf0", "character_knowledge": "#b061c9", "episodic": "#4f9de0",
     "observation": "#2f8f83", "action": "#6bbf59", "semantic": "#e0a030", "emotional": "#c0504d",
     "procedural": "#9a9a9a", "reflection": "#8e44ad", "plan": "#d0d0d0",
-    "goal_progress": "#7fb069", "metacognition": "#b07fb0",
+    "goal_progress": "#7fb069", "metacognition": "#b07fb0", "opinion": "#c9a227",
 }
 SECTION_COLOURS = {  # the turn inspector's context-window colours (templates/chronicle/simulation/_styles.html)
     "instructions": "#5b6ee1", "tool_instructions": "#8e9bf0", "header": "#3f8f8a", "prompt_options": "#b061c9",

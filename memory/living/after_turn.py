@@ -40,7 +40,9 @@ For each listener give:
 - "valence", from -1 to 1: how the line leaves that listener feeling (-1 crushed or furious, 0
   unmoved, 1 overjoyed), and "feeling", one word for it ("uneasy", "relieved"; "" when unmoved);
 - "progress", only when the line moves that listener closer to or further from one of its goals:
-  {{"goal": "<the goal, as its profile says it>", "closer": true or false}}.
+  {{"goal": "<the goal, as its profile says it>", "closer": true or false}};
+- "opinion", only when the line changes what that listener thinks of {speaker}: one short sentence
+  in the listener's words ("He's hiding something about the field").
 {own}
 {reflections}{plans}{claims}{secrets}Also "left": who walks out in this line (now, not a plan); "came": who comes in.
 Answer with JSON only, one entry per listener, in this shape:
@@ -114,6 +116,7 @@ class AfterTurn:
     moves: dict[str, Judgement] | None = None  # None: the answer was unusable, the heuristic judges
     facts: dict[str, list[str]] = field(default_factory=dict)
     progress: dict[str, tuple[str, bool]] = field(default_factory=dict)  # listener → (goal, closer)
+    opinions: dict[str, str] = field(default_factory=dict)  # listener → what it now thinks of the speaker
     plans: dict[str, str] | None = None  # listener → new plan (None: plans were not asked about)
     # Per agent that was due to reflect: (insight, the 1-based numbers of the statements it cites).
     insights: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
@@ -262,6 +265,9 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
             # The reason an agent reads ("How you stand with Sam … (Sam: “…” (“…”))"): the words, no machinery.
             result.moves[name] = Judgement(trust=trust, affinity=affinity, words=[evidence] if evidence else [],
                                            why=f"“{evidence}”" if evidence else "")
+        opinion = " ".join(str(row.get("opinion") or "").split())[:400] if name != speaker else ""
+        if opinion:
+            result.opinions[name] = opinion.rstrip(".")
         progress = row.get("progress")
         if isinstance(progress, dict) and str(progress.get("goal") or "").strip() and name != speaker \
                 and isinstance(progress.get("closer"), bool):

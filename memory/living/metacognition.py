@@ -10,10 +10,13 @@ tack, or put another goal first.
 
 from __future__ import annotations
 
+import re
+
 from memory.models import Memory, MemoryBank
 from memory.services.memories import memory_create
 
-IMPORTANCE = 7.0
+IMPORTANCE = 4.5  # a note to self: at 7 its general words outranked the sheet on "what do I do…?"
+_PLANNED = re.compile(r"^My plan[^:]{0,200}:\s*([^.]+)\.")
 HEAD = "How my approach is working"
 
 
@@ -33,7 +36,9 @@ def assessment(plan: Memory | None, progress: list[Memory]) -> str:
     closer = sum(v for marks in by_goal.values() for v in marks)
     further = sum(not v for marks in by_goal.values() for v in marks)
     if not by_goal:
-        return (f"{HEAD}: nothing I wanted has moved yet. Watching and waiting is not enough; "
+        planned = _PLANNED.match(plan.content) if plan is not None else None
+        goal = f" on {_goal(planned.group(1))}" if planned else ""
+        return (f"{HEAD}: nothing has moved{goal} yet. Watching and waiting is not enough; "
                 "I need to raise it myself.")
     worst = max(by_goal, key=lambda g: (sum(not v for v in by_goal[g]) - sum(by_goal[g]), g))
     best = max(by_goal, key=lambda g: (sum(by_goal[g]) - sum(not v for v in by_goal[g]), g))

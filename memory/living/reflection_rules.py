@@ -32,7 +32,7 @@ RESTATEMENT_SIMILARITY = 0.9
 SHEET_CATEGORIES = ("identity", "traits", "values", "goals", "decision_style")
 SHEET_CHARS = 900
 # What an agent makes of its lines (a plan, a goal's progress: memory.living.plans): not lived again.
-INNER_KINDS = ("plan", "goal_progress", "metacognition")
+INNER_KINDS = ("plan", "goal_progress", "metacognition", "opinion")
 _WORD = re.compile(r"[a-z0-9']+")
 
 

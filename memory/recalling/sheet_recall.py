@@ -21,7 +21,7 @@ from memory.forming.seed_specs import CHARACTER_QUERIES, WHOLE_SHEET_K
 
 # What happened and what came of it (the earned kinds: pre-population's "What you know" and others).
 MEMORY_KINDS = ["episodic", "procedural", "emotional", "observation", "action", "reflection", "plan", "goal_progress",
-                "metacognition"]
+                "metacognition", "opinion"]
 # query_memory reaches everything the agent holds: its sheet, the scene, what it knows of others,
 # facts and beliefs, and all that happened; the narrower tools stay for asking one thing.
 QUERY_MEMORY_KINDS = ["character", "scene", "character_knowledge", "semantic", *MEMORY_KINDS]

@@ -57,7 +57,8 @@ def test_steps_forward_keep_the_approach_and_nothing_moved_asks_for_a_push(bank)
     steps = [progress(bank, 2, "keep the orchard whole", True)]
     assert assessment(plan, steps) == ("How my approach is working: it's working. I'm 1 step closer to keep the "
                                        "orchard whole; I'll keep on as I am.")
-    assert assessment(plan, []).startswith("How my approach is working: nothing I wanted has moved yet.")
+    assert assessment(plan, []) == ("How my approach is working: nothing has moved on keep the orchard whole yet. "
+                                    "Watching and waiting is not enough; I need to raise it myself.")
     assert assessment(None, []) == ""
 
 
