@@ -5,18 +5,16 @@ memory resting on its plan and the progress it noted since (memory.living.plans)
 With a model, the reflection's own answer gives it (the judgement of a line asks for an
 "approach" with the insights, so no call is added); offline, a rule reads the balance of steps
 closer and setbacks since the plan was made, and what that means for the goals: keep on, change
-tack, or put another goal first.
+tack, or put another goal first. With no progress noted since the plan there is nothing to weigh,
+and no metacognition is made.
 """
 
 from __future__ import annotations
 
-import re
-
 from memory.models import Memory, MemoryBank
 from memory.services.memories import memory_create
 
-IMPORTANCE = 4.5  # a note to self: at 7 its general words outranked the sheet on "what do I do…?"
-_PLANNED = re.compile(r"^My plan[^:]{0,200}:\s*([^.]+)\.")
+IMPORTANCE = 5.0
 HEAD = "How my approach is working"
 
 
@@ -36,10 +34,8 @@ def assessment(plan: Memory | None, progress: list[Memory]) -> str:
     closer = sum(v for marks in by_goal.values() for v in marks)
     further = sum(not v for marks in by_goal.values() for v in marks)
     if not by_goal:
-        planned = _PLANNED.match(plan.content) if plan is not None else None
-        goal = f" on {_goal(planned.group(1))}" if planned else ""
-        return (f"{HEAD}: nothing has moved{goal} yet. Watching and waiting is not enough; "
-                "I need to raise it myself.")
+        # Nothing to weigh: no judgement to make (a note saying so only crowded questions about oneself).
+        return ""
     worst = max(by_goal, key=lambda g: (sum(not v for v in by_goal[g]) - sum(by_goal[g]), g))
     best = max(by_goal, key=lambda g: (sum(by_goal[g]) - sum(not v for v in by_goal[g]), g))
     if further > closer:

@@ -52,13 +52,12 @@ def test_setbacks_make_the_agent_change_tack_and_put_the_goal_that_moves_first(b
     assert {m.pk for m in judged.evidence.all()} >= {m.pk for m in made} | {insights[0].pk}
 
 
-def test_steps_forward_keep_the_approach_and_nothing_moved_asks_for_a_push(bank):
+def test_steps_forward_keep_the_approach_and_nothing_moved_makes_no_judgement(bank):
     plan = Memory.objects.get(bank=bank, kind="plan")
     steps = [progress(bank, 2, "keep the orchard whole", True)]
     assert assessment(plan, steps) == ("How my approach is working: it's working. I'm 1 step closer to keep the "
                                        "orchard whole; I'll keep on as I am.")
-    assert assessment(plan, []) == ("How my approach is working: nothing has moved on keep the orchard whole yet. "
-                                    "Watching and waiting is not enough; I need to raise it myself.")
+    assert assessment(plan, []) == ""  # nothing moved: nothing to weigh
     assert assessment(None, []) == ""
 
 
