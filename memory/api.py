@@ -91,6 +91,14 @@ from memory.living.reflection import (
     importance_since_last_reflection, importance_since_last_reflections, insights_store, lifecycle_totals,
     reflect, reflections_between, statements_to_reflect,
 )
+from memory.living.reflection_rules import lived_since, reflections_due
+# How a line leaves each listener feeling, and each agent's mood (primes its searches).
+from memory.living.mood import Mood, feel_line, moods
+# An agent's plan for the scene and its goals' progress.
+from memory.living.plans import after_line as plans_after_line
+from memory.living.plans import current_plans, plan_make, plan_text
+# Opinions of people, with a confidence evidence moves; seed 004's four networks by kind.
+from memory.living.opinions import SEED004_NETWORKS, opinions_after_line
 from memory.living.relationships import describe, relationships_update, standing
 
 # Work memory's workers do, asked for (no task crosses this module: they are memory's to queue).
@@ -141,6 +149,8 @@ __all__ = [
     "consolidations_due", "summarizer",
     "DistortionError", "retrieval_filter", "parse_distortions", "lesson_of", "importance_since_last_reflection",
     "DAY_SUMMARY", "day_summarise", "latest_day_turn", "importance_since_last_reflections", "insights_store", "reflections_between", "lifecycle_totals", "statements_to_reflect", "reflect",
+    "lived_since", "reflections_due", "Mood", "feel_line", "moods",
+    "plans_after_line", "current_plans", "plan_make", "plan_text", "SEED004_NETWORKS", "opinions_after_line",
     "describe", "relationships_update", "standing", "relationship_check", "relationships_export", "relationships_import",
     "access_check", "accesses_export", "accesses_import",
     "bank_consolidate_request", "bank_map_request", "line_extract_request",

@@ -101,6 +101,10 @@ class Memory(models.Model):
         ACTION = "action"
         REFLECTION = "reflection"
         PLAN = "plan"
+        # An agent's inner life (memory.living.plans): how its goals are going.
+        GOAL_PROGRESS = "goal_progress"
+        METACOGNITION = "metacognition"  # made beside a reflection: how its approach is working
+        OPINION = "opinion"  # what it thinks of a person, with a confidence (memory.living.opinions)
 
     class Source(models.TextChoices):
         GIFTED = "gifted"

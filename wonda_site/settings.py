@@ -259,6 +259,24 @@ ASSOCIATION_WEIGHT = float(os.environ.get("WONDA_ASSOCIATION_WEIGHT", "0"))
 # Reflection (memory.living.reflection): an agent reflects once the importance of what it lived since its
 # last reflection reaches this (seed 003, Generative Agents: 150). Per simulation later.
 REFLECTION_THRESHOLD = float(os.environ.get("WONDA_REFLECTION_THRESHOLD", "150"))
+# Seed 003's other rules (memory.living.reflection_rules): at least this many memories lived since the
+# last reflection, this many turns apart, and an insight kept only when it cites this many memories
+# (1, 0 and 1 turn them off).
+REFLECTION_MIN_MEMORIES = int(os.environ.get("WONDA_REFLECTION_MIN_MEMORIES", "5"))
+REFLECTION_SPACING = int(os.environ.get("WONDA_REFLECTION_SPACING", "3"))
+REFLECTION_MIN_CITED = int(os.environ.get("WONDA_REFLECTION_MIN_CITED", "2"))
+# Mood (memory.living.mood): how each line leaves its listeners feeling, each agent's mood in its
+# header, and its searches primed by it. WONDA_MOOD=0 turns all three off.
+MOOD_ENABLED = os.environ.get("WONDA_MOOD", "1").strip().lower() not in ("0", "false", "no", "off")
+# Plans and goal progress (memory.living.plans): a plan per agent and story day, revised by what it
+# hears, and "Closer to: …" memories. WONDA_PLANS=0 turns them off.
+PLANS_ENABLED = os.environ.get("WONDA_PLANS", "1").strip().lower() not in ("0", "false", "no", "off")
+# Metacognition (memory.living.metacognition): beside each reflection, how the agent's approach is
+# working. WONDA_METACOGNITION=0 turns it off.
+# Opinions (memory.living.opinions): what an agent thinks of whoever moved it, with a confidence
+# evidence moves. WONDA_OPINIONS=0 turns them off.
+OPINIONS_ENABLED = os.environ.get("WONDA_OPINIONS", "1").strip().lower() not in ("0", "false", "no", "off")
+METACOGNITION_ENABLED = os.environ.get("WONDA_METACOGNITION", "1").strip().lower() not in ("0", "false", "no", "off")
 
 # --- LLM defaults for new simulations ------------------------------------------------------
 LLM_PROVIDER = os.environ.get("WONDA_LLM_PROVIDER", "scripted")

@@ -17,6 +17,7 @@ from chronicle.simulation.prompting.context import KIND_LABELS
 from chronicle.simulation.run.models import Retrieval, Simulation, Turn
 from chronicle.writing import turn_series
 from chronicle.writing.charts import Chart, stacked
+from chronicle.writing.mood_chart import MoodChart, mood_chart
 from chronicle.writing.wording import kind_label
 from memory.models import Memory
 
@@ -24,6 +25,7 @@ KIND_COLOURS = {  # memory kinds, in the order the chart stacks them
     "character": "#5b6ee1", "scene": "#8e9bf0", "character_knowledge": "#b061c9", "episodic": "#4f9de0",
     "observation": "#2f8f83", "action": "#6bbf59", "semantic": "#e0a030", "emotional": "#c0504d",
     "procedural": "#9a9a9a", "reflection": "#8e44ad", "plan": "#d0d0d0",
+    "goal_progress": "#7fb069", "metacognition": "#b07fb0", "opinion": "#c9a227",
 }
 SECTION_COLOURS = {  # the turn inspector's context-window colours (templates/chronicle/simulation/_styles.html)
     "instructions": "#5b6ee1", "tool_instructions": "#8e9bf0", "header": "#3f8f8a", "prompt_options": "#b061c9",
@@ -64,6 +66,7 @@ class Analytics:
     never_count: int = 0
     memories: int = 0
     turns: int = 0
+    mood: MoodChart | None = None
 
 
 def analytics(simulation: Simulation, *, agent: str = "") -> Analytics:
@@ -76,6 +79,7 @@ def analytics(simulation: Simulation, *, agent: str = "") -> Analytics:
                      _tools(simulation, cols, agent)]
     series = turn_series.tokens_and_latency(simulation, cols, agent)
     result.charts += [_tokens(series.tokens, cols), _latency(series.latency, cols)]
+    result.mood = mood_chart(simulation, agent)
     return result
 
 

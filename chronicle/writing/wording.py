@@ -7,7 +7,7 @@ KIND_WORDS = {
     "character": "who they are", "scene": "the scene", "character_knowledge": "what they know of others",
     "episodic": "what was said", "semantic": "facts and beliefs", "procedural": "lessons",
     "emotional": "feelings", "observation": "what they saw", "action": "what was done",
-    "reflection": "insights", "plan": "plans",
+    "reflection": "insights", "plan": "plans", "goal_progress": "goal progress", "metacognition": "self-assessments", "opinion": "opinions",
 }
 STATUS_WORDS = {"active": "", "archived": "archived", "consolidated": "consolidated into summaries"}
 
@@ -63,7 +63,7 @@ def filter_sentence(flt: dict | None) -> str:
 MEMORY_KIND_LABELS = {
     "character": "sheet", "scene": "scene", "character_knowledge": "knows of another", "episodic": "conversation",
     "semantic": "fact", "procedural": "lesson", "emotional": "feeling", "observation": "seen", "action": "action",
-    "reflection": "insight", "plan": "plan",
+    "reflection": "insight", "plan": "plan", "goal_progress": "goal progress", "metacognition": "self-assessment", "opinion": "opinion",
 }
 # Where the category says it better than the kind (a belief is a fact held on someone's word).
 CATEGORY_LABELS = {

@@ -338,7 +338,7 @@ def _judge_batched(plan: CapturePlan, ask) -> AfterTurn:
                       profiles={name: known.get(name, "") for name in plan.listeners}, ask=ask,
                       reflect={agent: [m.content for m in pool] for agent, pool in plan.reflect.items()},
                       claims=plan.claims, secrets=plan.secrets, before=plan.before, took=plan.contents,
-                      **judged_with(plan.bank.pk, plan.speaker, plan.listeners, bool(plan.claims)))
+                      **judged_with(plan.bank.pk, plan.speaker, plan.listeners, bool(plan.claims), list(plan.reflect)))
 
 
 def _judge(*, bank: MemoryBank, speaker: str, content: str, vector, turn: int, names: list[str],

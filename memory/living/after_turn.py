@@ -36,23 +36,34 @@ For each listener give:
 - "facts": at most {facts} things the listener learns from the line about the world or the people
   in it, the most useful first, each a short standalone statement naming who and what; a claim is
   put as its speaker's ("{speaker} says …"); [] for small talk, questions and
-  feelings.
+  feelings;
+- "valence", from -1 to 1: how the line leaves that listener feeling (-1 crushed or furious, 0
+  unmoved, 1 overjoyed), and "feeling", one word for it ("uneasy", "relieved"; "" when unmoved);
+- "progress", only when the line moves that listener closer to or further from one of its goals:
+  {{"goal": "<the goal, as its profile says it>", "closer": true or false}};
+- "opinion", only when the line changes what that listener thinks of {speaker}: one short sentence
+  in the listener's words ("He's hiding something about the field").
 {own}
-{reflections}{claims}{secrets}Also "left": who walks out in this line (now, not a plan); "came": who comes in.
+{reflections}{plans}{claims}{secrets}Also "left": who walks out in this line (now, not a plan); "came": who comes in.
 Answer with JSON only, one entry per listener, in this shape:
-{{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": []}}}}, "left": [], "came": []{shape}}}"""
+{{"listeners": {{"{example}": {{"importance": 5, "trust": 0.0, "affinity": 0.0, "evidence": "", "facts": [], "valence": 0.0, "feeling": ""}}}}, "left": [], "came": []{shape}}}"""
 
 # Seed 003's reflection, asked in the same call for whoever is due (memory.living.reflection's threshold):
 # what the agent remembers since it last reflected, and insights citing it.
-REFLECT = """{agent} has not reflected for a while. What {agent} remembers, numbered:
+REFLECT = """{agent} has not reflected for a while.
+{who}What {agent} remembers, numbered:
 {statements}
 """
+# The sheet of whoever reflects (seed 003: its identity, traits, values and goals in the prompt).
+REFLECT_WHO = "Who {agent} is:\n{sheet}\n"
 REFLECT_ASK = """Also give "reflections": for {names}, up to {n} high-level insights each would draw from
-the numbered statements above (patterns, what people want, what changed), each with the numbers
-of the statements it rests on.
+the numbered statements above as they would see them (patterns, what people want, what changed), each
+with the numbers of the statements it rests on: at least two, and saying more than any one of them. And "approach":
+for each, one or two sentences in their own words on how their way of going after their goals is
+working, and what they will change (or keep).
 
 """
-REFLECT_SHAPE = ', "reflections": {{"{agent}": [{{"insight": "...", "because": [1, 4]}}]}}'
+REFLECT_SHAPE = ', "reflections": {{"{agent}": [{{"insight": "...", "because": [1, 4]}}]}}, "approach": {{"{agent}": "..."}}'
 # What the line does with each claim a listener or its speaker holds (chronicle's beliefs revise by it).
 CLAIMS = """Claims that some who hear the line hold, numbered, with who holds each:
 {claims}
@@ -80,6 +91,15 @@ plainly admits; not a part of one, a hint or a topic near it), [] for none.
 
 """
 SECRETS_SHAPE = ', "revealed": []'
+# The listeners' current plans (memory.living.plans): a line that overturns one gets a new plan.
+PLANS = """The listeners' plans for the scene:
+{listed}
+Also give "plans": for a listener whose plan this line overturns (it blocks it, or makes it
+pointless), the new plan in their own words, one or two sentences ("Change of plan: …"); {{}} when
+no plan changes.
+
+"""
+PLANS_SHAPE = ', "plans": {}'
 REFLECT_INSIGHTS = 3
 REFLECT_STATEMENTS = 30  # the latest memories a reflection asked this way rests on (the call stays short)
 
@@ -95,8 +115,15 @@ class AfterTurn:
     importance: dict[str, float] = field(default_factory=dict)
     moves: dict[str, Judgement] | None = None  # None: the answer was unusable, the heuristic judges
     facts: dict[str, list[str]] = field(default_factory=dict)
+    progress: dict[str, tuple[str, bool]] = field(default_factory=dict)  # listener → (goal, closer)
+    opinions: dict[str, str] = field(default_factory=dict)  # listener → what it now thinks of the speaker
+    plans: dict[str, str] | None = None  # listener → new plan (None: plans were not asked about)
     # Per agent that was due to reflect: (insight, the 1-based numbers of the statements it cites).
     insights: dict[str, list[tuple[str, list[int]]]] = field(default_factory=dict)
+    approaches: dict[str, str] = field(default_factory=dict)  # per agent that reflected: its metacognition
+    # How the line leaves each listener feeling (memory.living.mood): valence −1..1 and its word.
+    feelings: dict[str, float] = field(default_factory=dict)
+    feeling_words: dict[str, str] = field(default_factory=dict)
     stances: dict[str, str] = field(default_factory=dict)  # claim → asserts | questions | doubts | denies | none
     revealed: list[str] = field(default_factory=list)  # the speaker's secrets the line tells, as asked
     # Who the line takes out of the room (of those who heard it) and brings in (any name: the caller
@@ -111,10 +138,12 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
                reflect: dict[str, list[str]] | None = None, claims: list[str] | None = None,
                secrets: list[str] | None = None, before: Sequence[str] = (),
                took: dict[str, str] | None = None, holders: dict[str, list[str]] | None = None,
-               keeping: dict[str, list[str]] | None = None, numbers: dict[str, int] | None = None) -> str:
-    """took: how a listener with a formation filter took the line (its own copy), to be judged by;
-    holders: who holds each claim; numbers: each claim's number in the run (else 1, 2… as listed);
-    keeping: each listener's own secrets;
+               keeping: dict[str, list[str]] | None = None, numbers: dict[str, int] | None = None,
+               sheets: dict[str, str] | None = None, plans: dict[str, str] | None = None) -> str:
+    """sheets: the sheet of each agent due to reflect (its identity, traits, values, goals); plans: each
+    listener's current plan (a line may overturn it); took: how a listener with a formation filter took
+    the line (its own copy), to be judged by; holders: who holds each claim; numbers: each claim's
+    number in the run (else 1, 2… as listed); keeping: each listener's own secrets;
     before: what the speaker witnessed just before, in order ("Jordan said: …", "*the phone buzzes*"),
     so a reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
@@ -123,11 +152,16 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
     described = "\n".join(f"- {name}: {_sentences(_about(text, name), 300)}" for name, text in profiles.items() if text)
     reflections = shape = ""
     if reflect:
-        reflections = "".join(REFLECT.format(agent=agent, statements="\n".join(
+        reflections = "".join(REFLECT.format(agent=agent, who=REFLECT_WHO.format(agent=agent, sheet=(sheets or {})[agent])
+                                             if (sheets or {}).get(agent) else "", statements="\n".join(
             f"{i}. {_sentences(text, 300)}" for i, text in enumerate(lines, start=1))) + "\n"
             for agent, lines in reflect.items())
         reflections += REFLECT_ASK.format(names=", ".join(reflect), n=REFLECT_INSIGHTS)
         shape = REFLECT_SHAPE.format(agent=next(iter(reflect)))
+    planned = ""
+    if plans:
+        planned = PLANS.format(listed="\n".join(f"- {name}: {_sentences(text, 300)}" for name, text in plans.items()))
+        shape += PLANS_SHAPE
     asked = ""
     if claims:
         held = holders or {}
@@ -159,7 +193,7 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
     return PROMPT.format(turn=turn, content=content, names=", ".join(names), profiles=described, before=before,
                          heard=heard, keeping=secrets_of, own=own,
                          speaker=speaker, step=MAX_STEP, facts=MAX_FACTS, example=example,
-                         reflections=reflections, claims=asked, secrets=kept, shape=shape)
+                         reflections=reflections, plans=planned, claims=asked, secrets=kept, shape=shape)
 
 
 def claim_numbering(claims: list[str], numbers: dict[str, int] | None) -> dict[int, str]:
@@ -178,19 +212,27 @@ def judge_line(*, speaker: str, content: str, turn: int, profiles: dict[str, str
                ask: Callable[[str], str], reflect: dict[str, list[str]] | None = None,
                claims: list[str] | None = None, secrets: list[str] | None = None, before: Sequence[str] = (),
                took: dict[str, str] | None = None, holders: dict[str, list[str]] | None = None,
-               keeping: dict[str, list[str]] | None = None, numbers: dict[str, int] | None = None) -> AfterTurn:
+               keeping: dict[str, list[str]] | None = None, numbers: dict[str, int] | None = None,
+               sheets: dict[str, str] | None = None, plans: dict[str, str] | None = None) -> AfterTurn:
     """One call for every listener in `profiles` (name → identity and goals), and the reflections of
     those in `reflect`. A failed call is an AfterTurn with its error: the line is kept, the rules
     judge it, and the reflections wait."""
     try:
         answer = str(ask(prompt_for(speaker=speaker, content=content, turn=turn, profiles=profiles,
                                     reflect=reflect, claims=claims, secrets=secrets, before=before, took=took,
-                                    holders=holders, keeping=keeping, numbers=numbers)) or "")
+                                    holders=holders, keeping=keeping, numbers=numbers, sheets=sheets,
+                                    plans=plans)) or "")
     except Exception as exc:  # the line must not be lost to a failed judgement
         return AfterTurn(error=f"the model could not be asked: {exc}"[:300])
-    return parse(answer, names=list(profiles), speaker=speaker,
-                 statements={agent: len(lines) for agent, lines in (reflect or {}).items()}, claims=claims,
-                 secrets=secrets, numbers=numbers)
+    result = parse(answer, names=list(profiles), speaker=speaker,
+                   statements={agent: len(lines) for agent, lines in (reflect or {}).items()}, claims=claims,
+                   secrets=secrets, numbers=numbers)
+    if plans and result.moves is not None:  # asked and answered: a plan left out is a plan kept
+        given = _json_object(answer).get("plans") if isinstance(_json_object(answer), dict) else None
+        result.plans = {name: " ".join(str(given[key]).split())[:600] for name in plans
+                        for key in (given if isinstance(given, dict) else {})
+                        if str(key).strip().lower() == name.lower() and str(given[key]).strip()}
+    return result
 
 
 def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, int] | None = None,
@@ -204,6 +246,9 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
     data = _json_object(answer)
     if isinstance(data, dict) and isinstance(data.get("reflections"), dict) and statements:
         result.insights = _insights(data["reflections"], statements)
+        given = data.get("approach") if isinstance(data.get("approach"), dict) else {}
+        result.approaches = {agent: " ".join(str(text).split())[:600] for agent in statements
+                             for key, text in given.items() if str(key).strip().lower() == agent.lower() and str(text).strip()}
     if isinstance(data, dict) and isinstance(data.get("stances"), dict) and claims:
         numbered = claim_numbering(claims, numbers)
         for number, said in data["stances"].items():
@@ -238,6 +283,19 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
             # The reason an agent reads ("How you stand with Sam … (Sam: “…” (“…”))"): the words, no machinery.
             result.moves[name] = Judgement(trust=trust, affinity=affinity, words=[evidence] if evidence else [],
                                            why=f"“{evidence}”" if evidence else "")
+        opinion = " ".join(str(row.get("opinion") or "").split())[:400] if name != speaker else ""
+        if opinion:
+            result.opinions[name] = opinion.rstrip(".")
+        progress = row.get("progress")
+        if isinstance(progress, dict) and str(progress.get("goal") or "").strip() and name != speaker \
+                and isinstance(progress.get("closer"), bool):
+            result.progress[name] = (" ".join(str(progress["goal"]).split())[:300], progress["closer"])
+        valence = _number(row.get("valence"))
+        if valence is not None and name != speaker:
+            result.feelings[name] = round(max(-1.0, min(1.0, valence)), 3)
+            word = " ".join(str(row.get("feeling") or "").split()[:2]).strip(".,;!").lower()[:30]
+            if word:
+                result.feeling_words[name] = word
         facts = row.get("facts") if isinstance(row.get("facts"), list) and name != speaker else []
         kept = [" ".join(str(f).split())[:300] for f in facts if isinstance(f, str) and len(f.split()) >= 3]
         if kept:

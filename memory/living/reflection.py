@@ -3,7 +3,8 @@ retrieval for each → insights written as `reflection` memories with evidence l
 
 The model is any `ask(prompt) -> answer` callable, so this module knows no provider (nor chronicle).
 A malformed answer yields fewer insights, never an exception: an insight is kept only when it cites
-at least one numbered statement that exists.
+numbered statements that exist, at least two, and says more than any one of them
+(memory.living.reflection_rules, with when an agent is due and the sheet it is told).
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ import re
 from collections.abc import Callable
 from datetime import timezone as dt_timezone
 
-from django.db import connection, transaction
+from django.conf import settings
+from django.db import transaction
 from django.db.models import Count
 
 from memory.living.after_turn import REFLECT_STATEMENTS
 from memory.models import Memory, MemoryBank
 from memory.recalling.filters import MemoryFilter
+from memory.living.metacognition import assess
+from memory.living.reflection_rules import lived_since, sheets, worthy
 from memory.recalling.search import recall
 from memory.services.memories import memory_create
 
@@ -27,14 +31,18 @@ PER_QUESTION = 5            # memories retrieved for each question
 REFLECTION_IMPORTANCE = 8.0  # seed 003: reflections are stored at high importance (typically 8-9)
 MAX_INSIGHT_CHARS = 1000
 
+# Seed 003: the agent's sheet in the prompt, so the questions and insights are its own ("What
+# does this mean for keeping the orchard?"), not a stranger's summary. Not numbered: not citable.
+SHEET_HEAD = "Who {agent} is (for context; not statements to cite):\n{sheet}\n\n"
 QUESTIONS_PROMPT = (
-    "Statements about {agent}:\n{statements}\n\n"
+    "{who}Statements about {agent}:\n{statements}\n\n"
     "Given only the information above, what are the {n} most salient high-level questions we can answer "
     "about the subjects in the statements? Answer with one question per line."
 )
 INSIGHTS_PROMPT = (
-    "Statements about {agent}:\n{statements}\n\n"
-    "What {n} high-level insights can you infer from the above statements? "
+    "{who}Statements about {agent}:\n{statements}\n\n"
+    "What {n} high-level insights can {agent} draw from the above statements, as {agent} would see it? "
+    "Each must rest on at least two statements and say more than any one of them. "
     "Answer with one insight per line, citing the statements it rests on (example format: insight (because of 1, 5, 3))."
 )
 
@@ -111,27 +119,8 @@ def lifecycle_totals(bank: MemoryBank, agents: list[str]) -> dict[str, tuple[flo
     earned memories since its latest reflection (the reflection threshold's measure) and how many
     earned memories it has active (the consolidation budget's, memory.living.consolidation). A feeling or
     lesson drawn from a line (memory.forming.extraction) adds nothing to the first: the line it comes from
-    was scored already, its emotion included."""
-    if not agents:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            WITH last AS (
-                SELECT agent, max(turn) AS turn FROM memory_memory
-                 WHERE bank_id = %(bank)s AND agent = ANY(%(agents)s) AND kind = 'reflection' GROUP BY agent
-            )
-            SELECT m.agent,
-                   coalesce(sum(m.importance) FILTER (WHERE (last.turn IS NULL OR m.turn > last.turn)
-                                                      AND NOT m.metadata ? 'extracted'), 0),
-                   count(*) FILTER (WHERE m.status = 'active')
-              FROM memory_memory m LEFT JOIN last ON last.agent = m.agent
-             WHERE m.bank_id = %(bank)s AND m.agent = ANY(%(agents)s) AND m.source = 'earned'
-             GROUP BY m.agent
-            """,
-            {"bank": bank.pk if hasattr(bank, "pk") else int(bank), "agents": list(agents)},
-        )
-        return {agent: (float(since), int(earned)) for agent, since, earned in cursor.fetchall()}
+    was scored already, its emotion included. memory.living.reflection_rules.lived_since has the rest."""
+    return {agent: (lived.importance, lived.earned) for agent, lived in lived_since(bank, agents).items()}
 
 
 def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str], recent: int = 100,
@@ -141,7 +130,10 @@ def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str
     memories = recent_memories(bank, agent, recent)
     if not memories:
         return []
-    questions = parse_questions(ask(QUESTIONS_PROMPT.format(agent=agent, statements=_numbered(memories), n=QUESTIONS)))
+    sheet = sheets(bank, [agent]).get(agent, "")
+    who = SHEET_HEAD.format(agent=agent, sheet=sheet) if sheet else ""
+    questions = parse_questions(ask(QUESTIONS_PROMPT.format(who=who, agent=agent, statements=_numbered(memories),
+                                                            n=QUESTIONS)))
     if not questions:
         return []
     # The evidence pool: each question's best memories of this agent, once each, in retrieval order;
@@ -154,19 +146,27 @@ def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str
                 pool.append(result.memory)
     if not pool:
         return []
-    insights = parse_insights(ask(INSIGHTS_PROMPT.format(agent=agent, statements=_numbered(pool), n=INSIGHTS)), len(pool))
+    insights = parse_insights(ask(INSIGHTS_PROMPT.format(who=who, agent=agent, statements=_numbered(pool), n=INSIGHTS)),
+                              len(pool))
     return insights_store(bank=bank, agent=agent, turn=turn, insights=insights, pool=pool,
                           metadata={**(metadata or {}), "questions": questions})
 
 
 def insights_store(*, bank: MemoryBank, agent: str, turn: int, insights: list[tuple[str, list[int]]],
-                   pool: list[Memory], metadata: dict | None = None) -> list[Memory]:
-    """Each insight as a reflection whose evidence is the statements it cites (1-based into `pool`)."""
+                   pool: list[Memory], metadata: dict | None = None, approach: str = "") -> list[Memory]:
+    """Each insight worth keeping (reflection_rules.worthy: it cites two statements or more and says
+    more than any one) as a reflection whose evidence is the statements it cites (1-based into
+    `pool`). The metadata of the first says what was left out and why. Beside insights kept, the
+    agent's metacognition (`approach`: the model's, else the rule's; memory.living.metacognition)."""
+    insights, dropped = worthy(insights, pool)
     created = []
     with transaction.atomic():
-        for text, numbers in insights:
+        for index, (text, numbers) in enumerate(insights):
             created.append(memory_create(
                 bank=bank, agent=agent, content=text[:MAX_INSIGHT_CHARS], kind=Memory.Kind.REFLECTION,
                 category="reflection", source=Memory.Source.REFLECTION, turn=turn, importance=REFLECTION_IMPORTANCE,
-                evidence=[pool[n - 1].pk for n in numbers], metadata={**(metadata or {}), "cited": numbers}))
+                evidence=[pool[n - 1].pk for n in numbers],
+                metadata={**(metadata or {}), "cited": numbers, **({"not_kept": dropped} if dropped and not index else {})}))
+        if created and getattr(settings, "METACOGNITION_ENABLED", True):
+            assess(bank=bank, agent=agent, turn=turn, said=approach, reflections=created)
     return created

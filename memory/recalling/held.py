@@ -14,6 +14,8 @@ from django.db import connection
 
 from memory.embedding.cache import vector_cursor
 from memory.forming.seed_specs import SECRET_LABEL
+from memory.living.plans import current_plans
+from memory.living.reflection_rules import sheets
 
 _BELIEFS = ("FROM memory_memory WHERE bank_id = %s AND kind = 'semantic' AND category = 'belief' "
             "AND metadata ? 'belief'")
@@ -48,12 +50,16 @@ def claim_numbers(bank_id: int) -> dict[str, int]:
         return {claim: number for claim, number in cursor.fetchall() if claim}
 
 
-def judged_with(bank_id: int, speaker: str, listeners: list[str], claims: bool) -> dict:
+def judged_with(bank_id: int, speaker: str, listeners: list[str], claims: bool, reflecting: list[str] = ()) -> dict:
     """What the judgement of a line is told besides the line: who holds each claim and its number in
-    the run (when claims are asked about), and the listeners' own secrets (judge_line's holders,
-    numbers and keeping)."""
+    the run (when claims are asked about), the listeners' own secrets (judge_line's holders, numbers
+    and keeping), the sheet of each agent due to reflect (seed 003: who it is, in its reflection's
+    prompt) and the listeners' current plans (a line may overturn one)."""
     holders = claim_holders(bank_id, list(dict.fromkeys([speaker, *listeners]))) if claims else {}
+    hearing = [name for name in listeners if name != speaker]
+    plans = {name: plan.content for name, plan in current_plans(bank_id, hearing).items()} if hearing else {}
     return {"holders": holders, "numbers": claim_numbers(bank_id) if claims else {},
+            "sheets": sheets(bank_id, list(reflecting)) if reflecting else {}, "plans": plans,
             "keeping": {name: [s.words for s in held_secrets(bank_id, name)] for name in listeners if name != speaker}}
 
 

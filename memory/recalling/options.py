@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, kw_only=True)
 class AgentRecall:
     """What every search of one agent shares: the run's preset and weights, the turn and its clock,
-    links followed, the agent's retrieval distortion."""
+    links followed, the agent's retrieval distortion and mood."""
     scoring: str = DEFAULT_SCORING
     weights: dict | None = None
     current_turn: int | None = None
     clock: list[float] | None = None  # a scenario clock's skips (memory.recalling.scoring.clock_age)
     associations: float = 0.0  # links followed one hop in every search (recall's spreading activation)
     distort: Any = None  # the agent's retrieval-stage distortion (memory.forming.distortion.RetrievalDistortion)
+    mood: float = 0.0  # the agent's mood (memory.living.mood): memories that match it are primed
 
     def recall_options(self, **chosen) -> RecallOptions:
         """These shared options, with what one search chooses besides (exact=…, fusion=…)."""

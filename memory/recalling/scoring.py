@@ -25,7 +25,7 @@ FEEDBACK_MIN_POOL = FUSION_DEPTH
 # importance 5 keeps the kind's rate, 10 halves it and 0 makes it half as fast again. What one knows
 # (facts, lessons, insights, the sheet and the scene) fades slower than what one saw or heard.
 KIND_DECAY_RATES = {"episodic": 0.01, "emotional": 0.01, "observation": 0.015, "action": 0.015, "plan": 0.015,
-                    "semantic": 0.005, "reflection": 0.005, "procedural": 0.003, "character": 0.005,
+                    "goal_progress": 0.01, "metacognition": 0.005, "opinion": 0.01, "semantic": 0.005, "reflection": 0.005, "procedural": 0.003, "character": 0.005,
                     "character_knowledge": 0.005, "scene": 0.005}
 CONSOLIDATED_RATE_FACTOR = 0.8  # seed 004: a consolidated memory decays 20 % slower than what it sums up
 

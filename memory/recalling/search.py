@@ -23,6 +23,7 @@ from memory.recalling.enhance import SYNONYM_IDF_SCALE, EnhancedQuery
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.indexing import has_bank_index
 from memory.recalling.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count_kept
+from memory.living.mood import CALM as MOOD_CALM, prime
 from memory.recalling.options import RecallOptions
 from memory.recalling.query import Search, enhanced_vector
 from memory.recalling.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
@@ -36,6 +37,7 @@ EXACT_LIMIT = 10_000        # up to this many matching memories the scan is exac
 NARROW_EXACT_LIMIT = 30_000  # a filter narrower than the bank: exact up to here (beats a filtered HNSW walk)
 INDEXED_EXACT_LIMIT = 2_000  # in a bank with its own index (> EXACT_LIMIT memories), exact only up to here
 HNSW_FETCH = 40             # over-fetch from each index before the exact re-rank (at least 4·k)
+MOOD_EXTRA = 5              # candidates beyond k a primed search ranks (memory.living.mood)
 LEXICAL_POOL_ROWS = 1_000   # above it, the BM25 list scores at most ~this many rows of the rarest terms
 # A filter beyond agent and kinds (tags, importance…) walks the index when it keeps at least this share
 # of what agent and kinds select: the walk then visits ~HNSW_FETCH / share memories (800 at 5 %).
@@ -84,6 +86,7 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     associations (a weight, 0: off): links (associate_memories, a reflection's evidence) are followed
     one hop, spreading activation: a memory linked to one of the top k gains weight × that one's
     score as its "association" component, so a linked memory the query alone ranks lower may enter.
+    mood (memory.living.mood, −1..1): memories whose feeling matches it gain a "mood" component.
     distort (memory.forming.distortion.RetrievalDistortion): the agent's retrieval-stage filter, applied
     last (depression: a positive memory loses half its score, a negative "distortion" component).
     feedback (fusion only; β, settings.RETRIEVAL_FEEDBACK_WEIGHT unless given, 0: off): the query
@@ -99,7 +102,9 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
         return []
     bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
     search = Search.start(query, query_vector, opts)
-    rows = _ranked_rows(search, flt, bank_id, k, opts, weights)
+    # A mood primes (memory.living.mood): a few more candidates, so a matching memory just below the k may enter.
+    primed = abs(float(opts.mood or 0.0)) >= MOOD_CALM
+    rows = _ranked_rows(search, flt, bank_id, k + MOOD_EXTRA if primed else k, opts, weights)
     results = search.results(rows, _path.get())
     path = results.path
     if opts.associations and results and flt.ids is None and not search.keyword_only:
@@ -107,6 +112,8 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
                           options=opts)
     if opts.distort is not None and results:
         results = opts.distort.apply(results)
+    if primed and results:
+        results = prime(results, float(opts.mood))[:k]
     return results if isinstance(results, Recalled) else Recalled(results, path=path)
 
 

@@ -20,7 +20,8 @@ from memory.forming.seed_specs import CHARACTER_QUERIES, WHOLE_SHEET_K
 
 
 # What happened and what came of it (the earned kinds: pre-population's "What you know" and others).
-MEMORY_KINDS = ["episodic", "procedural", "emotional", "observation", "action", "reflection", "plan"]
+MEMORY_KINDS = ["episodic", "procedural", "emotional", "observation", "action", "reflection", "plan", "goal_progress",
+                "metacognition", "opinion"]
 # query_memory reaches everything the agent holds: its sheet, the scene, what it knows of others,
 # facts and beliefs, and all that happened; the narrower tools stay for asking one thing.
 QUERY_MEMORY_KINDS = ["character", "scene", "character_knowledge", "semantic", *MEMORY_KINDS]
@@ -160,18 +161,19 @@ def _stable_put(key: tuple, results: list[RecallResult]) -> None:
 
 def recall_stable(bank, query: str, *, filter: MemoryFilter, k: int, scoring: str = DEFAULT_SCORING,
                   weights: dict | None = None, current_turn: int | None = None,
-                  clock: list[float] | None = None, associations: float = 0.0, distort=None) -> list[RecallResult]:
+                  clock: list[float] | None = None, associations: float = 0.0, distort=None,
+                  mood: float = 0.0) -> list[RecallResult]:
     """recall(), answered from memory when the filter reaches only STABLE_KINDS of one agent (and
     the shared ones) and nothing they depend on changed since the same search last ran here."""
     key = None
     if filter.agent and filter.kinds and set(filter.kinds) <= set(STABLE_KINDS) and filter.statuses == ["active"]:
         key = _stable_key(bank, filter.agent, scoring, weights,
                           (query, json.dumps(filter.to_dict(), sort_keys=True), k, associations,
-                           distort.label if distort else None))
+                           distort.label if distort else None, round(mood, 2)))
         if key is not None and key in _STABLE:
             return _stable_get(key)
     results = recall(bank, query, filter=filter, k=k, scoring=scoring, weights=weights, current_turn=current_turn,
-                     clock=clock, associations=associations, distort=distort)
+                     clock=clock, associations=associations, distort=distort, mood=mood)
     if key is not None and results.path != "keyword":  # a keyword-only ranking is not kept
         _stable_put(key, results)
     return results

@@ -9,6 +9,7 @@ import pytest
 
 from memory.models import Memory, MemoryBank
 from memory.living.reflection import importance_since_last_reflection, parse_insights, parse_questions, reflect
+from memory.living.reflection_rules import lived_since, reflections_due
 from memory.recalling.filters import MemoryFilter
 from memory.recalling.search import recall
 from memory.services.memories import memory_create
@@ -28,8 +29,10 @@ LINES = [
 @pytest.fixture
 def bank():
     bank = MemoryBank.objects.create(name="dinner")
-    memory_create(bank=bank, agent="Alex", kind="character", content="You are Alex, a project manager.",
-                  source="gifted", importance=9)
+    memory_create(bank=bank, agent="Alex", kind="character", category="identity",
+                  content="You are Alex, a project manager.", source="gifted", importance=9)
+    memory_create(bank=bank, agent="Alex", kind="character", category="goals",
+                  content="My goals: keep the team together; find a dinner everyone can afford.", source="gifted")
     for turn, (speaker, line) in enumerate(LINES, start=1):
         memory_create(bank=bank, agent="Alex", kind="episodic", category="dialogue", speaker=speaker, content=line,
                       source="earned", turn=turn, importance=5)
@@ -66,7 +69,7 @@ def test_reflect_writes_insights_whose_evidence_is_the_memories_they_cite(bank):
     model = Model(
         "1. What does Alex think of Jordan's taste in food?\n2. How much can Sam spend?\n3) Where should they eat?",
         "1. Jordan is sure Bella's pasta is the best choice (because of 1, 3)\n"
-        "2. Sam's budget rules out restaurants (because of 2)\n"
+        "2. Sam's budget rules out restaurants (because of 2, 4)\n"
         "3. An insight with no evidence at all\n"
         "4. An insight citing statements that do not exist (because of 41, 99)\n")
     made = reflect(bank, "Alex", turn=6, ask=model)
@@ -74,13 +77,16 @@ def test_reflect_writes_insights_whose_evidence_is_the_memories_they_cite(bank):
     assert len(model.prompts) == 2
     asked = model.statements(0)
     assert "You are Alex" not in "\n".join(asked.values())  # gifted memories are not what the agent lived
+    # ...but the agent is told who it is, in both prompts: its insights are its own reading.
+    for prompt in model.prompts:
+        assert "Who Alex is" in prompt and "find a dinner everyone can afford" in prompt
     assert list(asked.values()) == [line for _speaker, line in LINES]  # oldest first
     pool = model.statements(1)
     assert [m.content for m in made] == ["Jordan is sure Bella's pasta is the best choice",
                                          "Sam's budget rules out restaurants"]
     first, second = made
     assert sorted(first.evidence.values_list("content", flat=True)) == sorted([pool[1], pool[3]])
-    assert list(second.evidence.values_list("content", flat=True)) == [pool[2]]
+    assert sorted(second.evidence.values_list("content", flat=True)) == sorted([pool[2], pool[4]])
     for memory in made:
         assert (memory.kind, memory.source, memory.turn, memory.agent, memory.importance) == (
             "reflection", "reflection", 6, "Alex", 8.0)
@@ -98,6 +104,8 @@ def test_reflect_writes_insights_whose_evidence_is_the_memories_they_cite(bank):
     ("What now?", ""),
     ("What now?", "(because of 1)\nbecause of 1, 2\ninsight (because of)\ninsight (because of zero)"),
     ("What now?", "insight (because of 0, -1, 7777)"),
+    # One memory is no pattern, and saying a memory again is no insight.
+    ("What now?", "Jordan knows pasta (because of 1)\nSam wants cheap food (because of 2)"),
 ])
 def test_a_malformed_answer_gives_no_reflection_and_no_error(bank, questions, insights):
     made = reflect(bank, "Alex", turn=6, ask=Model(questions, insights))
@@ -118,3 +126,55 @@ def test_an_agent_with_no_lived_memories_does_not_reflect(bank):
     def ask(_prompt):
         raise AssertionError("no model call without memories")
     assert reflect(bank, "Jordan", turn=3, ask=ask) == []
+
+
+class Restating(Model):
+    """Answers the insights prompt with `make(statements)`: insights built from the pool it was shown."""
+
+    def __init__(self, make):
+        super().__init__("What is Sam's budget?", "")
+        self.make = make
+
+    def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        return self.answers[0] if len(self.prompts) == 1 else self.make(self.statements(1))
+
+
+def test_an_insight_that_says_one_memory_again_is_not_kept(bank):
+    def make(pool):
+        budget = next(n for n, text in pool.items() if "fifteen euros" in text)
+        other = next(n for n in pool if n != budget)
+        return (f"Sam cannot spend more than fifteen euros tonight (because of {budget}, {other})\n"
+                f"Sam counts every euro while Jordan talks up Bella's (because of {budget}, {other})")
+    made = reflect(bank, "Alex", turn=6, ask=Restating(make))
+    assert [m.content for m in made] == ["Sam counts every euro while Jordan talks up Bella's"]
+    assert made[0].metadata["not_kept"] == [{"insight": "Sam cannot spend more than fifteen euros tonight",
+                                             "why": "says again what one memory says"}]
+
+
+def test_a_paraphrase_of_one_memory_is_not_kept_either(bank):
+    def make(pool):
+        kebab = next(n for n, text in pool.items() if "kebab" in text)
+        other = next(n for n in pool if n != kebab)
+        return f"Sam said a kebab is five euros and no one leaves hungry (because of {kebab}, {other})"
+    assert reflect(bank, "Alex", turn=6, ask=Restating(make)) == []
+
+
+def test_reflection_is_due_on_importance_and_enough_memories_and_spacing(bank, settings):
+    assert lived_since(bank, ["Alex"])["Alex"].memories == 6
+    assert reflections_due(bank, ["Alex", "Sam"], threshold=30, turn=6) == ["Alex"]
+    # Sam's one line is important enough, but one line is no pattern.
+    assert reflections_due(bank, ["Sam"], threshold=5, turn=6) == []
+    settings.REFLECTION_MIN_MEMORIES = 1
+    assert reflections_due(bank, ["Sam"], threshold=5, turn=6) == ["Sam"]
+    settings.REFLECTION_MIN_MEMORIES = 5
+    # After a reflection at turn 6, more lines: enough importance, but not yet far enough apart.
+    memory_create(bank=bank, agent="Alex", kind="reflection", source="reflection", turn=6, content="An insight.",
+                  importance=8)
+    for turn in range(7, 13):
+        memory_create(bank=bank, agent="Alex", kind="episodic", content=f"Sam said: line {turn} about money.",
+                      source="earned", turn=turn, importance=9)
+    assert reflections_due(bank, ["Alex"], threshold=30, turn=8) == []
+    assert reflections_due(bank, ["Alex"], threshold=30, turn=12) == ["Alex"]
+    settings.REFLECTION_SPACING = 10
+    assert reflections_due(bank, ["Alex"], threshold=30, turn=12) == []

@@ -20,7 +20,7 @@ from chronicle.simulation.story.stage import Delivery, deliver, seen_action
 from memory.api import (
     ADAPTIVE_CEILING, CaptureFilters, CapturePlan, Skipped, capture_prepare, capture_soon, earlier_lines, embed_ahead,
     held_claims, lifecycle_totals, line_extract_request, memories_create, memories_supersede, memory_associate, memory_create,
-    memory_reinforce, statements_to_reflect,
+    memory_reinforce, reflections_due, statements_to_reflect,
 )
 from memory.models import Memory
 
@@ -221,10 +221,10 @@ def judged_by_model(simulation: Simulation) -> bool:
 
 
 def due_to_reflect(simulation: Simulation, number: int) -> dict[str, list[Memory]]:
-    """Who has reached the reflection threshold (and not made the story day's reflections yet), with
-    what it will reflect on (its latest memories)."""
-    totals = lifecycle_totals(simulation.bank, simulation.cast_names)
-    due = [name for name in simulation.cast_names if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
+    """Who is due to reflect by seed 003's rules (memory's reflections_due: the threshold, five
+    memories since, spaced turns; and not the story day's three made yet), with what it will
+    reflect on (its latest memories)."""
+    due = reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold, turn=number)
     done_today = simulation.reflected_out_today(due, number)
     due = [name for name in due if name not in done_today]
     pools = {name: statements_to_reflect(simulation.bank, name) for name in due}

@@ -27,7 +27,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from chronicle.simulation.story import beliefs
-from chronicle.simulation.aftermath import formation
+from chronicle.simulation.aftermath import formation, planning
 from chronicle.simulation.control import seats, services, speakers, turns
 from chronicle.simulation.turn import inputs as turn_inputs
 from chronicle.simulation.prompting.context import count_tokens
@@ -38,6 +38,7 @@ from chronicle.simulation.providers import get_bookkeeper, get_provider
 from memory.api import (
     EmbeddingError, RECENT_TURNS, background, bank_consolidate_request, bank_hold, consolidate, consolidation_due,
     consolidations_due, day_summarise, importance_since_last_reflection, importance_since_last_reflections, reflect,
+    reflections_due,
     summarizer,
 )
 from memory.models import Memory
@@ -132,6 +133,7 @@ def _run_turn_task(self, simulation_id: int, index: int) -> str:
             beliefs.plant(simulation)  # the writer's planted beliefs, once
             formation.stage_apply(simulation=simulation, number=turn.number)  # what happens before the line
             day_calls, day_tokens = keep_the_day_before(simulation, turn.number)
+            planning.plan_before_turn(simulation, turn.number, turn.agent)  # its plan for the scene, once a day
             staged_ms = (time.perf_counter() - staging) * 1000
             outcome = run_turn(turn_inputs.turn_input(turn=turn), provider, pace_s=simulation.turn_pace)
             outcome.aux_calls += day_calls
@@ -209,8 +211,10 @@ def queue_reflections(simulation_id: int, turn_number: int, due: list[str] | Non
     if simulation is None or simulation.bank_id is None:
         return []
     if due is None:
-        totals = importance_since_last_reflections(simulation.bank, simulation.cast_names)
-        due = [name for name in simulation.cast_names if totals.get(name, 0.0) >= simulation.reflection_threshold]
+        due = reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold,
+                              turn=turn_number)
+        done_today = simulation.reflected_out_today(due, turn_number)
+        due = [name for name in due if name not in done_today]
     batched = formation.judged_by_model(simulation)
     if batched and simulation.provider == Simulation.Provider.OPENAI and simulation.status == Simulation.Status.RUNNING:
         return []  # the model's judgement of the next line reflects for them, in the same call
@@ -306,7 +310,9 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool
             return "busy"
         if Memory.objects.in_bank(bank).for_agent(agent).filter(kind=Memory.Kind.REFLECTION, turn=turn_number).exists():
             return "already reflected"
-        if importance_since_last_reflection(bank, agent) < simulation.reflection_threshold:
+        # Seed 003's rules, read again: a redelivered task, or one queued before a later turn's, may find it done.
+        if not reflections_due(bank, [agent], threshold=simulation.reflection_threshold, turn=turn_number) \
+                or simulation.reflected_out_today([agent], turn_number):
             return "not due"
         try:
             with transaction.atomic():

@@ -34,8 +34,9 @@ from chronicle.simulation.story.stage import deliver
 from chronicle.simulation.turn.inputs import heard_before
 from memory.api import (
     CapturePlan, accesses_record, capture_commit, insights_store, lesson_of,
-    lifecycle_totals, memories_dated, relationships_update,
+    lived_since, memories_dated, reflections_due, relationships_update,
 )
+from chronicle.simulation.aftermath.feelings import feel_after_line
 from chronicle.simulation.aftermath.formation import (  # noqa: F401 (stage_apply: read from here too)
     _notes,
     _queue_extract,
@@ -194,6 +195,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     told = secrets.tell(bank=simulation.bank, speaker=turn.agent, heard_by=line.heard_by, turn=turn.number,
                         revealed=capture.after.revealed if capture.after else [])
     moved = _move_relationships(simulation, turn, line, capture, captured)
+    feel_after_line(simulation, turn, capture, captured, moved)  # how it left each listener feeling
     _queue_extraction(simulation, turn, line, capture, moved)
     not_kept = capture_note(captured.skipped)
     turn.note = _notes(turn, outcome, mode_note, not_kept, "\n".join(n for n in (belief_note(believed), told) if n),
@@ -306,18 +308,19 @@ def _record_reading_and_writes(simulation: Simulation, turn: Turn, outcome: Turn
     for agent, insights in (capture.after.insights if capture.after else {}).items():
         if agent in capture.reflect:
             insights_store(bank=simulation.bank, agent=agent, turn=turn.number, insights=insights,
-                           pool=capture.reflect[agent], metadata={"batched": True})
+                           pool=capture.reflect[agent], metadata={"batched": True}, approach=capture.after.approaches.get(agent, ""))
 
 
 def _mark_due(simulation: Simulation, turn: Turn) -> None:
     """Who is due to reflect or to consolidate, with this line counted (the caller queues them after
     the commit: chronicle.simulation.control.tasks)."""
-    totals = lifecycle_totals(simulation.bank, simulation.cast_names)
-    due = [name for name in simulation.cast_names if totals.get(name, (0.0, 0))[0] >= simulation.reflection_threshold]
+    lived = lived_since(simulation.bank, simulation.cast_names)
+    due = reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold,
+                          turn=turn.number, lived=lived)
     done_today = simulation.reflected_out_today(due, turn.number)  # the story day's three, made already
     turn.due_reflections = [name for name in due if name not in done_today]
     turn.due_consolidations = [name for name in simulation.cast_names if simulation.consolidation_budget > 0
-                               and totals.get(name, (0.0, 0))[1] > simulation.consolidation_budget]
+                               and name in lived and lived[name].earned > simulation.consolidation_budget]
 
 
 def _record_memory_time(turn: Turn, outcome: TurnOutcome, capture: CapturePlan, captured, started: float,

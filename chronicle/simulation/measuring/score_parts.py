@@ -76,6 +76,9 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
     # A retrieval distortion (memory.forming.distortion: depression) takes part of the score away: negative.
     distortion = components.get("distortion", 0.0)
     rest.append(ScorePart("distortion", "dampened (depression)", "1", distortion, distortion))
+    # The agent's mood primes what matches it (memory.living.mood): added as it is.
+    mood = components.get("mood", 0.0)
+    rest.append(ScorePart("mood", "matches the mood", "1", mood, mood))
     if fused:
         share = max(0.0, float(score) - sum(p.contribution for p in rest))
         scale = ws * (1 - wl)
@@ -87,7 +90,7 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
     # A part whose weight is 0 under this preset says nothing; the speaker boost shows where it applied.
     weight_of = {"speaker": ws * wb if fused else 0, "lexical": ws * wl if fused else 0, "recency": wr, "importance": wi,
                  "temporal": 1 if temporal else 0, "association": 1 if association else 0,
-                 "distortion": 1 if distortion else 0}
+                 "distortion": 1 if distortion else 0, "mood": 1 if mood else 0}
     parts += [p for p in rest if weight_of[p.key] and (p.key != "speaker" or p.contribution > 0)]
     total = sum(p.contribution for p in parts)
     return ScoreBreakdown(parts=parts, total=total, scoring=scoring,

@@ -76,10 +76,13 @@ def header(*, agent: str, identity: str, scene: str, wants: str = "", more: Sequ
     return f"## You\nYou are {agent}{': ' + identity if identity else ''}{want}{rest}\nWhere: {scene}{time}"
 
 
-def now_line(*, present: list[str], clock: str) -> str:
-    """Who is here and the time: what changes, sent last with the turn's ask."""
+def now_line(*, present: list[str], clock: str, feeling: str = "", plan: str = "") -> str:
+    """Who is here and the time, how the agent feels (its mood, when it is not calm) and its plan:
+    what changes, sent last with the turn's ask."""
     here = ", ".join(present) if present else "nobody else"
-    return f"## Now\nHere with you: {here}\nTime: {clock}"
+    feels = f"\nYou feel: {feeling}" if feeling else ""
+    planned = f"\nYour plan: {plan}" if plan else ""
+    return f"## Now\nHere with you: {here}\nTime: {clock}{feels}{planned}"
 
 
 @dataclass

@@ -95,7 +95,7 @@ def now_text(turn: TurnInput) -> str:
         stood = standing(turn.bank, turn.agent, before_turn=turn.number)
         present = [f"{other} ({describe(stood[(turn.agent, other)])})" if (turn.agent, other) in stood
                    else other for other in present]
-    return now_line(present=present, clock=clock)
+    return now_line(present=present, clock=clock, feeling=turn.feeling, plan=turn.plan)
 
 
 def now_header(turn: TurnInput) -> str:
@@ -282,7 +282,7 @@ def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memor
             results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
                                     weights=turn.weights or None, current_turn=turn.number, clock=turn.clock,
                                     associations=turn.associations,
-                                    distort=retrieval_filter(turn.agent, turn.distortions))
+                                    distort=retrieval_filter(turn.agent, turn.distortions), mood=turn.mood)
     except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
         error = f"{type(exc).__name__}: {exc}"
     snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot() for r in results]

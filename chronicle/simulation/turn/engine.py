@@ -168,7 +168,7 @@ def tool_context(turn: TurnInput, *, deferred: list[dict]) -> ToolContext:
                        weights=turn.weights or None, known_characters=[c.name for c in turn.cast],
                        deferred=deferred, enhance=enhance_options(turn), clock=turn.clock,
                        associations=turn.associations, distort=retrieval_filter(turn.agent, turn.distortions),
-                       present=[turn.agent, *turn.others], confidence=turn.confidence_gating,
+                       mood=turn.mood, present=[turn.agent, *turn.others], confidence=turn.confidence_gating,
                        window_turns=frozenset(number for number, _speaker, _text in window(turn.transcript, turn.stage)),
                        shown=header_shows(turn), now=clock_text(turn), story_now=turn.story_time)
 

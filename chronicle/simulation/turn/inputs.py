@@ -3,12 +3,19 @@ earlier turns were given, and the run's settings (the engine's TurnInput)."""
 
 from __future__ import annotations
 
+import re
+
+from django.conf import settings
+
 from chronicle.simulation.turn.types import TurnInput
 from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.run.run_settings import turn_values
 from chronicle.simulation.run.selectors import turn_overrides
 from chronicle.simulation.story.stage import deliver, present_at, seen_action
-from memory.api import CharacterSheet, ScenarioSheet
+from memory.api import CharacterSheet, Mood, ScenarioSheet, current_plans, moods
+
+PLAN_HEAD = re.compile(r"^My plan[^:]{0,200}:\s*")  # "Your plan: …" says whose already
+MOOD_CALM = 0.08  # a mood weaker than this is no mood (memory.living.mood's CALM): the header says nothing
 
 
 def transcript_for(simulation: Simulation, before: int, agent: str) -> list[tuple[int, str, str]]:
@@ -59,6 +66,18 @@ def stage_for(simulation: Simulation, before: int, agent: str) -> list[tuple[int
             if agent == d.who or agent in present_at(simulation.directions, cast, d.turn)]
 
 
+def mood_on() -> bool:
+    """Mood is on unless WONDA_MOOD=0 (settings.MOOD_ENABLED)."""
+    return bool(getattr(settings, "MOOD_ENABLED", True))
+
+
+def mood_before(simulation: Simulation, agent: str, number: int) -> Mood:
+    """How `agent` feels as turn `number` begins (after the lines before it); calm with mood off."""
+    if not mood_on() or simulation.bank_id is None:
+        return Mood()
+    return moods(simulation.bank, [agent], number - 1)[agent]
+
+
 def turn_input(*, turn: Turn) -> TurnInput:
     simulation = turn.simulation
     mode = simulation.retrieval_mode
@@ -69,6 +88,7 @@ def turn_input(*, turn: Turn) -> TurnInput:
     greeting = ""
     if turn.index == 0 and simulation.greeting_by == turn.agent:
         greeting = next((c.first_mes for c in cast if c.name == turn.agent), "")
+    mood = mood_before(simulation, turn.agent, turn.number)
     return TurnInput(
         **turn_values(simulation),  # the run's settings a turn takes as stored (run_settings.RUN_SETTINGS)
         excluded=overrides.excluded, pinned=overrides.pinned, line=overrides.line, greeting=greeting,
@@ -79,6 +99,9 @@ def turn_input(*, turn: Turn) -> TurnInput:
         mode=mode,
         present=simulation.present_at(turn.number) if simulation.stage_directions else None,
         clock=simulation.clock, distortions=simulation.distortion_filters,
+        mood=mood.valence, feeling=mood.word if abs(mood.valence) >= MOOD_CALM else "",
+        plan=PLAN_HEAD.sub("", plan.content) if (plan := current_plans(simulation.bank, [turn.agent]).get(turn.agent)
+                                                 if simulation.bank_id else None) else "",
         story_time=simulation.story_time_at(turn.number),
         notes=notes_for(simulation, turn.index, turn.agent),
     )

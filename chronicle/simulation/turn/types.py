@@ -93,6 +93,9 @@ class TurnInput:
     clock: list[float] | None = None  # the scenario clock's skips (Simulation.clock); None: age in turns
     associations: float = _run_default("associations")  # links followed one hop in searches (Simulation.association_weight)
     distortions: list = field(default_factory=list)  # the run's distortion filters (memory.forming.distortion)
+    mood: float = 0.0  # how the agent feels as its turn begins (memory.living.mood): primes its searches
+    feeling: str = ""  # the mood's word, for the header ("" when calm)
+    plan: str = ""  # the agent's current plan (memory.living.plans), for the header
     # The simulation's options: tools offered, query enhancement, prompt integration.
     tool_set: list[str] = _run_default("tool_set")
     query_context: bool = _run_default("query_context")

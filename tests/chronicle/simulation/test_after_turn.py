@@ -111,21 +111,29 @@ def test_parse_reads_who_left_among_the_listeners_and_who_came_by_any_name():
 
 @pytest.mark.django_db
 def test_whoever_is_due_reflects_in_the_judgement_of_the_next_line_not_in_calls_of_its_own(user, dinner, server):
-    server.script(ok("We should book Bella's before eight."), ok("Eight is late for me, Alex."))
-    simulation = start(user, dinner, server, reflection_threshold=5)
-    assert run_turn_task.apply(args=(simulation.pk, 0)).get() == "done"
-    assert not Memory.objects.in_bank(simulation.bank).filter(kind="reflection").exists()  # nobody asked yet
-    assert run_turn_task.apply(args=(simulation.pk, 1)).get() == "done"
-    second = server.scored[1]["messages"][-1]["content"]
-    assert "Alex has not reflected for a while" in second and "1. Alex said: We should book Bella's" in second
+    lines = ["We should book Bella's before eight.", "Eight is late for me, Alex.", "Then half past seven, Sam.",
+             "Bella's prices are steep for me.", "Thai is cheaper, and closer.", "Thai it is, then?"]
+    server.script(*(ok(line) for line in lines))
+    simulation = start(user, dinner, server, reflection_threshold=5, max_turns=6)
+    for index in range(5):
+        assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    # Seed 003: five memories lived before one reflects, however important the first ones were.
+    assert not any("has not reflected" in request["messages"][-1]["content"] for request in server.scored)
+    assert not Memory.objects.in_bank(simulation.bank).filter(kind="reflection").exists()
+    assert run_turn_task.apply(args=(simulation.pk, 5)).get() == "done"
+    sixth = server.scored[5]["messages"][-1]["content"]
+    assert "Alex has not reflected for a while" in sixth and "1. Alex said: We should book Bella's" in sixth
+    # The one reflecting is told who it is (its sheet), not only what it remembers.
+    who = sixth.split("Who Alex is:", 1)[1].split("What Alex remembers", 1)[0]
+    assert "Goals:" in who or "goals" in who.lower()
     insights = Memory.objects.in_bank(simulation.bank).filter(kind="reflection", agent="Alex")
     assert [m.content for m in insights] == ["Alex sees where this evening is going."]
-    assert insights[0].turn == 2 and insights[0].metadata["batched"] is True
-    # It cited statements 1 and 2; Alex had lived one (its own line): the evidence is that one.
-    assert [m.content for m in insights[0].evidence.all()] == ["Alex said: We should book Bella's before eight."]
-    # Two judgements, no reflection calls: only the two lines and their judgements went to the model.
-    assert len(server.requests) == 2 and len(server.scored) == 2
-    assert [t.context["aux_calls"] for t in simulation.turns.order_by("index")] == [1, 1]
+    assert insights[0].turn == 6 and insights[0].metadata["batched"] is True
+    # It cited statements 1 and 2: the first two things Alex lived (its plan for the scene, its first line).
+    assert "Alex said: We should book Bella's before eight." in [m.content for m in insights[0].evidence.all()]
+    # Six judgements, no reflection calls: only the lines and their judgements went to the model.
+    assert len(server.requests) == 6 and len(server.scored) == 6
+    assert [t.context["aux_calls"] for t in simulation.turns.order_by("index")] == [1] * 6
 
 
 def test_a_reflection_answer_is_kept_only_where_it_cites_what_it_was_given():

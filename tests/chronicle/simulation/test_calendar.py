@@ -117,7 +117,7 @@ def test_the_writers_start_date_reaches_the_agent_its_memories_and_its_time_word
 
 
 @pytest.mark.django_db
-def test_an_agent_reflects_at_most_three_times_a_story_day(user, dinner):
+def test_an_agent_reflects_at_most_three_times_a_story_day(user, dinner, settings):
     from datetime import timezone
 
     from chronicle.simulation.aftermath.formation import due_to_reflect
@@ -130,9 +130,11 @@ def test_an_agent_reflects_at_most_three_times_a_story_day(user, dinner):
     for _ in range(3):
         memory_create(bank=simulation.bank, agent="Sam", kind="reflection", category="reflection", source="reflection",
                       content="Alex decides quickly when money is involved.", turn=1, importance=8, story_time=evening)
+    settings.REFLECTION_SPACING = 0  # the day's limit alone, however close the reflections
     for name in ("Sam", "Alex"):
-        memory_create(bank=simulation.bank, agent=name, kind="episodic", source="earned", turn=2, importance=9,
-                      content="Jordan said: Bella's has a table at eight.")
+        for number in range(5):  # seed 003's five memories since the last reflection
+            memory_create(bank=simulation.bank, agent=name, kind="episodic", source="earned", turn=2, importance=9,
+                          content=f"Jordan said: Bella's has a table at eight, table {number}.")
     # That evening Sam has made the day's three; Alex has made none.
     assert set(due_to_reflect(simulation, 3)) == {"Alex"}
     # The next morning is a new story day: Sam may reflect again.

@@ -148,22 +148,23 @@ def test_a_failing_model_records_nothing(user, monkeypatch):
 
     monkeypatch.setattr(tasks, "get_provider", lambda simulation: Down())
     simulation = run(user, provider="openai", reflection_threshold=10)
-    for turn in range(1, 3):
+    for turn in range(1, 6):  # five memories: seed 003's least
         live(simulation, turn)
-    assert tasks.reflect_task(simulation.pk, "Alex", 2) == "failed"
+    assert tasks.reflect_task(simulation.pk, "Alex", 5) == "failed"
     assert not Memory.objects.filter(bank=simulation.bank, kind="reflection").exists()
 
 
 def test_a_finished_run_keeps_polling_while_an_agent_reflects_and_says_so(user, client_for, queued):
     simulation = run(user, reflection_threshold=5)
     Simulation.objects.filter(pk=simulation.pk).update(status="completed")
-    live(simulation, 1)
-    assert tasks.queue_reflections(simulation.pk, 1) == ["Alex"]
+    for turn in range(1, 6):
+        live(simulation, turn)
+    assert tasks.queue_reflections(simulation.pk, 5) == ["Alex"]
     client = client_for(user)
     page = client.get(simulation.get_absolute_url(), HTTP_HX_REQUEST="true")
     assert page.status_code == 200 and "Alex is reflecting on what happened" in page.content.decode()
     assert 'hx-trigger="every 2s"' in page.content.decode()
-    tasks.reflect_task(simulation.pk, "Alex", 1)
+    tasks.reflect_task(simulation.pk, "Alex", 5)
     page = client.get(simulation.get_absolute_url(), HTTP_HX_REQUEST="true")
     assert page.status_code == 286 and "reflecting" not in page.content.decode()  # 286: htmx stops polling
 

@@ -81,7 +81,7 @@ def test_a_branch_ranks_decayed_results_exactly_as_the_parent_did_at_its_turn(us
 
 
 def test_a_branch_keeps_evidence_links(user, finished):
-    alex_said = Memory.objects.in_bank(finished.bank).filter(agent="Jordan", speaker="Alex", turn=1).get()
+    alex_said = Memory.objects.in_bank(finished.bank).filter(agent="Jordan", kind="episodic", speaker="Alex", turn=1).get()
     insight = memory_create(bank=finished.bank, agent="Jordan", kind="reflection", content="Alex likes a plan.",
                             source="reflection", evidence=[alex_said])
     branch = prepare_and_run(services.simulation_branch(parent=finished, index=3, actor=user))
@@ -112,8 +112,8 @@ def test_an_edited_memory_is_never_found_by_its_old_vector(user, finished):
 
 
 def test_a_memorys_links_show_as_a_graph_to_its_owner_only(user, other_user, finished, client_for):
-    alex_said = Memory.objects.in_bank(finished.bank).filter(agent="Jordan", speaker="Alex", turn=1).get()
-    sam_said = Memory.objects.in_bank(finished.bank).filter(agent="Jordan", turn=2).get()
+    alex_said = Memory.objects.in_bank(finished.bank).filter(agent="Jordan", kind="episodic", speaker="Alex", turn=1).get()
+    sam_said = Memory.objects.in_bank(finished.bank).filter(agent="Jordan", kind="episodic", turn=2).get()
     insight = memory_create(bank=finished.bank, agent="Jordan", kind="reflection", content="Alex likes a plan.",
                             source="reflection", evidence=[alex_said, sam_said])
     url = reverse("chronicle_memory_links", args=[finished.pk, insight.pk])

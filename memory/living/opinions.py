@@ -1,0 +1,69 @@
+"""Opinions (seed 004's fourth network, beside World, Experience and Observation): what an agent
+thinks of a person, with a confidence that evidence moves. Kept apart from facts (semantic) and
+from beliefs about claims (memory.recalling.held): an opinion is a judgement, not a report.
+
+A line that moves how a listener stands with its speaker (memory.living.relationships) is evidence:
+the listener's opinion of the speaker is written again from where it stands now (the model's words
+where a model judged the line, else the standing in words), more sure when the line agrees with
+what it thought, less when it goes against it. The one before is superseded (still searchable).
+"""
+
+from __future__ import annotations
+
+from memory.living.relationships import describe
+from memory.models import Memory, MemoryBank, Relationship
+from memory.services.memories import memory_create, metadata_with
+
+FIRST = 0.4        # a first impression
+AGREES = 0.15      # each line that bears it out
+DISAGREES = 0.3    # a line that goes against it costs more than one that agrees gains
+IMPORTANCE = 5.5
+# Seed 004's four memory networks, by kind: what the HTTP API and the bank call each of Wonda's kinds.
+SEED004_NETWORKS = {
+    "world": ["semantic", "character", "character_knowledge", "scene"],
+    "experience": ["episodic", "emotional", "action", "procedural", "plan", "goal_progress"],
+    "opinion": ["opinion", "reflection", "metacognition"],
+    "observation": ["observation"],
+}
+
+
+def certainty(confidence: float) -> str:
+    if confidence >= 0.75:
+        return "I'm sure of it now"
+    if confidence >= 0.5:
+        return "I'm fairly sure"
+    return "a first impression"
+
+
+def current(bank: MemoryBank | int, agent: str, of: str) -> Memory | None:
+    return (Memory.objects.filter(bank=bank, agent=agent, kind=Memory.Kind.OPINION, about=of, status=Memory.Status.ACTIVE,
+                                  metadata__superseded_turn__isnull=True).order_by("-turn", "-id").first())
+
+
+def opinions_after_line(*, bank: MemoryBank, moved: list[Relationship], turn: int, memories: list[Memory] = (),
+                        judged: dict[str, str] | None = None) -> list[Memory]:
+    """Each moved listener's opinion of the speaker, written again (see the module). judged: the
+    model's one sentence per listener, where it gave one. Returns the opinions made."""
+    heard = {m.agent: m for m in memories}
+    made = []
+    for row in moved:
+        sign = 1 if row.affinity_change + 0.5 * row.trust_change >= 0 else -1
+        before = current(bank, row.agent, row.other)
+        held = (before.metadata or {}).get("opinion", {}) if before is not None else {}
+        if before is None:
+            confidence, count = FIRST, 1
+        else:
+            step = AGREES if held.get("sign") == sign else -DISAGREES
+            confidence, count = min(0.95, max(0.05, float(held.get("confidence", FIRST)) + step)), int(held.get("evidence", 0)) + 1
+        said = " ".join(str((judged or {}).get(row.agent) or "").split())[:400]
+        text = f"What I think of {row.other}: {said or describe(row)}. {certainty(confidence)[0].upper()}{certainty(confidence)[1:]}."
+        if before is not None:
+            Memory.objects.filter(pk=before.pk).update(metadata=metadata_with(superseded_turn=turn))
+        made.append(memory_create(
+            bank=bank, agent=row.agent, kind=Memory.Kind.OPINION, category="opinion", about=row.other, content=text,
+            source=Memory.Source.EARNED, turn=turn, importance=IMPORTANCE, speaker=row.other,
+            evidence=[heard[row.agent]] if row.agent in heard else [],
+            keys=[f"what do I think of {row.other}?"],
+            metadata={"opinion": {"of": row.other, "confidence": round(confidence, 2), "evidence": count, "sign": sign,
+                                  "by": "model" if said else "rule"}}))
+    return made
