@@ -12,7 +12,7 @@ from django.conf import settings
 
 from chronicle.simulation.aftermath.formation import scene_place
 from chronicle.simulation.run.models import Simulation, Turn
-from memory.api import CapturePlan, current_plans, plan_make, plan_text, plans_after_line
+from memory.api import CapturePlan, EmbeddingError, current_plans, plan_make, plan_text, plans_after_line
 
 
 def plans_on() -> bool:
@@ -43,7 +43,10 @@ def plan_before_turn(simulation: Simulation, number: int, agent: str) -> bool:
     sheet = next((c for c in simulation.cast_snapshot or [] if c.get("name") == agent), {})
     others = [name for name in simulation.present_at(number) if name != agent]
     text = plan_text(list(sheet.get("goals") or []), others, plan_place(simulation))
-    return plan_make(bank=simulation.bank, agent=agent, turn=number, text=text, day=day) is not None
+    try:
+        return plan_make(bank=simulation.bank, agent=agent, turn=number, text=text, day=day) is not None
+    except EmbeddingError:  # the embedder is down: the turn goes on without a plan; the next one makes it
+        return False
 
 
 def plans_after_heard(simulation: Simulation, turn: Turn, capture: CapturePlan, captured, feelings: dict) -> int:
