@@ -223,10 +223,12 @@ class ScriptedProvider(Provider):
             fresh_ears = belief and belief[0] and any(o != belief[0] for o in hints.others)
             if belief and (words(belief[1]) & line.topic or fresh_ears or len(mine) % 3 == 1):
                 teller, claim = belief
-                candidates.append(f"*whispers to {to}* Don't tell anyone, but I heard {_lower_first(claim)}"
-                                  if not teller and to in hints.others else
-                                  f"{to}, did you hear? {teller} told me {_lower_first(claim)}" if teller
-                                  else f"Did you hear? {claim}")
+                # Told to someone who has not heard it from us: not back to whoever told it.
+                news_to = to if to != teller else next((o for o in hints.others if o != teller), "")
+                if not teller and to in hints.others:
+                    candidates.append(f"*whispers to {to}* Don't tell anyone, but I heard {_lower_first(claim)}")
+                elif teller and news_to:
+                    candidates.append(f"{news_to}, did you hear? {teller} told me {_lower_first(claim)}")
             answers = replies(known, line, seed, first_turn=not mine)
             # What it recalled from beyond what it reads (a pinned memory first): the dry run shows
             # what retrieval found, said with the answer.
