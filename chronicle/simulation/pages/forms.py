@@ -141,9 +141,11 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
             # A parent run's seats (a sequel) are names: ticked by name in this scenario's cast.
             named = set(self.initial["seats"])
             self.initial["seats"] = [c.pk for c in scenario.cast.all() if c.name in named or c.pk in named]
+        # The planted beliefs and distortions name the cast: they are swapped with it (carry_over).
         self.fields["scenario"].widget.attrs.update({
             "hx-get": reverse("simulation_create"), "hx-trigger": "change", "hx-target": "#cast-field",
-            "hx-select": "#cast-field", "hx-swap": "outerHTML"})
+            "hx-select": "#cast-field", "hx-swap": "outerHTML", "hx-select-oob": "#cast-notes",
+            "hx-include": "[name=planted_beliefs],[name=distortions]"})
         if scenario is not None and not self.is_bound:
             self.initial["scenario"] = scenario.pk
             self.initial["cast"] = [c.pk for c in scenario.cast.all()]
@@ -262,3 +264,28 @@ class ReplayForm(TextRuleForm, forms.ModelForm):
         widgets = {"distortions": forms.Textarea(attrs={"rows": 2, "placeholder": "Jordan: paranoia"})}
         labels = {"retrieval_mode": "How agents get their memories"}
         help_texts = {"retrieval_mode": RETRIEVAL_MODE_HELP}
+
+
+CAST_NOTES = ("planted_beliefs", "distortions")  # the settings written line by line as "Name: …"
+
+
+def carry_over(form: SimulationForm, typed: dict) -> list[str]:
+    """The planted beliefs and distortions as the form shows them after the writer picked another
+    scenario: the new scenario's own, where it has them; else the lines typed before that name someone
+    of its cast (a line about a character who is not in it is dropped). Returns the lines dropped."""
+    scenario = form.chosen_scenario
+    if scenario is None:
+        return []
+    cast = {c.name.lower() for c in scenario.cast.all()}
+    own = scenario.run_settings or {}
+    dropped = []
+    for name in CAST_NOTES:
+        if own.get(name):
+            form.initial[name] = own[name]
+            continue
+        kept = []
+        for line in str(typed.get(name) or "").splitlines():
+            holder = line.split(":", 1)[0].strip().lower() if ":" in line else ""
+            (kept if not line.strip() or holder in cast else dropped).append(line)
+        form.initial[name] = "\n".join(kept).strip("\n")
+    return [line.strip() for line in dropped if line.strip()]

@@ -24,7 +24,7 @@ from chronicle.simulation.pages import line_pages, run_panels
 from chronicle.simulation.control import seats, services, stage_edits
 from chronicle.simulation.run import selectors
 from chronicle.simulation.providers.connection import check_connection
-from chronicle.simulation.pages.forms import LLMSettingsForm, ReplayForm, SimulationForm, initial_from
+from chronicle.simulation.pages.forms import LLMSettingsForm, ReplayForm, SimulationForm, carry_over, initial_from
 from chronicle.simulation.run.models import Simulation
 from chronicle.simulation.run.run_settings import MAX_TURNS, NOT_INHERITED, SETTING_FIELDS
 
@@ -57,7 +57,10 @@ def simulation_create(request: HttpRequest) -> HttpResponse:
     # own run settings are offered, not put over what the writer typed.
     chosen = form.chosen_scenario
     offer = chosen if request.htmx and chosen is not None and chosen.run_settings else None
-    return TemplateResponse(request, "chronicle/simulation_create.html", {"form": form, "settings_offer": offer})
+    # What named the old cast goes with it (the planted beliefs, the distortions), said so.
+    dropped = carry_over(form, request.GET) if request.htmx and request.method == "GET" else []
+    return TemplateResponse(request, "chronicle/simulation_create.html",
+                            {"form": form, "settings_offer": offer, "dropped_notes": dropped})
 
 
 def _create_initial(request: HttpRequest) -> dict | None:

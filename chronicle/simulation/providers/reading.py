@@ -69,20 +69,30 @@ def prepopulated(messages: list[dict]) -> dict[str, list[str]]:
         elif current and raw.startswith("- "):
             sections[current].append(raw[2:].strip())
     # A belief is held from the note that gave it on (a note does not repeat what is still above).
-    held, current = [], None
+    # So is what its earlier lookups found (tools mode): kept in the conversation, not said again.
+    held, looked, current = [], [], None
     for raw in (users[0] if users else "").splitlines():
         if raw.startswith("## "):
             current = raw[3:].strip().lower()
         elif current == "what you believe" and raw.startswith("- "):
             held.append(raw[2:].strip())
+        elif current == LOOKED_UP.lower() and raw.startswith("- "):
+            looked.append(re.sub(r"^#\d+\s+(?:\(turn \d+\)\s+)?", "", raw[2:].strip()))
+        elif not raw.strip() or raw.startswith("["):
+            current = None
     if held:
         sections["what you believe"] = list(dict.fromkeys([*held, *sections.get("what you believe", [])]))
+    if looked:
+        sections["looked up before"] = list(dict.fromkeys(looked))
     # The fixed header: "You are Hannah: Cellist — …", "Where: the place" and "When: the time".
     you = re.search(r"^## You\n(You are .+)$", system, re.MULTILINE)
     place = re.search(r"^Where: (.+)$", system, re.MULTILINE)
     when = re.search(r"^When: (.+)$", system, re.MULTILINE)
+    wants = re.search(r"^You want: (.+)$", system, re.MULTILINE)
     if you:
         sections["you"] = [you.group(1)]
+    if wants:
+        sections["you want"] = [w.strip() for w in wants.group(1).split(";") if w.strip()]
     if place and place.group(1) != "(not described)":
         sections["scene"] = [f"Location: {place.group(1)}" + (f". {when.group(1)}" if when else "")]
     return sections

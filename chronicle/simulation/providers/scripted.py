@@ -3,9 +3,11 @@
 It answers through the same OpenAI-shaped tool-calling loop as a real model, all of a round's
 calls in one response (parallel tool calls): on an agent's first turn `query_self`, `query_scene`
 and `query_character` for each other agent present; later `query_memory` about what another agent
-said and `recall_facts` about the last line (card lore, the writer's facts). Then it composes a line from
-what the tools returned (its name from its identity, the place from the scene, an earlier line
-quoted with its turn number), so a dry run shows whether retrieval actually worked.
+said and `recall_facts` about the last line (card lore, the writer's facts). Then it answers the
+last line it heard (chronicle.simulation.providers.partner) from what its tools returned and its
+notes hold: what it wants, what it knows of the one it answers, a secret or a rumour when the talk
+touches it, an earlier line it recalled from beyond what it reads (so a dry run still shows whether
+retrieval worked).
 """
 
 from __future__ import annotations
@@ -16,11 +18,9 @@ import textwrap
 
 from chronicle.simulation.providers.reading import prepopulated, tool_results
 from chronicle.simulation.providers.topics import insight, topics
+from chronicle.simulation.providers.partner import Known, belief_fits, heard, known_from, opening, replies, secret_fits, words
 from chronicle.simulation.providers.voice import named_voice, own_sheet_voice
 from chronicle.simulation.providers.base import ChatResult, Provider, TurnHints, estimate_messages_tokens
-
-NAME_RE = re.compile(r"\b(?:You are|I am|I'm)\s+([A-Z][\w'\-]*(?:\s+[A-Z][\w'\-]*)?)")
-
 
 def _short(text: str, width: int = 110) -> str:
     return textwrap.shorten(" ".join((text or "").split()), width=width, placeholder="…")
@@ -82,33 +82,25 @@ def first_person(fact: str, agent: str = "") -> str:
     return f"I keep thinking about this: {_clause(named_voice(fact, agent), 140)}."
 
 
-SECRET_LABEL = "My secret: "
 # "Jordan: Sous-chef and food blogger. Jordan is …": a sheet line headed by whose it is.
 _NAMED_SHEET = re.compile(r"^([A-Z][\w'’-]+(?: [A-Z][\w'’-]+)?): ([^.:]{1,80})\.\s*(.*)$")
-# How a reply may open when what the agent would say was said before: with these, each thing it knows
-# makes several different lines (never an echo of the last line: quoting quotes nests without end).
-_OPENERS = ("Fair point.", "Maybe.", "I hear you.", "Hm.", "True enough.", "Wait.", "Listen.", "Honestly?")
-
-
-def _to_you(line: str) -> str:
-    """What one knows of the one addressed, said to them: "Sam, about Sam, I know this: Sam is kind"
-    → "Sam, you're kind"."""
-    return re.sub(r"^([A-Z][\w'’-]+), ((?:[a-z][^.?!]*[.?!] )?)[Aa]bout \1, I know this: \1 is ",
-                  lambda m: f"{m.group(1)}, {m.group(2)}{'Y' if m.group(2) else 'y'}ou're ", line)
-
-
 def _said_key(text: str) -> str:
     """A line as compared with the ones said before: its words, without stage business or case."""
     return " ".join(re.sub(r"[*][^*]*[*]", " ", text or "").lower().split()).strip(" .!?")
 
 
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
+_ACTIONS = re.compile(r"\*[^*]*\*")
 
 
-def _sentences(text: str) -> str:
-    """Each sentence begins with a capital: "The lamp room. near midnight" → "… Near midnight"."""
-    return re.sub(r"([.!?]\s+)([a-z])", lambda m: m.group(1) + m.group(2).upper(), text)
+def _lower_first(text: str) -> str:
+    """A sentence going on after "Between us,": its first word lower-cased where it is a common word
+    ("The harbour master…" → "the harbour master…"), never a name ("Bella's trattoria…")."""
+    first = text.split(" ", 1)[0]
+    return text[:1].lower() + text[1:] if first.lower() in _COMMON_OPENERS else text
+
+
+_COMMON_OPENERS = {"the", "a", "an", "it", "there", "this", "that", "we", "he", "she", "they", "my", "our", "his",
+                   "her", "their", "someone", "everyone", "nobody", "one", "some", "if", "when", "since"}
 
 
 def _strip_label(text: str) -> str:
@@ -162,132 +154,98 @@ class ScriptedProvider(Provider):
                           completion_tokens=completion, estimated=True)
 
     def compose(self, hints: TurnHints, results: dict[str, list[dict]], injected: dict[str, list[str]]) -> str:
-        own = [m["content"] for m in results.get("query_self", [])]
-        identity = own + injected.get("who you are", [])
-        # Who it says it is: what its tools said, else the header every prompt carries ("## You").
-        introduced = own + injected.get("you", []) + injected.get("who you are", [])
+        """The line: an answer to the last line heard (chronicle.simulation.providers.partner), from what
+        the agent was handed: its sheet, the others, its beliefs, what is said of it, what it recalled."""
+        sheet = [m["content"] for m in results.get("query_self", [])] + injected.get("who you are", []) \
+            + injected.get("all about you", []) + injected.get("more about you", []) \
+            + injected.get("looked up before", [])
+        if injected.get("you want"):  # tools mode: the header says what it wants
+            sheet.append("My goals: " + ", ".join(injected["you want"]))
         scene = [m["content"] for m in results.get("query_scene", [])] + injected.get("where you are", []) \
             + injected.get("scene", [])
-        # What its tools brought back from beyond its transcript first; then the last line it reads
-        # there (the tools leave the window's lines out), once it has spoken before.
-        # (The transcript it reads is not repeated back: a line answers it, it does not quote it.)
+        place = next((_strip_label(s) for s in scene if s.startswith("Location")), "")
+        # What its tools (or "Recent events", or the writer's pins) brought back from beyond its window.
         episodes = list(results.get("query_memory", []))
         for line in injected.get("recent events", []):
             match = re.match(r"\(turn (\d+)\) (.*)", line)
             if match:
                 episodes.append({"content": match.group(2), "turn": match.group(1)})
-        # Memories the writer pinned onto this turn come first: an episode is the one quoted,
-        # anything else is what the agent "keeps thinking" about.
         pinned_plain = []
         for line in reversed(injected.get("pinned by the writer", [])):
             match = re.match(r"\(turn (\d+)\) (.*)", line)
             if match:
-                episodes.insert(0, {"content": match.group(2), "turn": match.group(1)})
+                episodes.insert(0, {"content": match.group(2), "turn": match.group(1), "pinned": True})
             else:
                 pinned_plain.insert(0, line)
-        facts = [m["content"] for m in results.get("recall_facts", [])] + injected.get("what you know", []) \
-            + identity[1:]
-        # With no fact asked for, what else its search brought back (what one tool gave this turn, another
-        # does not give again: a model speaks from either).
-        facts = facts or [m["content"] for m in results.get("query_memory", [])]
-        facts = list(dict.fromkeys(f for f in facts if " said: " not in f and not f.startswith(("You are ", "("))))
-        # Beliefs are news: every other turn a character passes on one it holds (chronicle.simulation.story.beliefs).
-        # A belief heard in the run comes as "(turn 9) Oren told me: …": passed on without its turn.
-        believed = [re.sub(r"^\(turn \d+\) ", "", b) for b in injected.get("what you believe", [])]
-        believed = [b for b in believed if not b.startswith("(")]
-        if believed and hints.index % 2 == 0:
-            facts = [believed[(hints.index // 2) % len(believed)]]
-        mine = [text for _n, speaker, text in hints.transcript if speaker == hints.agent]
-        if any(text.startswith("*whispers") and "between us" in text for text in mine):
-            # A secret is told once: after that, the character speaks of other things.
-            facts = [f for f in facts if not f.startswith(SECRET_LABEL)] or facts[:0]
-        line = self._compose_line(hints, introduced, scene, episodes, facts, believed)
-        if pinned_plain:
-            line += f" I keep thinking: {_short(pinned_plain[0], 100)}"
-        return self._unsaid(hints, line, episodes, facts)
-
-    def _unsaid(self, hints: TurnHints, line: str, episodes: list[dict], facts: list[str]) -> str:
-        """The line, or (it was said already in the scene) another from what the agent recalled: the
-        other things it knows in turn, an earlier line it remembers, then its answer to the last line
-        (which no earlier turn could have said, the last line being new)."""
-        said = {_said_key(text) for _n, _speaker, text in hints.transcript}
-        line = _to_you(line)
-        if _said_key(line) not in said:
-            return line
-        addressee = next((speaker for _n, speaker, _t in reversed(hints.transcript)
-                          if speaker and speaker != hints.agent), None)
-        to = f"{addressee}, " if addressee else ""
-        candidates = [f"{to}{first_person(facts[(hints.index + k) % len(facts)], hints.agent)}"
-                      for k in range(1, len(facts) + 1) if not facts[(hints.index + k) % len(facts)].startswith(SECRET_LABEL)] \
-            if facts else []
+        recalled = []
         for memory in episodes:
             speaker, colon, words = memory.get("content", "").partition(" said: ")
-            if colon and speaker != hints.agent:
-                candidates.append(f"{to}I remember {speaker} saying “{_clause(words, 80)}”.")
-        told = [f for f in facts if not f.startswith(SECRET_LABEL)]
-        for k in range(len(_OPENERS) * max(len(told), 1)):
-            opener = _OPENERS[(hints.index + k) % len(_OPENERS)]
-            thing = _capital(first_person(told[(hints.index + k // len(_OPENERS)) % len(told)], hints.agent)) \
-                if told else "Give me a moment to think about that."
-            candidates.append(f"{to}{opener[:1].lower() + opener[1:] if to and not opener.startswith('I ') else opener} {thing}")
-        candidates.append(f"{to}I have nothing new to add after turn {hints.transcript[-1][0] if hints.transcript else 0}.")
-        return next((c for c in map(_to_you, candidates) if _said_key(c) not in said), candidates[-1])
+            if colon and memory.get("turn") and speaker != hints.agent:
+                recalled.append((speaker, _clause(_ACTIONS.sub(" ", words), 80), bool(memory.get("pinned"))))
+        others = [m["content"] for m in results.get("query_character", [])] + injected.get("the others present", [])
+        facts = [m["content"] for m in results.get("recall_facts", [])] \
+            + injected.get("what you know", []) + injected.get("lore that just came up", [])
+        # What it knows of someone ("Jordan: Sous-chef. …") is about that person, not a fact to recite.
+        others += [f for f in [*facts, *(m["content"] for m in results.get("query_memory", [])),
+                               *injected.get("looked up before", [])] if _NAMED_SHEET.match(f) and _NAMED_SHEET.match(f).group(1) not in (hints.agent,)
+                   and not f.startswith(("Location:", "Situation:", "Time:", "Atmosphere:"))]
+        known = known_from(hints.agent, sheet, beliefs=injected.get("what you believe", []),
+                           said_of_me=next((v for k, v in injected.items() if k.startswith("what others say of you")), []),
+                           others=others, facts=facts, header=(injected.get("you") or [""])[0], place=place,
+                           recalled=[(who, said) for who, said, _pinned in recalled])
+        known.present = list(hints.others)
+        line = self._line(hints, known, recalled)
+        if pinned_plain:
+            line += f" I keep thinking: {_short(pinned_plain[0], 100)}"
+        return line
 
-    def _compose_line(self, hints: TurnHints, identity: list[str], scene: list[str], episodes: list[dict],
-                      facts: list[str], believed: list[str] = ()) -> str:
-        name = hints.agent
-        for text in identity:
-            match = NAME_RE.search(text)
-            if match:
-                name = match.group(1)
-                break
-        location = next((_strip_label(s) for s in scene if s.startswith("Location")), _strip_label(scene[0]) if scene else "")
-
-        addressee = next((speaker for _n, speaker, _t in reversed(hints.transcript) if speaker and speaker != hints.agent),
-                         None)
-        if addressee is not None and not hints.first_turn_of_agent:
-            return self._answer(hints, addressee, episodes, facts, believed)
-        if identity:
-            # "You are Alex, a pragmatic project manager. Archetype: …" → "a pragmatic project manager"
-            first = re.split(r"(?<=[.!?])\s", identity[0], maxsplit=1)[0]
-            header = re.match(r"You are [^:,.]{1,80}: (.+?)(?: — |$)", identity[0])  # "You are Hannah: Cellist — …"
-            me = header.group(1) if header else re.sub(r"^You are [^,.]+[,.]?\s*", "", first).rstrip(".")
-            if addressee is not None:
-                # Someone has spoken: answer them, saying who one is and one thing one wants or knows
-                # (not the opening everyone else gave).
-                line = f"{addressee}, I'm {name}" + (f", {_clause(me, 60)}." if me else ".")
-                told = [f for f in facts if not f.startswith(SECRET_LABEL)]
-                if told:
-                    line += " " + _capital(first_person(told[hints.index % len(told)], hints.agent))
-                return line
-            line = f"Hello, I'm {name}" + (f", {_clause(me, 80)}." if me else ".")
-            if location:  # the place, not its whole description ("…: a comfortable sofa, …")
-                line += f" So here we are: {_sentences(_clause(named_voice(location.split(':')[0], name), 80))}."
-            if hints.others:
-                line += f" {', '.join(hints.others)}, shall we begin?"
-            return line
-        return f"I'm {name}. I don't remember much yet, so tell me: where are we?"
-
-    def _answer(self, hints: TurnHints, addressee: str, episodes: list[dict], facts: list[str],
-                believed: list[str]) -> str:
-        """A later turn: a short first-person answer to whoever spoke last, built from what the agent
-        recalled: an earlier line it remembers (beyond what it reads), or a different thing it knows
-        each turn (its goals, values, lore), so a long dry run touches the whole sheet."""
-        recalled = next((m for m in episodes if m.get("turn") and " said: " in m["content"]
-                         and not m["content"].startswith(f"{hints.agent} said:")), None)
-        fact = facts[hints.index % len(facts)] if facts else ""
-        # News it believes is passed on (compose picks it every other turn); else an earlier line it
-        # remembers, on those turns, and what it knows on the others.
-        if recalled is not None and (not fact or (hints.index % 2 == 0 and fact not in believed)):
-            speaker, _, said = recalled["content"].partition(" said: ")
-            return f"{addressee}, I remember {speaker} saying “{_clause(said, 80)}”."
-        if not fact:
-            return f"{addressee}, I hear you. Give me a moment to think about that."
-        line = f"{addressee}, {first_person(fact, hints.agent)}"
-        # A secret is whispered to the one addressed (stage.deliver: only they hear it), and so is a
-        # belief the writer planted (gossip starts in a whisper; "X told me: …" is said aloud).
-        secret = fact.startswith("My secret") or (fact in believed and " told me: " not in fact)
-        return f"*whispers to {addressee}* {line}" if secret else line
+    def _line(self, hints: TurnHints, known: Known, recalled: list[tuple[str, str, bool]]) -> str:
+        said = {_said_key(text) for _n, _speaker, text in hints.transcript}
+        mine = [text for _n, speaker, text in hints.transcript if speaker == hints.agent]
+        seed = hints.index + sum(map(ord, hints.agent))
+        last = next(((speaker, text) for _n, speaker, text in reversed(hints.transcript)
+                     if speaker and speaker != hints.agent and not text.startswith("(")), None)
+        if last is None:
+            candidates = opening(known, hints.others, seed)
+        else:
+            line = heard(*last)
+            to = line.speaker
+            candidates = []
+            # A secret is told once, when the talk touches it, in a whisper to the one who touched it.
+            told = {s for s in known.secrets if any(_said_key(s)[:40] in _said_key(m) for m in mine)}
+            if (secret := secret_fits(known, line, told)) and to in hints.others:
+                candidates.append(f"*whispers to {to}* Between us, {_lower_first(secret)}")
+            # News it believes, when the talk comes near it: the writer's rumour starts in a whisper,
+            # what it heard is passed on aloud.
+            passed = {c for _t, c in known.beliefs if any(_said_key(c)[:40] in _said_key(m) for m in mine)}
+            belief = belief_fits(known, line, passed) if mine or line.act in ("news", "statement") else None
+            # News heard is passed on to someone who has not heard it; one's own rumour at the second line.
+            fresh_ears = belief and belief[0] and any(o != belief[0] for o in hints.others)
+            if belief and (words(belief[1]) & line.topic or fresh_ears or len(mine) % 3 == 1):
+                teller, claim = belief
+                # Told to someone who has not heard it from us: not back to whoever told it.
+                news_to = to if to != teller else next((o for o in hints.others if o != teller), "")
+                if not teller and to in hints.others:
+                    candidates.append(f"*whispers to {to}* Don't tell anyone, but I heard {_lower_first(claim)}")
+                elif teller and news_to:
+                    candidates.append(f"{news_to}, did you hear? {teller} told me {_lower_first(claim)}")
+            answers = replies(known, line, seed, first_turn=not mine)
+            # What it recalled from beyond what it reads (a pinned memory first): the dry run shows
+            # what retrieval found, said with the answer.
+            memory = next((r for r in recalled if r[2]), None) or \
+                next((r for r in recalled if words(r[1]) & line.topic or hints.index % 2 == 0), None)
+            if memory:
+                who, words_said, _pinned = memory
+                first = answers[0] if answers else f"{to}, hm."
+                candidates.append(f"{first} I remember {who} saying “{words_said}”.")
+            candidates += answers
+        candidates.append(f"Give me a moment, {last[0] if last else 'everyone'}. I'm still thinking it over.")
+        fresh = next((c for c in candidates if _said_key(c) not in said), None)
+        if fresh is not None:
+            return fresh
+        # Everything it could say was said: ask the one it answers to go on (names the turn: never twice).
+        to = last[0] if last else (hints.others[0] if hints.others else "everyone")
+        return f"Go on, {to}. What happened after turn {hints.transcript[-1][0] if hints.transcript else 0}?"
 
     # ---- reflection (memory.living.reflection's prompts) ------------------------------------------------
     def complete(self, prompt: str) -> str:

@@ -36,11 +36,16 @@ def test_the_characters_own_sheet_and_the_scene_are_said_in_its_words_not_as_lab
 
 
 def test_a_later_line_answers_the_last_speaker_without_quoting_what_it_reads():
-    transcript = [(1, "Alex", "Thai or Italian tonight?"), (2, "Jordan", "Italian, obviously, Bella's!")]
-    hints = TurnHints(agent="Sam", others=["Alex", "Jordan"], index=3, first_turn_of_agent=False,
+    transcript = [(1, "Sam", "Evening, all."), (2, "Alex", "Thai or Italian tonight?"),
+                  (3, "Jordan", "Where should we go, Sam?")]
+    hints = TurnHints(agent="Sam", others=["Alex", "Jordan"], index=4, first_turn_of_agent=False,
                       transcript=transcript, max_tool_calls=0)
-    line = ScriptedProvider().compose(hints, {"recall_facts": [{"content": "I value a fair price. (weak match)"}]}, {})
-    assert line == "Jordan, what matters to me is a fair price."
+    line = ScriptedProvider().compose(hints, {"recall_facts": [{"content": "I value a fair price. (weak match)"}]},
+                                      {"you want": ["keep dinner under twenty-five each"]})
+    # Jordan asked where: Sam answers with what Sam wants, in its own words, not a quote.
+    assert line in ("Honestly, Jordan, I'd like us to keep dinner under twenty-five each.",
+                    "For me it's simple, Jordan. I want to keep dinner under twenty-five each.",
+                    "Whatever we do, Jordan, I'd like to keep dinner under twenty-five each.")
     assert not any(text[:15] in line for _n, _s, text in transcript) and "turn" not in line
 
 
@@ -50,14 +55,16 @@ def test_a_fact_cut_short_does_not_end_on_a_dangling_word():
     assert said.endswith("who loves Italian food and always knows the newest place.")  # not "…place in."
 
 
-def test_a_first_line_in_the_default_mode_introduces_the_character_from_its_header():
-    """Pre-populated, the sheet's core comes first (how the character speaks): the greeting still says
-    who it is and where, from the header every prompt carries."""
+def test_a_first_line_in_the_default_mode_greets_those_present_where_it_is_and_says_what_it_wants():
+    """Pre-populated, the sheet's core comes first (how the character speaks): the first line greets
+    those present, says where they are from the header every prompt carries, and what it wants."""
     system = ("You are an agent in a simulation.\n\n## Who you are\n- Short, dry sentences; asks pointed questions.\n"
-              "- My traits: sharp, proud.\n\n## You\nYou are Mira: Innkeeper — Mira keeps the Harbour Inn.\n"
-              "Where: The Harbour Inn\nWhen: Late evening")
+              "- My traits: sharp, proud.\n- My goals: keep the inn open.\n\n## You\n"
+              "You are Mira: Innkeeper — Mira keeps the Harbour Inn.\nWhere: The Harbour Inn\nWhen: Late evening")
     provider = ScriptedProvider()
     hints = TurnHints(agent="Mira", others=["Oren"], index=0, first_turn_of_agent=True, transcript=[], max_tool_calls=0)
     line = provider.compose(hints, {}, prepopulated([{"role": "system", "content": system},
                                                       {"role": "user", "content": "Conversation so far:"}]))
-    assert line == "Hello, I'm Mira, Innkeeper. So here we are: The Harbour Inn. Late evening. Oren, shall we begin?"
+    assert line.endswith("Oren. Here we are: The Harbour Inn. Late evening. I'd like us to keep the inn open. "
+                         "What do you think?")
+    assert line.split(",")[0] in ("Hello", "Evening", "Hi")

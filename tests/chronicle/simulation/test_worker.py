@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import html
 
 import os
@@ -47,9 +49,9 @@ def test_full_scripted_run_through_a_real_worker(celery_worker, user, client_for
     for turn in turns[:3]:  # turn 1 of each agent: discovery
         tools = list(turn.retrievals.values_list("tool", flat=True))
         assert tools[:2] == ["query_self", "query_scene"], turn.agent
-        # The first opens the scene; the others answer whoever spoke, saying who they are.
-        assert turn.utterance.startswith(f"Hello, I'm {turn.agent}" if turn.index == 0
-                                         else f"{turns[turn.index - 1].agent}, I'm {turn.agent}")
+        # The first opens the scene greeting the others; the others greet whoever spoke before them.
+        greeted = ("Jordan and Sam" if turn.index == 0 else turns[turn.index - 1].agent)
+        assert re.match(rf"(?:Hello|Hi|Hey|Evening), {greeted}\b", turn.utterance), turn.utterance
         assert all(r.results for r in turn.retrievals.all())
     for turn in turns[3:]:  # later turns: recall, with turn numbers
         assert list(turn.retrievals.values_list("tool", flat=True)) == ["query_memory", "recall_facts"]
@@ -59,7 +61,7 @@ def test_full_scripted_run_through_a_real_worker(celery_worker, user, client_for
         assert retrieval.results and not any(r["kind"] == "episodic" and r["turn"] in earlier for r in retrieval.results)
         # …and the agent answers whoever spoke last, by name, without quoting what it reads there.
         last = max(n for n, t in earlier.items() if t.agent != turn.agent)
-        assert turn.utterance.startswith(f"{earlier[last].agent}, ") and "you said" not in turn.utterance
+        assert earlier[last].agent in turn.utterance and "you said" not in turn.utterance
         assert not any(t.utterance[:40] in turn.utterance for t in earlier.values())
     # Every tool call has its Retrieval row.
     calls = sum(len(m.get("tool_calls") or []) for t in turns for m in t.prompt_messages)

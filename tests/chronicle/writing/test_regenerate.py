@@ -25,8 +25,9 @@ def tool_text(turn: Turn) -> str:
 
 
 def said_in(content: str, line: str) -> bool:
-    """Whether a dry run's line says this memory: its words after their label ("My goals: …")."""
-    return re.sub(r"^[A-Z][\w ']{0,30}: ", "", content)[:30].lower() in line.lower()
+    """Whether a dry run's line says this memory: its words after their label ("My goals: …"), up to
+    the first item of a list."""
+    return re.split(r"[,;]", re.sub(r"^[A-Z][\w ']{0,30}: ", "", content))[0][:30].lower() in line.lower()
 
 
 def quoted_memory(turn: Turn) -> dict:
@@ -34,18 +35,27 @@ def quoted_memory(turn: Turn) -> dict:
     return retrieval.results[0]
 
 
-def test_excluded_memory_stays_out_of_the_regenerated_turn(user, finished):
-    turn = finished.turns.get(index=3)
-    # The memory the line rests on: what the agent read (this turn's tools, or what its lookups at
-    # its earlier turns kept in its conversation) and says in its own words.
-    read = [r for earlier in finished.turns.filter(agent=turn.agent, index__lte=3).order_by("-index")
+def _rests_on(finished, turn: Turn) -> dict | None:
+    """The memory a line rests on: what the agent read (this turn's tools, or what its lookups at its
+    earlier turns kept in its conversation) and says in its own words; not what its header says too
+    (what it wants), which excluding the memory leaves in front of it."""
+    header = turn.prompt_messages[0]["content"].partition("## You")[2]
+    read = [r for earlier in finished.turns.filter(agent=turn.agent, index__lte=turn.index).order_by("-index")
             for retrieval in earlier.retrievals.all() for r in retrieval.results]
-    top = next(r for r in read if said_in(r["content"], turn.utterance))
+    return next((r for r in read if said_in(r["content"], turn.utterance)
+                 and re.sub(r"^[A-Z][\w ']{0,30}: ", "", r["content"])[:20] not in header), None)
+
+
+def test_excluded_memory_stays_out_of_the_regenerated_turn(user, dinner):
+    # Pre-populated: what the agent wants comes from its sheet's memory (in tools mode the header says it too).
+    finished = run_all(start(user, dinner, retrieval_mode="prepopulate"))
+    turn, top = next((t, found) for t in finished.turns.filter(index__gte=1).order_by("index")
+                     if (found := _rests_on(finished, t)) is not None)
     assert top["content"] in everything_read(turn)  # the original run read it
     services.override_toggle(turn=turn, kind="exclude", memory_id=top["memory_id"], actor=user, on=True)
 
-    branch = prepare_and_run(services.simulation_branch(parent=finished, index=3, actor=user))
-    regenerated = branch.turns.get(index=3)
+    branch = prepare_and_run(services.simulation_branch(parent=finished, index=turn.index, actor=user))
+    regenerated = branch.turns.get(index=turn.index)
     assert top["content"] not in everything_read(regenerated)  # nor in a note kept from an earlier turn
     # Where a search found it again, the record shows it, marked excluded (on the branch's copy).
     for row in (r for retrieval in regenerated.retrievals.all() for r in retrieval.results):
