@@ -78,3 +78,16 @@ def test_reembed_refuses_what_it_cannot_do_and_says_why(user, settings, tmp_path
         _run("--bank", str(bank.pk))
     kept.refresh_from_db()
     assert kept.embedding[0] == 1.0 and not state_path(bank.pk).exists()
+
+
+def test_the_local_models_package_is_a_setting_and_a_missing_one_is_said_plainly(settings):
+    from memory.embedding import local
+    from memory.embedding.errors import EmbeddingError
+
+    assert local.model_path().is_dir()  # the default package, installed
+    settings.EMBEDDING_PACKAGE = "no_such_embedding_package"
+    with pytest.raises(EmbeddingError, match="package 'no_such_embedding_package' is not installed.*WONDA_EMBEDDING_PACKAGE"):
+        local.model_path()
+    settings.EMBEDDING_PACKAGE = "json"  # importable, but not a model
+    with pytest.raises(EmbeddingError, match="has no get_model_path"):
+        local.model_path()
