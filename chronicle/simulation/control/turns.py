@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from chronicle import queueing
 from chronicle.simulation.aftermath import secrets
+from chronicle.simulation.aftermath.storage import storage_counts
 from chronicle.simulation.story.beliefs import revise
 from chronicle.simulation.turn.types import TurnOutcome
 from chronicle.simulation.run.models import Retrieval, Simulation, Turn
@@ -331,7 +332,8 @@ def _record_memory_time(turn: Turn, outcome: TurnOutcome, capture: CapturePlan, 
     spent = capture.prepare_ms + (time.perf_counter() - started) * 1000
     turn.context = dict(turn.context or {}, memory_ms=round(searched + spent, 2), capture_ms=round(spent, 2),
                         llm_ms=round(outcome.llm_ms, 2), aux_calls=outcome.aux_calls, aux_tokens=outcome.aux_tokens,
-                        not_kept=len(captured.skipped), not_kept_notes=not_kept.splitlines())
+                        not_kept=len(captured.skipped), not_kept_notes=not_kept.splitlines(),
+                        **storage_counts(captured))
 
 
 def _advance(simulation: Simulation, turn: Turn, outcome: TurnOutcome, moves: list[str]) -> None:

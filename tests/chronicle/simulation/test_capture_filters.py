@@ -95,3 +95,21 @@ def test_importance_shows_in_the_inspector_and_the_bank(user, dinner, client_for
     # Turn 10 (Alex) recalled lines from before its transcript window: each row carries its importance line.
     page = client.get(reverse("turn_inspect", args=[simulation.pk, 9])).content.decode()
     assert "importance " in page and "(goals " in page and "novelty " in page
+
+
+@pytest.mark.django_db
+def test_the_analytics_page_reports_what_was_kept_and_what_the_filters_left_out(user, dinner, client_for):
+    """Seed 003's storage report: each listener's copies kept, and left out by reason, with the share saved."""
+    simulation = start(user, dinner, capture_duplicate_threshold=0.97)
+    say(simulation, 0, "Alex", "Shall we try Bella's trattoria at seven?")
+    say(simulation, 1, "Alex", "Shall we try Bella's trattoria at seven?")  # a repeat: nobody keeps it again
+    page = client_for(user).get(reverse("chronicle_analytics", args=[simulation.pk]))
+    report = page.context["storage"]
+    assert {(a.agent, a.kept, a.filtered.get("duplicate")) for a in report.agents} == {
+        (name, 1, 1) for name in simulation.cast_names}
+    assert report.total.kept == report.total.left_out == len(simulation.cast_names) and report.total.reduction == 0.5
+    html = page.content.decode()
+    assert 'id="storage-table"' in html and "seed 003 aims at 60 %" in html and "(50 %)" in html
+    # One agent's view: only its row.
+    one = client_for(user).get(reverse("chronicle_analytics", args=[simulation.pk]) + "?agent=Sam")
+    assert [a.agent for a in one.context["storage"].agents] == ["Sam"]
