@@ -37,15 +37,16 @@ def test_exclude_regenerate_polish_and_export(logged_in_page, celery_worker, sho
     expect(page.locator(f"#search {cited}")).to_be_visible()
     shot(page, "writer-00-ask-as-alex")
 
-    # The memory Alex's line rests on (said in its own words: "what I want is to …"): one of those
-    # its tools returned.
+    # The memory Alex's line rests on (said in its own words, to Sam: "Sam, you are …"): of those its
+    # tools returned, the one that shares most words with it.
     line = page.locator("blockquote.utterance").first.inner_text().lower()
     rows = page.locator(".retrieval tr.memory-result")
-    # (a label such as "My goals: " is not said, and Alex says "my apartment" for "Alex's apartment")
-    used = next(i for i in range(rows.count())
-                if named_voice(re.sub(r"^[A-Z][\w ']{0,30}: ", "",
-                                      rows.nth(i).locator("td").nth(1).inner_text().split("\n")[0]), "Alex")
-                [:30].lower() in line)
+
+    def shared(i: int) -> int:
+        content = named_voice(rows.nth(i).locator("td").nth(1).inner_text().split("\n")[0], "Alex").lower()
+        return len(set(re.findall(r"[a-z']{4,}", content)) & set(re.findall(r"[a-z']{4,}", line)))
+    used = max(range(rows.count()), key=shared)
+    assert shared(used) >= 4, line
     first = rows.nth(used)
     quoted = first.locator("td").nth(1).inner_text().split("\n")[0]
     first.get_by_role("button", name="Exclude").click()

@@ -68,6 +68,7 @@ class Known:
     facts: list[str] = field(default_factory=list)
     recalled: list[tuple[str, str]] = field(default_factory=list)  # (who said it, the words) from beyond the window
     present: list[str] = field(default_factory=list)  # who else is here
+    fresh: set[str] = field(default_factory=set)  # whom this turn's lookups told it about
 
 
 _LABELS = {"Location", "Situation", "Time", "Atmosphere", "Archetype"}
@@ -241,6 +242,11 @@ def replies(known: Known, line: Heard, seed: int, *, first_turn: bool = False) -
     want_first = _pick(_relevant(wants, line.topic) + [w for w in wants if w not in _relevant(wants, line.topic)], 0)
     values = known.values
     out: list[str] = []
+    # What it just looked up about the one it answers comes first: the line speaks from what it recalled.
+    if to in known.fresh and line.act != "accusation":
+        for knowing in _knowing(known, line, others, to)[:1]:
+            out += [f"{knowing} I'd like us to {w}, then." if not knowing.endswith("?") else f"{knowing} Then let's {w}."
+                    for w in want_first[:1]]
     if line.act == "accusation":
         mine = next((what for who, what in known.said_of_me if who == to), "")
         denial = re.match(r"you ((?:\w+ed|took|stole|hid|broke|lost|kept|knew|signed|sold|made|told|got|left|did)\b.*)$", mine)

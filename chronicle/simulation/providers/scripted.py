@@ -194,6 +194,8 @@ class ScriptedProvider(Provider):
                            others=others, facts=facts, header=(injected.get("you") or [""])[0], place=place,
                            recalled=[(who, said) for who, said, _pinned in recalled])
         known.present = list(hints.others)
+        known.fresh = {m["content"].split(":", 1)[0] for m in results.get("query_memory", []) + results.get("query_character", [])
+                       if _NAMED_SHEET.match(m.get("content", ""))}
         line = self._line(hints, known, recalled)
         if pinned_plain:
             line += f" I keep thinking: {_short(pinned_plain[0], 100)}"
@@ -213,12 +215,13 @@ class ScriptedProvider(Provider):
             candidates = []
             # A secret is told once, when the talk touches it, in a whisper to the one who touched it.
             told = {s for s in known.secrets if any(_said_key(s)[:40] in _said_key(m) for m in mine)}
-            if (secret := secret_fits(known, line, told)) and to in hints.others:
+            # (Not with one's first words: those greet.)
+            if mine and (secret := secret_fits(known, line, told)) and to in hints.others:
                 candidates.append(f"*whispers to {to}* Between us, {_lower_first(secret)}")
             # News it believes, when the talk comes near it: the writer's rumour starts in a whisper,
             # what it heard is passed on aloud.
             passed = {c for _t, c in known.beliefs if any(_said_key(c)[:40] in _said_key(m) for m in mine)}
-            belief = belief_fits(known, line, passed) if mine or line.act in ("news", "statement") else None
+            belief = belief_fits(known, line, passed) if mine else None
             # News heard is passed on to someone who has not heard it; one's own rumour at the second line.
             fresh_ears = belief and belief[0] and any(o != belief[0] for o in hints.others)
             if belief and (words(belief[1]) & line.topic or fresh_ears or len(mine) % 3 == 1):

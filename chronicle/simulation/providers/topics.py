@@ -32,6 +32,10 @@ week weeks wonderful yesterday
 """.split()) | set("""
 afternoon day days evening half hour hours minute minutes month months morning night nights noon
 tomorrow weekend
+""".split()) | set("""
+three four five seven eight nine eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen
+nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred hundreds thousand thousands
+million third fourth fifth sixth seventh eighth ninth tenth half twice
 """.split())  # what people say of anything (how it felt, how much, when): no subject of their own
 SPEAKER = re.compile(r"^([A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?) (?:said|whispered to [^:]+|told me):\s*")
 WORD = re.compile(r"[A-Za-z][a-z'’-]{3,}")
