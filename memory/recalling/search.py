@@ -106,14 +106,13 @@ def recall(bank, query: str | None = None, *, agent: str | None = None, filter: 
     primed = abs(float(opts.mood or 0.0)) >= MOOD_CALM
     rows = _ranked_rows(search, flt, bank_id, k + MOOD_EXTRA if primed else k, opts, weights)
     results = search.results(rows, _path.get())
-    path = results.path
+    path = results.path  # the ranking's path, kept through what follows
     if opts.associations and results and flt.ids is None and not search.keyword_only:
         results = _spread(bank, results, flt, k=k, weight=float(opts.associations), query_vector=search.qvec,
                           options=opts)
     if opts.distort is not None and results:
         results = opts.distort.apply(results)
-    if primed and results:
-        results = prime(results, float(opts.mood))[:k]
+    results = prime(results, float(opts.mood))[:k] if primed and results else results
     return results if isinstance(results, Recalled) else Recalled(results, path=path)
 
 

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from django.core.exceptions import ValidationError
 
+from memory.recalling.confidence import retrieval_confidence
 from memory.recalling.enhance import EnhancedQuery, QueryEnhancement
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.options import AgentRecall
@@ -325,3 +326,10 @@ def check_arguments(tool: Tool, arguments) -> dict:
         if any(not -INT_MAX - 1 <= n <= INT_MAX for n in numbers):
             raise ToolError(f"{tool.name}: {pname!r} must be between {-INT_MAX - 1:,} and {INT_MAX:,}.")
     return arguments
+
+
+def metadata_of(results: list[RecallResult], enhanced: EnhancedQuery) -> dict:
+    """Seed 001's response metadata, on every search tool's answer: retrieval_confidence (the best
+    memory's calibrated similarity: memory.recalling.confidence) and query_expansion_used (the
+    enhancements that changed this query: memory.recalling.enhance)."""
+    return {"retrieval_confidence": retrieval_confidence(results), "query_expansion_used": list(enhanced.used)}

@@ -13,7 +13,6 @@ from django.core.exceptions import ValidationError
 from memory.forming.seed_specs import CHARACTER_QUERIES
 from memory.measuring import operations
 from memory.models import Memory
-from memory.recalling.confidence import calibrated, retrieval_confidence
 from memory.recalling.enhance import EnhancedQuery
 from memory.recalling.filters import TAG_MODES, MemoryFilter, Recalled, RecallResult
 from memory.recalling.learned import learned_of, said_once, standing_of
@@ -23,9 +22,10 @@ from memory.recalling.replies import with_replies
 from memory.recalling.sheet_recall import KEYWORD_ONLY, QUERY_MEMORY_KINDS, SELF_ASPECTS, recall_sheet
 from memory.services import memory_associate, memory_create, memory_reinforce
 from memory.services.store import tag_filter
+from memory.recalling.facts import recall_facts as _recall_facts
 # A tool's parts live beside this module; callers import them from here (ToolContext, ToolCallResult).
-from memory.recalling.tool_types import (WITNESSED_KINDS, Param, Tool, ToolCallResult, ToolContext, ToolError, belief_of,
-                                         check_arguments as _check_arguments, entries, note_in_front,
+from memory.recalling.tool_types import (Param, Tool, ToolCallResult, ToolContext, ToolError,
+                                         check_arguments as _check_arguments, entries, metadata_of as _metadata, note_in_front,
                                          without_confidence)
 
 __all__ = ["DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "READ_TOOLS", "REGISTRY", "SIMULATION_TOOLS", "TOOL_NAMES", "WRITE_TOOLS", "Param",
@@ -98,13 +98,6 @@ def _query_character(ctx: ToolContext, args: dict):
     return {"memories": entries(results)} | learned_of(ctx, name), query, flt, results
 
 
-def _metadata(results: list[RecallResult], enhanced: EnhancedQuery) -> dict:
-    """Seed 001's response metadata, on every search tool's answer: retrieval_confidence (the best
-    memory's calibrated similarity: memory.recalling.confidence) and query_expansion_used (the
-    enhancements that changed this query: memory.recalling.enhance)."""
-    return {"retrieval_confidence": retrieval_confidence(results), "query_expansion_used": list(enhanced.used)}
-
-
 # A question about what one believes or has heard: the agent's beliefs on it are searched first.
 ABOUT_BELIEFS = re.compile(r"\b(?:believe[sd]?|beliefs?|rumou?rs?|is it true|heard (?:about|that))\b", re.IGNORECASE)
 BELIEFS_FIRST = 2
@@ -174,54 +167,6 @@ def _recall_episodes(ctx: ToolContext, args: dict):
     ordered = sorted(results, key=lambda r: (r.memory.turn is None, r.memory.turn or 0))  # seed 001: in time order
     return ({"query": query, "memories": entries(ordered, with_turn=True, extra=True)} | _metadata(results, enhanced),
             query, flt, results)
-
-
-# recall_facts hands back a fact only when it is at least this likely to be about the topic (its
-# calibrated confidence); below, it says there are none rather than padding with what is near.
-FACT_CONFIDENCE_FLOOR = 0.1
-# A line is handed back as saying something on the topic only when it matches it well: lines are
-# many, and a near one is noise (what the briefing's "What this brings back" also asks of a line).
-SAID_CONFIDENCE_FLOOR = 0.5
-
-
-def _recall_facts(ctx: ToolContext, args: dict):
-    topic = args["topic"].strip()
-    # Facts: lore, the writer's and what was learned or believed, what one knows of others, insights;
-    # not the agent's own profile (query_self).
-    flt = MemoryFilter(agent=ctx.agent, kinds=["semantic", "character_knowledge", "reflection"], shared=True)
-    enhanced = ctx.enhanced(topic)
-    # What the agent holds on the topic: its beliefs too, with whom it heard them from. confidence: the
-    # probability that a memory this similar to the topic is one asked for (memory.recalling.confidence:
-    # a logistic fit on locomo-dev), not the raw cosine; the floor goes before the window, so a fact on
-    # screen is one the answer can say is there.
-    results = ctx.recall_outside(lambda n: recall(ctx.bank, topic, filter=flt, k=n,
-                                                  options=ctx.recall_options(enhance=enhanced)), 5, beliefs=False,
-                                 keep=lambda r: calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR)
-    # What was said on it too: a fact the after-line judgement did not draw out (or an offline run,
-    # which draws none) is still in the line that stated it, and a question found brings its answer.
-    # Ranked with the facts by how likely each is to be about the topic, so a loose insight does not
-    # push the line that says it out of the five.
-    said_filter = MemoryFilter(agent=ctx.agent, kinds=list(WITNESSED_KINDS), shared=True)
-    said = ctx.recall_outside(lambda n: recall(ctx.bank, topic, filter=said_filter, k=n,
-                                               options=ctx.recall_options(enhance=enhanced)), 5,
-                              keep=lambda r: calibrated(r.components["similarity"]) >= SAID_CONFIDENCE_FLOOR)
-    fact_ids = {r.memory.pk for r in results}
-    found = Recalled(sorted([*results, *said], key=lambda r: -(r.components.get("similarity") or 0.0))[:5],
-                     path=getattr(results, "path", "exact"),
-                     in_front=getattr(results, "in_front", 0) + getattr(said, "in_front", 0))
-    found = with_replies(ctx, found)
-    facts = []
-    for r in found:
-        fact = {"content": r.memory.content, "confidence": round(calibrated(r.components["similarity"]), 4),
-                "memory_id": r.memory.pk} | belief_of(r.memory)
-        if r.memory.pk not in fact_ids:  # a line: when it was said, and what answered it
-            fact = entries([r], with_turn=True)[0] | {"confidence": fact["confidence"]}
-            fact.pop("relevance", None)
-        facts.append(fact)
-    answer = {"topic": topic, "facts": facts}
-    if not facts:
-        answer["note"] = "No facts on this topic."
-    return answer | _metadata(found, enhanced), topic, flt, found
 
 
 def _recall_interactions(ctx: ToolContext, args: dict):
