@@ -135,9 +135,10 @@ def known_from(agent: str, lines: list[str], *, beliefs: list[str] = (), said_of
     for raw in facts:
         fact = re.sub(r"^\(turn \d+\)\s*", "", re.sub(r"\s*\(weak match\)$", "", raw))
         head = re.match(r"^([A-Z][\w'’ -]{0,40}): ", fact)
-        if " said: " in fact or fact.startswith(("You are ", "(", "My ", "I value", "How others see me")) or \
-                (head and (head.group(1) in known.others or head.group(1) in _LABELS or head.group(1) == agent)):
-            continue  # a line, the sheet, what one knows of someone, the scene: each has its place
+        if " said: " in fact or fact.startswith(("You are ", "(", "My ", "I value", "How others see me")) or head:
+            # a line, the sheet, what one knows of someone, the scene: each has its place; and a
+            # labelled note ("What I think of Sam: …", "Closer to: …") is the mind's, not a thing to say
+            continue
         fact = _me(named_voice(fact, agent), agent)
         if fact not in seen:
             seen.add(fact)

@@ -113,8 +113,11 @@ def test_a_clocked_run_ages_what_came_before_a_time_skip(user, dinner, client_fo
     simulation = start(user, dinner, max_turns=4, retrieval_mode="prepopulate", scoring="decayed",
                               minutes_per_turn=2, stage_directions="3: Three hours later")
     assert simulation.clock == [0, 0, 0, 90, 90]
-    for index in range(4):
+    for index in range(3):
         assert run_turn_task.apply(args=(simulation.pk, index)).get() == "done"
+    # A line that touches a goal never fades below half (decay's goal floor): here, no line does.
+    Memory.objects.in_bank(simulation.bank).update(related_goals=[])
+    assert run_turn_task.apply(args=(simulation.pk, 3)).get() == "done"
     last = simulation.turns.get(index=3)
     recent = next(r for r in last.retrievals.all() if (r.arguments or {}).get("section") == "Recent events")
     first_line = next(res for res in recent.results if res["turn"] == 1)

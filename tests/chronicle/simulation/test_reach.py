@@ -58,7 +58,7 @@ def writer_memories(simulation, user) -> dict[str, str]:
     """One writer-formed memory of each kind a run can hold, some for Mira, some for everyone."""
     words = {}
     for kind in ("semantic", "procedural", "emotional", "observation", "reflection", "plan", "episodic", "action",
-                 "character", "scene", "character_knowledge"):
+                 "character", "scene", "character_knowledge", "goal_progress", "metacognition", "opinion"):
         word = f"writer{kind}marker"
         writing.writer_memory_form(simulation=simulation, actor=user, content=f"Mira remembers the {word}.",
                                    agent="" if kind in ("semantic", "scene") else "Mira", kind=kind, importance=6)
