@@ -166,8 +166,11 @@ def judge(graded: Graded, provider) -> Graded:
     """A model's verdict on the reply (provider.complete), standing for the word grade when it gives one."""
     if graded.error or not graded.reply:
         return graded
-    verdict = provider.complete(JUDGE_PROMPT.format(question=graded.question, gold=graded.gold, reply=graded.reply),
-                                max_tokens=5, temperature=0.0)
+    try:
+        verdict = provider.complete(JUDGE_PROMPT.format(question=graded.question, gold=graded.gold,
+                                                        reply=graded.reply), max_tokens=5, temperature=0.0)
+    except Exception as exc:  # a judge that fails leaves the word grade, and says why
+        return dataclasses.replace(graded, error=f"the judge could not be asked: {exc}"[:300])
     said = (verdict or "").strip().lower()
     if said.startswith(("yes", "no")):
         return dataclasses.replace(graded, correct=said.startswith("yes"), judged=True)
