@@ -158,7 +158,8 @@ def insights_store(*, bank: MemoryBank, agent: str, turn: int, insights: list[tu
     more than any one) as a reflection whose evidence is the statements it cites (1-based into
     `pool`). The metadata of the first says what was left out and why. Beside insights kept, the
     agent's metacognition (`approach`: the model's, else the rule's; memory.living.metacognition)."""
-    insights, dropped = worthy(insights, pool)
+    earlier = list(Memory.objects.in_bank(bank).filter(agent=agent, kind=Memory.Kind.REFLECTION).only("pk", "content"))
+    insights, dropped = worthy(insights, pool, earlier=earlier)
     created = []
     with transaction.atomic():
         for index, (text, numbers) in enumerate(insights):

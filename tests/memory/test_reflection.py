@@ -178,3 +178,19 @@ def test_reflection_is_due_on_importance_and_enough_memories_and_spacing(bank, s
     assert reflections_due(bank, ["Alex"], threshold=30, turn=12) == ["Alex"]
     settings.REFLECTION_SPACING = 10
     assert reflections_due(bank, ["Alex"], threshold=30, turn=12) == []
+
+
+def test_an_insight_the_agent_already_drew_is_not_drawn_again(bank):
+    """Reflecting again on the same lines finds the same pattern: the second time it is not kept, so a
+    recall does not hand the agent the same insight twice."""
+    def make(pool):
+        budget = next(n for n, text in pool.items() if "fifteen euros" in text)
+        kebab = next(n for n, text in pool.items() if "kebab" in text)
+        return (f"Sam watches every euro, so cheap food wins him over (because of {budget}, {kebab})\n"
+                f"Money decides where Sam eats tonight (because of {budget}, {kebab})")
+    first = reflect(bank, "Alex", turn=6, ask=Restating(make))
+    assert len(first) == 2
+    again = reflect(bank, "Alex", turn=9, ask=Restating(make))
+    assert again == []
+    kept = Memory.objects.filter(bank=bank, agent="Alex", kind=Memory.Kind.REFLECTION)
+    assert sorted(kept.values_list("content", flat=True)) == sorted(m.content for m in first)
