@@ -117,13 +117,36 @@ def speaker_label(agent: str) -> str:
 def window(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> list[tuple[int, str, str]]:
     """What the agent witnessed, in order (each turn's stage directions, speaker "", before its line),
     from a start that moves only every WINDOW_STEP entries."""
-    merged = sorted([*((n, 0, "", f"*{text.strip().rstrip('.')}*") for n, text in stage),
-                     *((n, 1, speaker, text) for n, speaker, text in transcript)], key=lambda e: (e[0], e[1]))
+    merged = _merged(transcript, stage)
+    return [(n, speaker, text) for n, _order, speaker, text in merged][_start(merged):]
+
+
+def window_since(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> int:
+    """The first turn said after the window's start last moved (0 while it never has). What came back
+    to an agent before its turns is kept in its conversation from there on only: a move rewrites the
+    conversation's beginning anyway, so dropping the older notes then costs no cached prefix, and a
+    long story's calls do not carry every note of the window."""
+    merged = _merged(transcript, stage)
+    start = _start(merged)
+    if not start:
+        return 0
+    count = len(merged)
+    while count - 1 > start and _start(merged[:count - 1]) == start:
+        count -= 1
+    return merged[count - 1][0]
+
+
+def _merged(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]]) -> list[tuple]:
+    return sorted([*((n, 0, "", f"*{text.strip().rstrip('.')}*") for n, text in stage),
+                   *((n, 1, speaker, text) for n, speaker, text in transcript)], key=lambda e: (e[0], e[1]))
+
+
+def _start(merged: list[tuple]) -> int:
     start = max(0, len(merged) - TRANSCRIPT_LINES) // WINDOW_STEP * WINDOW_STEP
     start = _within_chars(merged, start)
     while 0 < start < len(merged) and merged[start - 1][0] == merged[start][0]:
         start -= 1  # a turn is not cut: its stage directions come with its line
-    return [(n, speaker, text) for n, _order, speaker, text in merged][start:]
+    return start
 
 
 def _within_chars(merged: list[tuple], start: int) -> int:

@@ -85,6 +85,17 @@ def test_an_earlier_note_stays_before_the_line_it_came_before():
     assert said.startswith("## Now") and said.endswith("It is your turn (Sam). " + prompts.SPEAK)
 
 
+def test_notes_are_kept_from_where_the_window_last_moved(monkeypatch):
+    """What came back before each turn stays in the conversation only since the window's start last
+    moved: a move rewrites the beginning anyway, and a long story's calls stop carrying every note."""
+    monkeypatch.setattr(prompts, "WINDOW_STEP", 8)
+    assert prompts.window_since(entries(15)) == 0  # never moved: every note in the window stays
+    starts = {n: window(entries(n))[0][0] for n in range(16, 24)}
+    assert set(starts.values()) == {9}  # from 16 lines to 23 the window starts at turn 9
+    assert {prompts.window_since(entries(n)) for n in range(16, 24)} == {16}  # the line that moved it
+    assert prompts.window_since(entries(24)) == 24
+
+
 def test_a_first_speaker_begins_as_its_next_turn_will():
     first = [m.joined()[0] for m in conversation("Alex", [], note="Before your turn 1, you recall: x")]
     later = [m.joined()[0] for m in conversation("Alex", [(1, "Alex", "hi"), (2, "Sam", "hello")],
