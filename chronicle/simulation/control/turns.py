@@ -28,6 +28,7 @@ from chronicle.simulation.aftermath import secrets
 from chronicle.simulation.aftermath.storage import storage_counts
 from chronicle.simulation.story.beliefs import revise
 from chronicle.simulation.turn.types import TurnOutcome
+from chronicle.simulation.run import costs
 from chronicle.simulation.run.models import Retrieval, Simulation, Turn
 from chronicle.simulation.story.moves import direction_lines, line_moves
 from chronicle.simulation.control.pins import dropped_pins
@@ -132,6 +133,10 @@ def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", 
         if index >= simulation.max_turns or index >= script_end(simulation):
             simulation.status = Simulation.Status.COMPLETED
             simulation.pause_reason = script_end_note(simulation, index)
+            simulation.save(update_fields=["status", "pause_reason", "updated"])
+            return Claim()
+        if reason := costs.over_daily_limit(simulation):  # before the turn's calls, not after them
+            simulation.status, simulation.pause_reason = Simulation.Status.PAUSED, reason
             simulation.save(update_fields=["status", "pause_reason", "updated"])
             return Claim()
         turn = Turn.objects.filter(simulation=simulation, index=index).first()
