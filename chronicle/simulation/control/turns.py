@@ -29,6 +29,7 @@ from chronicle.simulation.aftermath.storage import storage_counts
 from chronicle.simulation.story.beliefs import revise
 from chronicle.simulation.turn.types import TurnOutcome
 from chronicle.simulation.run import costs
+from core import tracing
 from chronicle.simulation.run.models import Retrieval, Simulation, Turn
 from chronicle.simulation.story.moves import direction_lines, line_moves
 from chronicle.simulation.control.pins import dropped_pins
@@ -195,7 +196,8 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     if capture is None or (capture.turn, capture.speaker) != (turn.number, turn.agent):
         capture = capture_for(turn=turn, outcome=outcome)
     started = time.perf_counter()  # the memory system's time from here (_record_memory_time)
-    captured = capture_commit(capture)  # everyone's episodic memory of the line
+    with tracing.span("memory.retain", **{"memory.source": "line"}):
+        captured = capture_commit(capture)  # everyone's episodic memory of the line
     line = _deliver(simulation, turn)
     believed = _revise_beliefs(simulation, turn, line, capture)
     told = secrets.tell(bank=simulation.bank, speaker=turn.agent, heard_by=line.heard_by, turn=turn.number,
