@@ -139,7 +139,8 @@ def _swap(size: int) -> None:
                 cursor.execute(f"LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE")  # no new rows from here on
             for table, text in (("memories", "content"), ("keys", "query")):
                 db_table = Memory._meta.db_table if table == "memories" else MemoryKey._meta.db_table
-                cursor.execute(f"SELECT id, {text} FROM {db_table} WHERE {columns.NEXT} IS NULL ORDER BY id")
+                edited = " OR embedding_stale" if table == "memories" else ""  # edited since its new vector
+                cursor.execute(f"SELECT id, {text} FROM {db_table} WHERE {columns.NEXT} IS NULL{edited} ORDER BY id")
                 rows = cursor.fetchall()
                 for start in range(0, len(rows), BATCH):
                     part = rows[start:start + BATCH]

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from devtools.fake_embedder import FakeEmbedder
+from devtools.fake_embedder import FakeEmbedder, hashed_vector
 from memory import embedding
 from memory.embedding import http
 from memory.embedding.columns import column_dimension, resize_empty
@@ -67,12 +67,19 @@ def test_a_768_bank_seeds_recalls_and_moves_to_the_local_model_and_back(settings
     _use_local(settings)
     with pytest.raises(CommandError, match="every bank moves together; run `manage.py reembed` without --bank"):
         _reembed("--bank", str(bank.pk))
+    partly = _reembed("--limit", "5")
+    assert "run the same command again" in partly and column_dimension() == 768  # nothing moved yet
+    # A line stored meanwhile by a process still on the old model gets its new vector at the swap.
+    late = Memory.objects.create(bank=bank, agent="Alex", kind="episodic", content="Jordan said the harbour bar is shut.",
+                                 embedding=hashed_vector("Jordan said the harbour bar is shut.", 768))
     out = _reembed()
+    assert out.startswith("Resuming")
     assert "Done: every bank re-embedded with local:all-MiniLM-L6-v2; the tables now hold 384-d vectors" in out
     assert column_dimension() == 384 and _sizes(bank) == {384}
     assert not EmbeddingCache.objects.exclude(model="local:all-MiniLM-L6-v2").exists()  # the old size's cache is gone
     # The local model finds it by meaning, where the hashed words of the fake one could not.
     assert recall(bank, "what food makes Alex ill?", agent="Alex", k=1)[0].memory.content == ALLERGY
+    assert recall(bank, "is the pub by the port open?", agent="Alex", k=1)[0].memory.pk == late.pk
 
     _use_wide(settings, wide)
     out = _reembed("--batch", "7")
