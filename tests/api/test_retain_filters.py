@@ -52,3 +52,9 @@ def test_the_capture_filters_are_refused_for_one_memory(user, ada_token):
     answer = Client().post(f"/api/banks/{bank.pk}/retain", {"agent": "Ava", "content": "x", "adaptive_duplicates": True},
                            content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {ada_token}")
     assert answer.status_code == 400 and "apply to a line heard" in answer.json()["detail"]
+
+
+def test_the_schema_shows_the_capture_filters(client):
+    retain = client.get("/api/openapi.json").json()["components"]["schemas"]["RetainIn"]["properties"]
+    assert {"duplicate_threshold", "adaptive_duplicates", "importance_floor", "only_concerning"} <= set(retain)
+    assert retain["adaptive_duplicates"]["default"] is False
