@@ -64,6 +64,9 @@ def test_a_runs_cost_is_its_tokens_at_its_models_prices(settings, user, server, 
     page = client.get(simulation.get_absolute_url()).content.decode()
     assert (f"Cost: ${dollars:,.4f}; fake-model at $3 in / $15 out per million tokens; "
             f"small-model at $0.5 in / $2 out per million tokens.") in page
+    inspector = client.get(reverse("turn_inspect", args=[simulation.pk, 0])).content.decode()
+    assert f"Cost of this turn's calls (its line and the ones that kept the memory of it): ${dollars:,.4f}; " in \
+        unescape(inspector)
     cost = run_report(simulation)["cost"]
     assert cost["dollars"] == pytest.approx(dollars) and cost["unpriced"] == []
 
