@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count
 
+from core import tracing
 from memory.living.after_turn import REFLECT_STATEMENTS
 from memory.models import Memory, MemoryBank
 from memory.recalling.filters import MemoryFilter
@@ -123,6 +124,7 @@ def lifecycle_totals(bank: MemoryBank, agents: list[str]) -> dict[str, tuple[flo
     return {agent: (lived.importance, lived.earned) for agent, lived in lived_since(bank, agents).items()}
 
 
+@tracing.traced("memory.reflect", **{"memory.source": "run"})
 def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str], recent: int = 100,
             metadata: dict | None = None) -> list[Memory]:
     """Ask `ask` for questions over the agent's recent memories, then for insights over what each
