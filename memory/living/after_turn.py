@@ -96,7 +96,8 @@ plan in their words, one or two sentences ("Change of plan: …"); {{}} if none 
 """
 PLANS_SHAPE = ', "plans": {}'
 REFLECT_INSIGHTS = 3
-REFLECT_STATEMENTS = 30  # the latest memories a reflection asked this way rests on (the call stays short)
+REFLECT_STATEMENTS = 15  # the memories a reflection asked this way rests on (the call stays short)…
+REFLECT_POOL = 40  # …the most important of this many latest
 
 MAX_FACTS = 3  # per listener per line: a line that teaches more is a speech, and its episodic copy keeps it
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)

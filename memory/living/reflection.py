@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from core import tracing
-from memory.living.after_turn import REFLECT_STATEMENTS
+from memory.living.after_turn import REFLECT_POOL, REFLECT_STATEMENTS
 from memory.models import Memory, MemoryBank
 from memory.recalling.filters import MemoryFilter
 from memory.living.metacognition import assess
@@ -84,8 +84,15 @@ def parse_insights(answer: str, count: int, limit: int = INSIGHTS) -> list[tuple
 
 def statements_to_reflect(bank: MemoryBank, agent: str) -> list[Memory]:
     """What the judgement after a line gives an agent due to reflect, to reflect on in the same call:
-    its latest lived memories, few enough that the call stays short."""
-    return recent_memories(bank, agent, REFLECT_STATEMENTS)
+    the most important of its latest lived memories (seed 003 reflects on what stood out, and an
+    arrival or "an hour later" is no pattern), in the order lived, few enough that the call stays short."""
+    latest = recent_memories(bank, agent, REFLECT_POOL)
+    if len(latest) <= REFLECT_STATEMENTS:
+        return latest
+    order = {m.pk: place for place, m in enumerate(latest)}
+    ranked = sorted(latest, key=lambda m: (-(m.importance or 0.0), -order[m.pk]))[:REFLECT_STATEMENTS]
+    chosen = {m.pk for m in ranked}
+    return [m for m in latest if m.pk in chosen]
 
 
 def recent_memories(bank: MemoryBank, agent: str, recent: int = 100) -> list[Memory]:
@@ -93,7 +100,7 @@ def recent_memories(bank: MemoryBank, agent: str, recent: int = 100) -> list[Mem
     Read as statements to reflect on (their text, cited by id), and read each turn a model judges
     the line while the agent is due: a hundred whole rows, vectors parsed, cost that turn ~10 ms."""
     rows = (Memory.objects.in_bank(bank).for_agent(agent).active().exclude(source=Memory.Source.GIFTED)
-            .only("id", "agent", "content", "turn").order_by("-turn", "-id")[:recent])
+            .only("id", "agent", "content", "turn", "importance").order_by("-turn", "-id")[:recent])
     return list(reversed(rows))
 
 
