@@ -6,7 +6,7 @@ A line that moves how a listener stands with its speaker (memory.living.relation
 the listener's opinion of the speaker is written again from where it stands now (the model's words
 where a model judged the line, else the standing in words), more sure when the line agrees with
 what it thought, less when it goes against it. When the opinion's words change, the one before is
-superseded (still searchable: what it thought then); when they do not, the one it holds is revised
+superseded and archived (kept in the bank as what it thought then, out of the searches); when they do not, the one it holds is revised
 in place, its confidence and evidence moved (a long friendship would otherwise leave hundreds of
 "What I think of …: some fondness" for every search to wade through).
 """
@@ -66,13 +66,15 @@ def opinions_after_line(*, bank: MemoryBank, moved: list[Relationship], turn: in
         if before is not None and before.content.startswith(opinion):
             made.append(_revised(before, text=text, held=held_now, turn=turn, evidence=heard.get(row.agent)))
             continue
-        if before is not None:
-            Memory.objects.filter(pk=before.pk).update(metadata=metadata_with(superseded_turn=turn))
+        if before is not None:  # what it thought then: kept in the bank, out of the searches
+            Memory.objects.filter(pk=before.pk).update(metadata=metadata_with(superseded_turn=turn),
+                                                       status=Memory.Status.ARCHIVED)
         made.append(memory_create(
             bank=bank, agent=row.agent, kind=Memory.Kind.OPINION, category="opinion", about=row.other, content=text,
             source=Memory.Source.EARNED, turn=turn, importance=IMPORTANCE, speaker=row.other,
             evidence=[heard[row.agent]] if row.agent in heard else [],
-            keys=[f"what do I think of {row.other}?"],
+            # No extra key: "what do I think of X?" is near every question naming X, so a rule's "some
+            # fondness" took first place from the line or insight a question about X was after.
             metadata={"opinion": held_now}))
     return made
 
