@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from memory.living.relationships import MAX_STEP, Judgement
+from memory.living.relevance import touches
 
 PROMPT_OPENING = "Judge one line of a conversation for each character who heard it."
 # Every field in few words: this call comes after every line, so its instructions are paid for on
@@ -145,7 +146,10 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
     some listener has not been told."""
     names = list(profiles)
-    described = "\n".join(f"- {name}: {_sentences(_about(text, name), 300)}" for name, text in profiles.items() if text)
+    # The speaker is listed for its importance alone: no profile to weigh.
+    described = "\n".join(f"- {name}: {_sentences(_about(text, name), 300)}" for name, text in profiles.items()
+                          if text and name != speaker)
+    context = [content, *before]  # what a claim or a secret must touch to be asked about
     reflections = shape = ""
     if reflect:
         reflections = "".join(REFLECT.format(agent=agent, who=REFLECT_WHO.format(agent=agent, sheet=(sheets or {})[agent])
@@ -161,22 +165,24 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
     asked = ""
     if claims:
         held = holders or {}
-        numbered = claim_numbering(claims, numbers)
+        numbered = {n: c for n, c in claim_numbering(claims, numbers).items() if touches(c, *context)}
+    if claims and numbered:
         asked = CLAIMS.format(claims="\n".join(
             f"{i}. {_sentences(c, 300)}" + (f" (held by {', '.join(held[c])})" if held.get(c) else "")
             for i, c in numbered.items()))
         shape += CLAIMS_SHAPE.replace('"1"', f'"{next(iter(numbered))}"')
     kept = ""
-    if secrets:
-        kept = SECRETS.format(speaker=speaker, secrets="\n".join(f"{i}. {_sentences(text, 300)}"
-                                                                  for i, text in enumerate(secrets, start=1)))
+    told = [(i, text) for i, text in enumerate(secrets or [], start=1) if touches(text, content)]
+    if told:  # numbered as listed, so the answer's numbers find them
+        kept = SECRETS.format(speaker=speaker, secrets="\n".join(f"{i}. {_sentences(text, 300)}" for i, text in told))
         shape += SECRETS_SHAPE
     # Each part cut on its own: a long line keeps what followed it. One a line: "…twelve hundred.; then
     # *The horn…*" read as one run-on sentence.
-    before = "Just before it (context only):\n" + "".join(f"- {_last_sentences(part, 400)}\n" for part in before) \
+    before = "Just before it (context only):\n" + "".join(f"- {_last_sentences(part, 300)}\n" for part in before) \
         if before else ""
+    keeping = {name: [s for s in said if touches(s, *context)] for name, said in (keeping or {}).items()}
     secrets_of = "".join(f"- {name}: " + " / ".join(_sentences(s, 200) for s in said[:KEPT_PER_LISTENER]) + "\n"
-                         for name, said in (keeping or {}).items() if said and name in profiles and name != speaker)
+                         for name, said in keeping.items() if said and name in profiles and name != speaker)
     secrets_of = KEPT.format(listed=secrets_of.rstrip("\n")) if secrets_of else ""
     # The speaker hears itself only when the caller lists it: then it gets an importance and no more.
     own = f"{speaker} said it: give {speaker} an importance only (trust and affinity 0, no facts).\n" \

@@ -92,10 +92,13 @@ def test_the_judgement_is_told_who_holds_each_claim_and_what_each_listener_keeps
 
     prompt = prompt_for(speaker="Ruairi", content="Ruairi said: The captain signed that inspection without reading it.",
                         turn=7, profiles={"Maeve": "The ferry's captain.", "Tom": "A passenger."},
-                        claims=["The engine is fine."], holders={"The engine is fine.": ["Maeve"]},
-                        keeping={"Maeve": ["She signed the inspection without reading it."], "Tom": [],
+                        claims=["The captain reads every inspection twice.", "The engine is fine."],
+                        holders={"The captain reads every inspection twice.": ["Maeve"], "The engine is fine.": ["Tom"]},
+                        keeping={"Maeve": ["She signed the inspection without reading it."], "Tom": ["He hates boats."],
                                  "Ruairi": ["The speaker's own, not asked here."]})
-    assert "1. The engine is fine. (held by Maeve)" in prompt
+    assert "1. The captain reads every inspection twice. (held by Maeve)" in prompt
+    # What the line does not touch is not sent: this call comes after every line.
+    assert "The engine is fine" not in prompt and "hates boats" not in prompt
     assert "What the listeners keep to themselves" in prompt
     assert "- Maeve: She signed the inspection without reading it." in prompt
     assert "Tom:" not in prompt.split("What the listeners keep")[1].split("For each listener")[0]
@@ -110,9 +113,10 @@ def test_a_claim_keeps_its_number_from_one_judgement_to_the_next_whoever_hears_t
     from memory.living.after_turn import parse, prompt_for
 
     numbers = {"The engine is fine.": 1, "The captain signed it unread.": 2}
-    both = prompt_for(speaker="Ruairi", content="Ruairi said: Hello.", turn=3, profiles={"Maeve": ""},
+    said = "Ruairi said: The engine, the captain: I've heard things."
+    both = prompt_for(speaker="Ruairi", content=said, turn=3, profiles={"Maeve": ""},
                       claims=list(numbers), numbers=numbers)
-    one = prompt_for(speaker="Ruairi", content="Ruairi said: Hello.", turn=4, profiles={"Tom": ""},
+    one = prompt_for(speaker="Ruairi", content=said, turn=4, profiles={"Tom": ""},
                      claims=["The captain signed it unread."], numbers=numbers)
     assert "1. The engine is fine.\n2. The captain signed it unread." in both
     assert "\n2. The captain signed it unread." in one and "1. The captain" not in one

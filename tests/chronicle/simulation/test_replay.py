@@ -46,7 +46,7 @@ def start(path: Path, owner, **overrides) -> Simulation:
                                   "long_sheets_tools_aspects_named", "rumour_doubts", "rumour_paranoia_took_it",
                                   "rumour_paranoia_judged", "long_sheets_tools_terse", "demo_prepopulate_layout",
                                   "demo_prepopulate_window", "harbour_winter_long_model",
-                                  "harbour_winter_long_model_both"])
+                                  "harbour_winter_long_model_both", "demo_judgement_model"])
 def test_a_recorded_model_run_replays_line_by_line_with_its_tool_calls(name):
     recording = json.loads((RECORDED / f"{name}.json").read_text())
     result = run_file(RECORDED / f"{name}.json", keep=True)
