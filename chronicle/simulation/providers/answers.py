@@ -46,10 +46,16 @@ def wants(known: Known, to: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _key(text: str) -> set[str]:
+    """A phrase's words for telling whether it was said: its content words, or, where it has none
+    ("the evening"), every word but its article."""
+    return words(text) or set(re.findall(r"[a-z][a-z'’]{2,}", text.lower())) - {"the", "your", "my", "his", "her", "their"}
+
+
 def _voiced_lately(known: Known, want: str) -> bool:
-    """One's goal said in one's lines of late: said again it reads as a loop."""
-    said = words(want)
-    return bool(said) and any(len(said & words(line)) * 3 >= len(said) * 2 for line in known.lately)
+    """One's goal (or a thing) said in one's lines of late: said again it reads as a loop."""
+    said = _key(want)
+    return bool(said) and any(len(said & _key(line) | said & words(line)) * 3 >= len(said) * 2 for line in known.lately)
 
 
 def _ranked(options: list[str], topic: set[str]) -> list[str]:
@@ -64,13 +70,18 @@ def agrees(known: Known, topic: set[str]) -> bool:
     return any(len(words(g) & topic) >= min(2, len(words(g))) for g in [*known.goals, *known.values] if words(g))
 
 
+# When, not what: "the evening" is no thing to talk about.
+_TIMES = re.compile(r"\b(?:evening|night|morning|afternoon|day|week|moment|hour|minute|time|tonight|today)(?:['’]s|s)?$",
+                    re.IGNORECASE)
+
+
 def topics(known: Known, line: Heard) -> list[str]:
     """What the line was about, as one would name it, what touches one's own concerns first."""
     names = {known.agent, line.speaker, *known.present, *known.others}
     # A thing two of the lines before it took up already is worn: taken up again, the talk goes round.
-    before = [words(text) for text in known.talk[-4:-1]]
-    found = [t for t in things(line.text, names)
-             if sum(bool(words(t) & said) for said in before) < 2 and not _voiced_lately(known, t)]
+    before = [_key(text) for text in known.talk[-4:-1]]
+    found = [t for t in things(line.text, names) if not _TIMES.search(t)
+             and sum(bool(_key(t) & said) for said in before) < 2 and not _voiced_lately(known, t)]
     mine = words(" ".join([*known.goals, *known.values, *known.secrets]))
     return sorted(found, key=lambda t: -len(words(t) & mine))
 
@@ -104,8 +115,7 @@ def reactions(known: Known, line: Heard, seed: int, *, first_turn: bool) -> list
                                                                        "If it were up to me, we'd {w}."], seed)]
         if line.act == "yes_no":
             agreeing = agrees(known, line.topic)
-            out += _rotate([f"Yes, {to}.", f"I think so, {to}."] if agreeing else [f"I'm not sure, {to}.",
-                                                                                  f"Maybe, {to}.", f"Not yet, {to}."], seed)
+            out += [fill(t, to=to) for t in _rotate((sayings.YES if agreeing else sayings.NO)[manner], seed)]
         facts = [f for f in known.facts if words(f) & line.topic and len(f.split()) <= 24]
         out += [f"From what I know, {f[:1].lower() + f[1:].rstrip('.')}." for f in facts[:2]]
         out += [fill(t, v=v, to=to) for v in known.values for t in
@@ -136,9 +146,10 @@ def reactions(known: Known, line: Heard, seed: int, *, first_turn: bool) -> list
 
 
 def moves(known: Known, line: Heard, seed: int, *, speakers: list[str] = ()) -> list[str]:
-    """What takes the scene on, by kind, a different kind first each turn: what one wants (first
-    where the line touched it), a question about something of the one answered, a turn to someone
-    quiet, what the line raised, what matters, an earlier line remembered."""
+    """What takes the scene on, by kind, a different kind first each turn: what one wants (first,
+    unless just said), a question about something of the one answered or about what they would do,
+    a turn to someone quiet, what the line raised, what matters, an earlier line remembered, someone
+    who has stepped out."""
     to, manner = line.speaker, known.manner
     fresh_wants = [w for w in _ranked(wants(known, to), line.topic) if not _voiced_lately(known, w)]
     wanting = [fill(t, w=w, to=to) for w in fresh_wants for t in _rotate(sayings.WANT[manner], seed)]
@@ -153,28 +164,36 @@ def moves(known: Known, line: Heard, seed: int, *, speakers: list[str] = ()) -> 
              for t in _rotate(sayings.TURN_TO[manner] + ([] if o in lately_heard else sayings.QUIET[manner]), seed)]
     # The place's things ("a coffee table with takeaway menus": what its description lists), glanced
     # at before a turn to someone else; the hour, where the place says it is late.
-    items = known.place.partition(":")[2] or known.place.split(". ")[0]
+    items = known.place.partition(":")[2] or known.place.split(". ")[0].partition(",")[2]  # not the place's name
     looks = [fill(look, t=s) for s in _rotate(things(items, {known.agent, *known.present}, any_article=True, proper=False), seed)
              for look in _rotate(sayings.LOOK, seed)]
-    late = re.search(r"\b(?:evening|night|midnight|late)\b", known.place, re.IGNORECASE)
+    late = re.search(r"\b(?:night|midnight|late)\b", known.place, re.IGNORECASE)
     looks += (["It's getting late.", "The night's getting on."] if late else [])
     quiet = [f"{look} {q}" for q, look in zip(quiet, looks)] + quiet
+    planning = [fill(t, to=to) for t in _rotate(sayings.PLAN[manner], seed)]
+    planning = [f"{look} {p}" for p, look in zip(planning, _rotate(looks, seed + 1))] + planning
+    # Someone who spoke lately and is not here now.
+    gone = [o for o in dict.fromkeys(reversed(speakers[-8:])) if o not in known.present and o != known.agent]
+    missing = [fill(t, o=o) + f" {p}" for o in gone for t in _rotate(sayings.MISSING[manner], seed) for p in planning[-3:]]
     following = [fill(t, t=h, to=to) for h in topics(known, line)[:2] for t in _rotate(sayings.FOLLOW[manner], seed)]
     valuing = [fill(t, v=v, to=to) for v in _rotate(known.values, seed)
                for t in _rotate(sayings.VALUE[manner], seed)]
-    remembering = [f"I remember {who} saying “{said}”." if who != known.agent else f"Like I said earlier: “{said}”."
-                   for who, said in known.recalled]
-    kinds = [wanting, asking, quiet, following, valuing, remembering]
-    if fresh_wants and words(fresh_wants[0]) & line.topic:
-        kinds = [wanting] + [k for k in _rotate(kinds[1:], seed)]
-    else:
-        kinds = _rotate(kinds, seed)
+    remembering = [remembered(who, said, known.agent) for who, said in known.recalled]
+    # What one wants drives the scene: said first, unless said in one's last two lines (below).
+    kinds = [wanting] + _rotate([asking, quiet, following, valuing, remembering, planning, missing], seed)
     # A kind of move one made in one's last two lines goes last: the scene moves on another way.
     wordings = {id(wanting): sayings.WANT[manner], id(asking): sayings.ASK_ABOUT[manner],
                 id(quiet): sayings.TURN_TO[manner] + sayings.QUIET[manner], id(following): sayings.FOLLOW[manner],
-                id(valuing): sayings.VALUE[manner]}
+                id(valuing): sayings.VALUE[manner], id(planning): sayings.PLAN[manner],
+                id(missing): sayings.MISSING[manner]}
     kinds.sort(key=lambda kind: id(kind) in wordings and _made_lately(known.lately[-2:], wordings[id(kind)]))
     return [m for kind in kinds for m in kind]
+
+
+def remembered(who: str, said: str, agent: str) -> str:
+    """An earlier line brought back: "I remember Alex saying “…”" (a quote that ends a sentence ends this one)."""
+    end = "" if said.rstrip("”’\"").endswith((".", "!", "?", "…")) else "."
+    return f"I remember {who} saying “{said}”{end}" if who != agent else f"Like I said earlier: “{said}”{end}"
 
 
 def _made_lately(lines: list[str], templates: list[str]) -> bool:
@@ -186,9 +205,14 @@ def _made_lately(lines: list[str], templates: list[str]) -> bool:
     return False
 
 
+def _named(sentence: str, to: str) -> str:
+    """The reaction said to someone: "Noted." → "Noted, Sam."; "Right. Bella's works." → "Right, Sam. …"."""
+    return re.sub(r"^([^.!?]+?)([.!?])", lambda m: f"{m.group(1)}, {to}{m.group(2)}", sentence, count=1)
+
+
 def _unnamed(sentence: str, to: str) -> str:
     """A sentence without its vocative, where the greeting before it names them already."""
-    out = re.sub(rf"^{re.escape(to)}, (\w)", lambda m: m.group(1).upper(), sentence)
+    out = re.sub(rf"^((?:\*[^*]*\*\s*)?){re.escape(to)}, (\w)", lambda m: m.group(1) + m.group(2).upper(), sentence)
     out = re.sub(rf",? {re.escape(to)}(?=[.!?])", "", out)
     return out
 
@@ -198,9 +222,15 @@ def replies(known: Known, line: Heard, seed: int, *, first_turn: bool = False, s
     answers = reactions(known, line, seed, first_turn=first_turn)
     going_on = moves(known, line, seed, speakers=speakers)
     out = []
+    to = line.speaker
+    wanted = wants(known, to)
     for answer in answers:
         for move in going_on:
-            move = _unnamed(move, line.speaker) if line.speaker in answer else move
+            if any(w in answer for w in wanted) and any(w in move for w in wanted):
+                continue  # one thing one wants to a line
+            move = _unnamed(move, to) if to in answer else move
+            if to not in answer and to not in move:  # said to whom it answers, not to the room
+                answer = _named(answer, to)
             if not words(answer) & words(move) - {line.speaker.lower()}:  # one thing said once
                 out.append(f"{answer} {move[:1].upper() + move[1:]}")
     return out + answers

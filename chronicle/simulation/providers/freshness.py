@@ -10,12 +10,14 @@ WINDOW = 12  # turns a sentence stays "just said"
 ECHO = 5  # words in a row that make a phrase one's own: said once in the window, not again
 
 _ACTIONS = re.compile(r"\*[^*]*\*")
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_WORD = re.compile(r"[a-z0-9_]+(?:'[a-z_]+)?")
 
 
 def sentences(text: str) -> list[tuple[str, ...]]:
     """A line's sentences as their words (stage business left out, case and punctuation ignored)."""
     said = " ".join(_ACTIONS.sub(" ", text or "").split())
+    # A quote of an earlier line is one word of the sentence that brings it back, not sentences of its own.
+    said = re.sub(r"“([^”]*)”", lambda m: "_".join(_WORD.findall(m.group(1).lower().replace("’", "'"))), said)
     out = []
     for sentence in re.split(r"(?<=[.!?…])\s+", said):
         found = tuple(_WORD.findall(sentence.lower().replace("’", "'")))
@@ -25,7 +27,10 @@ def sentences(text: str) -> list[tuple[str, ...]]:
 
 
 def actions(text: str) -> set[str]:
-    return {" ".join(a.lower().split()) for a in _ACTIONS.findall(text or "")}
+    """A line's stage business by what it is done to ("*nods toward the quay*" and "*glances at the
+    quay*" are one): its last two words."""
+    return {" ".join(_WORD.findall(a.lower())[-2:]) for a in _ACTIONS.findall(text or "")
+            if not a.lower().startswith("*whisper")}  # whom one whispers to is no business done
 
 
 def near(a: tuple[str, ...], b: tuple[str, ...]) -> bool:

@@ -202,10 +202,11 @@ def secret_fits(known: Known, line: Heard, told: set[str]) -> str:
 
 
 def belief_fits(known: Known, line: Heard | None, passed: set[str]) -> tuple[str, str] | None:
-    """A belief to pass on: one the talk touches, not yet passed on in this scene by this character."""
+    """A belief to pass on, not yet passed on in this scene by this character: news answers most
+    lines ("what do you think?" too), not an accusation."""
     for teller, claim in known.beliefs:
         if claim in passed:
             continue
-        if line is None or words(claim) & line.topic or line.act in ("statement", "news"):
+        if line is None or words(claim) & line.topic or line.act != "accusation":
             return teller, claim
     return None

@@ -66,7 +66,7 @@ def things(text: str, names: set[str] = frozenset(), *, yours: bool = False, any
                 found.append(("your " if own else "the ") + " ".join(taken))
             i = max(j, i + 1)
             continue
-        if proper and token[0].isupper() and not start and token not in names and token != "I" and token.lower() not in _STOP:
+        if proper and token[0].isupper() and not start and re.sub(r"['’]s$", "", token) not in names and token != "I" and token.lower() not in _STOP:
             j, taken = i, []
             while j < len(tokens) and tokens[j][0].isupper() and tokens[j] not in names:
                 taken.append(tokens[j])
@@ -101,8 +101,18 @@ WARY = {
 }
 HEARD = {  # a line with nothing to take hold of
     "blunt": ["Okay, {to}.", "Noted.", "Fair enough.", "If you say so."],
-    "warm": ["Oh, {to}.", "Aw, {to}.", "I hear you, {to}.", "Ha, {to}, you're right."],
+    "warm": ["Oh, {to}.", "Aw, {to}.", "I hear you, {to}.", "Ha, fair enough, {to}."],
     "plain": ["I see, {to}.", "Mm, {to}.", "Right, {to}.", "Fair point, {to}."],
+}
+YES = {  # a yes-or-no question that meets what one wants
+    "blunt": ["Yes, {to}.", "Sure.", "Fine, {to}. Yes."],
+    "warm": ["Oh, yes, {to}!", "Absolutely, {to}.", "I think so, {to}, yes."],
+    "plain": ["Yes, {to}.", "I think so, {to}.", "That's fine by me, {to}."],
+}
+NO = {  # one that does not
+    "blunt": ["No, {to}.", "Not yet.", "Doubt it, {to}."],
+    "warm": ["Hmm, I'm not sure, {to}.", "Oh, I don't know, {to}.", "Maybe later, {to}."],
+    "plain": ["Maybe, {to}.", "Not yet, {to}.", "I'm not sure, {to}."],
 }
 UNSURE = {  # a question one has no answer to
     "blunt": ["No idea, {to}.", "Don't ask me, {to}.", "Can't say, {to}."],
@@ -129,6 +139,17 @@ TURN_TO = {  # turning to someone else present
     "blunt": ["{o}? Your call.", "{o}, yes or no?", "{o}, you decide."],
     "warm": ["What about you, {o}?", "{o}, what do you reckon?", "{o}, help me out here."],
     "plain": ["{o}, what do you think?", "{o}, would that work for you?", "And you, {o}?"],
+}
+PLAN = {  # asking the one spoken to what they would do
+    "blunt": ["So what do you want, {to}?", "{to}, what's your plan?", "Your move, {to}."],
+    "warm": ["{to}, what would make tonight perfect for you?", "What are you hoping for, {to}?",
+             "{to}, tell me what you'd really like."],
+    "plain": ["What would you do, {to}?", "{to}, what would you pick?", "So what do you want to do, {to}?"],
+}
+MISSING = {  # someone who was here a moment ago
+    "blunt": ["Where's {o} got to?", "{o} picked a fine time to leave."],
+    "warm": ["I hope {o} is all right.", "I miss {o} already."],
+    "plain": ["I wonder what's keeping {o}.", "{o} should be back soon."],
 }
 FOLLOW = {  # taking up what was just said
     "blunt": ["Why {t}, {to}?", "What's {t} got to do with it?", "{T}. Go on."],

@@ -18,7 +18,7 @@ import textwrap
 
 from chronicle.simulation.providers.reading import prepopulated, tool_results
 from chronicle.simulation.providers.topics import insight, topics
-from chronicle.simulation.providers.answers import opening, replies
+from chronicle.simulation.providers.answers import opening, remembered, replies
 from chronicle.simulation.providers.freshness import Lately
 from chronicle.simulation.providers.partner import Known, belief_fits, heard, known_from, secret_fits, words
 from chronicle.simulation.providers.voice import named_voice, own_sheet_voice
@@ -245,7 +245,7 @@ class ScriptedProvider(Provider):
             known.recalled = [(memory[0], memory[1])] if memory else []
             answers = replies(known, line, seed, first_turn=not mine, speakers=speakers)
             if memory:
-                said = f"I remember {memory[0]} saying “{memory[1]}”."
+                said = remembered(memory[0], memory[1], hints.agent)
                 candidates += [a for a in answers if a.endswith(said)]
             candidates += answers
         fresh = next((c for c in candidates if lately.fresh(c)), None)

@@ -36,10 +36,12 @@ WINDOW = 12  # turns within which a character says no sentence again
 
 
 def _sentences(text: str) -> list[tuple[str, ...]]:
-    """A line's sentences as their words, stage business left out."""
+    """A line's sentences as their words, stage business left out (a quote of an earlier line is one
+    word of the sentence that brings it back)."""
+    said = re.sub(r"“([^”]*)”", lambda m: "_".join(re.findall(r"[a-z0-9]+", m.group(1).lower())), _said(text))
     out = []
-    for sentence in re.split(r"(?<=[.!?])\s+", _said(text)):
-        said = tuple(re.findall(r"[a-z0-9]+(?:'[a-z]+)?", sentence.lower().replace("’", "'")))
+    for sentence in re.split(r"(?<=[.!?])\s+", said):
+        said = tuple(re.findall(r"[a-z0-9_]+(?:'[a-z]+)?", sentence.lower().replace("’", "'")))
         if said:
             out.append(said)
     return out
@@ -206,7 +208,8 @@ def test_a_reply_takes_up_what_was_just_said_in_the_speakers_own_manner():
 
 def test_what_one_knows_of_someone_becomes_a_question_not_a_description_said_back():
     known = Known(agent="Jordan", present=["Alex", "Sam"], goals=["have a fun, lively evening"],
-                  others={"Alex": "Alex is my old flatmate: organised, practical, always the one who makes the booking."})
+                  others={"Alex": "Alex is my old flatmate: organised, practical, always the one who makes the booking."},
+                  lately=["I'd love us to have a fun, lively evening."])  # said already: the scene moves on
     said = [replies(known, heard("Alex", "Right, everyone."), seed=seed)[0] for seed in range(6)]
     assert not [s for s in said if re.search(r"\byou(?: are|'re) my\b|flatmate|organised", s)], said
     assert any(re.search(r"\bthe booking\b[^.]*\?", s) for s in said), said
