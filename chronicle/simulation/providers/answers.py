@@ -71,7 +71,8 @@ def agrees(known: Known, topic: set[str]) -> bool:
 
 
 # When, not what: "the evening" is no thing to talk about.
-_TIMES = re.compile(r"\b(?:evening|night|morning|afternoon|day|week|moment|hour|minute|time|tonight|today)(?:['’]s|s)?$",
+_TIMES = re.compile(r"\b(?:evening|night|morning|afternoon|day|week|month|year|moment|hour|minute|time|tonight|today)"
+                    r"(?:['’]s|s)?$",
                     re.IGNORECASE)
 
 
@@ -120,6 +121,8 @@ def reactions(known: Known, line: Heard, seed: int, *, first_turn: bool) -> list
         out += [f"From what I know, {f[:1].lower() + f[1:].rstrip('.')}." for f in facts[:2]]
         out += [fill(t, v=v, to=to) for v in known.values for t in
                 _rotate(sayings.VALUE[manner], seed)][:2]
+        if line.act == "question":  # asked what one would do, with nothing new to want: what would do
+            out += [fill(t, to=to) for t in _rotate(sayings.EASY[manner], seed)]
         out += [fill(t, to=to) for t in _rotate(sayings.UNSURE[manner], seed)]
     elif line.act == "proposal":
         if agrees(known, line.topic):
@@ -165,8 +168,10 @@ def moves(known: Known, line: Heard, seed: int, *, speakers: list[str] = ()) -> 
     # The place's things ("a coffee table with takeaway menus": what its description lists), glanced
     # at before a turn to someone else; the hour, where the place says it is late.
     items = known.place.partition(":")[2] or known.place.split(". ")[0].partition(",")[2]  # not the place's name
+    # "Alex's apartment, living room": a part named without an article is a room of it.
+    room = re.fullmatch(r"\s*(?!(?:a|an|the)\b)(\w+(?: \w+)?)\s*", items, flags=re.IGNORECASE)
     looks = [fill(look, t=s) for s in _rotate(things(items, {known.agent, *known.present}, any_article=True, proper=False), seed)
-             for look in _rotate(sayings.LOOK, seed)]
+             for look in _rotate(sayings.LOOK, seed)] + ([f"*looks around the {room.group(1)}*"] if room else [])
     late = re.search(r"\b(?:night|midnight|late)\b", known.place, re.IGNORECASE)
     looks += (["It's getting late.", "The night's getting on."] if late else [])
     quiet = [f"{look} {q}" for q, look in zip(quiet, looks)] + quiet
@@ -174,8 +179,10 @@ def moves(known: Known, line: Heard, seed: int, *, speakers: list[str] = ()) -> 
     planning = [f"{look} {p}" for p, look in zip(planning, _rotate(looks, seed + 1))] + planning
     # Someone who spoke lately and is not here now.
     gone = [o for o in dict.fromkeys(reversed(speakers[-8:])) if o not in known.present and o != known.agent]
-    missing = [fill(t, o=o) + f" {p}" for o in gone for t in _rotate(sayings.MISSING[manner], seed) for p in planning[-3:]]
-    following = [fill(t, t=h, to=to) for h in topics(known, line)[:2] for t in _rotate(sayings.FOLLOW[manner], seed)]
+    missing = [fill(t, o=o) for o in gone for t in _rotate(sayings.MISSING[manner], seed)]
+    # What was just said, else what the others said of late that one has not taken up.
+    raised = topics(known, line)[:2] + [t for text in reversed(known.talk[:-1]) for t in topics(known, Heard(to, text, "", set()))]
+    following = [fill(t, t=h, to=to) for h in list(dict.fromkeys(raised))[:4] for t in _rotate(sayings.FOLLOW[manner], seed)]
     valuing = [fill(t, v=v, to=to) for v in _rotate(known.values, seed)
                for t in _rotate(sayings.VALUE[manner], seed)]
     remembering = [remembered(who, said, known.agent) for who, said in known.recalled]
@@ -187,6 +194,11 @@ def moves(known: Known, line: Heard, seed: int, *, speakers: list[str] = ()) -> 
                 id(valuing): sayings.VALUE[manner], id(planning): sayings.PLAN[manner],
                 id(missing): sayings.MISSING[manner]}
     kinds.sort(key=lambda kind: id(kind) in wordings and _made_lately(known.lately[-2:], wordings[id(kind)]))
+    # What one would do is asked once in a while, not at every turn.
+    if _made_lately(known.lately, sayings.PLAN[manner]):
+        kinds = [kind for kind in kinds if kind is not planning]
+    if _made_lately(known.lately, sayings.MISSING[manner]):
+        kinds = [kind for kind in kinds if kind is not missing]
     return [m for kind in kinds for m in kind]
 
 

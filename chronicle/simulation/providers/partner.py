@@ -69,7 +69,7 @@ class Known:
     fresh: set[str] = field(default_factory=set)  # whom this turn's lookups told it about
     manner: str = "plain"  # blunt | warm | plain: how its sheet says it talks (providers.sayings)
     lately: list[str] = field(default_factory=list)  # its own lines of the last turns
-    talk: list[str] = field(default_factory=list)  # the last few lines anyone said, the last one last
+    talk: list[str] = field(default_factory=list)  # the others' lines of the last turns, the last one last
 
 
 _LABELS = {"Location", "Situation", "Time", "Atmosphere", "Archetype"}

@@ -114,6 +114,12 @@ NO = {  # one that does not
     "warm": ["Hmm, I'm not sure, {to}.", "Oh, I don't know, {to}.", "Maybe later, {to}."],
     "plain": ["Maybe, {to}.", "Not yet, {to}.", "I'm not sure, {to}."],
 }
+EASY = {  # asked what one would do, having said what one wants already
+    "blunt": ["Whatever's quickest, {to}.", "Something simple. No fuss.", "I'd stop talking and decide."],
+    "warm": ["Anything, {to}, as long as we're together.", "Something fun! I'm easy.",
+             "Whatever makes everyone happy, {to}."],
+    "plain": ["Something we can all agree on, {to}.", "I'm easy, as long as it's fair.", "Something simple, I think."],
+}
 UNSURE = {  # a question one has no answer to
     "blunt": ["No idea, {to}.", "Don't ask me, {to}.", "Can't say, {to}."],
     "warm": ["Oh, I honestly don't know, {to}.", "Good question, {to}. I'm not sure."],
@@ -152,7 +158,7 @@ MISSING = {  # someone who was here a moment ago
     "plain": ["I wonder what's keeping {o}.", "{o} should be back soon."],
 }
 FOLLOW = {  # taking up what was just said
-    "blunt": ["Why {t}, {to}?", "What's {t} got to do with it?", "{T}. Go on."],
+    "blunt": ["Why {t}, {to}?", "What's {t} got to do with it?", "And {t}? Explain."],
     "warm": ["Tell me more about {t}, {to}.", "I'm glad you brought up {t}.", "Wait, {t}? Go on, {to}."],
     "plain": ["Say more about {t}, {to}.", "What about {t}, exactly?", "Back to {t} for a moment."],
 }

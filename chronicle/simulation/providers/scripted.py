@@ -208,7 +208,8 @@ class ScriptedProvider(Provider):
         lately = Lately(hints.transcript, hints.agent, number)
         mine = [text for _n, speaker, text in hints.transcript if speaker == hints.agent]
         known.lately = lately.mine
-        known.talk = [text for _n, _speaker, text in hints.transcript[-4:]]
+        known.talk = [_ACTIONS.sub(" ", text) for n, speaker, text in hints.transcript if n > number - 12 and speaker != hints.agent
+                      and not text.startswith("(")]
         seed = hints.index + sum(map(ord, hints.agent))
         last = next(((speaker, text) for _n, speaker, text in reversed(hints.transcript)
                      if speaker and speaker != hints.agent and not text.startswith("(")), None)
