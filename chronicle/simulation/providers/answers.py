@@ -118,7 +118,7 @@ def reactions(known: Known, line: Heard, seed: int, *, first_turn: bool) -> list
             agreeing = agrees(known, line.topic)
             out += [fill(t, to=to) for t in _rotate((sayings.YES if agreeing else sayings.NO)[manner], seed)]
         facts = [f for f in known.facts if words(f) & line.topic and len(f.split()) <= 24]
-        out += [f"From what I know, {f[:1].lower() + f[1:].rstrip('.')}." for f in facts[:2]]
+        out += [f"From what I know, {_opening_lowered(f).rstrip('.')}." for f in facts[:2]]
         out += [fill(t, v=v, to=to) for v in known.values for t in
                 _rotate(sayings.VALUE[manner], seed)][:2]
         if line.act == "question":  # asked what one would do, with nothing new to want: what would do
@@ -200,6 +200,24 @@ def moves(known: Known, line: Heard, seed: int, *, speakers: list[str] = ()) -> 
     if _made_lately(known.lately, sayings.MISSING[manner]):
         kinds = [kind for kind in kinds if kind is not missing]
     return [m for kind in kinds for m in kind]
+
+
+def _opening_lowered(text: str) -> str:
+    """A sentence going on after "From what I know,": a common first word lower-cased, never a name."""
+    first = text.split(" ", 1)[0]
+    return text[:1].lower() + text[1:] if first.lower() in ("the", "a", "an", "it", "there", "this", "that", "my",
+                                                            "our", "his", "her", "their", "some", "everyone") else text
+
+
+def quotable(said: str) -> str:
+    """The sentence of an earlier line worth bringing back: the first that says something (two words
+    of substance besides names, not a greeting, not a question), or ""."""
+    for sentence in re.split(r"(?<=[.!?])\s+", " ".join(said.split())):
+        named = words(" ".join(re.findall(r"\b[A-Z][\w'’]*", sentence)))
+        if len(words(sentence) - named) >= 2 and not sentence.endswith("?") and not re.match(
+                r"\W*(?:hi|hello|hey|evening|good (?:morning|afternoon|evening))\b", sentence, re.IGNORECASE):
+            return sentence
+    return ""
 
 
 def remembered(who: str, said: str, agent: str) -> str:

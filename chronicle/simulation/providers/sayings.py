@@ -48,7 +48,7 @@ def things(text: str, names: set[str] = frozenset(), *, yours: bool = False, any
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        start = i == 0 or tokens[i - 1] in ".!?;:"
+        start = i == 0 or tokens[i - 1] in ".!?;:“\"("
         # "Alex is the friend who…" describes Alex: no thing to ask Alex about.
         described = i > 0 and tokens[i - 1].lower() in ("is", "was", "are", "were", "be", "being")
         if _DETERMINER.match(token) and (any_article or token.lower() not in ("a", "an")):
@@ -66,7 +66,8 @@ def things(text: str, names: set[str] = frozenset(), *, yours: bool = False, any
                 found.append(("your " if own else "the ") + " ".join(taken))
             i = max(j, i + 1)
             continue
-        if proper and token[0].isupper() and not start and re.sub(r"['’]s$", "", token) not in names and token != "I" and token.lower() not in _STOP:
+        if proper and token[0].isupper() and not start and re.sub(r"['’]s$", "", token) not in names \
+                and not re.match(r"I['’]", token) and token != "I" and token.lower() not in _STOP:
             j, taken = i, []
             while j < len(tokens) and tokens[j][0].isupper() and tokens[j] not in names:
                 taken.append(tokens[j])

@@ -18,7 +18,7 @@ import textwrap
 
 from chronicle.simulation.providers.reading import prepopulated, tool_results
 from chronicle.simulation.providers.topics import insight, topics
-from chronicle.simulation.providers.answers import opening, remembered, replies
+from chronicle.simulation.providers.answers import opening, quotable, remembered, replies
 from chronicle.simulation.providers.freshness import Lately
 from chronicle.simulation.providers.partner import Known, belief_fits, heard, known_from, secret_fits, words
 from chronicle.simulation.providers.voice import named_voice, own_sheet_voice
@@ -183,7 +183,9 @@ class ScriptedProvider(Provider):
         for memory in episodes:
             speaker, colon, words = memory.get("content", "").partition(" said: ")
             if colon and memory.get("turn") and speaker != hints.agent:
-                recalled.append((speaker, _clause(_ACTIONS.sub(" ", words), 80), bool(memory.get("pinned"))))
+                said = quotable(_ACTIONS.sub(" ", words))
+                if said:
+                    recalled.append((speaker, _clause(said, 80), bool(memory.get("pinned"))))
         others = [m["content"] for m in results.get("query_character", [])] + injected.get("the others present", [])
         facts = [m["content"] for m in results.get("recall_facts", [])] \
             + injected.get("what you know", []) + injected.get("lore that just came up", [])
