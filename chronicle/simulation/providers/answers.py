@@ -112,7 +112,7 @@ def reactions(known: Known, line: Heard, seed: int, *, first_turn: bool) -> list
         wanted = [w for w in _ranked(wants(known, to), line.topic) if words(w) & line.topic]
         if line.act == "question" and not wanted:  # "Where should we go?": what one wants is the answer
             wanted = [w for w in wants(known, to) if not _voiced_lately(known, w)]
-        out += [fill(t, w=w, to=to) for w in wanted[:1] for t in _rotate(["I'd say we {w}.", "Honestly? I want to {w}.",
+        out += [fill(t, w=w, to=to) for w in wanted[:1] for t in _rotate(["I'd say we {w}.", "Me? I want to {w}.",
                                                                        "If it were up to me, we'd {w}."], seed)]
         if line.act == "yes_no":
             agreeing = agrees(known, line.topic)
