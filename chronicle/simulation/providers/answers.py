@@ -109,11 +109,13 @@ def reactions(known: Known, line: Heard, seed: int, *, first_turn: bool) -> list
             out.append(f"That's not true, {to}. I never {denial.group(1).rstrip('.')}.")
         out += [f"That's not fair, {to}.", f"No, {to}. You've got that wrong.", "That isn't true, and you know it."]
     elif line.act in ("question", "yes_no"):
-        wanted = [w for w in _ranked(wants(known, to), line.topic) if words(w) & line.topic]
+        wanted = [w for w in _ranked(wants(known, to), line.topic) if words(w) & line.topic and not _voiced_lately(known, w)]
         if line.act == "question" and not wanted:  # "Where should we go?": what one wants is the answer
             wanted = [w for w in wants(known, to) if not _voiced_lately(known, w)]
-        out += [fill(t, w=w, to=to) for w in wanted[:1] for t in _rotate(["I'd say we {w}.", "Me? I want to {w}.",
-                                                                       "If it were up to me, we'd {w}."], seed)]
+        # What the question was about is taken up first ("Bella's? I'd say we keep it cheap.").
+        lead = f"{about[0][:1].upper() + about[0][1:]}? " if about and not words(about[0]) & words(" ".join(wanted[:1])) else ""
+        out += [lead + fill(t, w=w, to=to) for w in wanted[:1] for t in _rotate(["I'd say we {w}.", "Me? I want to {w}.",
+                                                                              "If it were up to me, we'd {w}."], seed)]
         if line.act == "yes_no":
             agreeing = agrees(known, line.topic)
             out += [fill(t, to=to) for t in _rotate((sayings.YES if agreeing else sayings.NO)[manner], seed)]
@@ -254,10 +256,16 @@ def replies(known: Known, line: Heard, seed: int, *, first_turn: bool = False, s
     out = []
     to = line.speaker
     wanted = wants(known, to)
+    # "I don't know" to a question is no answer to go on from with another question: the scene
+    # would pass the question round the room.
+    thin = {fill(t, to=to) for pool in (sayings.UNSURE, sayings.NO, sayings.YES, sayings.HEARD) for t in pool[known.manner]}
     for answer in answers:
+        evasive = line.act in ("question", "yes_no") and any(answer.endswith(t) for t in thin)
         for move in going_on:
             if any(w in answer for w in wanted) and any(w in move for w in wanted):
                 continue  # one thing one wants to a line
+            if evasive and move.endswith("?"):
+                continue
             move = _unnamed(move, to) if to in answer else move
             if to not in answer and to not in move:  # said to whom it answers, not to the room
                 answer = _named(answer, to)

@@ -135,7 +135,8 @@ def _dry_run(user, name: str, turns: int, mode: str) -> list[tuple[str, str]]:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("name, turns, mode", [("demo.json", 60, "tools"), ("demo.json", 30, "prepopulate"),
-                                               ("rumour.json", 20, "both"), ("demo_long_prose.json", 20, "tools")])
+                                               ("rumour.json", 20, "both"), ("demo_long_prose.json", 20, "tools"),
+                                               ("rumour.json", 60, "prepopulate")])
 def test_a_dry_run_reads_as_a_scene(user, name, turns, mode):
     lines = _dry_run(user, name, turns, mode)
     said = [_said(text).lower().strip(" .!?") for _agent, text in lines]
