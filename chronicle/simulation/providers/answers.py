@@ -267,7 +267,7 @@ def replies(known: Known, line: Heard, seed: int, *, first_turn: bool = False, s
             if evasive and move.endswith("?"):
                 continue
             move = _unnamed(move, to) if to in answer else move
-            if to not in answer and to not in move:  # said to whom it answers, not to the room
+            if to not in answer and to not in move and not re.match(r"\w+\?", answer):  # said to whom it answers
                 answer = _named(answer, to)
             if not words(answer) & words(move) - {line.speaker.lower()}:  # one thing said once
                 out.append(f"{answer} {move[:1].upper() + move[1:]}")
