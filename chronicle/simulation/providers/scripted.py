@@ -18,7 +18,9 @@ import textwrap
 
 from chronicle.simulation.providers.reading import prepopulated, tool_results
 from chronicle.simulation.providers.topics import insight, topics
-from chronicle.simulation.providers.partner import Known, belief_fits, heard, known_from, opening, replies, secret_fits, words
+from chronicle.simulation.providers.answers import opening, quotable, remembered, replies
+from chronicle.simulation.providers.freshness import Lately
+from chronicle.simulation.providers.partner import Known, belief_fits, heard, known_from, secret_fits, words
 from chronicle.simulation.providers.voice import named_voice, own_sheet_voice
 from chronicle.simulation.providers.base import ChatResult, Provider, TurnHints, estimate_messages_tokens
 
@@ -181,7 +183,9 @@ class ScriptedProvider(Provider):
         for memory in episodes:
             speaker, colon, words = memory.get("content", "").partition(" said: ")
             if colon and memory.get("turn") and speaker != hints.agent:
-                recalled.append((speaker, _clause(_ACTIONS.sub(" ", words), 80), bool(memory.get("pinned"))))
+                said = quotable(_ACTIONS.sub(" ", words))
+                if said:
+                    recalled.append((speaker, _clause(said, 80), bool(memory.get("pinned"))))
         others = [m["content"] for m in results.get("query_character", [])] + injected.get("the others present", [])
         facts = [m["content"] for m in results.get("recall_facts", [])] \
             + injected.get("what you know", []) + injected.get("lore that just came up", [])
@@ -202,8 +206,12 @@ class ScriptedProvider(Provider):
         return line
 
     def _line(self, hints: TurnHints, known: Known, recalled: list[tuple[str, str, bool]]) -> str:
-        said = {_said_key(text) for _n, _speaker, text in hints.transcript}
+        number = hints.index + 1
+        lately = Lately(hints.transcript, hints.agent, number)
         mine = [text for _n, speaker, text in hints.transcript if speaker == hints.agent]
+        known.lately = lately.mine
+        known.talk = [_ACTIONS.sub(" ", text) for n, speaker, text in hints.transcript if n > number - 12 and speaker != hints.agent
+                      and not text.startswith("(")]
         seed = hints.index + sum(map(ord, hints.agent))
         last = next(((speaker, text) for _n, speaker, text in reversed(hints.transcript)
                      if speaker and speaker != hints.agent and not text.startswith("(")), None)
@@ -232,21 +240,21 @@ class ScriptedProvider(Provider):
                     candidates.append(f"*whispers to {to}* Don't tell anyone, but I heard {_lower_first(claim)}")
                 elif teller and news_to:
                     candidates.append(f"{news_to}, did you hear? {teller} told me {_lower_first(claim)}")
-            answers = replies(known, line, seed, first_turn=not mine)
-            # What it recalled from beyond what it reads (a pinned memory first): the dry run shows
-            # what retrieval found, said with the answer.
+            speakers = [speaker for _n, speaker, _text in hints.transcript]
+            # What it recalled from beyond what it reads (a pinned memory first) goes with the answer:
+            # the dry run shows what retrieval found.
             memory = next((r for r in recalled if r[2]), None) or \
                 next((r for r in recalled if words(r[1]) & line.topic or hints.index % 2 == 0), None)
+            known.recalled = [(memory[0], memory[1])] if memory else []
+            answers = replies(known, line, seed, first_turn=not mine, speakers=speakers)
             if memory:
-                who, words_said, _pinned = memory
-                first = answers[0] if answers else f"{to}, hm."
-                candidates.append(f"{first} I remember {who} saying “{words_said}”.")
+                said = remembered(memory[0], memory[1], hints.agent)
+                candidates += [a for a in answers if a.endswith(said)]
             candidates += answers
-        candidates.append(f"Give me a moment, {last[0] if last else 'everyone'}. I'm still thinking it over.")
-        fresh = next((c for c in candidates if _said_key(c) not in said), None)
+        fresh = next((c for c in candidates if lately.fresh(c)), None)
         if fresh is not None:
             return fresh
-        # Everything it could say was said: ask the one it answers to go on (names the turn: never twice).
+        # Everything it could say was said lately: ask the one it answers to go on (names the turn: never twice).
         to = last[0] if last else (hints.others[0] if hints.others else "everyone")
         return f"Go on, {to}. What happened after turn {hints.transcript[-1][0] if hints.transcript else 0}?"
 

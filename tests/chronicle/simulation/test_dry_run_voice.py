@@ -3,6 +3,8 @@ quote of the transcript it reads, a turn number or a marker meant for the model.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from chronicle.simulation.providers.base import TurnHints
@@ -43,9 +45,8 @@ def test_a_later_line_answers_the_last_speaker_without_quoting_what_it_reads():
     line = ScriptedProvider().compose(hints, {"recall_facts": [{"content": "I value a fair price. (weak match)"}]},
                                       {"you want": ["keep dinner under twenty-five each"]})
     # Jordan asked where: Sam answers with what Sam wants, in its own words, not a quote.
-    assert line in ("Honestly, Jordan, I'd like us to keep dinner under twenty-five each.",
-                    "For me it's simple, Jordan. I want to keep dinner under twenty-five each.",
-                    "Whatever we do, Jordan, I'd like to keep dinner under twenty-five each.")
+    assert any("keep dinner under twenty-five each" in sentence and not sentence.endswith("?")
+               for sentence in re.split(r"(?<=[.!?])\s+", line)), line
     assert not any(text[:15] in line for _n, _s, text in transcript) and "turn" not in line
 
 
@@ -57,7 +58,8 @@ def test_a_fact_cut_short_does_not_end_on_a_dangling_word():
 
 def test_a_first_line_in_the_default_mode_greets_those_present_where_it_is_and_says_what_it_wants():
     """Pre-populated, the sheet's core comes first (how the character speaks): the first line greets
-    those present, says where they are from the header every prompt carries, and what it wants."""
+    those present, says where they are by the place's name from the header every prompt carries, and
+    what it wants, and asks the others."""
     system = ("You are an agent in a simulation.\n\n## Who you are\n- Short, dry sentences; asks pointed questions.\n"
               "- My traits: sharp, proud.\n- My goals: keep the inn open.\n\n## You\n"
               "You are Mira: Innkeeper — Mira keeps the Harbour Inn.\nWhere: The Harbour Inn\nWhen: Late evening")
@@ -65,6 +67,5 @@ def test_a_first_line_in_the_default_mode_greets_those_present_where_it_is_and_s
     hints = TurnHints(agent="Mira", others=["Oren"], index=0, first_turn_of_agent=True, transcript=[], max_tool_calls=0)
     line = provider.compose(hints, {}, prepopulated([{"role": "system", "content": system},
                                                       {"role": "user", "content": "Conversation so far:"}]))
-    assert line.endswith("Oren. Here we are: The Harbour Inn. Late evening. I'd like us to keep the inn open. "
-                         "What do you think?")
-    assert line.split(",")[0] in ("Hello", "Evening", "Hi")
+    assert line.split(",")[0] in ("Hello", "Evening", "Hi") and line.split(".")[0].endswith("Oren")
+    assert "here we are: the Harbour Inn." in line and "I'd like us to keep the inn open." in line and line.endswith("?")

@@ -103,9 +103,11 @@ def test_prepopulate_mode_injects_memories_and_records_them(user, dinner, monkey
     assert {"Who you are", "More about you", "Recent events", "What you know"} <= searched
     assert set(turn.retrievals.values_list("tool", flat=True)) == {"prepopulate"}
     assert not any(m.get("tool_calls") for m in turn.prompt_messages)
-    # The dry-run line answers Sam from a memory it was given just above (what Alex wants, its sheet's).
-    goals = next(c for c in dinner.cast.all() if c.name == "Alex").goals
-    said = next(goal for goal in goals if goal in turn.utterance)
+    # The dry-run line answers Sam from a memory it was given just above (what Alex wants or what
+    # matters to Alex, its sheet's).
+    alex = next(c for c in dinner.cast.all() if c.name == "Alex")
+    goals = alex.goals
+    said = next(said for said in [*goals, *alex.values] if said.lower() in turn.utterance.lower())
     assert "Sam" in turn.utterance and f"My goals: {', '.join(goals)}" in sent_text(turn) and said
 
 
