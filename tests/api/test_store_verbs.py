@@ -9,7 +9,7 @@ from django.test import Client
 
 from devtools.fake_llm import FakeLLM, ok
 from chronicle.simulation.run.models import Simulation
-from memory.api import bank_create
+from memory.services import bank_create
 from memory.models import Memory
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from memory.api import DEFAULT_SCORING, resolve_weights
+from memory.api import DEFAULT_SCORING, recollection
 
 
 @dataclass
@@ -49,9 +49,9 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
     if score is None or not components:
         return None
     try:
-        w = resolve_weights(scoring, weights)
+        w = recollection.resolve_weights(scoring, weights)
     except ValueError:
-        w = resolve_weights(DEFAULT_SCORING, None)
+        w = recollection.resolve_weights(DEFAULT_SCORING, None)
     ws, wr, wi = w["similarity"], w["recency"], w["importance"]
     parts = []
     fused = "lexical" in components or "speaker" in components
