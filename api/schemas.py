@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from ninja import Schema
 from pydantic import AfterValidator, Field, model_validator
 
-from memory.api import DEFAULT_SCORING, limits, store_verbs
+from memory.api import DEFAULT_SCORING, SIMILARITY, limits, store_verbs
 from memory.models import Memory
 
 METADATA_KEYS_MAX = 50
@@ -241,8 +241,8 @@ class ConsolidateIn(Schema):
     tag_mode: TagMode = "any"
     threshold: Annotated[float, Field(ge=0, le=1)] = store_verbs.SIMILARITY_THRESHOLD
     before_turn: Turn | None = None
-    by: Literal["similarity", "session"] = Field(
-        "similarity", description="similarity: groups of similar memories (seed 004). session: the agent's "
+    by: Literal[SIMILARITY, "session"] = Field(
+        SIMILARITY, description="similarity: groups of similar memories (seed 004). session: the agent's "
                                   "conversation sessions by story time (seed 003), each summarised as one memory.")
     session_minutes: Annotated[float, Field(gt=0, le=10_080)] = Field(
         60, description="by session: a session is every line within this many story minutes of its first.")

@@ -21,8 +21,9 @@ from memory.recalling.tools import ToolContext, call_tool
 # The one text rule (the API, the MCP tools, the forms and the imports share it).
 from memory.services.validation import text_problem, text_problem_in
 
-# The scoring presets, and the one default every run, search and command starts from.
-from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS
+# The scoring presets, the one default every run, search and command starts from, and the name of a
+# score's similarity part (its component, its weight, the preset of it alone).
+from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS, SIMILARITY
 
 # The error a failing embedding model raises (a turn that meets it is paused, not lost).
 from memory.embedding.errors import EmbeddingError
@@ -49,8 +50,8 @@ def build_server(context: ToolContext | None = None, *, context_for=None, ask_fo
 
 __all__ = [
     "CharacterSheet", "ExtraMemory", "ScenarioSheet", "MemoryFilter", "CapturePlan", "ToolContext", "call_tool",
-    "build_server",
-    "text_problem", "text_problem_in", "DEFAULT_SCORING", "SCORING_PRESETS", "EmbeddingError", "memory_edited",
+    "build_server", "text_problem", "text_problem_in", "DEFAULT_SCORING", "SCORING_PRESETS", "SIMILARITY",
+    "EmbeddingError", "memory_edited",
     "bank_files", "banks", "beliefs_held", "distortions", "inner_life", "limits", "line_capture", "memory_edits",
     "recollection", "relations", "sheet_fields", "store_verbs", "story_time", "tools_offered", "upkeep",
 ]

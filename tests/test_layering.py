@@ -192,23 +192,14 @@ def test_no_two_modules_import_each_other(package):
 
 
 @pytest.mark.parametrize("package", ["chronicle", "memory", "api"])
-def test_the_default_scoring_preset_is_named_once(package):
-    """memory.recalling.scoring.DEFAULT_SCORING is every default preset (a run's, a search's, the
-    commands'): a literal default elsewhere would drift from it when the default changes."""
+def test_similarity_is_named_once(package):
+    """memory.recalling.scoring.SIMILARITY names a score's similarity part: its component, its weight, the
+    preset of it alone, and so DEFAULT_SCORING, every default preset (a run's, a search's, the commands').
+    A literal "similarity" elsewhere would drift from it when the default changes."""
     literal = []
     for path in sorted((ROOT / package).rglob("*.py")):
         if "migrations" in path.parts or path == ROOT / "memory/recalling/scoring.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            defaults = []
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                defaults = node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
-            elif isinstance(node, ast.AnnAssign) and node.value is not None:
-                defaults = [node.value]
-            elif isinstance(node, ast.Call):
-                defaults = [k.value for k in node.keywords if k.arg in ("default", "initial")]
-            elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
-                defaults = node.values[-1:]  # `params.get("scoring") or "similarity"`
-            literal += [f"{path.relative_to(ROOT)}:{d.lineno}" for d in defaults
-                        if isinstance(d, ast.Constant) and d.value == "similarity"]
+        literal += [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.Constant) and node.value == "similarity"]
     assert literal == []

@@ -26,7 +26,7 @@ from memory.recalling.lexical import LexicalQuery, lexical_query, lexical_query_
 from memory.living.mood import CALM as MOOD_CALM, prime
 from memory.recalling.options import RecallOptions
 from memory.recalling.query import Search, enhanced_vector
-from memory.recalling.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
+from memory.recalling.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, SIMILARITY, resolve_weights
 from memory.recalling.selectivity import kept_share, share_seen
 from memory.recalling.sql import (
     FUSION_EF_SEARCH, PLAN_LITERALS, Ranked, count_candidates, hnsw_settings_sql, index_probes, literal_where, pyformat,
@@ -143,7 +143,7 @@ def _ranked_rows(search: Search, flt: MemoryFilter, bank_id: int, k: int, opts: 
         search.qvec = qvec = np.asarray(search.vector, dtype=np.float32) if has_vector else None
         base = {"vec": qvec, "turn": int(opts.current_turn or 0),
                 "skips": [float(x) for x in opts.clock] if opts.clock else None,
-                "ws": w["similarity"], "wr": w["recency"],
+                "ws": w[SIMILARITY], "wr": w["recency"],
                 "wi": w["importance"], "k": k}
         window = search.enhance.window if search.enhance is not None else None
         if window is not None:

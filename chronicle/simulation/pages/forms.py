@@ -14,7 +14,7 @@ from chronicle.simulation.run.run_settings import (  # noqa: F401 (NOT_INHERITED
 from chronicle.simulation.story.stage import StageError
 from chronicle.simulation.story.stage import parse as parse_stage
 from chronicle.text_rule import TextRuleForm
-from memory.api import SCORING_PRESETS, tools_offered
+from memory.api import SCORING_PRESETS, SIMILARITY, tools_offered
 
 # The run's settings the form takes as the model defines them, title aside (it comes first); the
 # weights come from three number fields, the tools, greeter and seats from fields of the form's own.
@@ -185,7 +185,7 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         for name in OPTIONAL_WITH_DEFAULT:
             if data.get(name) in ("", None):
                 data[name] = None  # simulation_start keeps the model's default
-        data["weights"] = {name: data[f"weight_{name}"] for name in ("similarity", "recency", "importance")
+        data["weights"] = {name: data[f"weight_{name}"] for name in (SIMILARITY, "recency", "importance")
                            if data.get(f"weight_{name}") is not None}
         return data
 

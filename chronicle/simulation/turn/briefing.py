@@ -16,7 +16,8 @@ from chronicle.simulation.prompting.prompts import (
 from chronicle.simulation.turn.types import TurnInput, TurnOutcome, still_as_shown
 from memory.models import Memory
 from memory.api import (
-    CharacterSheet, MemoryFilter, beliefs_held, distortions, recollection, relations, sheet_fields, story_time,
+    SIMILARITY, CharacterSheet, MemoryFilter, beliefs_held, distortions, recollection, relations, sheet_fields,
+    story_time,
 )
 
 
@@ -319,7 +320,7 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             content = gist(content, RECENT_CHARS)
         if not content:
             continue
-        similarity = (snap.get("components") or {}).get("similarity")
+        similarity = (snap.get("components") or {}).get(SIMILARITY)
         if section.title == BROUGHT_BACK and recollection.calibrated(similarity) < CONFIDENCE_FLOOR:
             continue  # a loose match is noise: a search finds it if it is wanted
         shown.add(snap["memory_id"])
