@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from memory.embedding.cache import vector_cursor
 from memory.embedding.errors import EmbeddingError
 from memory.recalling.enhance import SYNONYM_IDF_SCALE, EnhancedQuery
-from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.filters import MemoryFilter, Recalled, RecallResult, reranked
 from memory.recalling.indexing import has_bank_index
 from memory.recalling.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count_kept
 from memory.living.mood import CALM as MOOD_CALM, prime
@@ -197,10 +197,7 @@ def _spread(bank, results: list[RecallResult], flt: MemoryFilter, *, k: int, wei
             boost = weight * max(sources)
             r.components = {**r.components, "association": round(boost, 6)}
             r.score += boost
-    ranked = sorted(pool.values(), key=lambda r: (-r.score, -(r.memory.turn or 0), r.memory.pk))[:k]
-    for i, r in enumerate(ranked, start=1):
-        r.rank = i
-    return ranked
+    return reranked(pool.values(), k)
 
 
 def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,
