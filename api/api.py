@@ -12,11 +12,12 @@ Errors are JSON: {"detail": "..."}.
 
 from __future__ import annotations
 
+import json
 import logging
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, ValidationError
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import NinjaAPI, Query
 from ninja.errors import HttpError, ValidationError as SchemaError
@@ -33,8 +34,8 @@ from chronicle.simulation.run.models import Simulation
 from chronicle.simulation.providers import get_provider
 from chronicle.simulation.providers.scripted import ScriptedProvider
 from memory.api import (
-    SCORING_PRESETS, ToolContext, banks as memory_banks, call_tool, line_capture, memory_edits, store_verbs,
-    tools_offered, upkeep,
+    SCORING_PRESETS, SIMILARITY, ToolContext, banks as memory_banks, call_tool, line_capture, memory_edits,
+    store_verbs, tools_offered, upkeep,
 )
 from memory.models import Memory, MemoryBank
 from core.outage import part_of, unavailable
@@ -172,10 +173,13 @@ def memory_remove(request, bank_id: int, memory_id: int):
 # --- seed 004's verbs ---------------------------------------------------------------------------
 
 @api.post("/banks/{bank_id}/retain", response={201: list[MemoryOut]}, tags=["verbs"])
-def retain(request, bank_id: int, data: RetainIn):
+def retain(request, bank_id: int, data: RetainIn, response: HttpResponse):
     """Seed 004's retain: `agent` and `content` make one memory the agent lived (with its kind,
     importance, context, metadata, entities and tags). Or a line heard: `speaker`, `text`,
-    `listeners` and `turn` make one scored episodic memory per listener, as a run's turn keeps it.
+    `listeners` and `turn` make one scored episodic memory per listener, as a run's turn keeps it,
+    through seed 003's capture filters when asked (a near-duplicate threshold, each listener's own
+    with `adaptive_duplicates`, an importance floor, only the listeners it concerns); listeners that
+    did not keep it are named, with the reason, in the `Wonda-Not-Kept` header (JSON).
     An agent at the limit of active memories (WONDA_MEMORY_MAX_PER_AGENT, 1,000) is a 409."""
     bank = _bank(request, bank_id)
     if data.agent is not None:
@@ -185,9 +189,22 @@ def retain(request, bank_id: int, data: RetainIn):
     if data.scorer not in (None, "heuristic"):
         raise HttpError(400, "scorer: use heuristic, or null for a flat 5.0 (the model scorer needs a run's model).")
     store_verbs.room_check(bank, data.listeners)
-    kept = list(line_capture.remember_utterance(bank=bank, speaker=data.speaker, text=data.text, turn=data.turn,
-                                                listeners=data.listeners, scorer=data.scorer))
-    return 201, _with_details(kept, data)
+    captured = line_capture.remember_utterance(bank=bank, speaker=data.speaker, text=data.text, turn=data.turn,
+                                               listeners=data.listeners, scorer=data.scorer, filters=_filters(data))
+    if captured.skipped:  # the body stays the memories made; who did not keep the line, and why, beside it
+        response["Wonda-Not-Kept"] = json.dumps([{"agent": s.agent, "reason": s.reason, SIMILARITY: s.similarity,
+                                                  "threshold": s.threshold} for s in captured.skipped])
+    return 201, _with_details(list(captured), data)
+
+
+def _filters(data: RetainIn) -> line_capture.CaptureFilters:
+    """Seed 003's filters as a run applies them: adaptive with no threshold of the writer's is each
+    listener's own, at most the usual near-duplicate threshold."""
+    threshold = data.duplicate_threshold if data.duplicate_threshold and data.duplicate_threshold < 1 else None
+    if data.adaptive_duplicates and threshold is None:
+        threshold = line_capture.ADAPTIVE_CEILING
+    return line_capture.CaptureFilters(importance_floor=data.importance_floor, duplicate_threshold=threshold,
+                                       only_concerning=data.only_concerning, adaptive_duplicates=data.adaptive_duplicates)
 
 
 def _with_details(kept: list[Memory], data: RetainIn) -> list[Memory]:

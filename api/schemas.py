@@ -165,6 +165,14 @@ class RetainIn(Schema):
     listeners: Annotated[list[Name], Field(min_length=1, max_length=limits.RETAIN_LISTENERS_MAX)] | None = None
     turn: Turn | None = None
     scorer: str | None = "heuristic"
+    # Seed 003's capture filters, for a line heard (as a run's settings name them).
+    duplicate_threshold: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None, description="A listener whose recent memories hold one at least this similar does not keep the line.")
+    adaptive_duplicates: bool = Field(
+        False, description="Each listener's own near-duplicate threshold: how close its recent memories usually "
+                           "come to one another, at most duplicate_threshold (0.97 when not given), at least 0.8.")
+    importance_floor: Importance = Field(0.0, description="A listener for whom the line scores below this does not keep it.")
+    only_concerning: bool = Field(False, description="A listener the line does not concern does not keep it.")
 
     @model_validator(mode="after")
     def one_form(self):
@@ -173,6 +181,10 @@ class RetainIn(Schema):
         if memory and line:
             raise ValueError("send either agent and content (one memory) or speaker, text, listeners and turn "
                              "(a line heard), not both.")
+        if memory and (self.duplicate_threshold is not None or self.adaptive_duplicates or self.importance_floor
+                       or self.only_concerning):
+            raise ValueError("the capture filters (duplicate_threshold, adaptive_duplicates, importance_floor, "
+                             "only_concerning) apply to a line heard, not to one memory.")
         if memory and (self.agent is None or self.content is None):
             raise ValueError("a memory needs both agent and content.")
         if not memory and (self.speaker is None or self.text is None or self.listeners is None or self.turn is None):

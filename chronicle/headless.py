@@ -26,9 +26,10 @@ from chronicle.services.cards import WONDA_FORMAT, CardImportError, card_import,
 from chronicle.services.characters import character_delete
 from chronicle.services.scenarios import scenario_delete
 from chronicle.simulation.measuring import probes
-from chronicle.simulation.run import replay
+from chronicle.simulation.run import costs, replay
 from chronicle.writing.exports import FORMAT as SIMULATION_FORMAT
 from chronicle.writing.exports import scenario_file_from_export
+from chronicle.simulation.pages.line_pages import run_tokens
 from chronicle.simulation.pages.run_panels import who_believes
 from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.run.selectors import token_summary
@@ -273,6 +274,11 @@ def _content(message: dict) -> str:
     return content if isinstance(content, str) else ""
 
 
+def cost_words(simulation: Simulation) -> str:
+    """What the run's model calls cost, as its page says it."""
+    return run_tokens(simulation).cost.words
+
+
 def run_report(simulation: Simulation) -> dict:
     """The command's last line: every done turn with what its agent retrieved and was sent, the bank, the tokens."""
     turns = list(Turn.objects.filter(simulation=simulation, status=Turn.Status.DONE)
@@ -324,7 +330,8 @@ def run_report(simulation: Simulation) -> dict:
                        "besides_the_speakers": tokens.side_tokens, "every_call": tokens.every_call_tokens,
                        "full_definition": tokens.full_definition_tokens,
                        # With a bookkeeping model, the calls besides the speakers' went to it: their cost apart.
-                       "bookkeeping_model": simulation.bookkeeping_model if simulation.has_bookkeeping_model else None}}
+                       "bookkeeping_model": simulation.bookkeeping_model if simulation.has_bookkeeping_model else None},
+            "cost": costs.run_cost(simulation, tokens).as_dict()}
 
 
 def distortion_counts(simulation: Simulation, turns: list[Turn]) -> dict[str, int]:

@@ -10,11 +10,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinLengthValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Length
-from pgvector.django import VectorField
-
 from core.querysets import OwnedQuerySet
+from memory.fields import DeploymentVectorField
 
-EMBEDDING_DIM = settings.EMBEDDING_DIM
+EMBEDDING_DIM = settings.EMBEDDING_DIM  # at import; code that may meet another size reads the setting
 MAX_CONTENT_CHARS = 10_000
 # Tags are labels for filtering, not content: 20 of up to 50 characters each is more than any
 # writer's form, import or admin edit needs, and keeps a GIN-indexed array from becoming a text blob.
@@ -131,7 +130,7 @@ class Memory(models.Model):
         validators=[MinLengthValidator(1), MaxLengthValidator(MAX_CONTENT_CHARS)],
         help_text=f"1 to {MAX_CONTENT_CHARS:,} characters.",
     )
-    embedding = VectorField(dimensions=EMBEDDING_DIM)
+    embedding = DeploymentVectorField()
     importance = models.FloatField(default=5.0, validators=[MinValueValidator(0), MaxValueValidator(10)])
     emotional_valence = models.FloatField(default=0.0, validators=[MinValueValidator(-1), MaxValueValidator(1)])
     participants = ArrayField(models.CharField(max_length=100), default=list, blank=True)
@@ -207,7 +206,7 @@ class MemoryKey(models.Model):
 
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="keys")
     query = models.CharField(max_length=300)
-    embedding = VectorField(dimensions=EMBEDDING_DIM)
+    embedding = DeploymentVectorField()
 
     class Meta:
         ordering = ["memory", "id"]
@@ -285,7 +284,7 @@ class EmbeddingCache(models.Model):
 
     model = models.CharField(max_length=200)
     sha256 = models.CharField(max_length=64)
-    vector = VectorField(dimensions=EMBEDDING_DIM)
+    vector = DeploymentVectorField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

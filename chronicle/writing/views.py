@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from chronicle.simulation.pages import line_pages
+from chronicle.simulation.run import costs
 from chronicle.simulation.run import selectors as simulation_selectors
 from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.views.common import vary_on_htmx
@@ -80,6 +81,8 @@ def _inspector_context(request, simulation: Simulation, turn: Turn, *, form: Mem
         "line_form": line_form,
         "history": selectors.history(simulation).filter(target_id=turn.pk).exclude(target_type="memory")[:20],
         "can_regenerate": not simulation.is_live and turn.status in (Turn.Status.DONE, Turn.Status.FAILED),
+        "turn_cost": costs.cost(simulation, prompt=turn.prompt_tokens, completion=turn.completion_tokens,
+                                side=simulation_selectors.side_tokens(turn)),
     }
 
 

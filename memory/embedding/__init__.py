@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 from django.conf import settings
+from django.db import connection
 
-from memory.embedding import health, http, local, query_encoder, yielding
+from memory.embedding import columns, health, http, local, query_encoder, yielding
 from memory.embedding.errors import EmbeddingConfigError, EmbeddingError
 from memory.embedding.local import SMALL_CALL
 from memory.embedding.query_encoder import QUERY_ENCODERS, warm_query_encoder
@@ -86,26 +87,43 @@ def validate_before_fork() -> dict:
     the files are checked); the torch model is loaded by the first encode that needs it (a batch to
     store). The parent never touches torch, so nothing multi-threaded crosses the fork."""
     if settings.EMBEDDING_BACKEND != "local":
-        return validate_model()
+        return validate_model(close=True)
     try:
         size = local.configured_dimension()
     except EmbeddingError:
         raise
     except Exception as exc:
         raise EmbeddingError(f"could not read embedding model {model_name()} ({exc})") from exc
-    _check_size(size)
+    _check_size(size, close=True)
     return {"backend": settings.EMBEDDING_BACKEND, "model": settings.EMBEDDING_MODEL, "dimension": size}
 
 
-def _check_size(size: int) -> None:
-    if size != settings.EMBEDDING_DIM:
+def _check_size(size: int, *, close: bool = False) -> None:
+    """The model's size against the setting, then against the columns as the database holds them
+    (a database not reached is not checked here: the first write says it)."""
+    name, dim = model_name(), settings.EMBEDDING_DIM
+    if size != dim:
         raise EmbeddingConfigError(
-            f"embedding model {model_name()} makes {size}-d vectors but the memory column holds "
-            f"{settings.EMBEDDING_DIM}-d: set WONDA_EMBEDDING_MODEL to a {settings.EMBEDDING_DIM}-d model"
+            f"The embedding model {name} makes {size}-d vectors but WONDA_EMBEDDING_DIM is {dim}: set "
+            f"WONDA_EMBEDDING_DIM={size} (then `manage.py reembed` moves the stored memories to it), or set "
+            f"WONDA_EMBEDDING_MODEL to a {dim}-d model."
+        )
+    try:
+        column = columns.column_dimension()
+    except Exception:  # no database yet, or not here: the write that needs it will fail plainly
+        column = None
+    finally:
+        if close and not connection.in_atomic_block:
+            connection.close()  # the worker's parent: no connection may cross the fork
+    if column is not None and column != size:
+        raise EmbeddingConfigError(
+            f"The stored memories hold {column}-d vectors, another model's; {name} makes {size}-d. Run "
+            f"`manage.py reembed` (with the runs stopped) to re-embed every bank with {name} and resize "
+            f"the tables, or go back to a {column}-d model (WONDA_EMBEDDING_MODEL, WONDA_EMBEDDING_DIM={column})."
         )
 
 
-def validate_model() -> dict:
+def validate_model(*, close: bool = False) -> dict:
     """Load the model and check its dimension against the vector column, or fail clearly; then load
     the query encoder (exporting it on the first start) so that the first search is fast too."""
     try:
@@ -116,7 +134,7 @@ def validate_model() -> dict:
         raise EmbeddingError(
             f"could not load embedding model {model_name()} ({exc}); check WONDA_EMBEDDING_BACKEND / WONDA_EMBEDDING_MODEL"
         ) from exc
-    _check_size(info["dimension"])
+    _check_size(info["dimension"], close=close)
     if settings.EMBEDDING_BACKEND == "local":
         info["query_encoder"] = warm_query_encoder()  # a failure only warns: queries then use torch
     return info

@@ -34,8 +34,10 @@ from memory.services.validation import validate_content
 
 log = logging.getLogger(__name__)
 
-# The stored vector of a line kept while the embedder was down (never searched: the row is stale).
-PLACEHOLDER = [1.0] + [0.0] * (settings.EMBEDDING_DIM - 1)
+
+def placeholder() -> list[float]:  # a line's vector while the embedder is down (never searched: the row is stale)
+    return [1.0] + [0.0] * (settings.EMBEDDING_DIM - 1)
+
 
 # The LLM scorer's time for one line, all listeners together: past it, the rest get the heuristic.
 # It runs before the turn's transaction (capture_prepare), so no row lock waits on the model.
@@ -239,7 +241,8 @@ def capture_commit(plan: CapturePlan) -> Captured:
             data["keyword_only"] = True
         new.append(Memory(
             bank=plan.bank, agent=name, kind=Memory.Kind.EPISODIC, category="dialogue", speaker=plan.speaker,
-            turn=plan.turn, content=content, location=plan.location, embedding=plan.vectors.get(content, PLACEHOLDER),
+            turn=plan.turn, content=content, location=plan.location,
+            embedding=plan.vectors[content] if content in plan.vectors else placeholder(),
             embedding_stale=content not in plan.vectors, participants=plan.participants, source=Memory.Source.EARNED,
             importance=plan.scores[name].score if name in plan.scores else 5.0, metadata=data,
             decay_rate=initial_decay_rate(Memory.Kind.EPISODIC, plan.scores[name].score if name in plan.scores else 5.0),

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from memory.living.relationships import MAX_STEP, Judgement
 
 PROMPT_OPENING = "Judge one line of a conversation for each character who heard it."
+# Every field in few words: this call comes after every line, so its instructions are paid for on
+# every turn (about 230 tokens, from 420).
 PROMPT = PROMPT_OPENING + """
 
 {before}The line (turn {turn}): {content}
@@ -27,22 +29,16 @@ Listeners: {names}
 {profiles}
 {keeping}{heard}
 For each listener give:
-- "importance", 0-10, of this line to that listener: 0-2 routine or small talk, 3-4 ordinary
-  conversation, 5-6 notable (plans, news, meaningful talk), 7-8 emotional moments or a change in a
-  relationship, 9-10 life-changing;
-- "trust" and "affinity", each from -{step} to {step}: how the line changes that listener's trust in
-  and warmth towards {speaker} (0 when unchanged), and "evidence", a short exact phrase of the line
-  that moved them most ("" when nothing moved);
-- "facts": at most {facts} things the listener learns from the line about the world or the people
-  in it, the most useful first, each a short standalone statement naming who and what; a claim is
-  put as its speaker's ("{speaker} says …"); [] for small talk, questions and
-  feelings;
-- "valence", from -1 to 1: how the line leaves that listener feeling (-1 crushed or furious, 0
-  unmoved, 1 overjoyed), and "feeling", one word for it ("uneasy", "relieved"; "" when unmoved);
-- "progress", only when the line moves that listener closer to or further from one of its goals:
-  {{"goal": "<the goal, as its profile says it>", "closer": true or false}};
-- "opinion", only when the line changes what that listener thinks of {speaker}: one short sentence
-  in the listener's words ("He's hiding something about the field").
+- "importance" 0-10 of the line to them: 0-2 small talk, 3-4 ordinary, 5-6 notable (plans, news),
+  7-8 emotional or a turn in a relationship, 9-10 life-changing;
+- "trust", "affinity" (-{step} to {step}, 0 unchanged): how it moves their trust in and warmth
+  towards {speaker}; "evidence": the exact phrase that moved them most ("" if none);
+- "facts": up to {facts} short standalone statements they learn about the world or people, naming
+  who and what, a claim as its speaker's ("{speaker} says …"); [] for small talk, questions, feelings;
+- "valence" -1 (crushed, furious) to 1 (overjoyed), 0 unmoved; "feeling": one word ("uneasy"; "" if unmoved);
+- only if the line moves them closer to or further from a goal: "progress": {{"goal": "<as their
+  profile says it>", "closer": true or false}}; only if it changes what they think of {speaker}:
+  "opinion", one sentence in their words.
 {own}
 {reflections}{plans}{claims}{secrets}Also "left": who walks out in this line (now, not a plan); "came": who comes in.
 Answer with JSON only, one entry per listener, in this shape:
@@ -94,14 +90,14 @@ SECRETS_SHAPE = ', "revealed": []'
 # The listeners' current plans (memory.living.plans): a line that overturns one gets a new plan.
 PLANS = """The listeners' plans for the scene:
 {listed}
-Also give "plans": for a listener whose plan this line overturns (it blocks it, or makes it
-pointless), the new plan in their own words, one or two sentences ("Change of plan: …"); {{}} when
-no plan changes.
+Also "plans": for a listener whose plan this line overturns (blocks, or makes pointless), the new
+plan in their words, one or two sentences ("Change of plan: …"); {{}} if none changes.
 
 """
 PLANS_SHAPE = ', "plans": {}'
 REFLECT_INSIGHTS = 3
-REFLECT_STATEMENTS = 30  # the latest memories a reflection asked this way rests on (the call stays short)
+REFLECT_STATEMENTS = 15  # the memories a reflection asked this way rests on (the call stays short)…
+REFLECT_POOL = 40  # …the most important of this many latest
 
 MAX_FACTS = 3  # per listener per line: a line that teaches more is a speech, and its episodic copy keeps it
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)

@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from core import tracing
 from memory.models import MAX_CONTENT_CHARS, MAX_TAGS, Memory, MemoryBank
 from memory.measuring import operations
 from memory.recalling.filters import MemoryFilter
@@ -138,6 +139,7 @@ def _common(values: list[str]) -> str:
     return values[0] if values and len(set(values)) == 1 else ""
 
 
+@tracing.traced("memory.consolidate", **{"memory.source": "run"})
 def consolidate(bank: MemoryBank, agent: str, *, before_turn: int, summarize: Summarize | None = None,
                 max_importance: float = 4.0, similarity: float = 0.8, min_cluster: int = 3) -> list[ConsolidationResult]:
     """Consolidate each cluster of the agent's old low-importance memories into one summary memory."""

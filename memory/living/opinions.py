@@ -5,7 +5,10 @@ from beliefs about claims (memory.recalling.held): an opinion is a judgement, no
 A line that moves how a listener stands with its speaker (memory.living.relationships) is evidence:
 the listener's opinion of the speaker is written again from where it stands now (the model's words
 where a model judged the line, else the standing in words), more sure when the line agrees with
-what it thought, less when it goes against it. The one before is superseded (still searchable).
+what it thought, less when it goes against it. When the opinion's words change, the one before is
+superseded and archived (kept in the bank as what it thought then, out of the searches); when they do not, the one it holds is revised
+in place, its confidence and evidence moved (a long friendship would otherwise leave hundreds of
+"What I think of …: some fondness" for every search to wade through).
 """
 
 from __future__ import annotations
@@ -56,14 +59,32 @@ def opinions_after_line(*, bank: MemoryBank, moved: list[Relationship], turn: in
             step = AGREES if held.get("sign") == sign else -DISAGREES
             confidence, count = min(0.95, max(0.05, float(held.get("confidence", FIRST)) + step)), int(held.get("evidence", 0)) + 1
         said = " ".join(str((judged or {}).get(row.agent) or "").split())[:400]
-        text = f"What I think of {row.other}: {said or describe(row)}. {certainty(confidence)[0].upper()}{certainty(confidence)[1:]}."
-        if before is not None:
-            Memory.objects.filter(pk=before.pk).update(metadata=metadata_with(superseded_turn=turn))
+        opinion = f"What I think of {row.other}: {said or describe(row)}."
+        text = f"{opinion} {certainty(confidence)[0].upper()}{certainty(confidence)[1:]}."
+        held_now = {"of": row.other, "confidence": round(confidence, 2), "evidence": count, "sign": sign,
+                    "by": "model" if said else "rule"}
+        if before is not None and before.content.startswith(opinion):
+            made.append(_revised(before, text=text, held=held_now, turn=turn, evidence=heard.get(row.agent)))
+            continue
+        if before is not None:  # what it thought then: kept in the bank, out of the searches
+            Memory.objects.filter(pk=before.pk).update(metadata=metadata_with(superseded_turn=turn),
+                                                       status=Memory.Status.ARCHIVED)
         made.append(memory_create(
             bank=bank, agent=row.agent, kind=Memory.Kind.OPINION, category="opinion", about=row.other, content=text,
             source=Memory.Source.EARNED, turn=turn, importance=IMPORTANCE, speaker=row.other,
             evidence=[heard[row.agent]] if row.agent in heard else [],
-            keys=[f"what do I think of {row.other}?"],
-            metadata={"opinion": {"of": row.other, "confidence": round(confidence, 2), "evidence": count, "sign": sign,
-                                  "by": "model" if said else "rule"}}))
+            # No extra key: "what do I think of X?" is near every question naming X, so a rule's "some
+            # fondness" took first place from the line or insight a question about X was after.
+            metadata={"opinion": held_now}))
     return made
+
+
+def _revised(memory: Memory, *, text: str, held: dict, turn: int, evidence: Memory | None) -> Memory:
+    """The opinion it holds, in the same words, more or less sure: revised where it is (its vector
+    stays: the words that carry its meaning did not change)."""
+    memory.content = text
+    memory.metadata = {**(memory.metadata or {}), "opinion": held, "revised_turn": turn}
+    memory.save(update_fields=["content", "metadata", "updated_at"])
+    if evidence is not None:
+        memory.evidence.add(evidence)
+    return memory

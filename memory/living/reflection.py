@@ -17,7 +17,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count
 
-from memory.living.after_turn import REFLECT_STATEMENTS
+from core import tracing
+from memory.living.after_turn import REFLECT_POOL, REFLECT_STATEMENTS
 from memory.models import Memory, MemoryBank
 from memory.recalling.filters import MemoryFilter
 from memory.living.metacognition import assess
@@ -83,8 +84,15 @@ def parse_insights(answer: str, count: int, limit: int = INSIGHTS) -> list[tuple
 
 def statements_to_reflect(bank: MemoryBank, agent: str) -> list[Memory]:
     """What the judgement after a line gives an agent due to reflect, to reflect on in the same call:
-    its latest lived memories, few enough that the call stays short."""
-    return recent_memories(bank, agent, REFLECT_STATEMENTS)
+    the most important of its latest lived memories (seed 003 reflects on what stood out, and an
+    arrival or "an hour later" is no pattern), in the order lived, few enough that the call stays short."""
+    latest = recent_memories(bank, agent, REFLECT_POOL)
+    if len(latest) <= REFLECT_STATEMENTS:
+        return latest
+    order = {m.pk: place for place, m in enumerate(latest)}
+    ranked = sorted(latest, key=lambda m: (-(m.importance or 0.0), -order[m.pk]))[:REFLECT_STATEMENTS]
+    chosen = {m.pk for m in ranked}
+    return [m for m in latest if m.pk in chosen]
 
 
 def recent_memories(bank: MemoryBank, agent: str, recent: int = 100) -> list[Memory]:
@@ -92,7 +100,7 @@ def recent_memories(bank: MemoryBank, agent: str, recent: int = 100) -> list[Mem
     Read as statements to reflect on (their text, cited by id), and read each turn a model judges
     the line while the agent is due: a hundred whole rows, vectors parsed, cost that turn ~10 ms."""
     rows = (Memory.objects.in_bank(bank).for_agent(agent).active().exclude(source=Memory.Source.GIFTED)
-            .only("id", "agent", "content", "turn").order_by("-turn", "-id")[:recent])
+            .only("id", "agent", "content", "turn", "importance").order_by("-turn", "-id")[:recent])
     return list(reversed(rows))
 
 
@@ -123,6 +131,7 @@ def lifecycle_totals(bank: MemoryBank, agents: list[str]) -> dict[str, tuple[flo
     return {agent: (lived.importance, lived.earned) for agent, lived in lived_since(bank, agents).items()}
 
 
+@tracing.traced("memory.reflect", **{"memory.source": "run"})
 def reflect(bank: MemoryBank, agent: str, *, turn: int, ask: Callable[[str], str], recent: int = 100,
             metadata: dict | None = None) -> list[Memory]:
     """Ask `ask` for questions over the agent's recent memories, then for insights over what each
@@ -158,7 +167,8 @@ def insights_store(*, bank: MemoryBank, agent: str, turn: int, insights: list[tu
     more than any one) as a reflection whose evidence is the statements it cites (1-based into
     `pool`). The metadata of the first says what was left out and why. Beside insights kept, the
     agent's metacognition (`approach`: the model's, else the rule's; memory.living.metacognition)."""
-    insights, dropped = worthy(insights, pool)
+    earlier = list(Memory.objects.in_bank(bank).filter(agent=agent, kind=Memory.Kind.REFLECTION).only("pk", "content"))
+    insights, dropped = worthy(insights, pool, earlier=earlier)
     created = []
     with transaction.atomic():
         for index, (text, numbers) in enumerate(insights):

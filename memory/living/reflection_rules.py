@@ -126,10 +126,13 @@ def restates(insight: str, statement: str) -> bool:
     return bool(words) and words <= _words(statement)
 
 
-def worthy(insights: list[tuple[str, list[int]]], pool: list[Memory]) -> tuple[list[tuple[str, list[int]]], list[dict]]:
+def worthy(insights: list[tuple[str, list[int]]], pool: list[Memory], *,
+           earlier: list[Memory] = ()) -> tuple[list[tuple[str, list[int]]], list[dict]]:
     """The insights worth keeping, and the others with why not ({"insight", "why"}): fewer than
-    MIN_CITED statements cited, or a restatement of one cited (its words within it, or near it in
-    meaning). Without the embedding model the words alone decide."""
+    MIN_CITED statements cited, a restatement of one cited (its words within it, or near it in
+    meaning), or an insight the agent already drew (`earlier`: its reflections so far; the same
+    pattern found again on the same lines tells it nothing, and a recall would hand back both).
+    Without the embedding model the words alone decide."""
     kept, dropped = [], []
     candidates = []
     for text, numbers in insights:
@@ -138,32 +141,44 @@ def worthy(insights: list[tuple[str, list[int]]], pool: list[Memory]) -> tuple[l
             dropped.append({"insight": text, "why": f"cites {len(cited)} of what it remembers; a pattern needs {min_cited()}"})
         elif any(restates(text, pool[n - 1].content) for n in cited):
             dropped.append({"insight": text, "why": "says again what one memory says"})
+        elif any(restates(text, old.content) and restates(old.content, text) for old in earlier):
+            dropped.append({"insight": text, "why": "already drawn from the same lines"})
         else:
             candidates.append((text, cited))
     if not candidates:
         return kept, dropped
-    near = _nearest_cited(candidates, pool)
-    for (text, cited), similarity in zip(candidates, near):
+    near, again = _nearest(candidates, pool, earlier)
+    for (text, cited), similarity, repeat in zip(candidates, near, again):
         if similarity is not None and similarity >= RESTATEMENT_SIMILARITY:
             dropped.append({"insight": text, "why": f"says again what one memory says ({similarity:.2f} alike)"})
+        elif repeat is not None and repeat >= RESTATEMENT_SIMILARITY:
+            dropped.append({"insight": text, "why": f"already drawn ({repeat:.2f} alike to an earlier insight)"})
         else:
             kept.append((text, cited))
+            if any(restates(text, other) and restates(other, text) for other, _c in kept[:-1]):
+                kept.pop()
+                dropped.append({"insight": text, "why": "already drawn from the same lines"})
     return kept, dropped
 
 
-def _nearest_cited(candidates: list[tuple[str, list[int]]], pool: list[Memory]) -> list[float | None]:
-    """Per insight, its cosine with the nearest memory it cites (None: no vectors to compare)."""
-    ids = list({pool[n - 1].pk for _text, cited in candidates for n in cited})
+def _nearest(candidates: list[tuple[str, list[int]]], pool: list[Memory],
+             earlier: list[Memory]) -> tuple[list[float | None], list[float | None]]:
+    """Per insight, its cosine with the nearest memory it cites, and with the nearest earlier insight
+    (None: no vectors to compare)."""
+    ids = list({pool[n - 1].pk for _text, cited in candidates for n in cited} | {m.pk for m in earlier})
     stored = dict(Memory.objects.filter(pk__in=ids, embedding__isnull=False).values_list("pk", "embedding"))
     try:
         vectors = embed_texts([text for text, _cited in candidates])
     except EmbeddingError:
-        return [None] * len(candidates)
-    out: list[float | None] = []
+        return [None] * len(candidates), [None] * len(candidates)
+    near: list[float | None] = []
+    again: list[float | None] = []
     for vector, (_text, cited) in zip(vectors, candidates):
         sims = [_cosine(vector, stored[pool[n - 1].pk]) for n in cited if pool[n - 1].pk in stored]
-        out.append(max(sims) if sims else None)
-    return out
+        near.append(max(sims) if sims else None)
+        olds = [_cosine(vector, stored[m.pk]) for m in earlier if m.pk in stored]
+        again.append(max(olds) if olds else None)
+    return near, again
 
 
 def _cosine(a, b) -> float:

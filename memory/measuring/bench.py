@@ -229,8 +229,9 @@ def fill_conversation(bank_id: int, n: int, first: int, count: int, *, listener:
 def load_base(vectors: np.ndarray, texts: list[str]) -> None:
     with connection.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS bench_base; DROP TABLE IF EXISTS bench_weights")
-        cur.execute("CREATE TABLE bench_base (i int PRIMARY KEY, v vector(384), t text)")
-        cur.execute("CREATE TABLE bench_weights (i int PRIMARY KEY, half vector(384), quarter vector(384))")
+        dim = int(vectors.shape[1])
+        cur.execute(f"CREATE TABLE bench_base (i int PRIMARY KEY, v vector({dim}), t text)")
+        cur.execute(f"CREATE TABLE bench_weights (i int PRIMARY KEY, half vector({dim}), quarter vector({dim}))")
         for start in range(0, len(vectors), 500):
             rows = [(start + j, "[" + ",".join(f"{x:.6f}" for x in v) + "]", texts[start + j])
                     for j, v in enumerate(vectors[start:start + 500])]

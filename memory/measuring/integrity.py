@@ -19,8 +19,8 @@ An archived memory keeps its keys: it is in no search (every search reads active
 and restored it is found as before. Archiving is ordinary use (an edited sheet, a consolidation),
 not damage.
 
-A vector of another size cannot be stored at all (the columns are `vector(384)`, and the model's size
-is checked when it loads), so there is no check for it.
+A vector of another size cannot be stored at all (the columns are `vector(WONDA_EMBEDDING_DIM)`, and
+the model's size is checked against them when a worker starts), so there is no check for it.
 """
 
 from __future__ import annotations

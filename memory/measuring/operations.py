@@ -15,6 +15,8 @@ from collections.abc import Iterable
 import redis
 from django.conf import settings
 
+from core import tracing
+
 log = logging.getLogger(__name__)
 
 OPERATIONS = ("retain", "recall", "reflect", "consolidate")
@@ -57,7 +59,9 @@ def _add(fields: dict[str, float]) -> None:
         log.debug("memory metrics not recorded", exc_info=True)
 
 
-def operation(name: str, seconds: float, fields: dict[str, float] | None = None) -> None:
+def operation(name: str, seconds: float, fields: dict[str, float] | None = None, **attributes) -> None:
+    """One operation: counted for /metrics, and an OpenTelemetry span of its duration (core.tracing)."""
+    tracing.record(f"memory.{name}", seconds, **{f"memory.{k}": v for k, v in attributes.items()})
     fields = dict(fields or {})
     fields[f"ops|{name}"] = fields.get(f"ops|{name}", 0) + 1
     _observe(fields, f"duration|{name}", seconds, DURATION_BUCKETS_S)
@@ -70,18 +74,19 @@ def retained(memories: Iterable, *, seconds: float) -> None:
     for memory in memories:
         fields[f"retentions|{memory.kind}"] = fields.get(f"retentions|{memory.kind}", 0) + 1
         _observe(fields, f"importance|{memory.kind}", float(memory.importance), IMPORTANCE_BUCKETS)
-    operation("retain", seconds, fields)
+    operation("retain", seconds, fields, memories=sum(v for k, v in fields.items() if k.startswith("retentions|")))
 
 
 def recalled(count: int, *, mode: str, seconds: float) -> None:
     """A recall: how many results, by its tag mode ("none" when it filtered no tag)."""
     fields: dict[str, float] = {}
     _observe(fields, f"results|{mode}", float(count), RESULT_BUCKETS)
-    operation("recall", seconds, fields)
+    operation("recall", seconds, fields, results=count, tag_mode=mode)
 
 
 def consolidated(groups: int, memories: int, *, seconds: float) -> None:
-    operation("consolidate", seconds, {"consolidation_groups": groups, "consolidation_memories": memories})
+    operation("consolidate", seconds, {"consolidation_groups": groups, "consolidation_memories": memories},
+              groups=groups, memories=memories)
 
 
 def captured(kept: int, skipped: Iterable[str]) -> None:

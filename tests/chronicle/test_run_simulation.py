@@ -49,6 +49,7 @@ def test_the_demo_file_runs_and_leaves_nothing_behind():
     assert result["memories_by_kind"]["episodic"] > 0
     assert result["tokens"]["prompt"] > 0 and result["tokens"]["full_definition"] > 0
     assert "turns done: 3/3" in progress
+    assert "cost: $0 (no model was asked: a dry run or a replay)." in progress and result["cost"]["offline"]
 
     assert not Simulation.objects.exists() and not Character.objects.exists() and not Scenario.objects.exists()
     assert not MemoryBank.objects.exists()

@@ -11,6 +11,7 @@ grows as in a longer story; the words repeat). For each bucket of turns it print
   run makes besides (the judgement of the line with any reflection riding it, retellings, a story
   day's summary), as the replay recorded their prompts (it counts them and lets the offline rules
   answer);
+- of which side: those calls besides the speaker's alone (what a bookkeeping model would take);
 - full def / turn: the whole character definition and the same transcript window, one call;
 - full + history: the whole definition and every line said so far (a model without memory);
 - memories, MB: the run's memories (and their keys) up to the bucket's end, and their size.
@@ -104,13 +105,14 @@ class Command(BaseCommand):
         rows, current = [], None
         for turn in simulation.turns.done().order_by("index"):
             if current is None or turn.index // bucket != current["bucket"]:
-                current = {"bucket": turn.index // bucket, "memory_ms": [], "prompt": [], "full": [], "history": []}
+                current = {"bucket": turn.index // bucket, "memory_ms": [], "prompt": [], "side": [], "full": [], "history": []}
                 rows.append(current)
             context = turn.context or {}
             if context.get("memory_ms") is not None:
                 current["memory_ms"].append(float(context["memory_ms"]))
             spoken = counted_prompt(turn.prompt_messages, offered_tools(turn_input(turn=turn), tools_mode))
             current["prompt"].append(spoken + side_tokens(turn))
+            current["side"].append(side_tokens(turn))
             current["full"].append(turn.full_definition_tokens)
             current["history"].append(definition.get(turn.agent, 0) + history)
             history += count_tokens(f"{turn.agent}: {turn.utterance}\n")
@@ -121,6 +123,7 @@ class Command(BaseCommand):
             out.append({"turns": f"{first}-{last}", "memory_ms_p50": _p(row["memory_ms"], 0.5),
                         "memory_ms_p95": _p(row["memory_ms"], 0.95),
                         "prompt_per_turn": round(statistics.mean(row["prompt"])) if row["prompt"] else None,
+                        "side_per_turn": round(statistics.mean(row["side"])) if row["side"] else None,
                         "full_definition_per_turn": round(statistics.mean(row["full"])) if row["full"] else None,
                         "full_plus_history": round(statistics.mean(row["history"])) if row["history"] else None,
                         "memories": memories, "mb": size})
@@ -138,9 +141,9 @@ class Command(BaseCommand):
         return int(count), round(float(size) / 1e6, 2)
 
     def _print(self, rows: list[dict]) -> None:
-        self.stderr.write(f"{'turns':>11} {'mem p50':>8} {'mem p95':>8} {'prompt':>7} {'full def':>9} {'full+hist':>10} "
+        self.stderr.write(f"{'turns':>11} {'mem p50':>8} {'mem p95':>8} {'prompt':>7} {'of which side':>13} {'full def':>9} {'full+hist':>10} "
                           f"{'memories':>9} {'MB':>6}")
         for r in rows:
             self.stderr.write(f"{r['turns']:>11} {r['memory_ms_p50'] or 0:>8} {r['memory_ms_p95'] or 0:>8} "
-                              f"{r['prompt_per_turn']:>7} {r['full_definition_per_turn']:>9} {r['full_plus_history']:>10} "
+                              f"{r['prompt_per_turn']:>7} {r['side_per_turn']:>13} {r['full_definition_per_turn']:>9} {r['full_plus_history']:>10} "
                               f"{r['memories']:>9} {r['mb']:>6}")

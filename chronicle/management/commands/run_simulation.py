@@ -6,7 +6,7 @@
 FILE is Wonda JSON with a scenario and its characters (what "Export" on a scenario gives, e.g.
 examples/demo.json). Progress goes to stderr; the last stdout line is one JSON object:
 {"simulation", "turns": [{"number", "speaker", "text", "retrievals", "context"}], "memories_by_kind",
-"tokens"}. A run that pauses (a failed turn) prints what was done, then the reason, and exits 1.
+"tokens", "cost"}. A run that pauses (a failed turn) prints what was done, then the reason, and exits 1.
 """
 
 from __future__ import annotations
@@ -127,7 +127,9 @@ class Command(BaseCommand):
         """The run as JSON on stdout; a run that did not complete fails the command, saying why."""
         self.say(f"turns done: {headless.turns_done(simulation)}/{simulation.max_turns}; "
                  f"the run is {simulation.status}.")
-        self.stdout.write(json.dumps(headless.run_report(simulation), ensure_ascii=False))
+        report = headless.run_report(simulation)
+        self.say(f"cost: {headless.cost_words(simulation)}")
+        self.stdout.write(json.dumps(report, ensure_ascii=False))
         if simulation.status != Simulation.Status.COMPLETED:
             reason = simulation.pause_reason or simulation.error or simulation.status
             raise CommandError(f"the run is {simulation.status}: {reason}", returncode=1)

@@ -37,6 +37,7 @@ from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.providers import get_bookkeeper, get_provider
 from memory.api import EmbeddingError, banks, upkeep
 from memory.models import Memory
+from core import tracing
 from core.outage import part_of
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,10 @@ OUTAGE_RETRY_S = (1, 2, 3, 5)
              bind=True, acks_late=True, reject_on_worker_lost=True, soft_time_limit=1500, time_limit=1600)
 def run_turn_task(self, simulation_id: int, index: int) -> str:
     try:
-        return _run_turn_task(self, simulation_id, index)
+        with tracing.span("wonda.turn", **{"wonda.simulation_id": simulation_id, "wonda.turn": index + 1}) as span:
+            result = _run_turn_task(self, simulation_id, index)
+            span.set_attribute("wonda.turn.result", result)
+            return result
     except Retry:
         raise
     except Exception as exc:

@@ -28,6 +28,8 @@ from chronicle.simulation.aftermath import secrets
 from chronicle.simulation.aftermath.storage import storage_counts
 from chronicle.simulation.story.beliefs import revise
 from chronicle.simulation.turn.types import TurnOutcome
+from chronicle.simulation.run import costs
+from core import tracing
 from chronicle.simulation.run.models import Retrieval, Simulation, Turn
 from chronicle.simulation.story.moves import direction_lines, line_moves
 from chronicle.simulation.control.pins import dropped_pins
@@ -131,6 +133,10 @@ def turn_claim(*, simulation_id: int, index: int, agent: str, worker: str = "", 
             simulation.pause_reason = script_end_note(simulation, index)
             simulation.save(update_fields=["status", "pause_reason", "updated"])
             return Claim()
+        if reason := costs.over_daily_limit(simulation):  # before the turn's calls, not after them
+            simulation.status, simulation.pause_reason = Simulation.Status.PAUSED, reason
+            simulation.save(update_fields=["status", "pause_reason", "updated"])
+            return Claim()
         turn = Turn.objects.filter(simulation=simulation, index=index).first()
         now = timezone.now()
         own_dead_attempt = redelivered and task_id and turn is not None and turn.claim.split(" ")[0] == task_id
@@ -187,7 +193,8 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
     if capture is None or (capture.turn, capture.speaker) != (turn.number, turn.agent):
         capture = capture_for(turn=turn, outcome=outcome)
     started = time.perf_counter()  # the memory system's time from here (_record_memory_time)
-    captured = line_capture.capture_commit(capture)  # everyone's episodic memory of the line
+    with tracing.span("memory.retain", **{"memory.source": "line"}):
+        captured = line_capture.capture_commit(capture)  # everyone's episodic memory of the line
     line = _deliver(simulation, turn)
     believed = _revise_beliefs(simulation, turn, line, capture)
     told = secrets.tell(bank=simulation.bank, speaker=turn.agent, heard_by=line.heard_by, turn=turn.number,

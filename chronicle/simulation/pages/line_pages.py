@@ -15,6 +15,7 @@ from django.db.models import BigIntegerField, Count, FloatField, Max, Q, Sum
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
 
+from chronicle.simulation.run import costs
 from chronicle.simulation.run.selectors import TokenSummary
 from chronicle.simulation.run.models import Simulation, Turn
 
@@ -138,12 +139,14 @@ def run_tokens(simulation: Simulation) -> TokenSummary:
         tools_tokens=Max(_number("tools_tokens", "context")), tool_count=Max(_number("tool_count", "context")),
         side=Coalesce(Sum(_number("aux_tokens", "context")), 0.0) + Coalesce(Sum(_number("reflection_tokens", "context")), 0.0),
         side_calls=Coalesce(Sum(_number("aux_calls", "context")), 0.0))
-    return TokenSummary(prompt_tokens=int(sums["prompt"]), completion_tokens=int(sums["completion"]),
+    summary = TokenSummary(prompt_tokens=int(sums["prompt"]), completion_tokens=int(sums["completion"]),
                         full_definition_tokens=int(sums["full"]), estimated=bool(sums["estimated"]),
                         turns=sums["turns"], calls=int(sums["calls"]), by_kind=_tokens_by_kind(simulation),
                         tools_tokens=int(sums["tools_tokens"] or 0), tool_count=int(sums["tool_count"] or 0),
                         side_tokens=int(sums["side"]), side_calls=int(sums["side_calls"]),
                         bookkeeping_model=simulation.bookkeeping_model if simulation.has_bookkeeping_model else "")
+    summary.cost = costs.run_cost(simulation, summary)
+    return summary
 
 
 def _tokens_by_kind(simulation: Simulation) -> dict[str, int]:

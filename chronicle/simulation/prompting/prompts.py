@@ -15,6 +15,11 @@ from memory.api import CharacterSheet, ScenarioSheet, sheet_fields
 # call sent, uncached, 335 tokens with a step of 16, 313 with 24, 257 with 32 and 268 with 48.
 TRANSCRIPT_LINES = 8
 WINDOW_STEP = 32
+# Long lines (letters, speeches) would make those entries thousands of tokens on every call: past
+# WINDOW_CHARS (~1,000 tokens, a short scene of 28 lines whole) the start moves on by WINDOW_SHORT_STEP entries at a time, never past
+# the last TRANSCRIPT_LINES, so a long story's call stays flat; what scrolls out is memory's to bring back.
+WINDOW_CHARS = 4000
+WINDOW_SHORT_STEP = 8
 # Pre-populated sections that stay the same from turn to turn (the sheet, the place): sent first.
 STABLE_SECTIONS = ("Who you are", "Where you are")
 LOOKED_UP = "What you looked up"  # a note's section: what the agent's tools found at that turn (tools mode)
@@ -112,12 +117,48 @@ def speaker_label(agent: str) -> str:
 def window(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> list[tuple[int, str, str]]:
     """What the agent witnessed, in order (each turn's stage directions, speaker "", before its line),
     from a start that moves only every WINDOW_STEP entries."""
-    merged = sorted([*((n, 0, "", f"*{text.strip().rstrip('.')}*") for n, text in stage),
-                     *((n, 1, speaker, text) for n, speaker, text in transcript)], key=lambda e: (e[0], e[1]))
+    merged = _merged(transcript, stage)
+    return [(n, speaker, text) for n, _order, speaker, text in merged][_start(merged):]
+
+
+def window_since(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]] = ()) -> int:
+    """The first turn said after the window's start last moved (0 while it never has). What came back
+    to an agent before its turns is kept in its conversation from there on only: a move rewrites the
+    conversation's beginning anyway, so dropping the older notes then costs no cached prefix, and a
+    long story's calls do not carry every note of the window."""
+    merged = _merged(transcript, stage)
+    start = _start(merged)
+    if not start:
+        return 0
+    count = len(merged)
+    while count - 1 > start and _start(merged[:count - 1]) == start:
+        count -= 1
+    return merged[count - 1][0]
+
+
+def _merged(transcript: list[tuple[int, str, str]], stage: list[tuple[int, str]]) -> list[tuple]:
+    return sorted([*((n, 0, "", f"*{text.strip().rstrip('.')}*") for n, text in stage),
+                   *((n, 1, speaker, text) for n, speaker, text in transcript)], key=lambda e: (e[0], e[1]))
+
+
+def _start(merged: list[tuple]) -> int:
     start = max(0, len(merged) - TRANSCRIPT_LINES) // WINDOW_STEP * WINDOW_STEP
+    start = _within_chars(merged, start)
     while 0 < start < len(merged) and merged[start - 1][0] == merged[start][0]:
         start -= 1  # a turn is not cut: its stage directions come with its line
-    return [(n, speaker, text) for n, _order, speaker, text in merged][start:]
+    return start
+
+
+def _within_chars(merged: list[tuple], start: int) -> int:
+    """The first start from `start` on, by WINDOW_SHORT_STEP entries, whose entries fit WINDOW_CHARS
+    (the latest TRANSCRIPT_LINES are always kept). It only moves forward as lines are added, so calls
+    between two moves still share their beginning."""
+    last = max(0, len(merged) - TRANSCRIPT_LINES)
+    chars = sum(len(entry[3]) for entry in merged[start:])
+    while chars > WINDOW_CHARS and start + WINDOW_SHORT_STEP <= last:
+        chars -= sum(len(entry[3]) for entry in merged[start:start + WINDOW_SHORT_STEP])
+        start += WINDOW_SHORT_STEP
+    return start
 
 
 def _entry(number: int, speaker: str, text: str) -> str:

@@ -22,6 +22,7 @@ from chronicle.simulation.providers.base import (
     TurnHints,
     estimate_messages_tokens,
 )
+from core import tracing
 from core.crypto import decryption_error
 
 TOOLS_REFUSED = re.compile(r"tool|function", re.IGNORECASE)
@@ -107,7 +108,19 @@ class OpenAIProvider(Provider):
             raise MalformedResponse(f"a body that is not JSON ({exc})") from exc
 
     def _completion(self, messages: list[dict], tools: list[dict] | None, **kwargs):
-        """A chat completion, or MalformedResponse when the server sent something else with a 200."""
+        """A chat completion, or MalformedResponse when the server sent something else with a 200;
+        each one a span (core.tracing), named and described as OpenTelemetry's GenAI conventions say."""
+        with tracing.span(f"chat {self.model}", **{"gen_ai.operation.name": "chat", "gen_ai.system": "openai",
+                                                   "gen_ai.request.model": self.model}) as span:
+            response, message = self._checked(messages, tools, **kwargs)
+            usage = getattr(response, "usage", None)
+            for name, value in (("input", getattr(usage, "prompt_tokens", None)),
+                                ("output", getattr(usage, "completion_tokens", None))):
+                if isinstance(value, int):
+                    span.set_attribute(f"gen_ai.usage.{name}_tokens", value)
+            return response, message
+
+    def _checked(self, messages: list[dict], tools: list[dict] | None, **kwargs):
         response = self._create(messages, tools, **kwargs)
         if isinstance(response, (str, bytes)):  # the client hands back a non-JSON body as text
             raise MalformedResponse(f"text instead of JSON: {_excerpt(response)}")

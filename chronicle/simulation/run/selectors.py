@@ -134,6 +134,7 @@ class TokenSummary:
     side_tokens: int = 0  # the calls besides the speakers': each line's judgement, retellings, day summaries, reflections
     side_calls: int = 0
     bookkeeping_model: str = ""  # the model those side calls went to, when not the speakers' (Simulation.bookkeeping_model)
+    cost: object = None  # costs.RunCost, where the caller priced them (the run page)
 
     @property
     def every_call_tokens(self) -> int:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 
-from chronicle.simulation.prompting.prompts import RECENT_CHARS, gist, window
+from chronicle.simulation.prompting.prompts import RECENT_CHARS, gist, window, window_since
 from chronicle.simulation.providers import ChatResult, TurnHints
 from chronicle.simulation.run.run_settings import turn_default
 from memory.api import CharacterSheet, ScenarioSheet
@@ -120,8 +120,11 @@ class TurnInput:
 
     @property
     def kept_notes(self) -> dict[int, dict]:
-        """The notes still in the agent's conversation: those before its own lines in the window."""
-        own = {number for number, speaker, _text in window(self.transcript, self.stage) if speaker == self.agent}
+        """The notes still in the agent's conversation: those before its own lines in the window, since
+        the window last moved (prompts.window_since)."""
+        since = window_since(self.transcript, self.stage)
+        own = {number for number, speaker, _text in window(self.transcript, self.stage)
+               if speaker == self.agent and number >= since}
         return {number: note for number, note in self.notes.items() if number in own and note.get("text")}
 
     @cached_property

@@ -1,6 +1,7 @@
 """`manage.py reembed [--bank N] [--batch 256] [--limit N] [--restart]`: every memory's and key's vector
 computed again with the configured embedding model (memory.embedding.reembed), with progress,
-resumable: started again after it stopped, it goes on from the last batch it wrote."""
+resumable: started again after it stopped, it goes on from the last batch it wrote. A model of
+another size (WONDA_EMBEDDING_DIM) moves every bank and resizes the vector columns."""
 
 from __future__ import annotations
 
@@ -41,7 +42,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         except EmbeddingError as exc:
             raise CommandError(f"The embedding model could not be reached ({exc}); run again to go on from here.") from None
-        if state["done"]:
+        if state["done"] and state["resized"]:
+            self.stdout.write(self.style.SUCCESS(
+                f"Done: {where} re-embedded with {embedding.model_name()}; the tables now hold {state['size']}-d vectors. "
+                "Restart the workers and the web server with the new settings; big banks' indexes are being rebuilt."))
+        elif state["done"]:
             self.stdout.write(self.style.SUCCESS(f"Done: {where} re-embedded with {embedding.model_name()}."))
         else:
             self.stdout.write("Stopped after --limit rows; run the same command again to go on.")

@@ -188,6 +188,6 @@ def test_a_line_long_gone_from_the_window_comes_back_when_the_talk_returns_to_it
     say(simulation, 15, "Alex", "Mind the step on your way out.")
     run(simulation, 16)
     later = simulation.turns.get(index=16)
-    assert "Before your turn 14" in later.prompt_messages[1]["content"]  # Jordan's note of that turn, kept
+    assert "two hundred and ten" not in later.prompt_messages[1]["content"]  # not carried on in the conversation
     # Small talk calls nothing old to mind well enough: nothing is brought back, and nothing was kept.
     assert "What this brings back" not in sent_text(later)

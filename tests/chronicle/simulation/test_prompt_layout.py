@@ -29,6 +29,25 @@ def test_the_window_start_moves_in_steps_and_never_holds_less_than_the_minimum()
     assert window(entries(59))[-1] == (59, "Alex", "line 59")
 
 
+def test_a_story_of_long_lines_keeps_its_window_short_and_still_moves_in_steps():
+    """Letters of a few hundred words a line: the window stays near its size limit however long the
+    story, keeps the latest lines, and its start still stays put for several calls (prefix caches)."""
+    long = [(i, "Ana" if i % 2 else "Ben", f"letter {i}: " + "and then we walked on by the river " * 5)
+            for i in range(1, 301)]
+    windows = [window(long[:n]) for n in range(1, 301)]
+    sizes = [sum(len(text) for _n, _s, text in shown) for shown in windows]
+    assert max(sizes) <= prompts.WINDOW_CHARS
+    assert all(len(shown) >= min(n, prompts.TRANSCRIPT_LINES) for n, shown in enumerate(windows, start=1))
+    assert all(shown[-1][0] == n for n, shown in enumerate(windows, start=1))
+    starts = [shown[0][0] for shown in windows]
+    assert starts == sorted(starts)  # it only moves forward
+    moves = sum(1 for a, b in zip(starts, starts[1:]) if a != b)
+    assert moves <= 300 // 4  # not once per line
+    short = [(i, "Ana", f"line {i}") for i in range(1, 60)]
+    assert window(short) == window(short, ())  # short lines: the step rule alone decides
+    assert len(window(short)) == len(window(entries(59)))
+
+
 def test_the_window_never_cuts_a_turn_from_its_stage_directions():
     """A direction and the line after it share a turn number: a window holding the line holds the
     direction (the tools leave out what the window shows, by turn)."""
@@ -64,6 +83,17 @@ def test_an_earlier_note_stays_before_the_line_it_came_before():
     assert text[slice(*spans[1]["span"])] == "Before your turn 3, you recall: the plane"
     said = last.joined()[0]
     assert said.startswith("## Now") and said.endswith("It is your turn (Sam). " + prompts.SPEAK)
+
+
+def test_notes_are_kept_from_where_the_window_last_moved(monkeypatch):
+    """What came back before each turn stays in the conversation only since the window's start last
+    moved: a move rewrites the beginning anyway, and a long story's calls stop carrying every note."""
+    monkeypatch.setattr(prompts, "WINDOW_STEP", 8)
+    assert prompts.window_since(entries(15)) == 0  # never moved: every note in the window stays
+    starts = {n: window(entries(n))[0][0] for n in range(16, 24)}
+    assert set(starts.values()) == {9}  # from 16 lines to 23 the window starts at turn 9
+    assert {prompts.window_since(entries(n)) for n in range(16, 24)} == {16}  # the line that moved it
+    assert prompts.window_since(entries(24)) == 24
 
 
 def test_a_first_speaker_begins_as_its_next_turn_will():

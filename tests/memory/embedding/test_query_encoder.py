@@ -273,7 +273,7 @@ def test_a_restarted_worker_opens_its_checked_files_without_torch(settings, monk
     assert embedding.warm_query_encoder() == "int8"
     assert embedding.validate_before_fork() == {"backend": "local", "model": settings.EMBEDDING_MODEL, "dimension": 384}
     settings.EMBEDDING_DIM = 512  # a model of the wrong size still stops the worker, said plainly
-    with pytest.raises(embedding.EmbeddingConfigError, match="384-d vectors but the memory column holds 512-d"):
+    with pytest.raises(embedding.EmbeddingConfigError, match="makes 384-d vectors but WONDA_EMBEDDING_DIM is 512"):
         embedding.validate_before_fork()
 
 

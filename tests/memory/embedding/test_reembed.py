@@ -73,8 +73,8 @@ def test_reembed_refuses_what_it_cannot_do_and_says_why(user, settings, tmp_path
     bank = bank_create(name="Flat", owner=user)
     kept = memory_create(bank=bank, content=LINES[0], agent="Ann", kind="episodic")
     _old_model(bank)
-    settings.EMBEDDING_DIM = 768  # a column of another size than the model's vectors
-    with pytest.raises(CommandError, match="gives 384-dimensional vectors; the vector column holds 768. Nothing was changed"):
+    settings.EMBEDDING_DIM = 768  # a setting of another size than the model's vectors
+    with pytest.raises(CommandError, match="gives 384-dimensional vectors; WONDA_EMBEDDING_DIM says 768. Nothing was changed"):
         _run("--bank", str(bank.pk))
     kept.refresh_from_db()
     assert kept.embedding[0] == 1.0 and not state_path(bank.pk).exists()

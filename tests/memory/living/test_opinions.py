@@ -63,3 +63,18 @@ def test_the_models_words_and_the_four_networks(bank):
     assert not Memory.objects.filter(bank=bank, kind__in=["semantic"]).exists()
     networks = [kind for kinds in SEED004_NETWORKS.values() for kind in kinds]
     assert sorted(networks) == sorted(set(networks)) and set(QUERY_MEMORY_KINDS) <= set(networks)
+
+
+def test_an_opinion_said_again_in_the_same_words_is_revised_not_piled_up(bank):
+    """A long friendship: line after warm line, what Maeve thinks of Rowan stays one memory (more
+    sure each time) until its words change, so a search finds it once, not a hundred times."""
+    for turn, text in enumerate(["Thank you, Maeve, that was kind.", "Thank you again, Maeve, you are kind.",
+                                 "Thanks, Maeve, kind as ever."], start=1):
+        hear(bank, turn, text, judged={"Maeve": "He is a kind man"})
+    held = Memory.objects.filter(bank=bank, agent="Maeve", kind="opinion")
+    assert held.count() == 1
+    only = held.get()
+    assert only.content == "What I think of Rowan: He is a kind man. I'm fairly sure."
+    assert only.metadata["opinion"]["evidence"] == 3 and only.evidence.count() == 3
+    hear(bank, 4, "Maeve, you lied to me about the field.", judged={"Maeve": "He lies when it suits him"})
+    assert held.count() == 2 and current(bank, "Maeve", "Rowan").content.startswith("What I think of Rowan: He lies")

@@ -178,3 +178,37 @@ def test_reflection_is_due_on_importance_and_enough_memories_and_spacing(bank, s
     assert reflections_due(bank, ["Alex"], threshold=30, turn=12) == ["Alex"]
     settings.REFLECTION_SPACING = 10
     assert reflections_due(bank, ["Alex"], threshold=30, turn=12) == []
+
+
+def test_an_insight_the_agent_already_drew_is_not_drawn_again(bank):
+    """Reflecting again on the same lines finds the same pattern: the second time it is not kept, so a
+    recall does not hand the agent the same insight twice."""
+    def make(pool):
+        budget = next(n for n, text in pool.items() if "fifteen euros" in text)
+        kebab = next(n for n, text in pool.items() if "kebab" in text)
+        return (f"Sam watches every euro, so cheap food wins him over (because of {budget}, {kebab})\n"
+                f"Money decides where Sam eats tonight (because of {budget}, {kebab})")
+    first = reflect(bank, "Alex", turn=6, ask=Restating(make))
+    assert len(first) == 2
+    again = reflect(bank, "Alex", turn=9, ask=Restating(make))
+    assert again == []
+    kept = Memory.objects.filter(bank=bank, agent="Alex", kind=Memory.Kind.REFLECTION)
+    assert sorted(kept.values_list("content", flat=True)) == sorted(m.content for m in first)
+
+
+def test_a_reflection_riding_the_judgement_rests_on_what_stood_out_in_the_order_lived():
+    """Of an agent's latest lived memories, the judgement's reflection is given the most important
+    (comings and goings, small talk left out), in the order they were lived, few enough to stay short."""
+    from memory.living.after_turn import REFLECT_STATEMENTS
+    from memory.living.reflection import statements_to_reflect
+
+    bank = MemoryBank.objects.create(name="long day")
+    for turn in range(1, 31):
+        important = turn % 2 == 0
+        memory_create(bank=bank, agent="Alex", kind="episodic", source="earned", turn=turn, importance=8 if important else 1,
+                      content=f"Sam said: news number {turn}." if important else f"Sam comes and goes ({turn}).")
+    given = statements_to_reflect(bank, "Alex")
+    assert len(given) == REFLECT_STATEMENTS
+    assert all("news number" in m.content for m in given)
+    assert [m.turn for m in given] == sorted(m.turn for m in given)
+    assert given[-1].turn == 30
