@@ -34,12 +34,9 @@ from chronicle.simulation.run.models import Simulation
 from chronicle.simulation.providers import get_provider
 from chronicle.simulation.providers.scripted import ScriptedProvider
 from memory.api import (
-    ADAPTIVE_CEILING, REGISTRY, SCORING_PRESETS, CaptureFilters, MemoryLimitReached, ToolContext, accesses_record, bank_create, call_tool,
-    consolidate_matching, consolidate_sessions, memories_describe, memory_archive, memory_create,
-    memory_retain, memory_stats, memory_update,
-    recall_filtered, reflect_on, remember_utterance, room_check, session_summarizer, summarizer,
+    SCORING_PRESETS, SIMILARITY, ToolContext, banks as memory_banks, call_tool, line_capture, memory_edits,
+    store_verbs, tools_offered, upkeep,
 )
-from memory.api import reflect as reflect_memories
 from memory.models import Memory, MemoryBank
 from core.outage import part_of, unavailable
 
@@ -97,8 +94,8 @@ def _failed(request, exc: Exception):
                                status=500)
 
 
-@api.exception_handler(MemoryLimitReached)
-def _full(request, exc: MemoryLimitReached):
+@api.exception_handler(store_verbs.MemoryLimitReached)
+def _full(request, exc: store_verbs.MemoryLimitReached):
     """Seed 004's max_memories_per_entity: nothing written, and what to do about it."""
     return api.create_response(request, {"detail": str(exc)}, status=409)
 
@@ -129,7 +126,7 @@ def banks(request):
 
 @api.post("/banks", response={201: BankOut}, tags=["banks"])
 def bank_new(request, data: BankIn):
-    return 201, _bank_out(bank_create(name=data.name, owner=request.user))
+    return 201, _bank_out(memory_banks.bank_create(name=data.name, owner=request.user))
 
 
 @api.get("/banks/{bank_id}", response=BankOut, tags=["banks"])
@@ -151,8 +148,8 @@ def memories(request, bank_id: int, filters: Query[MemoriesQuery]):
 def memory_new(request, bank_id: int, data: MemoryIn):
     bank = _bank(request, bank_id)
     if data.agent:
-        room_check(bank, [data.agent])
-    memory = memory_create(bank=bank, source="writer", **data.dict())
+        store_verbs.room_check(bank, [data.agent])
+    memory = memory_edits.memory_create(bank=bank, source="writer", **data.dict())
     return 201, memory
 
 
@@ -164,13 +161,13 @@ def memory_detail(request, bank_id: int, memory_id: int):
 @api.patch("/banks/{bank_id}/memories/{memory_id}", response=MemoryOut, tags=["memories"])
 def memory_edit(request, bank_id: int, memory_id: int, data: MemoryPatch):
     """A new content is stored at once; its vector is recomputed by a worker (about a second)."""
-    return memory_update(memory=_memory(request, bank_id, memory_id), **data.dict())
+    return memory_edits.memory_update(memory=_memory(request, bank_id, memory_id), **data.dict())
 
 
 @api.delete("/banks/{bank_id}/memories/{memory_id}", response=MemoryOut, tags=["memories"])
 def memory_remove(request, bank_id: int, memory_id: int):
     """Archives: out of every search, never deleted (as on the bank page)."""
-    return memory_archive(memory=_memory(request, bank_id, memory_id))
+    return memory_edits.memory_archive(memory=_memory(request, bank_id, memory_id))
 
 
 # --- seed 004's verbs ---------------------------------------------------------------------------
@@ -186,36 +183,36 @@ def retain(request, bank_id: int, data: RetainIn, response: HttpResponse):
     An agent at the limit of active memories (WONDA_MEMORY_MAX_PER_AGENT, 1,000) is a 409."""
     bank = _bank(request, bank_id)
     if data.agent is not None:
-        return 201, [memory_retain(bank=bank, agent=data.agent, content=data.content, kind=data.kind,
-                                   importance=data.importance, context=data.context, metadata=data.metadata,
-                                   entities=[e.dict() for e in data.entities], tags=data.tags, turn=data.turn)]
+        return 201, [store_verbs.memory_retain(bank=bank, agent=data.agent, content=data.content, kind=data.kind,
+                                               importance=data.importance, context=data.context, metadata=data.metadata,
+                                               entities=[e.dict() for e in data.entities], tags=data.tags, turn=data.turn)]
     if data.scorer not in (None, "heuristic"):
         raise HttpError(400, "scorer: use heuristic, or null for a flat 5.0 (the model scorer needs a run's model).")
-    room_check(bank, data.listeners)
-    captured = remember_utterance(bank=bank, speaker=data.speaker, text=data.text, turn=data.turn,
-                                  listeners=data.listeners, scorer=data.scorer, filters=_filters(data))
+    store_verbs.room_check(bank, data.listeners)
+    captured = line_capture.remember_utterance(bank=bank, speaker=data.speaker, text=data.text, turn=data.turn,
+                                               listeners=data.listeners, scorer=data.scorer, filters=_filters(data))
     if captured.skipped:  # the body stays the memories made; who did not keep the line, and why, beside it
-        response["Wonda-Not-Kept"] = json.dumps([{"agent": s.agent, "reason": s.reason, "similarity": s.similarity,
+        response["Wonda-Not-Kept"] = json.dumps([{"agent": s.agent, "reason": s.reason, SIMILARITY: s.similarity,
                                                   "threshold": s.threshold} for s in captured.skipped])
     return 201, _with_details(list(captured), data)
 
 
-def _filters(data: RetainIn) -> CaptureFilters:
+def _filters(data: RetainIn) -> line_capture.CaptureFilters:
     """Seed 003's filters as a run applies them: adaptive with no threshold of the writer's is each
     listener's own, at most the usual near-duplicate threshold."""
     threshold = data.duplicate_threshold if data.duplicate_threshold and data.duplicate_threshold < 1 else None
     if data.adaptive_duplicates and threshold is None:
-        threshold = ADAPTIVE_CEILING
-    return CaptureFilters(importance_floor=data.importance_floor, duplicate_threshold=threshold,
-                          only_concerning=data.only_concerning, adaptive_duplicates=data.adaptive_duplicates)
+        threshold = line_capture.ADAPTIVE_CEILING
+    return line_capture.CaptureFilters(importance_floor=data.importance_floor, duplicate_threshold=threshold,
+                                       only_concerning=data.only_concerning, adaptive_duplicates=data.adaptive_duplicates)
 
 
 def _with_details(kept: list[Memory], data: RetainIn) -> list[Memory]:
     """A line heard keeps the context, metadata, entities and tags sent with it, on every copy."""
     if not (data.context or data.metadata or data.entities or data.tags):
         return kept
-    return memories_describe(memories=kept, context=data.context, metadata=data.metadata,
-                             entities=[e.dict() for e in data.entities], tags=data.tags)
+    return store_verbs.memories_describe(memories=kept, context=data.context, metadata=data.metadata,
+                                         entities=[e.dict() for e in data.entities], tags=data.tags)
 
 
 @api.post("/banks/{bank_id}/recall", response=list[ResultOut], tags=["verbs"])
@@ -228,11 +225,11 @@ def recall_memories(request, bank_id: int, data: RecallIn):
         raise HttpError(400, f"scoring: use one of {', '.join(SCORING_PRESETS)}.")
     bank = _bank(request, bank_id)
     _agent_known(bank, data.agent)
-    results = recall_filtered(bank, data.query, agent=data.agent, kinds=data.kinds, tags=data.tags,
-                              mode=data.tag_mode, min_importance=data.min_importance,
-                              similarity_threshold=data.similarity_threshold, max_results=data.k or data.max_results,
-                              shared=data.shared, scoring=data.scoring, current_turn=data.current_turn,
-                              associations=data.associations, fallback=data.fallback)
+    results = store_verbs.recall_filtered(bank, data.query, agent=data.agent, kinds=data.kinds, tags=data.tags,
+                                          mode=data.tag_mode, min_importance=data.min_importance,
+                                          similarity_threshold=data.similarity_threshold, max_results=data.k or data.max_results,
+                                          shared=data.shared, scoring=data.scoring, current_turn=data.current_turn,
+                                          associations=data.associations, fallback=data.fallback)
     return [_result(r) for r in results]
 
 
@@ -277,12 +274,12 @@ def reflect(request, bank_id: int, data: ReflectIn):
     _agent_known(bank, data.agent)
     model = _model_of(bank)
     if data.query is not None:
-        answer, used = reflect_on(bank, data.agent, data.query, context=data.context, tags=data.tags,
-                                  mode=data.tag_mode, similarity_threshold=data.similarity_threshold,
-                                  max_results=data.max_results, current_turn=data.turn,
-                                  ask=model.complete if model.name == "openai" else None)
+        answer, used = store_verbs.reflect_on(bank, data.agent, data.query, context=data.context, tags=data.tags,
+                                              mode=data.tag_mode, similarity_threshold=data.similarity_threshold,
+                                              max_results=data.max_results, current_turn=data.turn,
+                                              ask=model.complete if model.name == "openai" else None)
         return 200, {"answer": answer, "memories": [_result(r) for r in used], "insights": []}
-    made = reflect_memories(bank, data.agent, turn=data.turn, ask=model.complete)
+    made = upkeep.reflect(bank, data.agent, turn=data.turn, ask=model.complete)
     return 201, {"answer": "\n".join(m.content for m in made), "memories": [], "insights": made}
 
 
@@ -300,13 +297,13 @@ def consolidate(request, bank_id: int, data: ConsolidateIn):
     _agent_known(bank, data.agent)
     ask = model_ask(bank)
     if data.by == "session":
-        summarize = session_summarizer(ask, context=data.context) if ask is not None else None
-        return [r.summary for r in consolidate_sessions(bank, data.agent, minutes=data.session_minutes,
-                                                        min_lines=data.min_lines, before=data.before, tags=data.tags,
-                                                        summarize=summarize)]
-    summarize = summarizer(ask, context=data.context) if ask is not None else None
-    results = consolidate_matching(bank, data.agent, query=data.query, tags=data.tags, mode=data.tag_mode,
-                                   threshold=data.threshold, before_turn=data.before_turn, summarize=summarize)
+        summarize = store_verbs.session_summarizer(ask, context=data.context) if ask is not None else None
+        return [r.summary for r in store_verbs.consolidate_sessions(bank, data.agent, minutes=data.session_minutes,
+                                                                    min_lines=data.min_lines, before=data.before, tags=data.tags,
+                                                                    summarize=summarize)]
+    summarize = upkeep.summarizer(ask, context=data.context) if ask is not None else None
+    results = store_verbs.consolidate_matching(bank, data.agent, query=data.query, tags=data.tags, mode=data.tag_mode,
+                                               threshold=data.threshold, before_turn=data.before_turn, summarize=summarize)
     return [r.summary for r in results]
 
 
@@ -318,22 +315,22 @@ def stats(request, bank_id: int, agent: str):
     bank = _bank(request, bank_id)
     _agent_known(bank, agent)
     model = _model_of(bank)
-    return memory_stats(bank, agent, ask=model.complete if model.name == "openai" else None)
+    return memory_banks.memory_stats(bank, agent, ask=model.complete if model.name == "openai" else None)
 
 
 @api.post("/banks/{bank_id}/tools/{name}", tags=["tools"])
 def tool(request, bank_id: int, name: str, data: ToolIn):
     """One of the agents' memory tools (query_self, query_memory, …), as an agent calls it."""
-    if name not in REGISTRY:
-        raise HttpError(404, f"No tool {name!r}: use one of {', '.join(REGISTRY)}.")
+    if name not in tools_offered.REGISTRY:
+        raise HttpError(404, f"No tool {name!r}: use one of {', '.join(tools_offered.REGISTRY)}.")
     context = ToolContext(bank=_bank(request, bank_id), agent=data.agent, current_turn=data.current_turn)
     if name == "form_memory":  # a memory written for the agent: held to the per-agent cap
-        room_check(context.bank, [data.agent])
+        store_verbs.room_check(context.bank, [data.agent])
     result = call_tool(name, data.arguments, context=context)
     if result.error:
         raise HttpError(400, result.error)
     # What a program's agent recalls counts as a run's agent's does (decay and access boosts read it).
-    accesses_record(memory_ids=[r.memory.pk for r in result.results], turn=data.current_turn)
+    line_capture.accesses_record(memory_ids=[r.memory.pk for r in result.results], turn=data.current_turn)
     return {"response": result.response, "query": result.query, "filter": result.filter,
             "latency_ms": result.latency_ms}
 

@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 
 from api.models import ApiToken
 from api.throttle import allowed
-from memory.api import DEFAULT_SCORING, INT_MAX, NAME_LIMIT, SCORING_PRESETS, ToolContext, build_server, clean_text
+from memory.api import DEFAULT_SCORING, SCORING_PRESETS, ToolContext, build_server, limits
 from memory.models import MemoryBank
 
 PATH = "/mcp"
@@ -59,10 +59,10 @@ def _context(token: str, params: dict[str, str]) -> ToolContext:
         if scoring not in SCORING_PRESETS:
             raise Refused(400, f"scoring must be one of: {', '.join(SCORING_PRESETS)}.")
         turn = params.get("turn")
-        if turn and not (turn.isascii() and turn.lstrip("-").isdigit() and -INT_MAX - 1 <= int(turn) <= INT_MAX):
-            raise Refused(400, f"turn must be a whole number between {-INT_MAX - 1:,} and {INT_MAX:,}.")
+        if turn and not (turn.isascii() and turn.lstrip("-").isdigit() and -limits.INT_MAX - 1 <= int(turn) <= limits.INT_MAX):
+            raise Refused(400, f"turn must be a whole number between {-limits.INT_MAX - 1:,} and {limits.INT_MAX:,}.")
         try:  # the API's rule for a name (memory.services.validation): %00 or %07 in the URL is a 400
-            agent = clean_text(params["agent"], "agent", limit=NAME_LIMIT, name=True)
+            agent = limits.clean_text(params["agent"], "agent", limit=limits.NAME_LIMIT, name=True)
         except ValidationError as exc:
             raise Refused(400, f"agent: {' '.join(exc.message_dict['agent'])}") from None
         return ToolContext(bank=bank, agent=agent, current_turn=int(turn) if turn else None, scoring=scoring)

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from memory.api import clean_text
+from memory.api import limits
 
 PREFIX = "wonda_"
 
@@ -44,7 +44,7 @@ class ApiToken(models.Model):
     def issue(cls, *, user, name: str) -> tuple["ApiToken", str]:
         """A new token and its secret, which is never stored and never shown again. A name that breaks
         the text rule (memory.services.validation) is a ValidationError naming it."""
-        name = clean_text(name.strip()[:100], "name", limit=100, required=False, name=True)
+        name = limits.clean_text(name.strip()[:100], "name", limit=100, required=False, name=True)
         raw = PREFIX + secrets.token_urlsafe(32)
         token = cls.objects.create(user=user, name=name or "API token", hint=f"{PREFIX}…{raw[-4:]}",
                                    digest=token_hash(raw))

@@ -16,10 +16,7 @@ from django.core.exceptions import ValidationError
 from ninja import Schema
 from pydantic import AfterValidator, Field, model_validator
 
-from memory.api import (
-    DEFAULT_SCORING, INT_MAX, MAX_RESULTS, NAME_LIMIT, OFFSET_MAX, RECALL_K_MAX, RETAIN_LISTENERS_MAX, SIMILARITY_THRESHOLD, TEXT_LIMIT,
-    clean_kinds, clean_text, tag_mode,
-)
+from memory.api import DEFAULT_SCORING, SIMILARITY, limits, store_verbs
 from memory.models import Memory
 
 METADATA_KEYS_MAX = 50
@@ -29,7 +26,7 @@ METADATA_VALUE_LIMIT = 2_000
 def _text(limit: int, required: bool = True, name: bool = False):
     def check(value: str) -> str:
         try:
-            return clean_text(value, "value", limit=limit, required=required, name=name)
+            return limits.clean_text(value, "value", limit=limit, required=required, name=name)
         except ValidationError as exc:
             raise ValueError(" ".join(exc.message_dict["value"])) from None
     return AfterValidator(check)
@@ -37,14 +34,14 @@ def _text(limit: int, required: bool = True, name: bool = False):
 
 def _kinds(value: list[str] | None) -> list[str] | None:
     try:
-        return clean_kinds(value) if value is not None else None
+        return limits.clean_kinds(value) if value is not None else None
     except ValidationError as exc:
         raise ValueError(" ".join(exc.message_dict["kinds"])) from None
 
 
 def _tag_mode(value: str) -> str:
     try:
-        return tag_mode(value)
+        return store_verbs.tag_mode(value)
     except ValidationError as exc:
         raise ValueError(" ".join(exc.message_dict["tag_mode"])) from None
 
@@ -55,13 +52,13 @@ def _metadata(value: dict) -> dict:
         raise ValueError(f"at most {METADATA_KEYS_MAX} keys; this has {len(value)}.")
     for key, item in value.items():
         try:
-            clean_text(key, "metadata", limit=NAME_LIMIT, name=True)
+            limits.clean_text(key, "metadata", limit=limits.NAME_LIMIT, name=True)
             if isinstance(item, str):
-                clean_text(item, "metadata", limit=METADATA_VALUE_LIMIT, required=False)
+                limits.clean_text(item, "metadata", limit=METADATA_VALUE_LIMIT, required=False)
         except ValidationError as exc:
             raise ValueError(f"{key[:40]!r}: {' '.join(exc.message_dict['metadata'])}") from None
-        if not isinstance(item, str) and isinstance(item, (int, float)) and abs(item) > INT_MAX:
-            raise ValueError(f"{key}: a number between {-INT_MAX:,} and {INT_MAX:,}.")
+        if not isinstance(item, str) and isinstance(item, (int, float)) and abs(item) > limits.INT_MAX:
+            raise ValueError(f"{key}: a number between {-limits.INT_MAX:,} and {limits.INT_MAX:,}.")
     return value
 
 
@@ -71,12 +68,12 @@ def _status(value: str) -> str:
     return value
 
 
-Name = Annotated[str, _text(NAME_LIMIT, name=True)]
-OptionalName = Annotated[str, _text(NAME_LIMIT, required=False, name=True)]
-Text = Annotated[str, _text(TEXT_LIMIT)]
-OptionalText = Annotated[str, _text(TEXT_LIMIT, required=False)]
+Name = Annotated[str, _text(limits.NAME_LIMIT, name=True)]
+OptionalName = Annotated[str, _text(limits.NAME_LIMIT, required=False, name=True)]
+Text = Annotated[str, _text(limits.TEXT_LIMIT)]
+OptionalText = Annotated[str, _text(limits.TEXT_LIMIT, required=False)]
 Content = Annotated[str, _text(10**6)]  # memory.models.MAX_CONTENT_CHARS has the last word
-Turn = Annotated[int, Field(ge=-INT_MAX - 1, le=INT_MAX)]
+Turn = Annotated[int, Field(ge=-limits.INT_MAX - 1, le=limits.INT_MAX)]
 Importance = Annotated[float, Field(ge=0, le=10)]
 Valence = Annotated[float, Field(ge=-1, le=1)]
 Tags = Annotated[list[Annotated[str, _text(100, name=True)]], Field(max_length=50)]
@@ -88,7 +85,7 @@ TagMode = Annotated[str, AfterValidator(_tag_mode), Field(
 Metadata = Annotated[dict[str, str | int | float | bool], AfterValidator(_metadata), Field(
     description="Your key-value pairs; kept in the memory's metadata under \"given\".")]
 Threshold = Annotated[float, Field(ge=-1, le=1, description="Cosine similarity to the query, at least this.")]
-MaxResults = Annotated[int, Field(ge=1, le=RECALL_K_MAX)]
+MaxResults = Annotated[int, Field(ge=1, le=limits.RECALL_K_MAX)]
 
 
 class BankIn(Schema):
@@ -165,7 +162,7 @@ class RetainIn(Schema):
     tags: Tags = []
     speaker: Name | None = None
     text: Text | None = None
-    listeners: Annotated[list[Name], Field(min_length=1, max_length=RETAIN_LISTENERS_MAX)] | None = None
+    listeners: Annotated[list[Name], Field(min_length=1, max_length=limits.RETAIN_LISTENERS_MAX)] | None = None
     turn: Turn | None = None
     scorer: str | None = "heuristic"
     # Seed 003's capture filters, for a line heard (as a run's settings name them).
@@ -202,8 +199,8 @@ class RecallIn(Schema):
     tags: Tags = []
     tag_mode: TagMode = "any"
     min_importance: Importance | None = None
-    similarity_threshold: Threshold = SIMILARITY_THRESHOLD
-    max_results: MaxResults = MAX_RESULTS
+    similarity_threshold: Threshold = store_verbs.SIMILARITY_THRESHOLD
+    max_results: MaxResults = store_verbs.MAX_RESULTS
     k: MaxResults | None = Field(None, description="Older name of max_results; wins when given.")
     scoring: str = DEFAULT_SCORING
     current_turn: Turn | None = None
@@ -232,8 +229,8 @@ class ReflectIn(Schema):
     context: OptionalText = ""
     tags: Tags = []
     tag_mode: TagMode = "any"
-    similarity_threshold: Threshold = SIMILARITY_THRESHOLD
-    max_results: MaxResults = MAX_RESULTS
+    similarity_threshold: Threshold = store_verbs.SIMILARITY_THRESHOLD
+    max_results: MaxResults = store_verbs.MAX_RESULTS
 
     @model_validator(mode="after")
     def something_to_do(self):
@@ -254,10 +251,10 @@ class ConsolidateIn(Schema):
     context: OptionalText = ""
     tags: Tags = []
     tag_mode: TagMode = "any"
-    threshold: Annotated[float, Field(ge=0, le=1)] = SIMILARITY_THRESHOLD
+    threshold: Annotated[float, Field(ge=0, le=1)] = store_verbs.SIMILARITY_THRESHOLD
     before_turn: Turn | None = None
-    by: Literal["similarity", "session"] = Field(
-        "similarity", description="similarity: groups of similar memories (seed 004). session: the agent's "
+    by: Literal[SIMILARITY, "session"] = Field(
+        SIMILARITY, description="similarity: groups of similar memories (seed 004). session: the agent's "
                                   "conversation sessions by story time (seed 003), each summarised as one memory.")
     session_minutes: Annotated[float, Field(gt=0, le=10_080)] = Field(
         60, description="by session: a session is every line within this many story minutes of its first.")
@@ -276,7 +273,7 @@ class MemoriesQuery(Schema):
     kind: Annotated[str | None, AfterValidator(lambda v: _kinds([v])[0] if v else v)] = None
     status: Annotated[str, AfterValidator(_status)] = "active"
     limit: Annotated[int, Field(ge=1, le=1000)] = 100
-    offset: Annotated[int, Field(ge=0, le=OFFSET_MAX)] = 0
+    offset: Annotated[int, Field(ge=0, le=limits.OFFSET_MAX)] = 0
 
 
 class StatsOut(Schema):

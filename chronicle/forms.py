@@ -10,9 +10,9 @@ from django.conf import settings
 from chronicle.form_fields import KnowledgeField, ListField, LoreField, lore_rows
 from chronicle.models import TEXT_LIMIT, Character, Scenario
 from chronicle.text_rule import TextRuleForm
-from memory.api import CHARACTER_FIELDS, CHARACTER_LIST_FIELDS, CHARACTER_TEXT_FIELDS, text_problem
+from memory.api import sheet_fields, text_problem
 
-LIST_FIELDS = CHARACTER_LIST_FIELDS
+LIST_FIELDS = sheet_fields.CHARACTER_LIST_FIELDS
 
 
 CARD_TEXT_LIMIT = TEXT_LIMIT * 5  # what an imported card may carry in first_mes, scenario, mes_example
@@ -54,7 +54,7 @@ class CharacterForm(TextRuleForm, forms.ModelForm):
 
     class Meta:
         model = Character
-        fields = list(CHARACTER_FIELDS)
+        fields = list(sheet_fields.CHARACTER_FIELDS)
         labels = {"public_face": "Public face"}
         help_texts = {
             "name": "How the character is called; unique among your characters.",
@@ -68,7 +68,7 @@ class CharacterForm(TextRuleForm, forms.ModelForm):
             "communication_style": "How they talk.",
             "decision_style": "How they make choices.",
         }
-        widgets = {f: forms.Textarea(attrs={"rows": 3}) for f in CHARACTER_TEXT_FIELDS
+        widgets = {f: forms.Textarea(attrs={"rows": 3}) for f in sheet_fields.CHARACTER_TEXT_FIELDS
                    if f not in ("role", "archetype")}  # those two are a few words
 
     def __init__(self, *args, owner, **kwargs):

@@ -41,7 +41,7 @@ from chronicle.simulation.control.services import (
     simulation_settings_errors,
 )
 from memory.models import Memory
-from memory.api import DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, banks_delete, standing
+from memory.api import banks, relations, tools_offered
 from core.pool import pool_status
 from core.migrations_state import unapplied_migrations
 from core.workers import WorkerProcess, ping_workers
@@ -182,8 +182,8 @@ def settings_for(*, title: str, file_settings: dict, script: list, turns: int | 
         # A recorded model was offered the tools it called: the replay offers them too.
         called = {call.get("name") for line in script for reply in line.get("replies") or []
                   for call in reply.get("tool_calls") or [] if isinstance(call, dict)}
-        if called - set(DEFAULT_SIMULATION_TOOLS) and "tool_set" not in file_settings:
-            values["tool_set"] = [name for name in SIMULATION_TOOLS if name in called or name in DEFAULT_SIMULATION_TOOLS]
+        if called - set(tools_offered.DEFAULT_SIMULATION_TOOLS) and "tool_set" not in file_settings:
+            values["tool_set"] = [name for name in tools_offered.SIMULATION_TOOLS if name in called or name in tools_offered.DEFAULT_SIMULATION_TOOLS]
     values.setdefault("provider", django_settings.LLM_PROVIDER)
     if values["provider"] == Simulation.Provider.OPENAI:
         values = {**server_defaults(), **values, "api_key": django_settings.LLM_API_KEY}
@@ -320,7 +320,7 @@ def run_report(simulation: Simulation) -> dict:
              "confidence": h["confidence"], "true": claim["true"], "stance": h["stance"],
              "disputed": h["disputed"], "history": h["history"]}
             for claim in who_believes(simulation) for h in claim["holders"]]
-    stood = standing(simulation.bank_id) if simulation.bank_id is not None else {}
+    stood = relations.standing(simulation.bank_id) if simulation.bank_id is not None else {}
     distortions = distortion_counts(simulation, turns)
     relationships = [{"agent": r.agent, "other": r.other, "trust": r.trust, "affinity": r.affinity, "turn": r.turn,
                       "why": r.reason} for r in stood.values()]
@@ -364,7 +364,7 @@ def run_discard(*, imported: Imported, simulation: Simulation | None) -> None:
     if imported.throwaway:
         # Its banks first, each locked (banks_delete): a worker's task still writing into one (keys,
         # feelings, an insight) finishes before, or finds it gone; then everything else it owns.
-        banks_delete(owner=imported.owner)
+        banks.banks_delete(owner=imported.owner)
         imported.owner.delete()  # characters, scenarios and simulations go with their owner
         return
     if simulation is not None:

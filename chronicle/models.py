@@ -8,7 +8,7 @@ from django.core.validators import MaxLengthValidator
 from django.db import models
 
 from chronicle import macros
-from memory.api import CHARACTER_LIST_FIELDS, CHARACTER_TEXT_FIELDS, CharacterSheet, ExtraMemory, ScenarioSheet
+from memory.api import CharacterSheet, ExtraMemory, ScenarioSheet, sheet_fields
 from core.querysets import OwnedQuerySet
 
 TEXT_LIMIT = 10_000  # the memory store's content limit; longer text could not become one memory
@@ -88,8 +88,8 @@ class Character(models.Model):
             knowledge[other] = f"{knowledge[other]}\n{note}" if knowledge.get(other) else note
         extras = self.card_extras or {}
         return CharacterSheet(
-            name=self.name, **{name: text(getattr(self, name)) for name in CHARACTER_TEXT_FIELDS},
-            **{name: [text(item) for item in getattr(self, name)] for name in CHARACTER_LIST_FIELDS},
+            name=self.name, **{name: text(getattr(self, name)) for name in sheet_fields.CHARACTER_TEXT_FIELDS},
+            **{name: [text(item) for item in getattr(self, name)] for name in sheet_fields.CHARACTER_LIST_FIELDS},
             secrets=[text(s) for s in self.secrets if s.strip()], knowledge=knowledge,
             extra_memories=[ExtraMemory(content=text(e["content"]), keys=[text(k) for k in e.get("keys") or []])
                             for e in self.lore_entries() if e["enabled"]],

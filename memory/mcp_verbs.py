@@ -19,6 +19,7 @@ from memory.living.sessions import MIN_SESSION_LINES, SESSION_MINUTES, SESSION_P
 from memory.recalling.tool_types import ToolCallResult, ToolContext
 from memory.services.store import MAX_RESULTS, SIMILARITY_THRESHOLD, reflect_on, tag_filter
 from memory.services.validation import INT_MAX, RECALL_K_MAX, clean_text
+from memory.recalling.scoring import SIMILARITY
 
 Ask = Callable[..., str]
 
@@ -50,7 +51,7 @@ SCHEMAS = {
             "context": _CONTEXT, "tags": _TAGS, "tag_mode": _TAG_MODE,
             "threshold": {"type": "number", "minimum": 0, "maximum": 1, "default": SIMILARITY_THRESHOLD},
             "before_turn": {"type": "integer", "description": "Only memories of turns before this one."},
-            "by": {"type": "string", "enum": ["similarity", "session"], "default": "similarity",
+            "by": {"type": "string", "enum": [SIMILARITY, "session"], "default": SIMILARITY,
                    "description": "session: your conversation sessions by story time instead, each summarised."},
             "session_minutes": {"type": "number", "minimum": 1, "maximum": 10080, "default": SESSION_MINUTES,
                                 "description": "by session: every line within this many story minutes of the first."},
@@ -88,7 +89,7 @@ def _reflect(arguments: dict, context: ToolContext, ask: Ask | None) -> dict:
                               max_results=_whole(arguments, "max_results", MAX_RESULTS, 1, RECALL_K_MAX),
                               current_turn=context.current_turn, ask=ask)
     return {"answer": answer, "memories": [{"id": r.memory.pk, "content": r.memory.content, "kind": r.memory.kind,
-                                            "turn": r.memory.turn, "similarity": round(r.components.get("similarity", 0.0), 4)}
+                                            "turn": r.memory.turn, SIMILARITY: round(r.components.get(SIMILARITY, 0.0), 4)}
                                            for r in used]}
 
 
@@ -97,8 +98,8 @@ def _consolidate(arguments: dict, context: ToolContext, ask: Ask | None) -> dict
     query = clean_text(query, "query") if query is not None else None
     said = clean_text(arguments.get("context", ""), "context", required=False)
     tags = tag_filter(arguments.get("tags"), arguments.get("tag_mode"))
-    by = arguments.get("by", "similarity")
-    if by not in ("similarity", "session"):
+    by = arguments.get("by", SIMILARITY)
+    if by not in (SIMILARITY, "session"):
         raise ValidationError({"by": ["use similarity or session."]})
     if by == "session":
         results = consolidate_sessions(

@@ -4,6 +4,7 @@ memory only through its public API (memory.api) and its models (the ORM). Read f
 from __future__ import annotations
 
 import ast
+import types
 from pathlib import Path
 
 import pytest
@@ -39,11 +40,27 @@ def test_other_apps_use_memory_only_through_its_public_api(package):
     assert reaching_in == [], "import these from memory.api (add them there if they are new):\n" + "\n".join(reaching_in)
 
 
+def _offered() -> dict[str, object]:
+    """Every name memory.api offers, each facade's members (memory/facades/) as `facade.name`."""
+    import memory.api
+
+    offered = {}
+    for name in memory.api.__all__:
+        offered[name] = value = getattr(memory.api, name)
+        if isinstance(value, types.ModuleType):
+            offered.update({f"{name}.{member}": getattr(value, member) for member in value.__all__})
+    return offered
+
+
 def test_the_public_api_names_what_it_offers():
     import memory.api
 
     assert sorted(memory.api.__all__) == sorted(set(memory.api.__all__))
     missing = [name for name in memory.api.__all__ if not hasattr(memory.api, name)]
+    assert missing == []
+    facades = [getattr(memory.api, name) for name in memory.api.__all__
+               if isinstance(getattr(memory.api, name), types.ModuleType)]
+    missing = [f"{f.__name__}.{member}" for f in facades for member in f.__all__ if not hasattr(f, member)]
     assert missing == []
 
 
@@ -57,35 +74,28 @@ def test_nothing_in_memory_imports_its_tasks_back():
 MEMORY_API_MOST = 40  # services and the types they take, not memory's insides
 
 
-def _memory_api_names() -> list[str]:
-    import memory.api
-
-    return list(memory.api.__all__)
-
-
 def test_no_task_crosses_the_public_api():
     """Other apps ask memory for background work through its request services (memory.queue); a
     Celery task handed out would let them queue memory's work their own way."""
     from celery.local import Proxy
     from celery.app.task import Task
 
-    import memory.api
-
-    tasks = [name for name in _memory_api_names()
-             if isinstance(getattr(memory.api, name), (Task, Proxy)) or name.endswith("_task")]
+    tasks = [name for name, value in _offered().items()
+             if isinstance(value, (Task, Proxy)) or name.endswith("_task")]
     assert tasks == []
 
 
-def test_no_prompt_crosses_the_public_api():
-    """What memory asks a model is memory's own: another app gets its services, not its prompts' words."""
-    assert [name for name in _memory_api_names() if "prompt" in name.lower()] == []
+def test_no_prompt_or_parser_crosses_the_public_api():
+    """What memory asks a model, and how it reads its own settings' text, are memory's own: another app
+    gets its services, not its prompts' words or its parsers."""
+    assert [name for name in _offered() if "prompt" in name.lower()] == []
+    assert [name for name in _offered() if name.rpartition(".")[2].startswith("parse")] == []
 
 
-@pytest.mark.xfail(strict=True, reason="memory.api is being narrowed to a handful of services; when this "
-                                       "passes, drop the mark")
 def test_the_public_api_is_a_handful_of_services():
-    names = _memory_api_names()
-    assert len(names) <= MEMORY_API_MOST, f"memory.api exports {len(names)} names"
+    import memory.api
+
+    assert len(memory.api.__all__) <= MEMORY_API_MOST, f"memory.api exports {len(memory.api.__all__)} names"
 
 
 def test_memory_imports_its_own_modules_at_the_top():
@@ -182,23 +192,14 @@ def test_no_two_modules_import_each_other(package):
 
 
 @pytest.mark.parametrize("package", ["chronicle", "memory", "api"])
-def test_the_default_scoring_preset_is_named_once(package):
-    """memory.recalling.scoring.DEFAULT_SCORING is every default preset (a run's, a search's, the
-    commands'): a literal default elsewhere would drift from it when the default changes."""
+def test_similarity_is_named_once(package):
+    """memory.recalling.scoring.SIMILARITY names a score's similarity part: its component, its weight, the
+    preset of it alone, and so DEFAULT_SCORING, every default preset (a run's, a search's, the commands').
+    A literal "similarity" elsewhere would drift from it when the default changes."""
     literal = []
     for path in sorted((ROOT / package).rglob("*.py")):
         if "migrations" in path.parts or path == ROOT / "memory/recalling/scoring.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            defaults = []
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                defaults = node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
-            elif isinstance(node, ast.AnnAssign) and node.value is not None:
-                defaults = [node.value]
-            elif isinstance(node, ast.Call):
-                defaults = [k.value for k in node.keywords if k.arg in ("default", "initial")]
-            elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
-                defaults = node.values[-1:]  # `params.get("scoring") or "similarity"`
-            literal += [f"{path.relative_to(ROOT)}:{d.lineno}" for d in defaults
-                        if isinstance(d, ast.Constant) and d.value == "similarity"]
+        literal += [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.Constant) and node.value == "similarity"]
     assert literal == []

@@ -43,7 +43,7 @@ def _samples(text: str) -> dict[tuple, float]:
 
 def test_the_stores_operations_are_counted_as_seed_004_names_them(user, staff_user, client_for):
     from api.models import ApiToken
-    from memory.api import bank_create
+    from memory.services import bank_create
 
     bank = bank_create(name="Ava's woods", owner=user)
     raw = ApiToken.issue(user=user, name="tests")[1]
@@ -85,7 +85,9 @@ def test_the_stores_operations_are_counted_as_seed_004_names_them(user, staff_us
 
 def test_the_capture_filters_effectiveness_is_counted(user, staff_user, client_for):
     """Seed 003's filter effectiveness: each listener's copy of a line heard, kept or filtered out and why."""
-    from memory.api import CaptureFilters, bank_create, remember_utterance
+    from memory.forming.importance import CaptureFilters
+    from memory.services import bank_create
+    from memory.forming.capture import remember_utterance
 
     bank = bank_create(name="Echoes", owner=user)
     staff = client_for(staff_user)

@@ -102,7 +102,8 @@ def _seed_mode(mode: str) -> str:
 
 def memory_operation_series():
     """Seed 004's store metrics, from the counts every process adds to in Redis (memory.measuring.operations)."""
-    from memory.api import OPERATION_BUCKETS, operation_counts
+    from memory.measuring.operations import BUCKETS as OPERATION_BUCKETS
+    from memory.measuring.operations import read as operation_counts
 
     counts = operation_counts()
     split: dict[str, dict[str, dict[str, float]]] = {}  # "results|any|le|5" → split["results"]["any"]["le|5"]

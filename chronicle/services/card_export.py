@@ -13,14 +13,14 @@ from PIL.PngImagePlugin import PngInfo
 
 from chronicle.models import Character, Scenario
 from chronicle.services.portraits import portrait_image
-from memory.api import CHARACTER_LIST_FIELDS, CHARACTER_LONG_LIST_FIELDS, CHARACTER_TEXT_FIELDS
+from memory.api import sheet_fields
 
 CARD_SPEC = "chara_card_v2"
 WONDA_FORMAT = "wonda"
 # A character's fields as memory's sheet lists them (a secret's items may be paragraphs, a trait's not).
-TEXT_FIELDS = CHARACTER_TEXT_FIELDS
-LIST_FIELDS = CHARACTER_LIST_FIELDS
-LONG_LIST_FIELDS = CHARACTER_LONG_LIST_FIELDS
+TEXT_FIELDS = sheet_fields.CHARACTER_TEXT_FIELDS
+LIST_FIELDS = sheet_fields.CHARACTER_LIST_FIELDS
+LONG_LIST_FIELDS = sheet_fields.CHARACTER_LONG_LIST_FIELDS
 # Card V2 string fields kept verbatim in card_extras (Wonda has no field of its own for them).
 CARD_EXTRA_TEXT = ("first_mes", "mes_example", "scenario", "creator_notes", "system_prompt",
                    "post_history_instructions", "creator", "character_version")

@@ -7,9 +7,9 @@ from typing import Any
 from django.db import transaction
 
 from chronicle.models import Character, Scenario
-from memory.api import CHARACTER_FIELDS, bank_create, bank_delete, bank_rename, bank_request_seed
+from memory.api import banks, sheet_fields
 
-FIELDS = (*CHARACTER_FIELDS, "extra_memories", "card_extras")
+FIELDS = (*sheet_fields.CHARACTER_FIELDS, "extra_memories", "card_extras")
 # SillyTavern card fields the character form edits, by form field → card_extras key (they stay in
 # card_extras so an export gives them back where a card keeps them).
 CARD_FIELDS = {"first_mes": "first_mes", "alternate_greetings": "alternate_greetings",
@@ -36,10 +36,10 @@ def _apply(character: Character, data: dict[str, Any]) -> None:
 def character_request_preview(*, character: Character) -> Character:
     """Seed (or re-seed) the character's own preview bank with just this character."""
     if character.preview_bank_id is None:
-        character.preview_bank = bank_create(name=f"Preview: {character.name}", owner=character.owner)
+        character.preview_bank = banks.bank_create(name=f"Preview: {character.name}", owner=character.owner)
         character.save(update_fields=["preview_bank", "updated"])
     # bank_request_seed dispatches with delay_on_commit: the worker starts after our transaction commits.
-    bank_request_seed(bank=character.preview_bank, characters=[character.to_sheet()], scenario=None)
+    banks.bank_request_seed(bank=character.preview_bank, characters=[character.to_sheet()], scenario=None)
     return character
 
 
@@ -77,14 +77,14 @@ def character_delete(*, character: Character) -> None:
             scenario.save(update_fields=["pair_notes", "pair_standing", "updated"])
     character.delete()
     if bank is not None:
-        bank_delete(bank=bank)  # the preview bank is the character's alone
+        banks.bank_delete(bank=bank)  # the preview bank is the character's alone
 
 
 def _renamed(character: Character, old: str) -> None:
     """A new name reaches everything that named the character: its preview bank, the pair notes of
     the writer's scenarios, and what the writer's other characters know about it."""
     if character.preview_bank_id is not None:
-        bank_rename(bank_id=character.preview_bank_id, name=f"Preview: {character.name}")
+        banks.bank_rename(bank_id=character.preview_bank_id, name=f"Preview: {character.name}")
     new = character.name
     for scenario in Scenario.objects.owned_by(character.owner).select_for_update():
         changed = []

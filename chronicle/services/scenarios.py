@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from chronicle.models import Character, Scenario
-from memory.api import bank_create, bank_delete, bank_request_seed
+from memory.api import banks
 
 FIELDS = ("title", "location", "atmosphere", "time_of_day", "description", "user_name", "pair_notes", "pair_standing",
           "run_settings")
@@ -44,9 +44,9 @@ def clean_pair_standing(standing: dict, names: set[str]) -> dict[str, dict[str, 
 
 def scenario_request_preview(*, scenario: Scenario) -> Scenario:
     if scenario.preview_bank_id is None:
-        scenario.preview_bank = bank_create(name=f"Preview: {scenario.title}", owner=scenario.owner)
+        scenario.preview_bank = banks.bank_create(name=f"Preview: {scenario.title}", owner=scenario.owner)
         scenario.save(update_fields=["preview_bank", "updated"])
-    bank_request_seed(bank=scenario.preview_bank, characters=scenario.cast_sheets(), scenario=scenario.to_sheet())
+    banks.bank_request_seed(bank=scenario.preview_bank, characters=scenario.cast_sheets(), scenario=scenario.to_sheet())
     return scenario
 
 
@@ -84,4 +84,4 @@ def scenario_delete(*, scenario: Scenario) -> None:
     bank = scenario.preview_bank
     scenario.delete()
     if bank is not None:
-        bank_delete(bank=bank)
+        banks.bank_delete(bank=bank)

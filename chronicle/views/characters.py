@@ -20,7 +20,7 @@ from chronicle.services.characters import (character_create as create_character,
                                            character_update)
 from chronicle.views.common import HtmxHttpRequest, field_errors_response, preview_response, vary_on_htmx
 from chronicle.writing.ask import ask, writer_provider
-from memory.api import recall
+from memory.api import recollection
 
 ASK_K = 8
 
@@ -146,7 +146,7 @@ def character_ask(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     bank = character.preview_bank
     if query and bank is not None:
         # A pure read: asking from the authoring page changes no access count.
-        results = recall(bank, query, agent=character.name, k=ASK_K)
+        results = recollection.recall(bank, query, agent=character.name, k=ASK_K)
         answer = ask(agent=character.name, question=query, memories=[r.memory for r in results],
                      provider=writer_provider(request.user))
     elif query:

@@ -15,7 +15,7 @@ from chronicle.writing import ask, exports, selectors, services
 from chronicle.writing.forms import LineForm, MemoryEditForm
 from chronicle.writing.models import ChronicleEntry
 from chronicle.writing.tasks import form_memory_task
-from memory.api import memories_prune as bank_prune, memories_unprune, text_problem_in
+from memory.api import memory_edits, text_problem_in
 from memory.models import Memory
 
 
@@ -90,9 +90,9 @@ def memories_prune(*, simulation: Simulation, restore: bool = False) -> str:
     if simulation.bank_id is None:
         raise ValidationError("This simulation has no memory bank yet.")
     if restore:
-        n = memories_unprune(bank=simulation.bank)
+        n = memory_edits.memories_unprune(bank=simulation.bank)
         return f"{n} pruned memor{'y' if n == 1 else 'ies'} restored: found by searches again."
-    n = bank_prune(bank=simulation.bank)
+    n = memory_edits.memories_prune(bank=simulation.bank)
     if not n:
         return "No memory has faded enough to prune: every lived memory is still important enough."
     return (f"{n} faded memor{'y' if n == 1 else 'ies'} archived (out of every search, not deleted): "

@@ -17,7 +17,7 @@ from django.conf import settings
 
 from chronicle.simulation.providers import ProviderError, TurnHints, get_provider
 from chronicle.simulation.providers.voice import named_voice, own_sheet_voice
-from memory.api import SECRET_LABEL
+from memory.api import beliefs_held
 from memory.models import Memory
 
 CITATION = re.compile(r"\[#(\d+)\]")
@@ -93,8 +93,8 @@ def _sentence(memory: Memory, agent: str) -> str:
         if label in _SCENE_LABELS and rest:
             return f"{_SCENE_LABELS[label]} {rest.rstrip('.')}."
         return content
-    if content.startswith(SECRET_LABEL):  # told only when asked: "Between us: I saw …"
-        content = "Between us: " + content[len(SECRET_LABEL):]
+    if content.startswith(beliefs_held.SECRET_LABEL):  # told only when asked: "Between us: I saw …"
+        content = "Between us: " + content[len(beliefs_held.SECRET_LABEL):]
     speaker, colon, words = content.partition(" said: ")
     if colon and speaker and len(speaker) <= 100:
         # A line someone spoke is quoted as it was said; only who said it is in the agent's voice.
@@ -116,7 +116,7 @@ _ASKS_SECRETS = re.compile(r"\b(?:secrets?|hid(?:e|es|ing|den)|confess\w*|the tr
 
 
 def _is_secret(memory: Memory) -> bool:
-    return memory.category == "secrets" or memory.content.startswith(SECRET_LABEL)
+    return memory.category == "secrets" or memory.content.startswith(beliefs_held.SECRET_LABEL)
 
 
 def scripted_answer(*, agent: str, question: str, memories: list[Memory]) -> Answer:

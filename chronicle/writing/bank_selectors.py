@@ -13,7 +13,7 @@ from django.db.models.functions import MD5, Cast, Concat
 
 from chronicle.simulation.run.models import Simulation
 from memory.models import Memory
-from memory.api import MemoryFilter, recall
+from memory.api import MemoryFilter, recollection
 
 # --- the writer's search (the inspector's, as of a turn: selectors.turn_search_results) ---------
 
@@ -25,7 +25,7 @@ def bank_search(simulation: Simulation, query: str, agent: str | None = None) ->
     if not query or simulation.bank_id is None:
         return []
     # One query vector for an interactive search (STYLE.md allows this one in a request).
-    results = recall(simulation.bank, query, filter=MemoryFilter(agent=agent) if agent else None, k=SEARCH_K)
+    results = recollection.recall(simulation.bank, query, filter=MemoryFilter(agent=agent) if agent else None, k=SEARCH_K)
     return [r.snapshot() for r in results]
 
 

@@ -28,8 +28,7 @@ from chronicle.writing.timeline import bank_timeline
 # A refused memory form is shown again on the page it came from, the turn inspector included.
 from chronicle.writing.views import _errors, _inspector_context, _memory, _next, _reach_warning, _simulation, _turn
 from memory.models import Memory
-from memory.api import IMPORTANCE_BANDS, memory_stats, pruned_count
-from memory.api import bank_map as laid_out_bank, bank_map_request
+from memory.api import banks
 
 
 # --- memories -------------------------------------------------------------------------------
@@ -62,7 +61,7 @@ def _memory_list_context(request: HttpRequest, simulation: Simulation, *, form: 
             "kinds": Memory.Kind.values, "sources": Memory.Source.values, "statuses": Memory.Status.values,
             "form": form, "reach_warning": _reach_warning(simulation, form), "draft": draft,
             "timeline": bank_timeline(simulation, agent=filters.agent),
-            "pruned": pruned_count(simulation.bank) if simulation.bank_id else 0,
+            "pruned": banks.pruned_count(simulation.bank) if simulation.bank_id else 0,
             "back_turn": int(back) if back.isdigit() and simulation.turns.filter(index=int(back)).exists() else None}
 
 
@@ -80,10 +79,10 @@ def simulation_analytics(request: HttpRequest, pk: int) -> HttpResponse:
     simulation = _simulation(request, pk)
     data = analytics(simulation, agent=request.GET.get("agent", ""))
     # Seed 002's MemoryStats: the chosen agent's, or each of the cast's (offline themes: no model call on a page).
-    stats = [memory_stats(simulation.bank, name) for name in ([data.agent] if data.agent else simulation.cast_names)] \
+    stats = [banks.memory_stats(simulation.bank, name) for name in ([data.agent] if data.agent else simulation.cast_names)] \
         if simulation.bank_id else []
     return TemplateResponse(request, "chronicle/writing/analytics.html",
-                            {"simulation": simulation, "data": data, "stats": stats, "bands": IMPORTANCE_BANDS,
+                            {"simulation": simulation, "data": data, "stats": stats, "bands": banks.IMPORTANCE_BANDS,
                              "storage": storage_report(simulation, agent=data.agent)})
 
 
@@ -94,8 +93,8 @@ def bank_map(request: HttpRequest, pk: int) -> HttpResponse:
     simulation = _simulation(request, pk)
     colour = "kind" if request.GET.get("colour") == "kind" else "agent"
     agent = request.GET.get("agent", "") if request.GET.get("agent", "") in simulation.cast_names else ""
-    kept, current = (None, True) if simulation.bank_id is None else laid_out_bank(
-        simulation.bank_id, queue=bank_map_request)
+    kept, current = (None, True) if simulation.bank_id is None else banks.bank_map(
+        simulation.bank_id, queue=banks.bank_map_request)
     drawn = memory_map(simulation, kept, colour=colour, agent=agent,
                        href=lambda row: memory_link(pk, row["pk"], row["agent"]))
     template = "chronicle/writing/bank_map.html" + ("#map" if request.htmx else "")

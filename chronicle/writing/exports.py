@@ -19,10 +19,7 @@ from chronicle.writing.export_rows import (CHUNK, MEMORY_FIELDS, RETRIEVAL_FIELD
                                            turn_rows)
 from chronicle.writing.models import ChronicleEntry, Edit
 from memory.models import Memory
-from memory.api import (
-    access_check, accesses_export, accesses_import, bank_create, bank_mark_seeded, memory_check, memory_create,
-    relationship_check, relationships_export, relationships_import,
-)
+from memory.api import bank_files, banks, memory_edits
 
 FORMAT = "wonda.simulation"
 VERSION = 1
@@ -165,8 +162,8 @@ def export_head(simulation: Simulation) -> dict:
                    "after": e.after, "label": e.label}
                   for e in Edit.objects.for_simulation(simulation).select_related("actor").order_by("id")],
         "memories": [],
-        "relationships": relationships_export(simulation.bank_id) if simulation.bank_id else [],
-        "accesses": accesses_export(simulation.bank_id) if simulation.bank_id else [],
+        "relationships": bank_files.relationships_export(simulation.bank_id) if simulation.bank_id else [],
+        "accesses": bank_files.accesses_export(simulation.bank_id) if simulation.bank_id else [],
     }
 
 
@@ -239,7 +236,7 @@ def _check_memories(rows: list[dict]) -> None:
         with _At(f"memories[{i}]"):
             row["id"]  # noqa: B018  (the retrieval records are re-pointed by it)
             fields = {f: row[f] for f in MEMORY_FIELDS if f in row and row[f] is not None and f != "content"}
-            memory_check(content=row.get("content"), **fields)
+            memory_edits.memory_check(content=row.get("content"), **fields)
             if not isinstance(row.get("keys") or [], list):
                 raise ValidationError({"keys": "should be a list of queries"})
 
@@ -259,7 +256,7 @@ def simulation_import(*, owner, data: dict) -> Simulation:
     memories = _rows(data, "memories")
     _check_memories(memories)
     relationships, accesses = _rows(data, "relationships"), _rows(data, "accesses")
-    for key, rows, check in (("relationships", relationships, relationship_check), ("accesses", accesses, access_check)):
+    for key, rows, check in (("relationships", relationships, bank_files.relationship_check), ("accesses", accesses, bank_files.access_check)):
         for i, row in enumerate(rows):
             with _At(f"{key}[{i}]"):
                 check(row)
@@ -279,7 +276,7 @@ def simulation_import(*, owner, data: dict) -> Simulation:
     except ValidationError as exc:
         raise ValidationError(f"The export's settings are not valid: {exc.messages[0]}") from exc
     simulation.save()
-    simulation.bank = bank_create(name=f"Simulation #{simulation.pk}: {simulation.title}"[:200], owner=owner)
+    simulation.bank = banks.bank_create(name=f"Simulation #{simulation.pk}: {simulation.title}"[:200], owner=owner)
     simulation.save(update_fields=["bank", "updated"])
     turn_ids = _import_turns(simulation, turns)
     _import_overrides_and_edits(simulation, data, owner, turn_ids)
@@ -353,11 +350,11 @@ def import_bank(*, simulation: Simulation, memories: list[dict], relationships: 
     for row in memories:
         extra = {f: row[f] for f in ("about", "speaker", "participants", "location", "related_goals",
                                      "emotional_valence", "decay_rate", "metadata", "status") if f in row}
-        memory = memory_create(bank=simulation.bank, content=row["content"], agent=row.get("agent", ""),
-                               kind=row.get("kind", "semantic"), category=row.get("category", ""),
-                               importance=row.get("importance", 5.0), tags=row.get("tags") or [],
-                               source=row.get("source", "writer"), turn=row.get("turn"), keys=row.get("keys") or [],
-                               **extra)
+        memory = memory_edits.memory_create(bank=simulation.bank, content=row["content"], agent=row.get("agent", ""),
+                                            kind=row.get("kind", "semantic"), category=row.get("category", ""),
+                                            importance=row.get("importance", 5.0), tags=row.get("tags") or [],
+                                            source=row.get("source", "writer"), turn=row.get("turn"), keys=row.get("keys") or [],
+                                            **extra)
         mapping[row["id"]] = memory.pk
     with transaction.atomic():
         for retrieval in Retrieval.objects.filter(turn__simulation=simulation):
@@ -370,7 +367,7 @@ def import_bank(*, simulation: Simulation, memories: list[dict], relationships: 
         for edit in Edit.objects.for_simulation(simulation).filter(target_type="memory"):
             edit.target_id = mapping.get(edit.target_id, edit.target_id)
             edit.save(update_fields=["target_id"])
-        relationships_import(bank=simulation.bank, rows=list(relationships), memory_ids=mapping)
-        accesses_import(rows=list(accesses), memory_ids=mapping)
-        bank_mark_seeded(bank=simulation.bank)
+        bank_files.relationships_import(bank=simulation.bank, rows=list(relationships), memory_ids=mapping)
+        bank_files.accesses_import(rows=list(accesses), memory_ids=mapping)
+        banks.bank_mark_seeded(bank=simulation.bank)
     return mapping

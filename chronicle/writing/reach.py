@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from chronicle.simulation.turn.briefing import PREPOPULATED_FACT_KINDS
 from chronicle.simulation.run.models import Simulation
 from memory.models import Memory
-from memory.api import QUERY_MEMORY_KINDS, SIMULATION_TOOLS
+from memory.api import tools_offered
 
 
 # --- reach: can the agent get a memory the writer forms? ----------------------------------------
@@ -24,7 +24,7 @@ from memory.api import QUERY_MEMORY_KINDS, SIMULATION_TOOLS
 TOOL_REACH: dict[str, tuple[tuple[str, ...], str]] = {
     "query_self": (("character",), "shared"),
     "query_scene": (("scene",), "any"),
-    "query_memory": (tuple(QUERY_MEMORY_KINDS), "shared"),
+    "query_memory": (tuple(tools_offered.QUERY_MEMORY_KINDS), "shared"),
     "recall_episodes": (("episodic", "observation", "action"), "own"),
     "recall_facts": (("semantic", "character_knowledge", "reflection"), "shared"),
     "check_similar_situations": (("episodic", "observation", "action", "reflection", "procedural"), "own"),
@@ -83,7 +83,7 @@ def reach(simulation: Simulation) -> Reach:
     if simulation.tools_unsupported and mode != Simulation.RetrievalMode.PREPOPULATE:
         mode = Simulation.RetrievalMode.PREPOPULATE  # the model refused tools: the engine fell back
     chosen = set(simulation.tool_set or [])
-    tools = [n for n in SIMULATION_TOOLS if n in chosen] \
+    tools = [n for n in tools_offered.SIMULATION_TOOLS if n in chosen] \
         if mode in ("tools", "both") and simulation.max_tool_calls > 0 else []
     sources = [(name, TOOL_REACH[name]) for name in tools if name in TOOL_REACH]
     if mode in ("prepopulate", "both"):

@@ -21,7 +21,7 @@ from chronicle.writing.bank_selectors import (BANK_PAGE_SIZE, SEARCH_K, BankCard
 from chronicle.writing.models import ChronicleEntry, Edit
 from chronicle.writing.reach import PREPOPULATE_REACH, TOOL_REACH, Reach, reach
 from memory.models import Memory
-from memory.api import MemoryFilter, recall
+from memory.api import MemoryFilter, recollection
 
 __all__ = [
     "turns_with_entries", "lines_with_entries", "entry_text", "entry_for", "history", "ComparedRow", "compare",
@@ -233,8 +233,8 @@ def turn_search_results(simulation: Simulation, turn: Turn, query: str, *, k: in
     gone = _gone_before(simulation, turn)
     flt = MemoryFilter(agent=turn.agent, shared=True, max_turn=turn.index, statuses=list(Memory.Status.values))
     # Asking for k + len(gone) cannot come back short when k memories that existed match.
-    results = recall(simulation.bank, query, filter=flt, k=k + len(gone), scoring=simulation.scoring,
-                     weights=simulation.weights or None, current_turn=turn.number)
+    results = recollection.recall(simulation.bank, query, filter=flt, k=k + len(gone), scoring=simulation.scoring,
+                                  weights=simulation.weights or None, current_turn=turn.number)
     return [r for r in results if r.memory.pk not in gone][:k]
 
 

@@ -20,10 +20,7 @@ from chronicle.simulation.control.services import ControlError
 from chronicle.simulation.story.stage import deliver
 from chronicle.writing.models import ChronicleEntry, Edit
 from chronicle.writing.selectors import inspector_overrides
-from memory.api import (
-    RECENT_TURNS, ConsolidationResult, consolidate, memory_archive, memory_check, memory_create, memory_mark,
-    memory_restore, memory_statuses_set, memory_update, statuses_of, summarizer,
-)
+from memory.api import memory_edits, upkeep
 from memory.models import Memory
 from chronicle.simulation.providers import get_provider
 
@@ -114,16 +111,16 @@ def _apply_memory(memory: Memory, field: str, value) -> None:
     """Write one field through memory's services (a new content is re-embedded by a worker and is
     out of search until then: the page must not load the model)."""
     if field == "content":
-        memory_update(memory=memory, content=value)
+        memory_edits.memory_update(memory=memory, content=value)
     elif field == "importance":
-        memory_update(memory=memory, importance=float(value))
+        memory_edits.memory_update(memory=memory, importance=float(value))
     elif field == "tags":
-        memory_update(memory=memory, tags=list(value))
+        memory_edits.memory_update(memory=memory, tags=list(value))
     elif field == "status":
         if value == Memory.Status.ARCHIVED:
-            memory_archive(memory=memory)
+            memory_edits.memory_archive(memory=memory)
         else:  # undoing an archive
-            memory_restore(memory=memory, status=value)
+            memory_edits.memory_restore(memory=memory, status=value)
 
 
 @transaction.atomic
@@ -175,12 +172,12 @@ def memory_promote(*, simulation: Simulation, memory: Memory, actor) -> Characte
         extras.append({"content": memory.content, "keys": []})
         character.extra_memories = extras
         character.save(update_fields=["extra_memories", "updated"])
-    memory_mark(memory=memory, promoted={"character": character.pk, "by": actor.get_username()})
+    memory_edits.memory_mark(memory=memory, promoted={"character": character.pk, "by": actor.get_username()})
     return character
 
 
 @transaction.atomic
-def memory_consolidate_edit(*, simulation: Simulation, agent: str, actor) -> list[ConsolidationResult]:
+def memory_consolidate_edit(*, simulation: Simulation, agent: str, actor) -> list[upkeep.ConsolidationResult]:
     """The writer's "Consolidate" button: the agent's memories older than its last RECENT_TURNS turns.
     One Edit per summary, its field "consolidation" holding every status it changed (the summary's
     and its originals'), so that undo puts them all back at once and an undo of the undo redoes it."""
@@ -189,18 +186,18 @@ def memory_consolidate_edit(*, simulation: Simulation, agent: str, actor) -> lis
     if agent not in simulation.cast_names:
         raise WritingError(f"{agent} is not in this simulation's cast.")
     last = simulation.turns.order_by("-index").values_list("index", flat=True).first()
-    before_turn = (last + 2 if last is not None else 1) - RECENT_TURNS  # memory turns are index + 1
+    before_turn = (last + 2 if last is not None else 1) - upkeep.RECENT_TURNS  # memory turns are index + 1
     summarize = None
     if simulation.provider == Simulation.Provider.OPENAI:  # the run's model writes the summaries
 
-        summarize = summarizer(get_provider(simulation).complete)
-    results = consolidate(simulation.bank, agent, before_turn=before_turn, summarize=summarize)
+        summarize = upkeep.summarizer(get_provider(simulation).complete)
+    results = upkeep.consolidate(simulation.bank, agent, before_turn=before_turn, summarize=summarize)
     for result in results:
         _record(simulation=simulation, actor=actor, target_type=Edit.Target.MEMORY, target_id=result.summary.pk,
                 field="consolidation",
                 before={str(result.summary.pk): Memory.Status.ARCHIVED} | {str(m.pk): Memory.Status.ACTIVE
                                                                               for m in result.originals},
-                after=statuses_of([result.summary, *result.originals]),
+                after=memory_edits.statuses_of([result.summary, *result.originals]),
                 label=f"{agent}: {len(result.originals)} memories consolidated into #{result.summary.pk}")
     return results
 
@@ -214,8 +211,8 @@ def writer_memory_check(*, simulation: Simulation, content: str, agent: str = ""
         raise ValidationError("This simulation has no memory bank yet: wait until it has been seeded.")
     if agent and agent not in simulation.cast_names:
         raise ValidationError({"agent": f"{agent} is not in this simulation's cast."})
-    return memory_check(bank_id=simulation.bank_id, content=content, agent=agent, kind=kind, importance=importance,
-                        tags=[t.strip() for t in tags if t and t.strip()], source=Memory.Source.WRITER, turn=turn)
+    return memory_edits.memory_check(bank_id=simulation.bank_id, content=content, agent=agent, kind=kind, importance=importance,
+                                     tags=[t.strip() for t in tags if t and t.strip()], source=Memory.Source.WRITER, turn=turn)
 
 
 @transaction.atomic
@@ -224,8 +221,8 @@ def writer_memory_form(*, simulation: Simulation, actor, content: str, agent: st
     """A memory written by the writer (source "writer"); it exists before turn `turn + 1`."""
     checked = writer_memory_check(simulation=simulation, content=content, agent=agent, kind=kind,
                                   importance=importance, tags=tags, turn=turn)
-    memory = memory_create(bank=simulation.bank, content=content, agent=agent, kind=kind, importance=importance,
-                           tags=checked.tags, source="writer", turn=turn)
+    memory = memory_edits.memory_create(bank=simulation.bank, content=content, agent=agent, kind=kind, importance=importance,
+                                        tags=checked.tags, source="writer", turn=turn)
     _record(simulation=simulation, actor=actor, target_type=Edit.Target.MEMORY, target_id=memory.pk,
             field="created", before=None, after=content, label=_memory_label(memory))
     return memory
@@ -313,8 +310,8 @@ def edit_undo(*, edit: Edit, actor) -> Edit:
         memory = Memory.objects.in_bank(simulation.bank).get(pk=edit.target_id)
         if edit.field == "consolidation":  # the summary and its originals, as they were (vectors untouched)
             ids = [int(i) for i in edit.before]
-            current = statuses_of(Memory.objects.in_bank(simulation.bank).filter(pk__in=ids))
-            memory_statuses_set(bank=simulation.bank, statuses=edit.before)
+            current = memory_edits.statuses_of(Memory.objects.in_bank(simulation.bank).filter(pk__in=ids))
+            memory_edits.memory_statuses_set(bank=simulation.bank, statuses=edit.before)
             return _record(simulation=simulation, actor=actor, target_type=edit.target_type,
                            target_id=edit.target_id, field=edit.field, before=current, after=edit.before,
                            label=edit.label, undoes=edit)

@@ -21,6 +21,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memory.recalling.filters import reranked
+
 BUILT_IN = {
     "paranoia": ("formation", "{name} is paranoid: retell it with the hidden threat {name} suspects behind it."),
     "depression": ("retrieval", "{name} is low: good memories come back faint."),
@@ -158,12 +160,7 @@ class RetrievalDistortion:
                 r.score -= lost
                 r.components = {**r.components, "distortion": round(-lost, 6)}
                 changed = True
-        if not changed:
-            return results
-        results = sorted(results, key=lambda r: (-r.score, -(r.memory.turn or 0), r.memory.pk))
-        for i, r in enumerate(results, start=1):
-            r.rank = i
-        return results
+        return reranked(results) if changed else results
 
 
 def retrieval_filter(agent: str, filters: list[Distortion]) -> RetrievalDistortion | None:

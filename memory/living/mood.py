@@ -27,6 +27,7 @@ from memory.embedding.errors import EmbeddingError
 from memory.living.reflection_rules import INNER_KINDS
 from memory.living.relationships import MAX_STEP
 from memory.models import Memory, MemoryBank, Relationship
+from memory.recalling.filters import reranked
 
 FADE = 0.75          # a feeling's weight a turn later: after ~8 turns a strong one is nearly spent
 WINDOW = 12          # turns of feelings a mood reads
@@ -163,9 +164,4 @@ def prime(results: list, mood: float) -> list:
             r.score += gain
             r.components = {**r.components, "mood": round(gain, 6)}
             changed = True
-    if not changed:
-        return results
-    results = sorted(results, key=lambda r: (-r.score, -(r.memory.turn or 0), r.memory.pk))
-    for i, r in enumerate(results, start=1):
-        r.rank = i
-    return results
+    return reranked(results) if changed else results

@@ -27,6 +27,7 @@ from memory.recalling.filters import MemoryFilter
 from memory.recalling.indexing import agent_index_prefix, index_names
 from memory.recalling.search import recall
 from memory.services import bank_create
+from memory.recalling.scoring import SIMILARITY
 from core import embedded
 
 FIRST = ["Ada", "Bram", "Cleo", "Dario", "Esme", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Kira", "Lev", "Mina",
@@ -277,7 +278,7 @@ def measure_bank(bank, queries: np.ndarray, *, k: int = 10, latency_n: int = 200
             flt.tags, flt.tags_mode = ["red"], mode
             started = time.perf_counter()
             found = recall(bank, query_vector=queries[i % len(queries)], filter=flt, k=k)
-            [r for r in found if r.components.get("similarity", 0.0) >= SIMILARITY_THRESHOLD]
+            [r for r in found if r.components.get(SIMILARITY, 0.0) >= SIMILARITY_THRESHOLD]
             times.append((time.perf_counter() - started) * 1000)
     recalls, hnsw_recalls, short = [], [], 0
     for i in range(exact_n):

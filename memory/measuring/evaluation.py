@@ -32,7 +32,7 @@ from memory.models import Memory, MemoryKey
 from memory.recalling.confidence import calibrated, fit_logistic
 from memory.recalling.filters import EPISODE_WINDOW, episode_keys
 from memory.recalling.indexing import build_bank_index, drop_bank_index
-from memory.recalling.scoring import DEFAULT_SCORING
+from memory.recalling.scoring import DEFAULT_SCORING, SIMILARITY
 from memory.recalling.tools import ToolContext, search_memory
 from memory.services import bank_create
 
@@ -257,7 +257,7 @@ def calibration_report(relevant: np.ndarray, irrelevant: np.ndarray) -> dict:
         inside = (sims >= lo) & (sims < lo + 0.1)
         if inside.sum():
             share = float((weights * labels)[inside].sum() / weights[inside].sum())
-            bins.append({"similarity": f"{lo:.1f}..{lo + 0.1:.1f}", "pairs": int(inside.sum()),
+            bins.append({SIMILARITY: f"{lo:.1f}..{lo + 0.1:.1f}", "pairs": int(inside.sum()),
                          "relevant": round(share, 4),
                          "calibrated": round(float(np.mean([calibrated(s) for s in sims[inside]])), 4)})
     return {"relevant_pairs": len(relevant), "irrelevant_pairs": len(irrelevant),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from memory.recalling.scoring import SIMILARITY
 
 # evaluate_retrieval --calibrate on locomo-dev: 309 relevant pairs (mean similarity 0.54) against
 # 92,430 irrelevant (0.36); 0.5 at similarity 0.45, 0.88 at 0.6, 0.01 at 0.1 (docs/memory.md).
@@ -35,7 +36,7 @@ def calibrated(similarity: float | None) -> float:
 
 def retrieval_confidence(results) -> float:
     """A tool answer's confidence: its best memory's calibrated similarity (0 for an empty answer)."""
-    sims = [r.components["similarity"] for r in results if r.components.get("similarity") is not None]
+    sims = [r.components[SIMILARITY] for r in results if r.components.get(SIMILARITY) is not None]
     return round(calibrated(max(sims)), 4) if sims else 0.0
 
 

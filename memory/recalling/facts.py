@@ -8,6 +8,7 @@ from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.replies import with_replies
 from memory.recalling.search import recall
 from memory.recalling.tool_types import WITNESSED_KINDS, ToolContext, belief_of, entries, metadata_of
+from memory.recalling.scoring import SIMILARITY
 
 # recall_facts hands back a fact only when it is at least this likely to be about the topic (its
 # calibrated confidence); below, it says there are none rather than padding with what is near.
@@ -29,7 +30,7 @@ def recall_facts(ctx: ToolContext, args: dict):
     # screen is one the answer can say is there.
     results = ctx.recall_outside(lambda n: recall(ctx.bank, topic, filter=flt, k=n,
                                                   options=ctx.recall_options(enhance=enhanced)), 5, beliefs=False,
-                                 keep=lambda r: calibrated(r.components["similarity"]) >= FACT_CONFIDENCE_FLOOR)
+                                 keep=lambda r: calibrated(r.components[SIMILARITY]) >= FACT_CONFIDENCE_FLOOR)
     # What was said on it too: a fact the after-line judgement did not draw out (or an offline run,
     # which draws none) is still in the line that stated it, and a question found brings its answer.
     # Ranked with the facts by how likely each is to be about the topic, so a loose insight does not
@@ -37,9 +38,9 @@ def recall_facts(ctx: ToolContext, args: dict):
     said_filter = MemoryFilter(agent=ctx.agent, kinds=list(WITNESSED_KINDS), shared=True)
     said = ctx.recall_outside(lambda n: recall(ctx.bank, topic, filter=said_filter, k=n,
                                                options=ctx.recall_options(enhance=enhanced)), 5,
-                              keep=lambda r: calibrated(r.components["similarity"]) >= SAID_CONFIDENCE_FLOOR)
+                              keep=lambda r: calibrated(r.components[SIMILARITY]) >= SAID_CONFIDENCE_FLOOR)
     fact_ids = {r.memory.pk for r in results}
-    found = Recalled(sorted([*results, *said], key=lambda r: -(r.components.get("similarity") or 0.0))[:5],
+    found = Recalled(sorted([*results, *said], key=lambda r: -(r.components.get(SIMILARITY) or 0.0))[:5],
                      path=getattr(results, "path", "exact"),
                      in_front=getattr(results, "in_front", 0) + getattr(said, "in_front", 0))
     found = with_replies(ctx, found)
@@ -52,7 +53,7 @@ def recall_facts(ctx: ToolContext, args: dict):
 
 def _fact_entry(r: RecallResult, *, is_fact: bool) -> dict:
     """A fact as seed 001 gives it; a line said on the topic with when it was said and what answered it."""
-    confidence = round(calibrated(r.components["similarity"]), 4)
+    confidence = round(calibrated(r.components[SIMILARITY]), 4)
     if is_fact:
         return {"content": r.memory.content, "confidence": confidence, "memory_id": r.memory.pk} | belief_of(r.memory)
     return {k: v for k, v in entries([r], with_turn=True)[0].items() if k != "relevance"} | {"confidence": confidence}

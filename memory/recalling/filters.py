@@ -142,3 +142,12 @@ def episode_keys(content: str, earlier: list[tuple[int, str]]) -> list[tuple[str
         window = earlier[:EPISODE_WINDOW - 1][::-1]
         keys.append((" ".join([*(text for _pk, text in window), content]), [pk for pk, _text in window]))
     return keys
+
+
+def reranked(results, k: int | None = None) -> list[RecallResult]:
+    """Results whose scores a step moved (a mood, a distortion, associations) in order again, best
+    first (ties: the later turn, then the older row), the first k of them ranked 1…n."""
+    ordered = sorted(results, key=lambda r: (-r.score, -(r.memory.turn or 0), r.memory.pk))[:k]
+    for i, r in enumerate(ordered, start=1):
+        r.rank = i
+    return ordered

@@ -13,7 +13,7 @@ from memory.embedding.errors import EmbeddingError
 from memory.recalling.enhance import CONTEXT_WEIGHT, SYNONYM_VECTOR_WEIGHT, EnhancedQuery
 from memory.recalling.filters import Recalled, RecallResult
 from memory.recalling.options import RecallOptions
-from memory.recalling.scoring import Fusion
+from memory.recalling.scoring import Fusion, SIMILARITY
 from memory.recalling.sql import Ranked
 
 
@@ -67,7 +67,7 @@ class Search:
         return Recalled([
             RecallResult(
                 memory=row.memory, rank=i + 1, score=float(row.score),
-                components={"similarity": float(row.c_similarity), "recency": float(row.c_recency),
+                components={SIMILARITY: float(row.c_similarity), "recency": float(row.c_recency),
                             "importance": float(row.c_importance)}
                 | ({"lexical": float(row.c_lexical), "speaker": float(row.c_speaker)} if self.fused else {})
                 | ({"temporal": float(row.c_time)} if window is not None else {}),

@@ -42,12 +42,15 @@ DECAY_RECENT_BOOST = 1.1      # × 1.1 when recalled within DECAY_RECENT_TURNS (
 DECAY_RECENT_TURNS = 1
 DECAY_EXPONENT_CAP = 700.0    # exp(−x) for x ≤ 700: PostgreSQL raises on float8 underflow
 
+# The cosine part of a score: its component's and its weight's name, and the preset of it alone. Named
+# once, so that the default preset and "likeness alone" cannot drift apart in some module's copy.
+SIMILARITY = "similarity"
 SCORING_PRESETS: dict[str, dict[str, float]] = {
-    "similarity": {"similarity": 1.0, "recency": 0.0, "importance": 0.0},   # seed 000
-    "hybrid": {"similarity": 0.6, "recency": 0.2, "importance": 0.2},       # seed 002
-    "decayed": {"similarity": 0.6, "recency": 0.1, "importance": 0.3},      # seed 004: importance decays, access boosts
+    SIMILARITY: {SIMILARITY: 1.0, "recency": 0.0, "importance": 0.0},   # seed 000
+    "hybrid": {SIMILARITY: 0.6, "recency": 0.2, "importance": 0.2},     # seed 002
+    "decayed": {SIMILARITY: 0.6, "recency": 0.1, "importance": 0.3},    # seed 004: importance decays, access boosts
 }
-DEFAULT_SCORING = "similarity"  # a run's, a search's and the commands' preset unless one is chosen
+DEFAULT_SCORING = SIMILARITY  # a run's, a search's and the commands' preset unless one is chosen
 
 
 @dataclass

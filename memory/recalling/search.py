@@ -20,13 +20,13 @@ from django.db import connection, transaction
 from memory.embedding.cache import vector_cursor
 from memory.embedding.errors import EmbeddingError
 from memory.recalling.enhance import SYNONYM_IDF_SCALE, EnhancedQuery
-from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
+from memory.recalling.filters import MemoryFilter, Recalled, RecallResult, reranked
 from memory.recalling.indexing import has_bank_index
 from memory.recalling.lexical import LexicalQuery, lexical_query, lexical_query_from_stats, name_grams, termstat_count_kept
 from memory.living.mood import CALM as MOOD_CALM, prime
 from memory.recalling.options import RecallOptions
 from memory.recalling.query import Search, enhanced_vector
-from memory.recalling.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, resolve_weights
+from memory.recalling.scoring import FEEDBACK_LINES, FEEDBACK_MIN_POOL, FUSION_DEPTH, Fusion, SIMILARITY, resolve_weights
 from memory.recalling.selectivity import kept_share, share_seen
 from memory.recalling.sql import (
     FUSION_EF_SEARCH, PLAN_LITERALS, Ranked, count_candidates, hnsw_settings_sql, index_probes, literal_where, pyformat,
@@ -143,7 +143,7 @@ def _ranked_rows(search: Search, flt: MemoryFilter, bank_id: int, k: int, opts: 
         search.qvec = qvec = np.asarray(search.vector, dtype=np.float32) if has_vector else None
         base = {"vec": qvec, "turn": int(opts.current_turn or 0),
                 "skips": [float(x) for x in opts.clock] if opts.clock else None,
-                "ws": w["similarity"], "wr": w["recency"],
+                "ws": w[SIMILARITY], "wr": w["recency"],
                 "wi": w["importance"], "k": k}
         window = search.enhance.window if search.enhance is not None else None
         if window is not None:
@@ -197,10 +197,7 @@ def _spread(bank, results: list[RecallResult], flt: MemoryFilter, *, k: int, wei
             boost = weight * max(sources)
             r.components = {**r.components, "association": round(boost, 6)}
             r.score += boost
-    ranked = sorted(pool.values(), key=lambda r: (-r.score, -(r.memory.turn or 0), r.memory.pk))[:k]
-    for i, r in enumerate(ranked, start=1):
-        r.rank = i
-    return ranked
+    return reranked(pool.values(), k)
 
 
 def _plain_rows(flt: MemoryFilter, bank_id: int, qvec, base: dict, k: int, scoring: str,

@@ -15,7 +15,7 @@ from django.db import connection
 from memory.models import Memory
 from memory.recalling.filters import MemoryFilter, Recalled, RecallResult
 from memory.recalling.search import recall
-from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS, resolve_weights
+from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS, SIMILARITY, resolve_weights
 from memory.forming.seed_specs import CHARACTER_QUERIES, WHOLE_SHEET_K
 
 
@@ -142,7 +142,7 @@ def _stable_version(bank_id: int, agent: str) -> tuple:
 def _stable_key(bank, agent: str, scoring: str, weights: dict | None, what: tuple) -> tuple | None:
     """The cache key of a search over STABLE_KINDS, or None where the ranking also depends on the
     turn or on use (any preset but similarity)."""
-    if resolve_weights(scoring, weights) != SCORING_PRESETS["similarity"]:
+    if resolve_weights(scoring, weights) != SCORING_PRESETS[SIMILARITY]:
         return None
     bank_id = bank.pk if hasattr(bank, "pk") else int(bank)
     return (bank_id, agent, what, _stable_version(bank_id, agent))

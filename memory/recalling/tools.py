@@ -32,6 +32,7 @@ __all__ = ["DEFAULT_SIMULATION_TOOLS", "QUERY_MEMORY_KINDS", "READ_TOOLS", "REGI
            "Tool", "ToolCallResult", "ToolContext", "ToolError", "call_tool", "openai_tool_schemas", "recall_sheet",
            "search_memory", "without_confidence"]
 from memory.services.validation import validate_content
+from memory.recalling.scoring import SIMILARITY
 
 
 def _fixed(query: str, k: int, *, kinds: list[str], category: str | None = None, own: bool = True):
@@ -189,7 +190,7 @@ def _check_similar(ctx: ToolContext, args: dict):
     context = args["current_context"].strip()
     flt = MemoryFilter(agent=ctx.agent, kinds=["episodic", "observation", "action", "reflection", "procedural"])
     enhanced = ctx.enhanced(context)
-    options = ctx.recall_options(scoring="similarity", weights=None, enhance=enhanced)  # likeness alone
+    options = ctx.recall_options(scoring=SIMILARITY, weights=None, enhance=enhanced)  # likeness alone
     results = ctx.recall_outside(lambda n: recall(ctx.bank, context, filter=flt, k=n, options=options), 5)
     return {"memories": entries(results, with_turn=True)} | _metadata(results, enhanced), context, flt, results
 

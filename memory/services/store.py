@@ -20,7 +20,7 @@ from django.db.models import Count
 from memory.measuring import operations
 from memory.models import Memory, MemoryBank
 from memory.recalling.filters import TAG_MODES, MemoryFilter, RecallResult
-from memory.recalling.scoring import DEFAULT_SCORING
+from memory.recalling.scoring import DEFAULT_SCORING, SIMILARITY
 from memory.recalling.search import recall
 from memory.services.memories import accesses_record, memory_create
 
@@ -111,7 +111,7 @@ def recall_filtered(bank: MemoryBank, query: str, *, agent: str | None = None, k
                     shared: bool = False, scoring: str = DEFAULT_SCORING, current_turn: int | None = None,
                     associations: float = 0.0, fallback: str = "none") -> list[RecallResult]:
     """Seed 004's recall: the tools' ranking over the filter, then only what is at least
-    `similarity_threshold` similar to the query (its "similarity" component, a cosine), at most
+    `similarity_threshold` similar to the query (its similarity component, a cosine), at most
     `max_results`, ranked 1…n. Ranked by similarity alone the floor cuts a prefix, so it is exact; a
     preset that mixes in recency or importance ranks OVERFETCH × as many first. What comes back is
     counted as recalled at `current_turn`, as a run counts what its agents recall.
@@ -122,10 +122,10 @@ def recall_filtered(bank: MemoryBank, query: str, *, agent: str | None = None, k
     started = time.perf_counter()
     flt = MemoryFilter(agent=agent, kinds=kinds, tags=list(tags) if tags else None, tags_mode=mode,
                        min_importance=min_importance, shared=shared)
-    plain = scoring == "similarity" and not associations
+    plain = scoring == SIMILARITY and not associations
     found = recall(bank, query, filter=flt, k=max_results if plain else max_results * OVERFETCH, scoring=scoring,
                    current_turn=current_turn, associations=associations)
-    kept = [r for r in found if r.components.get("similarity", 0.0) >= similarity_threshold][:max_results]
+    kept = [r for r in found if r.components.get(SIMILARITY, 0.0) >= similarity_threshold][:max_results]
     if not kept and fallback == "recent":
         kept = latest_memories(bank, flt, max_results)
     results = [replace(r, rank=i) for i, r in enumerate(kept, 1)]

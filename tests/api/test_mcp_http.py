@@ -173,15 +173,9 @@ def test_an_outside_agent_filters_by_tags_and_is_held_to_the_per_agent_cap(serve
     assert bank.memories.count() == 2
 
 
-def test_reflect_and_consolidate_over_mcp_offline(server, user):
+def test_reflect_and_consolidate_over_mcp_offline(server, user, woods):
     """Seed 004's reflect and consolidate as MCP tools: the same services and rules as the HTTP API's."""
-    bank = bank_create(name="Ava's woods", owner=user)
-    for turn, (text, tags, importance) in enumerate([
-            ("Ava saw wolves howling at the edge of the forest.", ["wolves"], 4),
-            ("Ava heard wolves howling by the forest edge.", ["night"], 6),
-            ("Ava paid the baker three coins for bread.", ["town"], 3)], start=1):
-        memory_create(bank=bank, content=text, agent="Ava", kind="episodic", tags=tags, importance=importance,
-                      turn=turn, source="earned")
+    bank = woods
     _token, raw = ApiToken.issue(user=user, name="my engine")
     url = f"{server}/mcp?bank={bank.pk}&agent=Ava&turn=5"
     names, reflected = _ask(url, raw, "reflect", {"query": "the wolves in the forest", "tags": ["wolves", "night"],
@@ -205,24 +199,16 @@ def test_reflect_and_consolidate_over_mcp_offline(server, user):
     assert blank.is_error and json.loads(blank.content[0].text)["error"] == "query: cannot be empty."
 
 
-def test_reflect_over_mcp_answers_in_the_runs_model_voice(server, user):
-    from chronicle.simulation.run.models import Simulation
-    from devtools.fake_llm import FakeLLM, ok
+def test_reflect_over_mcp_answers_in_the_runs_model_voice(server, user, model_run):
+    from devtools.fake_llm import ok
 
-    fake = FakeLLM().start()
-    try:
-        bank = bank_create(name="run", owner=user)
-        Simulation.objects.create(owner=user, title="Woods", status="running", max_turns=5, bank=bank,
-                                  cast_snapshot=[{"name": "Ava"}], provider="openai", base_url=fake.base_url,
-                                  model="test-model")
-        memory_create(bank=bank, content="Ava fought the dragon at the cave.", agent="Ava", kind="episodic",
-                      source="earned", turn=1)
-        _token, raw = ApiToken.issue(user=user, name="my engine")
-        fake.script(ok("I faced the dragon in its cave, and I still dream of the heat."))
-        _names, result = _ask(f"{server}/mcp?bank={bank.pk}&agent=Ava", raw, "reflect",
-                              {"query": "the dragon at the cave", "context": "A bard asks.", "similarity_threshold": 0.3})
-    finally:
-        fake.stop()
+    bank, fake = model_run
+    memory_create(bank=bank, content="Ava fought the dragon at the cave.", agent="Ava", kind="episodic",
+                  source="earned", turn=1)
+    _token, raw = ApiToken.issue(user=user, name="my engine")
+    fake.script(ok("I faced the dragon in its cave, and I still dream of the heat."))
+    _names, result = _ask(f"{server}/mcp?bank={bank.pk}&agent=Ava", raw, "reflect",
+                          {"query": "the dragon at the cave", "context": "A bard asks.", "similarity_threshold": 0.3})
     answer = json.loads(result.content[0].text)
     assert answer["answer"] == "I faced the dragon in its cave, and I still dream of the heat."
     asked = [r for r in fake.requests if "responding based on the following memories" in str(r["messages"])]

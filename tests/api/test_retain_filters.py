@@ -9,7 +9,7 @@ import json
 import pytest
 from django.test import Client
 
-from memory.api import bank_create
+from memory.services import bank_create
 from memory.models import Memory
 
 pytestmark = pytest.mark.django_db

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from devtools.fake_llm import FakeLLM, ok
-from chronicle.simulation.run.models import Simulation
-from memory.api import bank_create
+from devtools.fake_llm import ok
+from memory.services import bank_create
 from memory.models import Memory
 
 pytestmark = pytest.mark.django_db
@@ -173,38 +172,30 @@ def test_reflect_on_a_query_answers_from_the_tagged_memories_offline(ava):
     assert neither.status_code == 400 and "query" in neither.json()["detail"]
 
 
-def test_consolidate_groups_similar_memories_by_seed_004s_rules(ava):
-    a = ava.retain("Ava saw wolves howling at the edge of the forest.", importance=4, tags=["wolves"], turn=1)
-    b = ava.retain("Ava heard wolves howling by the forest edge.", importance=6, tags=["night"], turn=2)
-    lone = ava.retain("Ava paid the baker three coins for bread.", importance=3, tags=["wolves"], turn=3)
+def test_consolidate_groups_similar_memories_by_seed_004s_rules(woods, ada_token):
+    ava = Caller(woods, ada_token)
+    saw, heard, lone = woods.memories.order_by("turn")
     summaries = ava.post("consolidate", {"agent": "Ava", "threshold": 0.7}).json()
     assert len(summaries) == 1  # two similar memories are enough; the lone one stays as it is
     summary = summaries[0]
     assert summary["importance"] == pytest.approx(6.6)  # the most important original's, + 10 %
     assert summary["tags"] == ["wolves", "night"] and summary["source"] == "consolidation"
-    originals = Memory.objects.filter(pk__in=[a["id"], b["id"]])
+    originals = Memory.objects.filter(pk__in=[saw.pk, heard.pk])
     assert {m.status for m in originals} == {"consolidated"}
     assert Memory.objects.get(pk=summary["id"]).decay_rate == pytest.approx(
         sum(m.decay_rate for m in originals) / 2 * 0.8)
-    assert Memory.objects.get(pk=lone["id"]).status == "active"
+    assert Memory.objects.get(pk=lone.pk).status == "active"
     # Strict tags that none of what is left carries: nothing to do.
     assert ava.post("consolidate", {"agent": "Ava", "tags": ["night"], "tag_mode": "AnyStrict"}).json() == []
 
 
-def test_consolidate_asks_the_runs_model_at_temperature_0_3_in_300_tokens(user, ada_token):
-    fake = FakeLLM().start()
-    try:
-        bank = bank_create(name="run", owner=user)
-        Simulation.objects.create(owner=user, title="Woods", status="running", max_turns=5, bank=bank,
-                                  cast_snapshot=[{"name": "Ava"}], provider="openai", base_url=fake.base_url,
-                                  model="test-model")
-        ava = Caller(bank, ada_token)
-        ava.retain("Ava saw wolves howling at the edge of the forest.", turn=1)
-        ava.retain("Ava heard wolves howling by the forest edge.", turn=2)
-        fake.script(ok("Ava heard wolves howl at the forest's edge on two nights."))
-        summaries = ava.post("consolidate", {"agent": "Ava", "query": "wolves", "context": "Night watch"}).json()
-    finally:
-        fake.stop()
+def test_consolidate_asks_the_runs_model_at_temperature_0_3_in_300_tokens(model_run, ada_token):
+    bank, fake = model_run
+    ava = Caller(bank, ada_token)
+    ava.retain("Ava saw wolves howling at the edge of the forest.", turn=1)
+    ava.retain("Ava heard wolves howling by the forest edge.", turn=2)
+    fake.script(ok("Ava heard wolves howl at the forest's edge on two nights."))
+    summaries = ava.post("consolidate", {"agent": "Ava", "query": "wolves", "context": "Night watch"}).json()
     assert [s["content"] for s in summaries] == ["Ava heard wolves howl at the forest's edge on two nights."]
     asked = [r for r in fake.requests if "consolidating 2 similar memories" in str(r["messages"])]
     assert len(asked) == 1 and asked[0]["temperature"] == 0.3 and asked[0]["max_tokens"] == 300
@@ -291,22 +282,15 @@ def test_consolidate_by_session_summarises_each_ended_conversation_by_story_time
     assert bad.status_code == 400 and "by" in bad.json()["detail"]
 
 
-def test_a_session_is_summarised_by_the_runs_model_as_a_conversation(user, ada_token):
+def test_a_session_is_summarised_by_the_runs_model_as_a_conversation(model_run, ada_token):
     from datetime import datetime, timezone
 
-    fake = FakeLLM().start()
-    try:
-        bank = bank_create(name="run", owner=user)
-        Simulation.objects.create(owner=user, title="Inn", status="running", max_turns=5, bank=bank,
-                                  cast_snapshot=[{"name": "Ava"}], provider="openai", base_url=fake.base_url,
-                                  model="test-model")
-        for turn, minute in enumerate((0, 10, 20, 90), 1):
-            _said(bank, "Ava", f"Bo said: Line {turn}.", datetime(1890, 5, 1, 18, minute % 60, tzinfo=timezone.utc)
-                  if minute < 60 else datetime(1890, 5, 1, 19, 30, tzinfo=timezone.utc), turn)
-        fake.script(ok("Bo went over the plan for the crossing, three times."))
-        summaries = Caller(bank, ada_token).post("consolidate", {"agent": "Ava", "by": "session"}).json()
-    finally:
-        fake.stop()
+    bank, fake = model_run
+    for turn, minute in enumerate((0, 10, 20, 90), 1):
+        _said(bank, "Ava", f"Bo said: Line {turn}.", datetime(1890, 5, 1, 18, minute % 60, tzinfo=timezone.utc)
+              if minute < 60 else datetime(1890, 5, 1, 19, 30, tzinfo=timezone.utc), turn)
+    fake.script(ok("Bo went over the plan for the crossing, three times."))
+    summaries = Caller(bank, ada_token).post("consolidate", {"agent": "Ava", "by": "session"}).json()
     assert [s["content"] for s in summaries] == ["Bo went over the plan for the crossing, three times."]
     asked = [r for r in fake.requests if "lines of one conversation" in str(r["messages"])]
     assert len(asked) == 1 and asked[0]["temperature"] == 0.3

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from chronicle.models import Character
-from memory.api import CHARACTER_FIELDS, CharacterSheet
+from memory.api import CharacterSheet
+from memory.forming.sheets import CHARACTER_FIELDS
 
 
 def test_each_character_field_is_on_the_model_and_the_sheet():

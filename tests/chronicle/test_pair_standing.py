@@ -11,10 +11,10 @@ from django.urls import reverse
 
 from chronicle.models import Scenario
 from chronicle.services.characters import character_delete, character_update
-from memory.api import bank_seed
+from memory.forming.seeding import bank_seed
 from memory.living.relationships import STARTING
 from memory.models import MemoryBank, Relationship
-from memory.api import describe, standing
+from memory.living.relationships import describe, standing
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 from django.urls import reverse
 
 from chronicle.simulation.measuring.long_run import long_run
-from memory.api import banks_delete
+from memory.api import banks
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
@@ -78,7 +78,7 @@ class Command(BaseCommand):
             for name, url, headers in pages(run, branch):
                 self._time(client, name, url, headers, repeat)
         finally:
-            banks_delete(owner=user)
+            banks.banks_delete(owner=user)
             user.delete()
 
     def _time(self, client: Client, name: str, url: str, headers: dict, repeat: int) -> None:

@@ -12,7 +12,7 @@ from django.conf import settings
 from chronicle.simulation.aftermath.planning import plans_after_heard
 from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.turn.inputs import mood_on
-from memory.api import CapturePlan, feel_line, moods, opinions_after_line
+from memory.api import CapturePlan, inner_life
 
 
 def feel_after_line(simulation: Simulation, turn: Turn, capture: CapturePlan, captured, moved) -> None:
@@ -25,13 +25,13 @@ def feel_after_line(simulation: Simulation, turn: Turn, capture: CapturePlan, ca
     after = capture.after
     felt = {}
     if mood_on():
-        felt = feel_line(bank=simulation.bank, memories=list(captured), moved=list(moved or []),
-                         judged=dict(after.feelings) if after else None,
-                         words=dict(after.feeling_words) if after else None, vector=capture.vectors.get(capture.content))
+        felt = inner_life.feel_line(bank=simulation.bank, memories=list(captured), moved=list(moved or []),
+                                    judged=dict(after.feelings) if after else None,
+                                    words=dict(after.feeling_words) if after else None, vector=capture.vectors.get(capture.content))
     plans_after_heard(simulation, turn, capture, captured, felt)  # goals moved, a plan overturned
     if getattr(settings, "OPINIONS_ENABLED", True) and moved:  # what each one moved now thinks of the speaker
-        opinions_after_line(bank=simulation.bank, moved=list(moved), turn=turn.number, memories=list(captured),
-                            judged=dict(after.opinions) if after else None)
+        inner_life.opinions_after_line(bank=simulation.bank, moved=list(moved), turn=turn.number, memories=list(captured),
+                                       judged=dict(after.opinions) if after else None)
     if mood_on():
-        now = moods(simulation.bank, simulation.cast_names, turn.number)
+        now = inner_life.moods(simulation.bank, simulation.cast_names, turn.number)
         turn.context = dict(turn.context or {}, moods={name: [m.valence, m.word] for name, m in now.items()})

@@ -17,11 +17,7 @@ from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.providers import get_bookkeeper
 from chronicle.simulation.aftermath.secrets import untold
 from chronicle.simulation.story.stage import Delivery, deliver, seen_action
-from memory.api import (
-    ADAPTIVE_CEILING, CaptureFilters, CapturePlan, Skipped, capture_prepare, capture_soon, earlier_lines, embed_ahead,
-    held_claims, lifecycle_totals, line_extract_request, memories_create, memories_supersede, memory_associate, memory_create,
-    memory_reinforce, reflections_due, statements_to_reflect,
-)
+from memory.api import CapturePlan, beliefs_held, line_capture, memory_edits, upkeep
 from memory.models import Memory
 
 log = logging.getLogger(__name__)
@@ -72,16 +68,16 @@ def apply_writes(*, bank, agent: str, turn: int, writes: list[dict]) -> None:
     for write in writes:
         if write["tool"] == "form_memory":
             extra = {k: write[k] for k in ("emotional_valence", "about") if k in write}
-            memory_create(bank=bank, content=write["content"], agent=agent, kind=write["kind"], category="formed",
-                          importance=write["importance"], source="earned", turn=turn, **extra)
+            memory_edits.memory_create(bank=bank, content=write["content"], agent=agent, kind=write["kind"], category="formed",
+                                       importance=write["importance"], source="earned", turn=turn, **extra)
         elif write["tool"] == "reinforce_memory":
             memory = Memory.objects.in_bank(bank).filter(pk=write["memory_id"]).first()
             if memory is not None:
-                memory_reinforce(memory=memory, current_turn=turn)
+                line_capture.memory_reinforce(memory=memory, current_turn=turn)
         elif write["tool"] == "associate_memories":
             pair = list(Memory.objects.in_bank(bank).filter(pk__in=write["memory_ids"]))
             if len(pair) == 2:
-                memory_associate(first=pair[0], second=pair[1])
+                line_capture.memory_associate(first=pair[0], second=pair[1])
 
 
 AUX_MAX_TOKENS = 1500  # room for the judgement of a line: every listener, its facts, reflections
@@ -101,10 +97,10 @@ def capture_options(simulation: Simulation, turn: Turn, outcome: TurnOutcome | N
     threshold = simulation.capture_duplicate_threshold
     adaptive = simulation.capture_adaptive_duplicates
     if adaptive and not (threshold and threshold < 1):
-        threshold = ADAPTIVE_CEILING  # each listener's own threshold, at most the filter's usual value
-    filters = CaptureFilters(importance_floor=simulation.capture_importance_floor,
-                             duplicate_threshold=threshold if threshold and threshold < 1 else None,
-                             only_concerning=simulation.capture_only_concerning, adaptive_duplicates=adaptive)
+        threshold = line_capture.ADAPTIVE_CEILING  # each listener's own threshold, at most the filter's usual value
+    filters = line_capture.CaptureFilters(importance_floor=simulation.capture_importance_floor,
+                                          duplicate_threshold=threshold if threshold and threshold < 1 else None,
+                                          only_concerning=simulation.capture_only_concerning, adaptive_duplicates=adaptive)
     # Distortion filters: with a real model its formation filters ask it to retell the line the
     # character's way; the scripted provider uses the offline rule.
     distortions = simulation.distortion_filters
@@ -205,7 +201,7 @@ def _changed_part(original: str, content: str, context: int = 40, limit: int = 2
     return shown if len(shown) <= limit else shown[:limit - 1].rsplit(" ", 1)[0] + "…"
 
 
-def capture_note(skipped: list[Skipped]) -> str:
+def capture_note(skipped: list[line_capture.Skipped]) -> str:
     """"Sam did not keep: “…” (duplicate of #812, 0.96)", one line per listener."""
     by_agent: dict[str, list[str]] = {}
     for item in skipped:
@@ -224,10 +220,10 @@ def due_to_reflect(simulation: Simulation, number: int) -> dict[str, list[Memory
     """Who is due to reflect by seed 003's rules (memory's reflections_due: the threshold, five
     memories since, spaced turns; and not the story day's three made yet), with what it will
     reflect on (its latest memories)."""
-    due = reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold, turn=number)
+    due = upkeep.reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold, turn=number)
     done_today = simulation.reflected_out_today(due, number)
     due = [name for name in due if name not in done_today]
-    pools = {name: statements_to_reflect(simulation.bank, name) for name in due}
+    pools = {name: upkeep.statements_to_reflect(simulation.bank, name) for name in due}
     return {name: pool for name, pool in pools.items() if pool}
 
 
@@ -239,24 +235,24 @@ def capture_for(*, turn: Turn, outcome: TurnOutcome) -> CapturePlan:
     simulation = turn.simulation
     line = deliver(outcome.utterance, speaker=turn.agent, present=simulation.present_at(turn.number))
     said = f"whispered to {line.whisper_to}" if line.whisper_to else "said"
-    capture_soon(speaker=turn.agent, text=line.text or outcome.utterance, said=said)  # encoded while we read
+    line_capture.capture_soon(speaker=turn.agent, text=line.text or outcome.utterance, said=said)  # encoded while we read
     options = capture_options(simulation, turn, outcome)
     # With a model judging each line, whoever is due to reflect does so in that same call.
     reflect = due_to_reflect(simulation, turn.number) if options["batched"] else None
-    claims = held_claims(simulation.bank_id, line.heard_by) if options["batched"] and simulation.planted_beliefs else None
+    claims = beliefs_held.held_claims(simulation.bank_id, line.heard_by) if options["batched"] and simulation.planted_beliefs else None
     secrets = untold(simulation.bank_id, turn.agent, line.heard_by) if options["batched"] else None
-    plan = capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
-                           turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
-                           said=said,
-                           reflect=reflect, claims=claims, secrets=secrets, location=scene_place(simulation),
-                           before=outcome.replying_to,
-                           vector_at_commit=True, **options)
+    plan = line_capture.capture_prepare(bank=simulation.bank, speaker=turn.agent, text=line.text or outcome.utterance,
+                                        turn=turn.number, listeners=line.heard_by, defer_keys=True, once=True,
+                                        said=said,
+                                        reflect=reflect, claims=claims, secrets=secrets, location=scene_place(simulation),
+                                        before=outcome.replying_to,
+                                        vector_at_commit=True, **options)
     plan.prepare_ms = (time.perf_counter() - started) * 1000 - plan.model_ms  # the reads above are memory's time too
     return plan
 
 
 def _queue_extract(bank_id: int, turn: int, speaker: str, text: str, facts: dict | None = None) -> None:
-    line_extract_request(bank_id=bank_id, turn=turn, speaker=speaker, text=text, facts=facts)
+    line_capture.line_extract_request(bank_id=bank_id, turn=turn, speaker=speaker, text=text, facts=facts)
 
 
 def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:
@@ -273,7 +269,7 @@ def witness(*, simulation: Simulation, turn: Turn, line: Delivery) -> int:
     if not (seen and overheard):  # (overheard never holds the speaker, who heard its own words)
         return 0
     place = scene_place(simulation)
-    return len(memories_create(bank=simulation.bank, memories=[dict(
+    return len(memory_edits.memories_create(bank=simulation.bank, memories=[dict(
         content=content, agent=name, kind="observation", category="witnessed", source="earned", turn=turn.number,
         importance=4.0, speaker=turn.agent, participants=everyone, metadata={"witnessed": True}, location=place,
     ) for content in seen for name in overheard]))
@@ -291,8 +287,8 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
         return 0
     present = simulation.present_at(number)
     # Each witness's last line before it: a direction is also found by what was said just before.
-    before = earlier_lines(simulation.bank_id, list(dict.fromkeys([*present, *(d.who for d in directions if d.who)])),
-                           number)
+    before = line_capture.earlier_lines(simulation.bank_id, list(dict.fromkeys([*present, *(d.who for d in directions if d.who)])),
+                                        number)
     place = scene_place(simulation)
     made = []
     with transaction.atomic():
@@ -300,11 +296,11 @@ def stage_apply(*, simulation: Simulation, number: int) -> int:
             witnesses = list(dict.fromkeys([*present, *([direction.who] if direction.who else [])]))
             if direction.who:
                 # Where someone is now replaces where they were: "Tess arrives" retires "Tess leaves".
-                memories_supersede(bank=simulation.bank, agents=witnesses, turn=number, stage__who=direction.who)
+                line_capture.memories_supersede(bank=simulation.bank, agents=witnesses, turn=number, stage__who=direction.who)
             # Every witness's copy and its moment: embedded when the run started (stage_ahead), else
             # in one model call now. What each witness heard just before is a key of its own copy:
             # a worker embeds those after the commit (one text a witness), as it does reply keys.
-            made += memories_create(bank=simulation.bank, memories=[dict(
+            made += memory_edits.memories_create(bank=simulation.bank, memories=[dict(
                 content=content, agent=name, kind="observation", category="stage", source="earned", turn=number,
                 importance=6.0, about=direction.who, location=place, participants=witnesses,
                 metadata={"stage": direction.as_dict()}, keys=[moment],
@@ -332,10 +328,10 @@ def stage_ahead(simulation: Simulation) -> int:
     then): each direction's turn finds its vectors made instead of encoding them before its line.
     One the run adds later ("*leaves the room*") is embedded at its turn. Returns the texts embedded."""
     turns = sorted({d.turn for d in simulation.directions})
-    return embed_ahead([text for number in turns
-                        for _direction, content, moment in direction_texts(
+    return line_capture.embed_ahead([text for number in turns
+                                     for _direction, content, moment in direction_texts(
                             simulation, number, [d for d in simulation.directions if d.turn == number])
-                        for text in (content, moment)])
+                                     for text in (content, moment)])
 
 
 def stage_moment(content: str, *, place: str, when: str, away: list[str]) -> str:

@@ -12,7 +12,7 @@ from django.conf import settings
 
 from chronicle.simulation.aftermath.formation import scene_place
 from chronicle.simulation.run.models import Simulation, Turn
-from memory.api import CapturePlan, EmbeddingError, current_plans, plan_make, plan_text, plans_after_line
+from memory.api import CapturePlan, EmbeddingError, inner_life
 
 
 def plans_on() -> bool:
@@ -37,14 +37,14 @@ def plan_before_turn(simulation: Simulation, number: int, agent: str) -> bool:
     if not plans_on() or simulation.bank_id is None:
         return False
     day = story_day(simulation, number)
-    held = current_plans(simulation.bank, [agent]).get(agent)
+    held = inner_life.current_plans(simulation.bank, [agent]).get(agent)
     if held is not None and (held.metadata.get("plan") or {}).get("day", "") == day:
         return False
     sheet = next((c for c in simulation.cast_snapshot or [] if c.get("name") == agent), {})
     others = [name for name in simulation.present_at(number) if name != agent]
-    text = plan_text(list(sheet.get("goals") or []), others, plan_place(simulation))
+    text = inner_life.plan_text(list(sheet.get("goals") or []), others, plan_place(simulation))
     try:
-        return plan_make(bank=simulation.bank, agent=agent, turn=number, text=text, day=day) is not None
+        return inner_life.plan_make(bank=simulation.bank, agent=agent, turn=number, text=text, day=day) is not None
     except EmbeddingError:  # the embedder is down: the turn goes on without a plan; the next one makes it
         return False
 
@@ -57,8 +57,8 @@ def plans_after_heard(simulation: Simulation, turn: Turn, capture: CapturePlan, 
     after = capture.after
     judged = after is not None and after.moves is not None
     present = simulation.present_at(turn.number)
-    return len(plans_after_line(bank=simulation.bank, speaker=turn.agent, line=turn.utterance, turn=turn.number,
-                                memories=list(captured), feelings=feelings,
-                                others={name: [o for o in present if o != name] for name in present},
-                                judged_progress=dict(after.progress) if judged else None,
-                                judged_plans=after.plans if judged else None))
+    return len(inner_life.plans_after_line(bank=simulation.bank, speaker=turn.agent, line=turn.utterance, turn=turn.number,
+                                           memories=list(captured), feelings=feelings,
+                                           others={name: [o for o in present if o != name] for name in present},
+                                           judged_progress=dict(after.progress) if judged else None,
+                                           judged_plans=after.plans if judged else None))

@@ -5,7 +5,7 @@ secret's topic is as close to it in meaning as one that tells it."""
 
 from __future__ import annotations
 
-from memory.api import held_secrets, secrets_mark_told
+from memory.api import beliefs_held
 
 NOTE_WORDS = 12  # how much of a secret the writer's note quotes
 
@@ -15,7 +15,7 @@ def untold(bank_id: int, speaker: str, heard_by: list[str]) -> list[str]:
     listeners = [name for name in heard_by if name != speaker]
     if not listeners:
         return []
-    return [s.words for s in held_secrets(bank_id, speaker) if any(name not in s.told for name in listeners)]
+    return [s.words for s in beliefs_held.held_secrets(bank_id, speaker) if any(name not in s.told for name in listeners)]
 
 
 def tell(*, bank, speaker: str, heard_by: list[str], turn: int, revealed: list[str]) -> str:
@@ -24,7 +24,7 @@ def tell(*, bank, speaker: str, heard_by: list[str], turn: int, revealed: list[s
     listeners = [name for name in heard_by if name != speaker]
     if not revealed or not listeners:
         return ""
-    held = {secret.words: secret for secret in held_secrets(bank.pk, speaker)}
+    held = {secret.words: secret for secret in beliefs_held.held_secrets(bank.pk, speaker)}
     told, notes = {}, []
     for words in revealed:
         secret = held.get(words)
@@ -33,5 +33,5 @@ def tell(*, bank, speaker: str, heard_by: list[str], turn: int, revealed: list[s
             told[secret.id] = {**secret.told, **{name: turn for name in new}}
             quoted = " ".join(words.split()[:NOTE_WORDS]) + ("…" if len(words.split()) > NOTE_WORDS else "")
             notes.append(f"{' and '.join(new)} now know{'s' if len(new) == 1 else ''} {speaker}'s secret: “{quoted}”")
-    secrets_mark_told(bank=bank, told=told)
+    beliefs_held.secrets_mark_told(bank=bank, told=told)
     return "\n".join(notes)

@@ -18,7 +18,7 @@ from chronicle.simulation.run.models import Retrieval, Simulation, Turn, TurnOve
 from chronicle.simulation.run.run_settings import BRANCH_SETTINGS
 from chronicle.simulation.story.stage import without_added
 from chronicle.simulation.control.turns import queue_next
-from memory.api import bank_copy, bank_create, bank_mark_seeded
+from memory.api import banks
 
 # A branch keeps its parent's settings, and what the parent learned about its model.
 BRANCH_FIELDS = ("scenario", "scenario_snapshot", "cast_snapshot", *BRANCH_SETTINGS, "tools_unsupported")
@@ -48,7 +48,7 @@ def simulation_branch(*, parent: Simulation, index: int, changes: dict | None = 
                     f"{' · ' + label if label else ''}")[:200]
     branch.full_clean()
     branch.save()
-    branch.bank = bank_create(name=f"Simulation #{branch.pk}: {branch.title}"[:200], owner=parent.owner)
+    branch.bank = banks.bank_create(name=f"Simulation #{branch.pk}: {branch.title}"[:200], owner=parent.owner)
     branch.save(update_fields=["bank", "updated"])
     turn_map = _copy_turns(parent, branch, index)
     TurnOverride.objects.bulk_create([
@@ -84,7 +84,7 @@ def branch_prepare(*, simulation_id: int) -> Simulation | None:
             return branch
         if branch.bank.seed_status != "done":  # not prepared yet (a redelivered task finds it done)
             parent = Simulation.objects.select_related("bank").get(pk=branch.parent_id)
-            mapping = bank_copy(source=parent.bank, target=branch.bank, as_of_turn=(branch.branch_turn or 0) + 1)
+            mapping = banks.bank_copy(source=parent.bank, target=branch.bank, as_of_turn=(branch.branch_turn or 0) + 1)
             retrievals = list(Retrieval.objects.filter(turn__simulation=branch))
             for retrieval in retrievals:
                 retrieval.results = _remap(retrieval.results, mapping)
@@ -93,7 +93,7 @@ def branch_prepare(*, simulation_id: int) -> Simulation | None:
             for override in overrides:
                 override.memory_id = mapping.get(override.memory_id, override.memory_id)
             TurnOverride.objects.bulk_update(overrides, ["memory_id"])
-            bank_mark_seeded(bank=branch.bank)
+            banks.bank_mark_seeded(bank=branch.bank)
         branch.status = Simulation.Status.RUNNING
         branch.updated = timezone.now()
         branch.save(update_fields=["status", "updated"])

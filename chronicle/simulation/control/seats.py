@@ -23,7 +23,7 @@ from chronicle.simulation.prompting.prompts import MARKUP, Section, transcript_t
 from chronicle.simulation.providers import get_provider
 from chronicle.simulation.turn.inputs import turn_input
 from chronicle.simulation.control.turns import next_index, queue_next, script_end
-from memory.api import DEFAULT_SIMULATION_TOOLS, REGISTRY, WRITE_TOOLS, call_tool, text_problem
+from memory.api import call_tool, text_problem, tools_offered
 
 
 class SeatError(Exception):
@@ -124,12 +124,12 @@ class SeatView:
 
 def seat_tools(simulation: Simulation) -> list[dict]:
     """The run's own reading tools for the seat's search box, each with the one text it asks for."""
-    names = [n for n in (simulation.tool_set or DEFAULT_SIMULATION_TOOLS) if n in REGISTRY and n not in WRITE_TOOLS]
+    names = [n for n in (simulation.tool_set or tools_offered.DEFAULT_SIMULATION_TOOLS) if n in tools_offered.REGISTRY and n not in tools_offered.WRITE_TOOLS]
     tools = []
     for name in names:
-        texts = [p for p, spec in REGISTRY[name].params.items() if spec.required and spec.type == "string"]
+        texts = [p for p, spec in tools_offered.REGISTRY[name].params.items() if spec.required and spec.type == "string"]
         if len(texts) <= 1:
-            tools.append({"name": name, "param": texts[0] if texts else "", "description": REGISTRY[name].description})
+            tools.append({"name": name, "param": texts[0] if texts else "", "description": tools_offered.REGISTRY[name].description})
     return tools
 
 

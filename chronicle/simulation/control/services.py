@@ -24,7 +24,7 @@ from chronicle.simulation.run.run_settings import (BRANCH_SETTINGS, LLM_SETTING_
 from chronicle.simulation.story.stage import without_added
 from chronicle.simulation.control.turns import next_index, queue_next, stale_after
 from memory.models import Memory
-from memory.api import DEFAULT_SCORING, bank_carry, bank_create, bank_delete, bank_seed
+from memory.api import DEFAULT_SCORING, banks
 
 DEMO_PACE_S = 1.0  # the demo is a dry run that would finish in a blink; a second a line can be watched
 
@@ -56,7 +56,7 @@ def simulation_start(*, owner, scenario, cast: list, settings: dict, sequel_of: 
     simulation.sequel_of = sequel_of
     simulation.full_clean()
     simulation.save()
-    simulation.bank = bank_create(name=f"Simulation #{simulation.pk}: {simulation.title}"[:200], owner=owner)
+    simulation.bank = banks.bank_create(name=f"Simulation #{simulation.pk}: {simulation.title}"[:200], owner=owner)
     simulation.save(update_fields=["bank", "updated"])
     queueing.send_on_commit(queueing.START_SIMULATION, simulation.pk)
     return simulation
@@ -89,7 +89,7 @@ def simulation_seed(*, simulation_id: int) -> Simulation | None:
         return branch_prepare(simulation_id=simulation_id)  # a branch copies its parent's bank instead
     payload = {"characters": simulation.cast_snapshot, "scenario": simulation.scenario_snapshot or None}
     try:
-        bank_seed(bank_id=simulation.bank_id, payload=payload)  # here, in this worker; marks the bank on failure
+        banks.bank_seed(bank_id=simulation.bank_id, payload=payload)  # here, in this worker; marks the bank on failure
     except Exception as exc:
         Simulation.objects.filter(pk=simulation_id).update(
             status=Simulation.Status.FAILED, error=f"Seeding the memory bank failed: {exc}", updated=timezone.now())
@@ -114,8 +114,8 @@ def sequel_carry(simulation: Simulation) -> dict[str, int]:
     if Memory.objects.in_bank(simulation.bank).filter(metadata__has_key="carried_from").exists():
         return {}
     last = source.turns.done().order_by("-index").values_list("index", flat=True).first()
-    return bank_carry(source=source.bank, target=simulation.bank, carry=simulation.carry_plan(),
-                      last_turn=(last + 1) if last is not None else 0, source_label=str(source))
+    return banks.bank_carry(source=source.bank, target=simulation.bank, carry=simulation.carry_plan(),
+                            last_turn=(last + 1) if last is not None else 0, source_label=str(source))
 
 
 # --- controls -------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ def simulation_replay(*, source: Simulation, changes: dict) -> Simulation:
     run.title = f"{source.title or source} · replayed ({run.retrieval_mode}, {run.scoring})"[:200]
     run.full_clean()
     run.save()
-    run.bank = bank_create(name=f"Simulation #{run.pk}: {run.title}"[:200], owner=run.owner)
+    run.bank = banks.bank_create(name=f"Simulation #{run.pk}: {run.title}"[:200], owner=run.owner)
     run.save(update_fields=["bank", "updated"])
     queueing.send_on_commit(queueing.START_SIMULATION, run.pk)
     return run
@@ -216,7 +216,7 @@ def simulation_delete(*, simulation: Simulation) -> None:
     bank = simulation.bank
     simulation.delete()
     if bank is not None:
-        bank_delete(bank=bank)  # locked first: a worker still writing into it finishes, or finds it gone
+        banks.bank_delete(bank=bank)  # locked first: a worker still writing into it finishes, or finds it gone
 
 
 @transaction.atomic

@@ -35,12 +35,7 @@ from chronicle.simulation.turn.engine import run_turn
 from chronicle.simulation.turn.types import TurnFailed
 from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.providers import get_bookkeeper, get_provider
-from memory.api import (
-    EmbeddingError, RECENT_TURNS, background, bank_consolidate_request, bank_hold, consolidate, consolidation_due,
-    consolidations_due, day_summarise, importance_since_last_reflection, importance_since_last_reflections, reflect,
-    reflections_due,
-    summarizer,
-)
+from memory.api import EmbeddingError, banks, upkeep
 from memory.models import Memory
 from core import tracing
 from core.outage import part_of
@@ -194,14 +189,14 @@ def queue_consolidations(simulation_id: int, turn_number: int, due: list[str] | 
     if simulation is None or simulation.bank_id is None:
         return []
     if due is None:
-        due = consolidations_due(simulation.bank, simulation.cast_names, simulation.consolidation_budget)
+        due = upkeep.consolidations_due(simulation.bank, simulation.cast_names, simulation.consolidation_budget)
     for name in due:
         try:
             if simulation.provider == Simulation.Provider.OPENAI:  # the run's model writes the summaries
-                consolidate_task.delay(simulation_id, name, turn_number - RECENT_TURNS)
+                consolidate_task.delay(simulation_id, name, turn_number - upkeep.RECENT_TURNS)
             else:
-                bank_consolidate_request(bank_id=simulation.bank_id, agent=name, before_turn=turn_number - RECENT_TURNS,
-                                         budget=simulation.consolidation_budget)
+                upkeep.bank_consolidate_request(bank_id=simulation.bank_id, agent=name, before_turn=turn_number - upkeep.RECENT_TURNS,
+                                                budget=simulation.consolidation_budget)
         except Exception:  # the broker being down costs this round (it is due again next turn), not the run
             log.exception("could not queue %s's consolidation at turn %s", name, turn_number)
     return due
@@ -215,8 +210,8 @@ def queue_reflections(simulation_id: int, turn_number: int, due: list[str] | Non
     if simulation is None or simulation.bank_id is None:
         return []
     if due is None:
-        due = reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold,
-                              turn=turn_number)
+        due = upkeep.reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold,
+                                     turn=turn_number)
         done_today = simulation.reflected_out_today(due, turn_number)
         due = [name for name in due if name not in done_today]
     batched = formation.judged_by_model(simulation)
@@ -256,7 +251,7 @@ def keep_the_day_before(simulation: Simulation, number: int) -> tuple[int, int]:
             asked.append(count_tokens(prompt))
             return answer(prompt)
     for name in simulation.cast_names:
-        day_summarise(bank=simulation.bank, agent=name, start=start, end=start + timedelta(days=1), summarize=ask)
+        upkeep.day_summarise(bank=simulation.bank, agent=name, start=start, end=start + timedelta(days=1), summarize=ask)
     return len(asked), sum(asked)
 
 
@@ -301,7 +296,7 @@ def reflect_task(simulation_id: int, agent: str, turn_number: int, batched: bool
     if simulation is None or simulation.bank_id is None:
         return "no simulation"
     try:
-        with background():  # nobody waits on it: its encodes yield the cores to the next turn's
+        with upkeep.background():  # nobody waits on it: its encodes yield the cores to the next turn's
             return _reflect(simulation, agent, turn_number, batched=batched)
     finally:
         _mark_reflecting(simulation_id, agent, False)
@@ -315,12 +310,12 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool
         if Memory.objects.in_bank(bank).for_agent(agent).filter(kind=Memory.Kind.REFLECTION, turn=turn_number).exists():
             return "already reflected"
         # Seed 003's rules, read again: a redelivered task, or one queued before a later turn's, may find it done.
-        if not reflections_due(bank, [agent], threshold=simulation.reflection_threshold, turn=turn_number) \
+        if not upkeep.reflections_due(bank, [agent], threshold=simulation.reflection_threshold, turn=turn_number) \
                 or simulation.reflected_out_today([agent], turn_number):
             return "not due"
         try:
             with transaction.atomic():
-                if not bank_hold(bank.pk):
+                if not banks.bank_hold(bank.pk):
                     return "no bank"  # the run was deleted meanwhile
                 asked: list[int] = []
                 complete = get_bookkeeper(simulation).complete
@@ -328,7 +323,7 @@ def _reflect(simulation: Simulation, agent: str, turn_number: int, batched: bool
                 def ask(prompt: str) -> str:
                     asked.append(count_tokens(prompt))
                     return complete(prompt)
-                made = reflect(bank, agent, turn=turn_number, ask=ask, metadata={"batched": True} if batched else None)
+                made = upkeep.reflect(bank, agent, turn=turn_number, ask=ask, metadata={"batched": True} if batched else None)
                 if not batched:  # else the judgement that asked for it counted the call (a replay answers it here)
                     _add_reflection_tokens(simulation, turn_number, sum(asked))
         except Exception:  # a failing model records nothing and the run goes on; it is due again next turn
@@ -345,13 +340,13 @@ def consolidate_task(simulation_id: int, agent: str, before_turn: int) -> int:
     simulation = Simulation.objects.select_related("bank").filter(pk=simulation_id).first()
     if simulation is None or simulation.bank_id is None:
         return 0
-    summarize = summarizer(get_bookkeeper(simulation).complete)
-    with background(), transaction.atomic():
-        if not bank_hold(simulation.bank_id):
+    summarize = upkeep.summarizer(get_bookkeeper(simulation).complete)
+    with upkeep.background(), transaction.atomic():
+        if not banks.bank_hold(simulation.bank_id):
             return 0  # the run was deleted meanwhile
-        if not consolidation_due(simulation.bank, agent, simulation.consolidation_budget):
+        if not upkeep.consolidation_due(simulation.bank, agent, simulation.consolidation_budget):
             return 0
-        return len(consolidate(simulation.bank, agent, before_turn=before_turn, summarize=summarize))
+        return len(upkeep.consolidate(simulation.bank, agent, before_turn=before_turn, summarize=summarize))
 
 
 @shared_task(name="chronicle.simulation.tasks.recover_simulations_task")

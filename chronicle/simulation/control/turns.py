@@ -35,10 +35,7 @@ from chronicle.simulation.story.moves import direction_lines, line_moves
 from chronicle.simulation.control.pins import dropped_pins
 from chronicle.simulation.story.stage import deliver
 from chronicle.simulation.turn.inputs import heard_before
-from memory.api import (
-    CapturePlan, accesses_record, capture_commit, insights_store, lesson_of,
-    lived_since, memories_dated, reflections_due, relationships_update,
-)
+from memory.api import CapturePlan, line_capture, memory_edits, relations, upkeep
 from chronicle.simulation.aftermath.feelings import feel_after_line
 from chronicle.simulation.aftermath.formation import (  # noqa: F401 (stage_apply: read from here too)
     _notes,
@@ -197,7 +194,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
         capture = capture_for(turn=turn, outcome=outcome)
     started = time.perf_counter()  # the memory system's time from here (_record_memory_time)
     with tracing.span("memory.retain", **{"memory.source": "line"}):
-        captured = capture_commit(capture)  # everyone's episodic memory of the line
+        captured = line_capture.capture_commit(capture)  # everyone's episodic memory of the line
     line = _deliver(simulation, turn)
     believed = _revise_beliefs(simulation, turn, line, capture)
     told = secrets.tell(bank=simulation.bank, speaker=turn.agent, heard_by=line.heard_by, turn=turn.number,
@@ -210,7 +207,7 @@ def turn_finish(*, turn_id: int, token: str, outcome: TurnOutcome, capture: Capt
                        distortion_note(captured),
                        _degraded_note(simulation, outcome, capture))
     _record_reading_and_writes(simulation, turn, outcome, capture)
-    memories_dated(bank=simulation.bank, turn=turn.number, when=simulation.story_time_at(turn.number))
+    memory_edits.memories_dated(bank=simulation.bank, turn=turn.number, when=simulation.story_time_at(turn.number))
     _mark_due(simulation, turn)
     _record_memory_time(turn, outcome, capture, captured, started, not_kept)
     turn.status, turn.error, turn.finished = Turn.Status.DONE, "", timezone.now()
@@ -277,9 +274,9 @@ def _move_relationships(simulation: Simulation, turn: Turn, line, capture: Captu
     is the evidence. With a model, its judgement after the line moves them (memory.living.after_turn);
     else the word lists."""
     after = capture.after
-    return relationships_update(bank=simulation.bank, speaker=turn.agent, text=line.text or turn.utterance,
-                                listeners=line.heard_by, turn=turn.number, whisper_to=line.whisper_to,
-                                evidence={m.agent: m for m in captured}, judged=after.moves if after else None)
+    return relations.relationships_update(bank=simulation.bank, speaker=turn.agent, text=line.text or turn.utterance,
+                                          listeners=line.heard_by, turn=turn.number, whisper_to=line.whisper_to,
+                                          evidence={m.agent: m for m in captured}, judged=after.moves if after else None)
 
 
 def _queue_extraction(simulation: Simulation, turn: Turn, line, capture: CapturePlan, moved) -> None:
@@ -288,7 +285,7 @@ def _queue_extraction(simulation: Simulation, turn: Turn, line, capture: Capture
     task after the commit, off the turn's path."""
     after = capture.after
     facts = {name: listed for name, listed in (after.facts if after else {}).items() if name in line.heard_by}
-    if moved or facts or lesson_of(line.text or turn.utterance):
+    if moved or facts or line_capture.lesson_of(line.text or turn.utterance):
         args = (simulation.bank_id, turn.number, turn.agent, line.text or turn.utterance, facts)
         transaction.on_commit(lambda: _queue_extract(*args))
 
@@ -311,20 +308,20 @@ def _degraded_note(simulation: Simulation, outcome: TurnOutcome, capture: Captur
 def _record_reading_and_writes(simulation: Simulation, turn: Turn, outcome: TurnOutcome, capture: CapturePlan) -> None:
     """What the agent recalled counts now, in this transaction (a failed or redone attempt counted
     nothing); the memories its tools wrote, and the reflections the model's judgement made."""
-    accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
+    line_capture.accesses_record(memory_ids=recalled_ids(outcome), turn=turn.number)
     apply_writes(bank=simulation.bank, agent=turn.agent, turn=turn.number, writes=outcome.writes)
     for agent, insights in (capture.after.insights if capture.after else {}).items():
         if agent in capture.reflect:
-            insights_store(bank=simulation.bank, agent=agent, turn=turn.number, insights=insights,
-                           pool=capture.reflect[agent], metadata={"batched": True}, approach=capture.after.approaches.get(agent, ""))
+            upkeep.insights_store(bank=simulation.bank, agent=agent, turn=turn.number, insights=insights,
+                                  pool=capture.reflect[agent], metadata={"batched": True}, approach=capture.after.approaches.get(agent, ""))
 
 
 def _mark_due(simulation: Simulation, turn: Turn) -> None:
     """Who is due to reflect or to consolidate, with this line counted (the caller queues them after
     the commit: chronicle.simulation.control.tasks)."""
-    lived = lived_since(simulation.bank, simulation.cast_names)
-    due = reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold,
-                          turn=turn.number, lived=lived)
+    lived = upkeep.lived_since(simulation.bank, simulation.cast_names)
+    due = upkeep.reflections_due(simulation.bank, simulation.cast_names, threshold=simulation.reflection_threshold,
+                                 turn=turn.number, lived=lived)
     done_today = simulation.reflected_out_today(due, turn.number)  # the story day's three, made already
     turn.due_reflections = [name for name in due if name not in done_today]
     turn.due_consolidations = [name for name in simulation.cast_names if simulation.consolidation_budget > 0

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from chronicle.simulation.run.models import Retrieval, Simulation, Turn
 from chronicle.writing.models import ChronicleEntry
-from memory.api import bank_create
+from memory.api import banks
 from memory.models import EMBEDDING_DIM, Memory, MemoryAccess, Relationship
 
 CAST = ["Alex", "Jordan", "Sam"]
@@ -49,7 +49,7 @@ def long_run(owner, turns: int, *, title: str = "A long run", memories: bool = T
     """A completed run of `turns` done turns (a branch of `parent` when given), with its bank."""
     rng = random.Random(seed)
     directions = "\n".join(f"{n}: The rain gets heavier outside." for n in range(40, turns + 1, 40))
-    bank = bank_create(name=title, owner=owner) if memories else None
+    bank = banks.bank_create(name=title, owner=owner) if memories else None
     simulation = Simulation.objects.create(
         owner=owner, title=title, status=Simulation.Status.COMPLETED, max_turns=max(turns, 1), provider="scripted",
         cast_snapshot=[{"name": name, "description": f"{name} is one of three friends."} for name in CAST],

@@ -29,7 +29,7 @@ from chronicle.simulation.run.models import Turn
 from chronicle.simulation.prompting.prompts import transcript_text
 from chronicle.simulation.turn.tool_calls import for_model
 from chronicle.simulation.turn.inputs import turn_input
-from memory.api import SIMULATION_TOOLS as TOOLS
+from memory.api import tools_offered
 from memory.api import call_tool
 
 
@@ -100,7 +100,7 @@ def parse(raw, *, cast: list[str], turns: int) -> list[Probe]:
         if not isinstance(kind, str) or not kind.strip():
             raise ProbeError(f"{where}: give its kind (self, belief, whisper, …): figures are reported per kind.")
         tool = item.get("tool", "query_memory")
-        if tool not in TOOLS:
+        if tool not in tools_offered.SIMULATION_TOOLS:
             raise ProbeError(f"{where}: there is no tool {tool!r}.")
         arguments = item.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):

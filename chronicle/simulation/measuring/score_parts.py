@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from memory.api import DEFAULT_SCORING, resolve_weights
+from memory.api import DEFAULT_SCORING, SIMILARITY, recollection
 
 
 @dataclass
@@ -49,10 +49,10 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
     if score is None or not components:
         return None
     try:
-        w = resolve_weights(scoring, weights)
+        w = recollection.resolve_weights(scoring, weights)
     except ValueError:
-        w = resolve_weights(DEFAULT_SCORING, None)
-    ws, wr, wi = w["similarity"], w["recency"], w["importance"]
+        w = recollection.resolve_weights(DEFAULT_SCORING, None)
+    ws, wr, wi = w[SIMILARITY], w["recency"], w["importance"]
     parts = []
     fused = "lexical" in components or "speaker" in components
     if fused:
@@ -82,11 +82,11 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
     if fused:
         share = max(0.0, float(score) - sum(p.contribution for p in rest))
         scale = ws * (1 - wl)
-        parts.append(ScorePart("similarity", "similarity (rescaled among candidates)", f"{ws:g} × {1 - wl:g}",
+        parts.append(ScorePart(SIMILARITY, "similarity (rescaled among candidates)", f"{ws:g} × {1 - wl:g}",
                                share / scale if scale else 0.0, share))
     else:
-        parts.append(ScorePart("similarity", "similarity", f"{ws:g}", components.get("similarity", 0.0),
-                               ws * components.get("similarity", 0.0)))
+        parts.append(ScorePart(SIMILARITY, SIMILARITY, f"{ws:g}", components.get(SIMILARITY, 0.0),
+                               ws * components.get(SIMILARITY, 0.0)))
     # A part whose weight is 0 under this preset says nothing; the speaker boost shows where it applied.
     weight_of = {"speaker": ws * wb if fused else 0, "lexical": ws * wl if fused else 0, "recency": wr, "importance": wi,
                  "temporal": 1 if temporal else 0, "association": 1 if association else 0,

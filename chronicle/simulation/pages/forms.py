@@ -14,7 +14,7 @@ from chronicle.simulation.run.run_settings import (  # noqa: F401 (NOT_INHERITED
 from chronicle.simulation.story.stage import StageError
 from chronicle.simulation.story.stage import parse as parse_stage
 from chronicle.text_rule import TextRuleForm
-from memory.api import REGISTRY, SCORING_PRESETS, SIMULATION_TOOLS, WRITE_TOOLS
+from memory.api import SCORING_PRESETS, SIMILARITY, tools_offered
 
 # The run's settings the form takes as the model defines them, title aside (it comes first); the
 # weights come from three number fields, the tools, greeter and seats from fields of the form's own.
@@ -51,7 +51,7 @@ def known_models(owner) -> list[str]:
 
 
 def _tool_label(name: str) -> str:
-    return f"{name}{' (writes memories)' if name in WRITE_TOOLS else ''}: {REGISTRY[name].description}"
+    return f"{name}{' (writes memories)' if name in tools_offered.WRITE_TOOLS else ''}: {tools_offered.REGISTRY[name].description}"
 
 
 # What each mode means for the writer: what the agent has in mind, and what a turn costs.
@@ -83,7 +83,7 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         required=False, widget=forms.PasswordInput(render_value=False), label="Bookkeeping model: API key",
         help_text="Blank: the key of your last run with this bookkeeping server, if any. Stored encrypted.")
     tool_set = forms.MultipleChoiceField(
-        choices=[(n, _tool_label(n)) for n in SIMULATION_TOOLS], required=False, widget=forms.CheckboxSelectMultiple,
+        choices=[(n, _tool_label(n)) for n in tools_offered.SIMULATION_TOOLS], required=False, widget=forms.CheckboxSelectMultiple,
         initial=default("tool_set"), label="Tools offered to the agents",
         help_text="Used in the Tools and Both modes. Each tool offered is described to the model on every call "
                   "(about 80 tokens each), so the six most used are ticked. Writes made during a turn are stored "
@@ -185,7 +185,7 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         for name in OPTIONAL_WITH_DEFAULT:
             if data.get(name) in ("", None):
                 data[name] = None  # simulation_start keeps the model's default
-        data["weights"] = {name: data[f"weight_{name}"] for name in ("similarity", "recency", "importance")
+        data["weights"] = {name: data[f"weight_{name}"] for name in (SIMILARITY, "recency", "importance")
                            if data.get(f"weight_{name}") is not None}
         return data
 
@@ -210,7 +210,7 @@ class SimulationForm(TextRuleForm, forms.ModelForm):
         values = {name: data.get(name) for name in ("title", *SETTINGS)}
         values["weights"] = data["weights"]
         values["title"] = values["title"] or ""
-        values["tool_set"] = [n for n in SIMULATION_TOOLS if n in set(data.get("tool_set") or [])]
+        values["tool_set"] = [n for n in tools_offered.SIMULATION_TOOLS if n in set(data.get("tool_set") or [])]
         values["greeting_by"] = data.get("greeting_by") or ""
         values["seats"] = [c.name for c in data.get("cast") or [] if c in set(data.get("seats") or [])]
         last = self.last_model_run

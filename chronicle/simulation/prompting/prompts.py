@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from chronicle.simulation.prompting.context import Part, join_parts
-from memory.api import CharacterSheet, ScenarioSheet, other_text
+from memory.api import CharacterSheet, ScenarioSheet, sheet_fields
 
 # The transcript an agent reads: at least TRANSCRIPT_LINES entries, starting at a multiple of
 # WINDOW_STEP, so the start stays put for WINDOW_STEP entries and every call until then begins with
@@ -343,5 +343,5 @@ def full_definition_text(sheet: CharacterSheet, scenario: ScenarioSheet | None, 
         if other.name == sheet.name:
             continue
         # What this character can know of the other: the same as its gifted "who is X" memory.
-        lines.append(f"{other_text(other)} {sheet.knowledge.get(other.name, '')}".strip())
+        lines.append(f"{sheet_fields.other_text(other)} {sheet.knowledge.get(other.name, '')}".strip())
     return "\n".join(lines)

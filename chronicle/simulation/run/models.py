@@ -20,7 +20,7 @@ from django.utils.functional import cached_property
 from chronicle.simulation.run import run_settings
 from chronicle.simulation.run.run_checks import RunSettingsMixin
 from chronicle.simulation.run.run_settings import DEFAULTS, MAX_TIMEOUT_S, MAX_TURNS
-from memory.api import CARRY_MODES
+from memory.api import banks
 from core.crypto import EncryptedTextField, decryption_error
 from core.querysets import OwnedQuerySet
 
@@ -56,7 +56,7 @@ def parse_carry(text: str, *, cast: list[str]) -> dict[str, str]:
         name, mode = name.strip(), mode.strip().lower()
         if not raw.strip():
             continue
-        if name not in plan or mode not in CARRY_MODES:
+        if name not in plan or mode not in banks.CARRY_MODES:
             raise ValidationError(f"Line {number}: write “Name: all”, “Name: reflections” or “Name: none” "
                                   f"for someone in the cast ({', '.join(cast)}).")
         plan[name] = mode

@@ -18,7 +18,7 @@ import json
 from chronicle.simulation.story.moves import direction_lines, line_moves
 from chronicle.simulation.run.run_settings import MAX_TURNS
 from chronicle.simulation.story.stage import StageError, parse, present_at
-from memory.api import SIMULATION_TOOLS
+from memory.api import tools_offered
 
 
 class ScriptError(ValueError):
@@ -97,9 +97,9 @@ def check_script(script: list[dict], *, cast: list[str], stage_directions: str =
             raise ScriptError(f"Script line {number}: {speaker} is not in the cast ({', '.join(cast)}).")
         for reply in entry.get("replies") or []:
             for call in reply.get("tool_calls") or []:
-                if call["name"] not in SIMULATION_TOOLS and not entry.get("recorded"):
+                if call["name"] not in tools_offered.SIMULATION_TOOLS and not entry.get("recorded"):
                     raise ScriptError(f"Script line {number}: there is no tool {call['name']!r} "
-                                      f"(the tools: {', '.join(SIMULATION_TOOLS)}).")
+                                      f"(the tools: {', '.join(tools_offered.SIMULATION_TOOLS)}).")
         if added:
             directions = parse("\n".join([stage_directions or "", *added]), cast=cast)
         here = present_at(directions, cast, number)

@@ -13,7 +13,7 @@ from chronicle.simulation.run.replay import ScriptError, check_script
 from chronicle.simulation.story.calendar import at_daily_limit, day_of, skips_from, story_time_at, story_times, story_times_at
 from chronicle.simulation.story.stage import StageError, clock_skips, present_at
 from chronicle.simulation.story.stage import parse as parse_stage
-from memory.api import SIMULATION_TOOLS, DistortionError, parse_distortions, reflections_between
+from memory.api import distortions, tools_offered, upkeep
 
 
 class RunSettingsMixin:
@@ -41,8 +41,8 @@ class RunSettingsMixin:
         tools = self.tool_set
         if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
             return {"tool_set": "A list of tool names."}
-        if unknown := [name for name in tools if name not in SIMULATION_TOOLS]:
-            return {"tool_set": f"Unknown tool {unknown[0]!r}; the tools are: {', '.join(SIMULATION_TOOLS)}."}
+        if unknown := [name for name in tools if name not in tools_offered.SIMULATION_TOOLS]:
+            return {"tool_set": f"Unknown tool {unknown[0]!r}; the tools are: {', '.join(tools_offered.SIMULATION_TOOLS)}."}
         if not tools and self.retrieval_mode == self.RetrievalMode.TOOLS:
             return {"tool_set": "The Tools mode needs at least one tool: tick some, or choose Pre-populate."}
         return {}
@@ -77,7 +77,7 @@ class RunSettingsMixin:
             # form, where the writer types them, says so).
             "stage_directions": (lambda text: parse_stage(text, cast=cast), StageError),
             "sequel_carry": (lambda _text: self.carry_plan(), ValidationError),
-            "distortions": (lambda text: parse_distortions(text, cast=cast), DistortionError),
+            "distortions": (lambda text: distortions.distortions_check(text, cast=cast), ValueError),
             "planted_beliefs": (lambda text: parse_beliefs(text, cast=cast), BeliefError),
         }
         errors = {}
@@ -102,10 +102,7 @@ class RunSettingsMixin:
     @property
     def distortion_filters(self) -> list:
         """The run's distortion filters, parsed (memory.forming.distortion.Distortion); [] when there are none."""
-        try:
-            return parse_distortions(self.distortions, cast=self.cast_names) if self.distortions else []
-        except DistortionError:  # clean() refused it on the way in
-            return []
+        return distortions.distortion_filters(self.distortions, cast=self.cast_names)
 
     @property
     def story_times(self) -> list:
@@ -129,7 +126,7 @@ class RunSettingsMixin:
         now = self.story_time_at(number)
         if now is None or not names:
             return set()
-        return at_daily_limit(reflections_between(self.bank, names, *day_of(now)))
+        return at_daily_limit(upkeep.reflections_between(self.bank, names, *day_of(now)))
 
     @property
     def clock(self) -> list[float] | None:

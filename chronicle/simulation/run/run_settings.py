@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from django.conf import settings as django_settings
 
-from memory.api import DEFAULT_SCORING, DEFAULT_SIMULATION_TOOLS, SIMULATION_TOOLS, said_date
+from memory.api import DEFAULT_SCORING, story_time, tools_offered
 
 # The most turns a run may have: Simulation.max_turns' ceiling, the longest script a replay plays and
 # where "Run until I pause" stops. Long enough for a novel's worth of scenes; the run pages read a
@@ -37,7 +37,7 @@ def _as_is(value: Any) -> Any:
 # may change between runs (WONDA_REFLECTION_THRESHOLD and its kin).
 
 def default_tool_set() -> list[str]:
-    return list(DEFAULT_SIMULATION_TOOLS)
+    return list(tools_offered.DEFAULT_SIMULATION_TOOLS)
 
 
 def default_reflection_threshold() -> float:
@@ -76,7 +76,7 @@ def _tools_label(run) -> str:
     if run.retrieval_mode == run.RetrievalMode.PREPOPULATE:
         return ""
     tools = list(run.tool_set or [])
-    return f"all {len(tools)} tools" if set(tools) >= set(SIMULATION_TOOLS) else f"tools: {', '.join(tools) or 'none'}"
+    return f"all {len(tools)} tools" if set(tools) >= set(tools_offered.SIMULATION_TOOLS) else f"tools: {', '.join(tools) or 'none'}"
 
 
 def _query_label(run) -> str:
@@ -154,7 +154,7 @@ RUN_SETTINGS: tuple[RunSetting, ...] = (
     RunSetting("minutes_per_turn", default=0, optional=True, turn="minutes_per_turn",
                label=lambda run: f"clock: {run.minutes_per_turn:g} min a turn" if run.minutes_per_turn else ""),
     RunSetting("story_start", default=None, optional=True,
-               label=lambda run: f"story starts {said_date(run.story_start.replace(tzinfo=None), with_time=True)}"
+               label=lambda run: f"story starts {story_time.said_date(run.story_start.replace(tzinfo=None), with_time=True)}"
                if run.story_start else ""),
     RunSetting("planted_beliefs"),
     RunSetting("distortions", label=_distortions_label),

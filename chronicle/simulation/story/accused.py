@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from memory.api import memory_revise
+from memory.api import memory_edits
 from memory.models import Memory
 
 ACCUSATION = "accusation"  # the memory category of a claim kept by the one it is about
@@ -205,5 +205,5 @@ def faced(bank, data: dict, *, subject: str, speaker: str, heard_by: list[str], 
     state["stance"] = "denies"
     state["history"] = [*(state.get("history") or []), {"turn": turn, "by": speaker, "stance": "denies"}]
     base = (memory.metadata or {}).get("told") or memory.content
-    return [memory_revise(memory=memory, content=f"{base} — {told}", importance=memory.importance,
-                          metadata={**memory.metadata, ACCUSATION: state, "told": base})]
+    return [memory_edits.memory_revise(memory=memory, content=f"{base} — {told}", importance=memory.importance,
+                                       metadata={**memory.metadata, ACCUSATION: state, "told": base})]

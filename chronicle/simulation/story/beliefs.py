@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from memory.models import Memory
-from memory.api import HeldBelief, beliefs_planted, held_beliefs, memories_create, memory_revise, standing
+from memory.api import beliefs_held, memory_edits, relations
 from chronicle.simulation.story.accused import facing, answer, faced, faced_row, subject_of
 
 RETELL_SIMILARITY = 0.6  # a line this close to a belief its speaker holds retells it…
@@ -107,10 +107,10 @@ def plant(simulation) -> int:
     planted = parse(simulation.planted_beliefs, cast=simulation.cast_names) if simulation.planted_beliefs else []
     if not planted or simulation.bank_id is None:
         return 0
-    if beliefs_planted(simulation.bank_id):
+    if beliefs_held.beliefs_planted(simulation.bank_id):
         return 0
     with transaction.atomic():
-        memories_create(bank=simulation.bank, memories=[dict(
+        memory_edits.memories_create(bank=simulation.bank, memories=[dict(
             content=belief.claim, agent=belief.holder, kind="semantic", category="belief", source="writer", turn=0,
             importance=7.0, keys=belief_keys(belief.claim),
             metadata={"belief": _state(id=belief.number, claim=belief.claim, true=belief.true, chain=[],
@@ -220,8 +220,8 @@ def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: 
         return read_before[0]
     # Every turn reads them (one statement, with each belief's similarity to the line); the memories
     # themselves only when a denial changes them.
-    by_claim: dict[int, dict[str, HeldBelief]] = {}
-    for held in held_beliefs(bank.pk, [speaker, *heard_by], vector):
+    by_claim: dict[int, dict[str, beliefs_held.HeldBelief]] = {}
+    for held in beliefs_held.held_beliefs(bank.pk, [speaker, *heard_by], vector):
         by_claim.setdefault(held.belief["id"], {})[held.agent] = held
     changed = []
     for held in by_claim.values():
@@ -242,7 +242,7 @@ def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: 
         elif said == "denies":
             if trust is None:  # how far each listener trusts the speaker, as it stood before this line
                 trust = {agent: row.trust for (agent, _other), row in
-                         standing(bank, other=speaker, agents=heard_by).items()}
+                         relations.standing(bank, other=speaker, agents=heard_by).items()}
             changed += _correct(bank, data, speaker, heard_by, _memories(held), turn, trust, subject=subject)
             changed += faced(bank, data, subject=subject, speaker=speaker, heard_by=heard_by, turn=turn, said=said)
         elif said == "doubts":
@@ -250,7 +250,7 @@ def revise(*, bank, speaker: str, line: str, vector, heard_by: list[str], turn: 
     return changed
 
 
-def _memories(held: dict[str, HeldBelief]) -> dict[str, Memory]:
+def _memories(held: dict[str, beliefs_held.HeldBelief]) -> dict[str, Memory]:
     """The holdings themselves, by holder: read only when a line changes them."""
     return {m.agent: m for m in Memory.objects.filter(pk__in=[h.id for h in held.values()])}
 
@@ -295,17 +295,17 @@ def _doubt(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str, 
         base = (memory.metadata or {}).get("told") or memory.content
         told = (f"then I said (turn {turn}) I was not sure of it" if own
                 else f"then {speaker} (turn {turn}) was not sure of it")
-        changed[name] = memory_revise(memory=memory, content=f"{base} — {told}", importance=memory.importance,
-                                      metadata={**memory.metadata, "belief": state, "told": base})
+        changed[name] = memory_edits.memory_revise(memory=memory, content=f"{base} — {told}", importance=memory.importance,
+                                                   metadata={**memory.metadata, "belief": state, "told": base})
     rows = [*new.values(), *accused]
     if rows:
-        made = memories_create(bank=bank, memories=rows)
+        made = memory_edits.memories_create(bank=bank, memories=rows)
         changed.update(zip(new, made))
         return [*(changed[name] for name in names if name in changed), *made[len(new):]]
     return [changed[name] for name in names if name in changed]
 
 
-def _pass_on(bank, mine: HeldBelief, speaker: str, heard_by: list[str], held: dict[str, HeldBelief],
+def _pass_on(bank, mine: beliefs_held.HeldBelief, speaker: str, heard_by: list[str], held: dict[str, beliefs_held.HeldBelief],
              turn: int, *, subject: str = "", cast: list[str] = ()) -> list[Memory]:
     data = mine.belief
     chain = [speaker, *data["source_chain"]]
@@ -317,7 +317,7 @@ def _pass_on(bank, mine: HeldBelief, speaker: str, heard_by: list[str], held: di
     accused = [faced_row(data, subject=subject, speaker=speaker, turn=turn, cast=cast, evidence=[mine.id])] \
         if subject in heard_by and subject != speaker and subject not in held and not facing(bank, data, subject) else []
     # Every new believer's copy in one statement (the same words and keys: one model call).
-    return memories_create(bank=bank, memories=[*accused, *(_belief_row(
+    return memory_edits.memories_create(bank=bank, memories=[*accused, *(_belief_row(
         name, f"{speaker} told me: {data['claim']}", speaker=speaker, turn=turn, evidence=[mine.id],
         state=_state(id=data["id"], claim=data["claim"], true=data["true"], chain=chain,
                      confidence=round(data["confidence"] * HOP_CONFIDENCE, 3), hops=data["hops"] + 1, turn=turn,
@@ -367,9 +367,9 @@ def _correct(bank, data: dict, speaker: str, heard_by: list[str], held: dict[str
                                                           "source_chain": [speaker], "stance": "denies"}]
         base = (memory.metadata or {}).get("told") or memory.content
         # Hearing what one believes denied is news (seed 002: notable, 7), whatever the claim was worth.
-        changed[name] = memory_revise(memory=memory, content=f"{base} — {told}",
-                                      importance=max(memory.importance, DISPUTED_IMPORTANCE),
-                                      metadata={**memory.metadata, "belief": state, "told": base})
+        changed[name] = memory_edits.memory_revise(memory=memory, content=f"{base} — {told}",
+                                                   importance=max(memory.importance, DISPUTED_IMPORTANCE),
+                                                   metadata={**memory.metadata, "belief": state, "told": base})
     if new:
-        changed.update(zip(new, memories_create(bank=bank, memories=list(new.values()))))
+        changed.update(zip(new, memory_edits.memories_create(bank=bank, memories=list(new.values()))))
     return [changed[name] for name in names if name in changed]

@@ -14,17 +14,17 @@ import re
 from datetime import datetime, timedelta
 
 from chronicle.simulation.story.stage import Direction, skipped_minutes
-from memory.api import MONTHS, WEEKDAYS
+from memory.api import story_time
 
 REFLECTIONS_PER_DAY = 3  # seed 003: at most three reflections an agent a day (a story day, here)
 PARTS = {"dawn": 6, "morning": 9, "noon": 12, "midday": 12, "lunchtime": 12, "afternoon": 15, "evening": 19,
          "night": 22, "midnight": 0}
-_MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
+_MONTH = "|".join(sorted(story_time.MONTHS, key=len, reverse=True))
 _CLOCK = r"(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s*m\b\.?"
 _TIME = re.compile(_CLOCK, re.IGNORECASE)
 _DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b\.?,?\s*(\d{{4}})?", re.IGNORECASE)
 _MONTH_DAY = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b,?\s*(\d{{4}})?", re.IGNORECASE)
-_SETS_DATE = re.compile(rf"(?:it is|it's|it was|now|today is|on|at)\b|\d|(?:{_MONTH}|{'|'.join(WEEKDAYS)})\b",
+_SETS_DATE = re.compile(rf"(?:it is|it's|it was|now|today is|on|at)\b|\d|(?:{_MONTH}|{'|'.join(story_time.WEEKDAYS)})\b",
                         re.IGNORECASE)
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2}))?\b")
 _NUMBER = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -33,7 +33,7 @@ _LATER = re.compile(r"(\d+|a few|several|" + "|".join(_NUMBER) + r")\s+(day|week
                     re.IGNORECASE)
 _NEXT = re.compile(r"(?:the\s+)?(next|following)\s+(day|morning|afternoon|evening|night|week|month)\b", re.IGNORECASE)
 _SAME_DAY = re.compile(r"(?:that|this|later that|later this)\s+(morning|afternoon|evening|night)\b", re.IGNORECASE)
-_WEEKDAY = re.compile(r"(?:on\s+|next\s+)?(" + "|".join(WEEKDAYS) + r")\b(?:\s+(morning|afternoon|evening|night))?",
+_WEEKDAY = re.compile(r"(?:on\s+|next\s+)?(" + "|".join(story_time.WEEKDAYS) + r")\b(?:\s+(morning|afternoon|evening|night))?",
                       re.IGNORECASE)
 
 
@@ -57,7 +57,7 @@ def _date_in(text: str, now: datetime | None) -> datetime | None:
         hour, minute = (int(match.group(4)), int(match.group(5))) if match.group(4) else (PARTS["morning"], 0)
     elif (match := _DAY_MONTH.search(text)) or (match := _MONTH_DAY.search(text)):
         first, second, year_text = match.groups()
-        day, month = (int(first), MONTHS[second.lower()]) if first.isdigit() else (int(second), MONTHS[first.lower()])
+        day, month = (int(first), story_time.MONTHS[second.lower()]) if first.isdigit() else (int(second), story_time.MONTHS[first.lower()])
         if year_text:
             year = int(year_text)
         elif now is not None:
@@ -113,7 +113,7 @@ def moved(text: str, now: datetime | None) -> datetime | None:
             later = _at_hour(now, PARTS[match.group(1).lower()])
             return later if later > now else now
         if match := _WEEKDAY.match(clause):
-            ahead = (WEEKDAYS.index(match.group(1).lower()) - now.weekday()) % 7 or 7
+            ahead = (story_time.WEEKDAYS.index(match.group(1).lower()) - now.weekday()) % 7 or 7
             part = (match.group(2) or "morning").lower()
             return _at_hour(now + timedelta(days=ahead), *(clock or (PARTS[part], 0)))
         if clock is not None and re.match(r"(?:it is|it's|now|at)\b", clause, re.IGNORECASE):

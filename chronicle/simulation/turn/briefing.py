@@ -16,9 +16,8 @@ from chronicle.simulation.prompting.prompts import (
 from chronicle.simulation.turn.types import TurnInput, TurnOutcome, still_as_shown
 from memory.models import Memory
 from memory.api import (
-    DAY_SUMMARY, MEMORY_KINDS, SECRET_LABEL, WHOLE_SHEET_K, WITNESSED_KINDS, CharacterSheet, MemoryFilter, calibrated,
-    describe, latest_day_turn, lore_triggered, only_time, recall_sheet, recall_stable, restates_window,
-    retrieval_filter, said_date, sheet_aspects, stable_snapshot, standing, told_text,
+    SIMILARITY, CharacterSheet, MemoryFilter, beliefs_held, distortions, recollection, relations, sheet_fields,
+    story_time,
 )
 
 
@@ -47,7 +46,7 @@ def header_aspects(turn: TurnInput) -> list[str]:
     if turn.mode != "tools" or "query_self" not in turn.tool_set:
         return []
     sheet = next((c for c in turn.cast if c.name == turn.agent), CharacterSheet(name=turn.agent))
-    return [aspect for aspect in sheet_aspects(sheet) if aspect not in ("identity", "goals")]
+    return [aspect for aspect in sheet_fields.sheet_aspects(sheet) if aspect not in ("identity", "goals")]
 
 
 def _beyond_header(content: str, turn: TurnInput) -> str:
@@ -75,7 +74,7 @@ def header_shows(turn: TurnInput) -> frozenset[tuple[str, str]]:
 def clock_text(turn: TurnInput) -> str:
     """The turn, and how long since the scene began ("turn 14, 2 hours 26 minutes since the scene began")."""
     if turn.story_time is not None:  # the story calendar: the date and time, then the turn
-        return f"{said_date(turn.story_time, with_time=True)} (turn {turn.number})"
+        return f"{story_time.said_date(turn.story_time, with_time=True)} (turn {turn.number})"
     clock = f"turn {turn.number}"
     if turn.minutes_per_turn:
         skipped = turn.clock[turn.number] if turn.clock and turn.number < len(turn.clock) else 0.0
@@ -92,8 +91,8 @@ def now_text(turn: TurnInput) -> str:
     if turn.mode != "tools" and turn.bank is not None:
         # How the agent stands with each, as what it heard has moved it (memory.living.relationships):
         # where it is now, in words (the line that moved it is in the transcript).
-        stood = standing(turn.bank, turn.agent, before_turn=turn.number)
-        present = [f"{other} ({describe(stood[(turn.agent, other)])})" if (turn.agent, other) in stood
+        stood = relations.standing(turn.bank, turn.agent, before_turn=turn.number)
+        present = [f"{other} ({relations.describe(stood[(turn.agent, other)])})" if (turn.agent, other) in stood
                    else other for other in present]
     return now_line(present=present, clock=clock, feeling=turn.feeling, plan=turn.plan)
 
@@ -139,7 +138,7 @@ SECTION_BUDGETS = {"More about you": 200, "What you know": 120, "What this bring
 RECENT_TURNS = 8  # "Recent events" looks this many turns back from where the agent's transcript begins
 
 # "What you know": every kind but the sheet, the scene and the episodes, which have their sections.
-PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in MEMORY_KINDS if k != "episodic")]
+PREPOPULATED_FACT_KINDS = ["semantic", "character_knowledge", *(k for k in recollection.MEMORY_KINDS if k != "episodic")]
 
 
 def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
@@ -152,7 +151,7 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
     # Whom the conversation already says something about: not searched for again.
     known = {about for about in turn.kept.values() if about}
     told = Section(TOLD)
-    with stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
+    with recollection.stable_snapshot():  # one look at whether the sheet, scene or others changed, for all sections
         for title, query, memory_filter, k in _queries(turn, first, in_window, known):
             snapshots = _search(turn, outcome, title, query, memory_filter, k, in_window=in_window, shown=shown)
             _fill(sections.setdefault(title, Section(title)), snapshots, turn, shown=shown)
@@ -163,7 +162,7 @@ def prepopulate(turn: TurnInput, outcome: TurnOutcome) -> list[Section]:
 
 
 # Card lore woken by its keys (SillyTavern's world info): an entry whose key the last few lines say,
-# or this turn's directions, is put before the agent (memory.api.lore_triggered), as ST does.
+# or this turn's directions, is put before the agent (memory.api.recollection.lore_triggered), as ST does.
 LORE = "Lore that just came up"
 LORE_SCAN_LINES = 4  # ST's scan depth: how many of the latest lines wake an entry
 
@@ -173,7 +172,7 @@ def _lore(turn: TurnInput, outcome: TurnOutcome, shown: set[int]) -> Section:
     recent = [text for _number, _speaker, text in turn.transcript[-LORE_SCAN_LINES:]]
     recent += [text for number, text in turn.stage if number > turn.number - LORE_SCAN_LINES]
     started = time.perf_counter()
-    snapshots = [m.snapshot() for m in lore_triggered(turn.bank, turn.agent, "\n".join(recent))]
+    snapshots = [m.snapshot() for m in recollection.lore_triggered(turn.bank, turn.agent, "\n".join(recent))]
     if snapshots:  # recorded like a section's search, for the inspector: which entries woke
         outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": LORE}, query="keys in the latest lines",
                        filter={}, results=snapshots, error="", path="keys",
@@ -192,8 +191,8 @@ def _told(turn: TurnInput, snapshots: list[dict]) -> Section:
     section = Section(TOLD)
     said = "\n".join(note["text"] for note in turn.kept_notes.values())
     for snap in snapshots:
-        if snap.get("category") == "secrets" and (told := told_text(snap.get("told"))):
-            line = f"You have told {told}: {sheet_line_voice(snap['content'], turn.agent).removeprefix(SECRET_LABEL)}"
+        if snap.get("category") == "secrets" and (told := recollection.told_text(snap.get("told"))):
+            line = f"You have told {told}: {sheet_line_voice(snap['content'], turn.agent).removeprefix(beliefs_held.SECRET_LABEL)}"
             if f"- {line}" not in said:
                 section.lines.append(line)
                 section.ids.append(snap["memory_id"])
@@ -212,11 +211,11 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]
     # The sheet's core every turn (filter None: recall_sheet, category by category), the rest of it on
     # the first turn; after it, further down, the rest of the sheet that bears on what was just said.
     queries = [
-        ("Who you are", "who am I?", None, WHOLE_SHEET_K),
+        ("Who you are", "who am I?", None, sheet_fields.WHOLE_SHEET_K),
         ("Where you are", "where am I?", MemoryFilter(agent=turn.agent, kinds=["scene"], shared=True), 4),
     ]
     if first:
-        queries.append((WHOLE_SHEET, "who am I?", None, WHOLE_SHEET_K))
+        queries.append((WHOLE_SHEET, "who am I?", None, sheet_fields.WHOLE_SHEET_K))
         queries.append((WHOLE_SHEET, "where am I?",
                         MemoryFilter(agent=turn.agent, kinds=["scene"], categories=["location"], shared=True), 1))
     else:
@@ -242,25 +241,25 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]
     # The story's last day as the agent keeps it (memory.living.days): what a time skip left behind,
     # once some of that day has left the transcript (a day still all in it is there to read; once a
     # window, the conversation keeps it). Earlier days are a search away (query_memory).
-    last_day = latest_day_turn(turn.bank, turn.agent, before=turn.index + 1,
-                               left_before=in_window[0] if in_window else None) if turn.index else None
+    last_day = recollection.latest_day_turn(turn.bank, turn.agent, before=turn.index + 1,
+                                            left_before=in_window[0] if in_window else None) if turn.index else None
     # What was said or seen long before the window that bears on the last line (seed 001's "relevant
     # past experiences"): without it a line that left the window reached a briefed agent only through
     # a day's summary, so "how deep was the crack?" asked 200 turns on found nothing to answer with.
     # Searched by the line's words alone: "Sam said:" on a short line matched Sam's other short lines.
     if in_window and in_window[0] > RECENT_TURNS + 1 and last:
         queries.append((BROUGHT_BACK, last[2],
-                        MemoryFilter(agent=turn.agent, kinds=list(WITNESSED_KINDS),
+                        MemoryFilter(agent=turn.agent, kinds=list(recollection.WITNESSED_KINDS),
                                      max_turn=in_window[0] - RECENT_TURNS - 1, shared=True), 3))
     if last_day is not None:
         queries.append(("Earlier days", situation,
-                        MemoryFilter(agent=turn.agent, kinds=["episodic"], categories=[DAY_SUMMARY],
+                        MemoryFilter(agent=turn.agent, kinds=["episodic"], categories=[recollection.DAY_SUMMARY],
                                      min_turn=last_day, max_turn=last_day), 1))
     # What happened just before the transcript the agent reads (never a copy of it), in time order.
     if in_window and in_window[0] > 1:
         before = in_window[0] - 1
         queries.append(("Recent events", situation,
-                        MemoryFilter(agent=turn.agent, kinds=list(WITNESSED_KINDS), max_turn=before,
+                        MemoryFilter(agent=turn.agent, kinds=list(recollection.WITNESSED_KINDS), max_turn=before,
                                      min_turn=max(1, before - RECENT_TURNS + 1), shared=True), 5))
     return queries
 
@@ -268,27 +267,27 @@ def _queries(turn: TurnInput, first: bool, in_window: list[int], known: set[str]
 def _search(turn: TurnInput, outcome: TurnOutcome, title: str, query: str, memory_filter, k: int, *,
             in_window: list[int], shown: set[int]) -> list[dict]:
     """One section's search, recorded as a retrieval; its results as snapshots (excluded ones marked).
-    What the transcript below already shows (memory.api.restates_window) joins `shown`, but for the
+    What the transcript below already shows (memory.api.recollection.restates_window) joins `shown`, but for the
     agent's beliefs (as query_memory keeps them when asked what it believes)."""
     started = time.perf_counter()
     error, results = "", []
     try:
         if memory_filter is None:  # "Who you are"
-            memory_filter, results = recall_sheet(turn.bank, turn.agent, scoring=turn.scoring, clock=turn.clock,
-                                                  weights=turn.weights or None, current_turn=turn.number,
-                                                  shared=True, k=k, parts=None if title == WHOLE_SHEET else CORE_SHEET)
+            memory_filter, results = recollection.recall_sheet(turn.bank, turn.agent, scoring=turn.scoring, clock=turn.clock,
+                                                               weights=turn.weights or None, current_turn=turn.number,
+                                                               shared=True, k=k, parts=None if title == WHOLE_SHEET else CORE_SHEET)
         else:
             # The scene and what one knows of the others rarely change: kept between turns.
-            results = recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
-                                    weights=turn.weights or None, current_turn=turn.number, clock=turn.clock,
-                                    associations=turn.associations,
-                                    distort=retrieval_filter(turn.agent, turn.distortions), mood=turn.mood)
+            results = recollection.recall_stable(turn.bank, query, filter=memory_filter, k=k, scoring=turn.scoring,
+                                                 weights=turn.weights or None, current_turn=turn.number, clock=turn.clock,
+                                                 associations=turn.associations,
+                                                 distort=distortions.retrieval_filter(turn.agent, turn.distortions), mood=turn.mood)
     except Exception as exc:  # a bad weight or filter is recorded, the turn goes on without it
         error = f"{type(exc).__name__}: {exc}"
     snapshots = [dict(r.snapshot(), excluded=True) if r.memory.pk in turn.excluded else r.snapshot() for r in results]
     # What the agent holds, and from whom, is asked for by name in "What you believe": kept there.
     beliefs = title != "What you believe"
-    shown.update(r.memory.pk for r in results if restates_window(r.memory, in_window, beliefs=beliefs))
+    shown.update(r.memory.pk for r in results if recollection.restates_window(r.memory, in_window, beliefs=beliefs))
     outcome.record(agent=turn.agent, tool="prepopulate", arguments={"section": title}, query=query,
                    filter=memory_filter.to_dict() if memory_filter else {}, results=snapshots, error=error,
                    latency_ms=round((time.perf_counter() - started) * 1000, 2), path=getattr(results, "path", ""))
@@ -309,7 +308,7 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             continue
         if snap.get("category") == "reaction" and snap.get("speaker") in turn.others:
             continue  # how a line moved me towards someone present: the header's "Here with you" says it
-        if snap.get("kind") == "observation" and (only_time(snap["content"]) or snap.get("until_turn")):
+        if snap.get("kind") == "observation" and (story_time.only_time(snap["content"]) or snap.get("until_turn")):
             # "A new day: it is …": the header says the date, and each memory its own; "Ibrahim is
             # away" until he came back: a state that is over ("Here with you" says who is here now)
             continue
@@ -321,8 +320,8 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
             content = gist(content, RECENT_CHARS)
         if not content:
             continue
-        similarity = (snap.get("components") or {}).get("similarity")
-        if section.title == BROUGHT_BACK and calibrated(similarity) < CONFIDENCE_FLOOR:
+        similarity = (snap.get("components") or {}).get(SIMILARITY)
+        if section.title == BROUGHT_BACK and recollection.calibrated(similarity) < CONFIDENCE_FLOOR:
             continue  # a loose match is noise: a search finds it if it is wanted
         shown.add(snap["memory_id"])
         turn_label = snap.get("turn")
@@ -332,7 +331,7 @@ def _fill(section: Section, snapshots: list[dict], turn: TurnInput, *, shown: se
         if section.title == "The others present" and not turn_label and _story_moved_on(turn):
             # The writer's starting note ("knows nothing of Declan yet"), read 300 turns on as if current.
             line = f"(when the story began) {line}"
-        if turn.confidence_gating and similarity is not None and calibrated(similarity) < CONFIDENCE_FLOOR:
+        if turn.confidence_gating and similarity is not None and recollection.calibrated(similarity) < CONFIDENCE_FLOOR:
             line += " (weak match)"  # the scale of the tools' retrieval_confidence; the prompt says below it is weak
         if section.title in SECTION_BUDGETS and section.lines and \
                 count_tokens("\n".join([*section.lines, line])) > SECTION_BUDGETS[section.title]:

@@ -27,7 +27,7 @@ from chronicle.simulation.turn.tool_calls import for_model, offered_tools, run_r
 from chronicle.simulation.run.turn_models import WRITER_LINE_NOTE
 from chronicle.simulation.turn.types import TurnFailed, TurnInput, TurnOutcome
 from chronicle.simulation.providers import ChatResult, Provider, ProviderError, ToolsUnsupported
-from memory.api import CharacterSheet, ToolContext, retrieval_filter
+from memory.api import CharacterSheet, ToolContext, distortions
 
 MAX_UTTERANCE = 4000
 # "(no relevant memories)" as models write it: any case, brackets or not, a full stop or a colon after.
@@ -167,7 +167,7 @@ def tool_context(turn: TurnInput, *, deferred: list[dict]) -> ToolContext:
     return ToolContext(bank=turn.bank, agent=turn.agent, current_turn=turn.number, scoring=turn.scoring,
                        weights=turn.weights or None, known_characters=[c.name for c in turn.cast],
                        deferred=deferred, enhance=enhance_options(turn), clock=turn.clock,
-                       associations=turn.associations, distort=retrieval_filter(turn.agent, turn.distortions),
+                       associations=turn.associations, distort=distortions.retrieval_filter(turn.agent, turn.distortions),
                        mood=turn.mood, present=[turn.agent, *turn.others], confidence=turn.confidence_gating,
                        window_turns=frozenset(number for number, _speaker, _text in window(turn.transcript, turn.stage)),
                        shown=header_shows(turn), now=clock_text(turn), story_now=turn.story_time)

@@ -12,7 +12,7 @@ from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.run.run_settings import turn_values
 from chronicle.simulation.run.selectors import turn_overrides
 from chronicle.simulation.story.stage import deliver, present_at, seen_action
-from memory.api import CharacterSheet, Mood, ScenarioSheet, current_plans, moods
+from memory.api import CharacterSheet, ScenarioSheet, inner_life
 
 PLAN_HEAD = re.compile(r"^My plan[^:]{0,200}:\s*")  # "Your plan: …" says whose already
 MOOD_CALM = 0.08  # a mood weaker than this is no mood (memory.living.mood's CALM): the header says nothing
@@ -71,11 +71,11 @@ def mood_on() -> bool:
     return bool(getattr(settings, "MOOD_ENABLED", True))
 
 
-def mood_before(simulation: Simulation, agent: str, number: int) -> Mood:
+def mood_before(simulation: Simulation, agent: str, number: int) -> inner_life.Mood:
     """How `agent` feels as turn `number` begins (after the lines before it); calm with mood off."""
     if not mood_on() or simulation.bank_id is None:
-        return Mood()
-    return moods(simulation.bank, [agent], number - 1)[agent]
+        return inner_life.Mood()
+    return inner_life.moods(simulation.bank, [agent], number - 1)[agent]
 
 
 def turn_input(*, turn: Turn) -> TurnInput:
@@ -100,7 +100,7 @@ def turn_input(*, turn: Turn) -> TurnInput:
         present=simulation.present_at(turn.number) if simulation.stage_directions else None,
         clock=simulation.clock, distortions=simulation.distortion_filters,
         mood=mood.valence, feeling=mood.word if abs(mood.valence) >= MOOD_CALM else "",
-        plan=PLAN_HEAD.sub("", plan.content) if (plan := current_plans(simulation.bank, [turn.agent]).get(turn.agent)
+        plan=PLAN_HEAD.sub("", plan.content) if (plan := inner_life.current_plans(simulation.bank, [turn.agent]).get(turn.agent)
                                                  if simulation.bank_id else None) else "",
         story_time=simulation.story_time_at(turn.number),
         notes=notes_for(simulation, turn.index, turn.agent),

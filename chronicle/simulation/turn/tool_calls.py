@@ -6,7 +6,7 @@ import json
 
 from chronicle.simulation.turn.briefing import header_aspects
 from chronicle.simulation.turn.types import TurnInput, TurnOutcome
-from memory.api import SIMULATION_TOOLS, ToolContext, call_tool, openai_tool_schemas
+from memory.api import ToolContext, call_tool, tools_offered
 
 
 
@@ -18,10 +18,10 @@ HEADER_ASPECTS = "One listed as also on your sheet; omit for all"
 
 def offered_tools(turn: TurnInput, mode: str) -> list[dict] | None:
     """The tool schemas a model is sent this turn (None: no tools in this mode or set)."""
-    wanted = [n for n in SIMULATION_TOOLS if n in set(turn.tool_set)
+    wanted = [n for n in tools_offered.SIMULATION_TOOLS if n in set(turn.tool_set)
               and (turn.tool_prompt != "seed000" or n in SEED_000_TOOLS)]
     if mode in ("tools", "both") and turn.max_tool_calls > 0 and wanted:
-        tools = compact_schemas(openai_tool_schemas(wanted))
+        tools = compact_schemas(tools_offered.openai_tool_schemas(wanted))
         return _aspects_from_header(tools) if header_aspects(turn) else tools
     return None
 

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.test.utils import override_settings
 
 from memory.measuring.evaluation import CATEGORIES, evaluate
-from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS
+from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS, SIMILARITY
 from core.migrations_state import unapplied_migrations
 
 
@@ -94,6 +94,6 @@ class Command(BaseCommand):
                 f"{cal['irrelevant_pairs']} irrelevant ({cal['irrelevant_mean']}); "
                 f"fit slope {cal['slope']}, intercept {cal['intercept']}")
             for row in cal["bins"]:
-                out(f"  similarity {row['similarity']}: {row['pairs']:>6} pairs, relevant (equal priors) "
+                out(f"  similarity {row[SIMILARITY]}: {row['pairs']:>6} pairs, relevant (equal priors) "
                     f"{row['relevant']:.3f}, calibrated now {row['calibrated']:.3f}")
         out(json.dumps(figures, separators=(",", ":")))

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from memory.models import MemoryBank
 from memory.recalling.filters import MemoryFilter
-from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS
+from memory.recalling.scoring import DEFAULT_SCORING, SCORING_PRESETS, SIMILARITY
 from memory.recalling.search import recall
 
 
@@ -51,7 +51,7 @@ class Command(BaseCommand):
             via = repr(r.matched_key) if r.matched_key else "content"
             when = "" if m.turn is None else f" turn {m.turn}"
             self.stdout.write(
-                f"{r.rank:>2}. score {r.score:.4f}  (sim {c['similarity']:.3f} · rec {c['recency']:.3f} · imp {c['importance']:.3f})"
+                f"{r.rank:>2}. score {r.score:.4f}  (sim {c[SIMILARITY]:.3f} · rec {c['recency']:.3f} · imp {c['importance']:.3f})"
                 f"  [{m.agent or 'scene'}/{m.kind}/{m.category or '-'}{when}]  via {via}"
             )
             self.stdout.write(f"    {m.content[:200]}")

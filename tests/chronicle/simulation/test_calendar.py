@@ -121,7 +121,7 @@ def test_an_agent_reflects_at_most_three_times_a_story_day(user, dinner, setting
     from datetime import timezone
 
     from chronicle.simulation.aftermath.formation import due_to_reflect
-    from memory.api import memory_create
+    from memory.services import memory_create
     from tests.factories import start
 
     simulation = start(user, dinner, story_start=datetime(2025, 1, 13, 18, 0, tzinfo=timezone.utc),

@@ -61,7 +61,8 @@ def test_a_new_story_day_leaves_each_of_the_cast_the_day_before_as_one_memory(us
 
 
 def test_the_model_writes_the_day_when_there_is_one_and_a_failing_model_leaves_the_offline_one(user, dinner):
-    from memory.api import day_summarise, memory_create
+    from memory.living.days import day_summarise
+    from memory.services import memory_create
 
     simulation = start(user, dinner)
     evening = datetime(2025, 1, 13, 19, 0, tzinfo=timezone.utc)
@@ -95,7 +96,8 @@ def test_the_model_writes_the_day_when_there_is_one_and_a_failing_model_leaves_t
 def test_the_offline_day_quotes_what_each_line_says_most_not_a_fragment(user, dinner):
     """A model found a day summed up as "That's the island." "Candles from the island.": the
     sentence of a line that says most is quoted, and a line of a few words is left out."""
-    from memory.api import day_summarise, memory_create
+    from memory.living.days import day_summarise
+    from memory.services import memory_create
 
     simulation = start(user, dinner)
     evening = datetime(2025, 1, 14, 20, 0, tzinfo=timezone.utc)

@@ -9,7 +9,7 @@ import pytest
 from chronicle.models import Character
 from chronicle.simulation.turn.briefing import LORE
 from chronicle.simulation.control.tasks import run_turn_task
-from memory.api import lore_triggered
+from memory.recalling.lore import lore_triggered
 from memory.models import Memory
 from tests.factories import start as start_seeded
 

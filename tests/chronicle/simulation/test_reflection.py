@@ -12,6 +12,7 @@ from chronicle.simulation.control import tasks
 from chronicle.simulation.run.models import Simulation, Turn
 from chronicle.simulation.providers import ProviderError, ScriptedProvider
 from chronicle.simulation.providers.topics import topics
+from memory.api import upkeep
 from memory.models import Memory, MemoryBank
 from memory.living.reflection import reflect
 from memory.services.memories import memory_create
@@ -252,7 +253,7 @@ def test_consolidation_is_queued_past_the_runs_own_budget_and_never_at_zero(user
     assert tasks.queue_consolidations(simulation.pk, 4) == []  # 4 lines: at the budget, not past it
     live(simulation, 5)
     assert tasks.queue_consolidations(simulation.pk, 5) == ["Alex"]
-    assert queued == [(simulation.bank_id, "Alex", 5 - tasks.RECENT_TURNS, 4)]
+    assert queued == [(simulation.bank_id, "Alex", 5 - upkeep.RECENT_TURNS, 4)]
     Simulation.objects.filter(pk=simulation.pk).update(consolidation_budget=0)
     assert tasks.queue_consolidations(simulation.pk, 6) == [] and len(queued) == 1
     assert "consolidates only on request" in Simulation.objects.get(pk=simulation.pk).option_labels

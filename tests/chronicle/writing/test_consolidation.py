@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from django.urls import reverse
 
-from chronicle.writing import services as writing_services
 from chronicle.writing.models import Edit
+from memory.api import upkeep
 from memory.living import consolidation
 from memory.models import Memory
 from memory.services import memory_create
@@ -24,7 +24,7 @@ def ramen(finished, monkeypatch):
     """Four near-duplicate, unimportant lines the first agent heard at turns 1–4 (a six-turn run keeps
     its last two turns as they are)."""
     monkeypatch.setattr(consolidation, "RECENT_TURNS", 2)
-    monkeypatch.setattr(writing_services, "RECENT_TURNS", 2)  # the button's own reading of it
+    monkeypatch.setattr(upkeep, "RECENT_TURNS", 2)  # the button's own reading of it (memory.api's)
     agent = finished.cast_names[0]
     originals = [memory_create(bank=finished.bank, content=text, agent=agent, kind="episodic", importance=2.0,
                                source="earned", turn=turn, speaker="Jordan") for turn, text in enumerate(RAMEN, 1)]

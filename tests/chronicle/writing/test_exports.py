@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from chronicle.writing import exports, services
 from chronicle.writing.tasks import import_bank_task
-from memory.api import relationships_update
+from memory.living.relationships import relationships_update
 from memory.models import Memory, Relationship
 
 pytestmark = pytest.mark.django_db

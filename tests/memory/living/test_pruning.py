@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory.api import faded, memories_prune, memories_unprune, recall
+from memory.living.pruning import faded, memories_prune, memories_unprune
+from memory.recalling.search import recall
 from memory.tasks import prune_banks_task
 from memory.models import Memory
 from memory.recalling.scoring import decayed_importance

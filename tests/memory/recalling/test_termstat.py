@@ -9,7 +9,7 @@ from memory.recalling.filters import MemoryFilter
 from memory.recalling.search import recall
 from memory.forming.capture import remember_utterance
 from memory.services import memory_create
-from tests.memory.test_lexical import LINES
+from tests.memory.recalling.test_lexical import LINES
 
 QUESTIONS = ["who mentioned the plumber and the pipes?", "Jordan choir Thursday", "towels", "nothing here matches zzz"]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from memory.living.after_turn import MAX_FACTS, parse
 
-ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "judgement"
+ANSWERS = Path(__file__).resolve().parents[2] / "fixtures" / "judgement"
 CAST = ["Alex", "Jordan", "Sam"]
 
 

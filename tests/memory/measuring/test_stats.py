@@ -11,7 +11,8 @@ import pytest
 from django.test import Client
 
 from api.models import ApiToken
-from memory.api import bank_create, memory_stats
+from memory.services import bank_create
+from memory.measuring.stats import memory_stats
 from memory.models import Memory
 from memory.services import memory_create
 

@@ -206,7 +206,7 @@ def test_the_logistic_fit_recovers_a_known_scale():
 
 
 def test_evaluate_retrieval_measures_each_enhancement_and_calibrates(db, tmp_path):
-    from tests.memory.test_evaluation import SAMPLE
+    from tests.memory.measuring.test_evaluation import SAMPLE
 
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps([SAMPLE]))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memory.api import beliefs_planted, held_beliefs, held_claims
+from memory.recalling.held import beliefs_planted, held_beliefs, held_claims
 from memory.recalling.held import claim_numbers
 from memory.embedding.cache import embed_one
 from memory.services.memories import memory_archive, memory_create
