@@ -173,6 +173,8 @@ def evaluate_file(*, name: str, raw: bytes, tally: Tally, mode: str | None, pres
     """Run one file to its end, asking its probes at their turns, and add what it measured to tally.
     answerer: a provider that also answers each expect probe put as a line in the scene (judge: a
     provider that grades those replies)."""
+    # One run from start to discard, pausing at each probe's turn: its loop and its clean-up read
+    # best together (the finally must see every exit of the loop).
     imported = headless.scenario_import(raw=raw, username=None)
     simulation = None
     try:

@@ -107,6 +107,7 @@ def capture_prepare(*, bank: MemoryBank, speaker: str, text: str, turn: int, lis
     vector_at_commit: the line is encoded on a thread from here on, and capture_commit waits for it
     (then scores and filters): a caller with writes of its own between the two has them overlap the
     encode (a simulation's turn stores its reply meanwhile)."""
+    # Long on purpose: the steps before the turn's transaction in the order they must run, seen at once.
     started = time.perf_counter()
     # An answer that comes at once (a replay's rules) leaves nothing to encode behind: aside, the
     # encode would only share the two cores with the caller (unless vector_at_commit: its writes).

@@ -145,6 +145,8 @@ def prompt_for(*, speaker: str, content: str, turn: int, profiles: dict[str, str
     so a reply is judged as one; reflect: who is due to reflect, with the statements (memory contents) it reflects on; claims:
     what those who hear the line hold, for the line's stance on each; secrets: the speaker's, that
     some listener has not been told."""
+    # The prompt's parts in the order they are sent, each present only when it bears on the line:
+    # kept in one place so the order a model reads is the order written here.
     names = list(profiles)
     # The speaker is listed for its importance alone: no profile to weigh.
     described = "\n".join(f"- {name}: {_sentences(_about(text, name), 300)}" for name, text in profiles.items()
@@ -244,6 +246,8 @@ def parse(answer: str, *, names: list[str], speaker: str, statements: dict[str, 
     how many statements each agent due to reflect was given (an insight must cite one of them);
     claims: the claims asked about, by number (an unknown stance is left to the rule); secrets: the
     speaker's, by number (a number not asked about is ignored)."""
+    # One answer read field by field, each with its own fallback: kept together so the fields' order
+    # matches the prompt's (split, a reader checks two places for every field).
     result = AfterTurn(raw=answer[:2000])
     data = _json_object(answer)
     if isinstance(data, dict) and isinstance(data.get("reflections"), dict) and statements:

@@ -44,6 +44,8 @@ def score_breakdown(result: dict, *, scoring: str, weights: dict | None) -> Scor
     (1 − wl)·similarity rescaled among the candidates + wl·BM25 + wb·[speaker named], so a memory
     whose speaker the question names gets up to ws·wb more, which can take it past 1. The rescaled
     similarity is not stored; its share is what the other parts leave of the score."""
+    # One memory's score, part by part, in the order the ranking SQL adds them: split, the parts
+    # and their sum would drift apart.
     components = result.get("components") or {}
     score = result.get("score")
     if score is None or not components:
