@@ -113,7 +113,7 @@ def test_the_lines_a_model_said_in_the_rumour_recording_are_read_as_it_meant_the
     from pathlib import Path
     import json
 
-    script = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "recorded" / "rumour.json").read_text())["script"]
+    script = json.loads((Path(__file__).resolve().parents[3] / "fixtures" / "recorded" / "rumour.json").read_text())["script"]
     claim = "The harbour master is selling the inn to a hotel chain."
     read = {number: beliefs.stance(item["text"], claim, similarity=_similarity(f"{item['speaker']} said: {item['text']}", claim))
             for number, item in enumerate(script, start=1)}

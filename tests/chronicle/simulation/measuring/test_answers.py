@@ -14,7 +14,7 @@ from django.db import connections
 from chronicle.simulation.measuring.answers import asker_for, spoken_to, word_share
 from devtools.fake_llm import ok
 
-FILE = Path(__file__).resolve().parents[2] / "fixtures" / "probes" / "every_kind.json"
+FILE = Path(__file__).resolve().parents[3] / "fixtures" / "probes" / "every_kind.json"
 
 
 @pytest.mark.parametrize("reply, gold, right", [
@@ -82,7 +82,7 @@ def test_judge_needs_a_model():
         call_command("evaluate_agents", str(FILE), "--answer", "scripted", "--judge")
 
 
-RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "recorded" / "harbour_winter_answers_model.json"
+RECORDED = Path(__file__).resolve().parents[3] / "fixtures" / "recorded" / "harbour_winter_answers_model.json"
 
 
 def test_a_models_recorded_answers_grade_as_they_did_and_show_what_the_briefing_gained():
@@ -93,7 +93,7 @@ def test_a_models_recorded_answers_grade_as_they_did_and_show_what_the_briefing_
     from chronicle.simulation.measuring.probes import parse
 
     recording = json.loads(RECORDED.read_text())
-    scene = json.loads((Path(__file__).resolve().parents[3] / recording["file"]).read_text())
+    scene = json.loads((Path(__file__).resolve().parents[4] / recording["file"]).read_text())
     found = {p.number: p for p in parse(scene["probes"], cast=[c["name"] for c in scene["characters"]],
                                          turns=len(scene["script"]))}
     accuracy, first = {}, {}
@@ -119,7 +119,7 @@ def test_a_models_recorded_answers_on_short_scenes_grade_as_they_did():
     recording = json.loads((RECORDED.parent / "short_scenes_answers_model.json").read_text())
     right = []
     for scene_file in recording["files"]:
-        scene = json.loads((Path(__file__).resolve().parents[3] / scene_file["file"]).read_text())
+        scene = json.loads((Path(__file__).resolve().parents[4] / scene_file["file"]).read_text())
         found = {p.number: p for p in parse(scene["probes"], cast=[c["name"] for c in scene["characters"]],
                                             turns=len(scene["script"]))}
         for reply in scene_file["replies"]:

@@ -10,7 +10,7 @@ import pytest
 from chronicle.simulation.control.tasks import run_turn_task
 from chronicle.simulation.story import accused, beliefs
 from memory.models import Memory
-from tests.chronicle.simulation.test_beliefs import held, say
+from tests.chronicle.simulation.story.test_beliefs import held, say
 from tests.factories import start
 
 CLAIM = "Sam took the money from the tip jar."

@@ -20,7 +20,7 @@ from chronicle.simulation.providers.answers import replies
 from chronicle.simulation.providers.partner import Known, heard, words
 from tests.factories import start as start_seeded
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 LABELS = re.compile(r"\b(?:My (?:goals|traits|skills|secret|situation|personality|values|background)|Location|"
                     r"Atmosphere|Situation|Archetype|Communication style|Decision style|Public face):", re.IGNORECASE)
 BUILT_FROM_A_SHEET = re.compile(r"\bI know this:|, hm\.|\bI keep thinking about this:|\bwhat matters to me is\b.*,.*,",

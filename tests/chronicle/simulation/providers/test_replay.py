@@ -15,7 +15,7 @@ from chronicle.simulation.control.services import simulation_resume, simulation_
 from memory.recalling.tools import WRITE_TOOLS
 from tests.chronicle.simulation.conftest import wait_status
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 RECORDED = FIXTURES / "recorded"
 
 
@@ -224,7 +224,7 @@ def test_the_recorded_rumour_ends_disputed_for_all_three_under_the_rules_of_beli
 def test_a_claim_asked_about_retold_then_corrected_is_believed_only_from_the_retelling_and_revised_for_all():
     """examples/probes/rumour-corrected.json: Nell asks Ivo whether the market is closing (turn 2),
     tells him it is (4), retells it to Dora (9); Dora says it is not so (10); Nell takes it back (12)."""
-    path = Path(__file__).resolve().parents[3] / "examples" / "probes" / "rumour-corrected.json"
+    path = Path(__file__).resolve().parents[4] / "examples" / "probes" / "rumour-corrected.json"
     result = run_file(path, provider="replay")
     held = {b["holder"]: b for b in result["beliefs"]}
     # Ivo believed it from the retelling at turn 4, not from the question at turn 2.

@@ -15,7 +15,7 @@ from chronicle.simulation.run.models import Simulation
 from chronicle.simulation.control.tasks import run_turn_task
 from memory.models import Memory
 from tests.factories import start, start_with_model
-from tests.chronicle.simulation.test_presence import lines_of, say
+from tests.chronicle.simulation.story.test_presence import lines_of, say
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("memory_tasks_inline")]
 

@@ -9,7 +9,7 @@ import pytest
 
 from chronicle.simulation.pages import run_panels
 from tests.factories import start as start_seeded
-from tests.chronicle.simulation.test_beliefs import CLAIM, held, say
+from tests.chronicle.simulation.story.test_beliefs import CLAIM, held, say
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from chronicle.simulation.run.models import Simulation
 from chronicle.simulation.control.services import simulation_start
 from tests.chronicle.simulation.conftest import wait_status
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 
 
 @pytest.mark.worker

@@ -19,7 +19,7 @@ from memory.recalling.tools import SIMULATION_TOOLS, openai_tool_schemas
 from tests.chronicle.simulation.conftest import wait_status
 from tests.prompting import last_user
 
-EVERY_KIND = Path(__file__).resolve().parents[2] / "fixtures" / "probes" / "every_kind.json"
+EVERY_KIND = Path(__file__).resolve().parents[3] / "fixtures" / "probes" / "every_kind.json"
 
 
 @pytest.mark.parametrize("line", ["What kind of budget are we talking about?", "Trust me, it'll be fine.",

@@ -44,7 +44,7 @@ def test_a_file_never_carries_a_secret():
 
 # --- one check, one message: the new-run form, a file's import and the command line --------------
 
-DEMO = Path(__file__).resolve().parents[3] / "examples" / "demo.json"
+DEMO = Path(__file__).resolve().parents[4] / "examples" / "demo.json"
 
 BAD_SETTINGS = [
     ({"stage_directions": "2: Quentin leaves"}, "stage_directions"),  # someone outside the cast
