@@ -9,6 +9,7 @@ from datetime import datetime
 from functools import cached_property
 
 from chronicle.simulation.prompting.prompts import RECENT_CHARS, gist, window, window_since
+from chronicle.simulation.providers.voice import sheet_line_voice
 from chronicle.simulation.providers import ChatResult, TurnHints
 from chronicle.simulation.run.run_settings import turn_default
 from memory.api import CharacterSheet, ScenarioSheet
@@ -130,7 +131,7 @@ class TurnInput:
     @cached_property
     def kept(self) -> dict[int, str]:
         """The memories those notes show as they still read, with whom each is about (briefing.still_as_shown)."""
-        return still_as_shown(self.kept_notes)
+        return still_as_shown(self.kept_notes, agent=self.agent)
 
     @property
     def hints(self) -> TurnHints:
@@ -139,10 +140,11 @@ class TurnInput:
                          transcript=list(self.transcript), max_tool_calls=self.max_tool_calls)
 
 
-def still_as_shown(notes: dict[int, dict]) -> dict[int, str]:
+def still_as_shown(notes: dict[int, dict], agent: str = "") -> dict[int, str]:
     """The memories the agent's earlier notes show that still read as they did, each with whom it is
     about (character knowledge; else ""): one revised since (a belief that heard itself denied, a
-    writer's edit) is news, neither skipped nor held back. A recent event was shown as its gist."""
+    writer's edit) is news, neither skipped nor held back. A recent event was shown as its gist, a
+    line of the sheet in the agent's own voice ("I grew up…" for "Alex grew up…")."""
     texts: dict[int, list[str]] = {}
     for note in notes.values():
         for memory_id in note.get("ids") or []:
@@ -151,4 +153,5 @@ def still_as_shown(notes: dict[int, dict]) -> dict[int, str]:
         return {}
     current = Memory.objects.filter(pk__in=texts).values_list("pk", "content", "kind", "about")
     return {pk: about if kind == "character_knowledge" else "" for pk, content, kind, about in current
-            if any(content in text or gist(content, RECENT_CHARS) in text for text in texts[pk])}
+            if any(content in text or gist(content, RECENT_CHARS) in text
+                   or (kind == "character" and agent and sheet_line_voice(content, agent) in text) for text in texts[pk])}

@@ -33,8 +33,10 @@ def test_fountain_has_scene_heading_upper_case_cues_and_dialogue_under_them(poli
     cues = [i for i, line in enumerate(lines) if line in ("ALEX", "JORDAN", "SAM")]
     assert [lines[i] for i in cues] == ["ALEX", "JORDAN", "ALEX", "JORDAN", "SAM"]  # Sam's struck turn 3 left out
     assert lines[cues[0] + 1] == "Right. Food first, feelings later."  # the writer's text, right under the cue
-    assert lines[cues[1] + 1] == turns[1].utterance
-    assert lines[cues[1] + 2] == "[[Make Jordan hungrier here]]"
+    jordan = lines[cues[1] + 1:cues[2]]  # Jordan's block: the line, an action as a parenthetical, the note
+    assert jordan[0] and turns[1].utterance.startswith(jordan[0])
+    assert ("*" in turns[1].utterance) == any(line.startswith("(") and line.endswith(")") for line in jordan)
+    assert "*" not in "".join(jordan) and jordan[-2:] == ["[[Make Jordan hungrier here]]", ""]
     assert lines[cues[0] - 1] == ""  # a cue follows a blank line
     assert turns[2].utterance not in text
 
