@@ -6,9 +6,9 @@ A line that moves how a listener stands with its speaker (memory.living.relation
 the listener's opinion of the speaker is written again from where it stands now (the model's words
 where a model judged the line, else the standing in words), more sure when the line agrees with
 what it thought, less when it goes against it. When the opinion's words change, the one before is
-superseded and archived (kept in the bank as what it thought then, out of the searches); when they do not, the one it holds is revised
-in place, its confidence and evidence moved (a long friendship would otherwise leave hundreds of
-"What I think of …: some fondness" for every search to wade through).
+superseded and archived (kept in the bank as what it thought then, out of the searches); when they
+do not, the one it holds is revised in place, its confidence and evidence moved (a long friendship
+would otherwise leave hundreds of "What I think of …: some fondness" for every search to wade through).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ from memory.api import CharacterSheet, ScenarioSheet, sheet_fields
 TRANSCRIPT_LINES = 8
 WINDOW_STEP = 32
 # Long lines (letters, speeches) would make those entries thousands of tokens on every call: past
-# WINDOW_CHARS (~1,000 tokens, a short scene of 28 lines whole) the start moves on by WINDOW_SHORT_STEP entries at a time, never past
-# the last TRANSCRIPT_LINES, so a long story's call stays flat; what scrolls out is memory's to bring back.
+# WINDOW_CHARS (~1,000 tokens; a short scene of 28 lines stays whole) the start moves on by
+# WINDOW_SHORT_STEP entries at a time, never past the last TRANSCRIPT_LINES, so a long story's call
+# stays flat; what scrolls out is memory's to bring back.
 WINDOW_CHARS = 4000
 WINDOW_SHORT_STEP = 8
 # Pre-populated sections that stay the same from turn to turn (the sheet, the place): sent first.
