@@ -28,6 +28,17 @@ def server():
 
 
 @pytest.fixture
+def bookkeeper():
+    """A second server, for a run's bookkeeping model: it lists one small model and answers the judgement."""
+    from devtools.fake_llm import FakeLLM
+
+    fake = FakeLLM().start()
+    fake.models = ["small-model"]
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
 def quick_backoff(settings):
     """LLM retries without the real backoff's seconds of waiting."""
     settings.LLM_RETRIES = 2

@@ -13,21 +13,12 @@ from chronicle.simulation.control import services
 from chronicle.simulation.control.tasks import run_turn_task
 from chronicle.simulation.run.models import Simulation
 from chronicle.simulation.run.run_settings import NEEDS_BOOKKEEPING_SERVER
-from devtools.fake_llm import FakeLLM, ok, tool_call
+from devtools.fake_llm import ok, tool_call
 from memory.models import Memory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
 
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture
-def bookkeeper():
-    """The second server: it lists one small model and answers the judgement (each listener at 6)."""
-    fake = FakeLLM().start()
-    fake.models = ["small-model"]
-    yield fake
-    fake.stop()
 
 
 def form_data(dinner, server, **values) -> dict:

@@ -16,18 +16,10 @@ from chronicle.simulation.control import services
 from chronicle.simulation.control.tasks import run_turn_task
 from chronicle.simulation.run.costs import Price, price_for
 from chronicle.simulation.run.models import Simulation
-from devtools.fake_llm import FakeLLM, ok
+from devtools.fake_llm import ok
 from tests.factories import make_dinner
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_backoff")]
-
-
-@pytest.fixture
-def bookkeeper():
-    fake = FakeLLM().start()
-    fake.models = ["small-model"]
-    yield fake
-    fake.stop()
 
 
 def _run(client, dinner, server, **values) -> Simulation:
